@@ -1,0 +1,2 @@
+// scaletrain trainer entry point (being built up; see app/trainer.cpp).
+int main() { return 0; }

@@ -1,0 +1,118 @@
+// The resolved, validated run configuration. Every key lives in one schema
+// (schema.cpp) with type, default, range and doc; loading, --set overrides,
+// --help, validation errors and docs/config.md are all generated from it.
+// Sections and key names follow DESIGN.md.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace st {
+
+struct ModelCfg {
+  std::string name = "default";  // preset name or "custom"
+  int n_layers = 6;
+  int d_model = 384;
+  int n_heads = 6;
+  int n_kv_heads = 2;
+  int ffn_hidden = 1024;
+  int vocab_size = 256;
+  int seq_len = 256;
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  double init_std = 0.02;
+};
+
+struct ParallelCfg {
+  int dp = 0;  // 0: world / (tp*pp*cp)
+  int tp = 1;
+  int pp = 1;
+  int cp = 1;
+  bool sp = false;
+  int zero_stage = 0;
+  double dp_bucket_mb = 25.0;
+  int num_model_chunks = 1;
+};
+
+struct TrainCfg {
+  int steps = 50;
+  int micro_batch = 4;
+  int grad_accum = 1;
+  uint64_t seed = 1234;
+  std::string act_ckpt = "none";    // none|selective|full
+  std::string precision = "fp32";  // fp32|bf16
+  int log_every = 1;
+  int warmup_steps_excluded = 3;   // steps ignored by throughput summaries
+};
+
+struct OptimCfg {
+  double lr = 3e-4;
+  double min_lr_ratio = 0.1;
+  int warmup_steps = 10;
+  std::string schedule = "cosine";  // constant|linear|cosine
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;  // 0 disables
+};
+
+struct DataCfg {
+  std::string source = "synthetic";  // synthetic|file
+  std::string path;                  // token file for source=file
+  std::string dtype = "uint16";      // uint16|uint32
+};
+
+struct CheckpointCfg {
+  int interval = 0;  // 0 disables
+  std::string dir;   // default: <out>/checkpoints
+  int keep_last_n = 2;
+  std::string resume = "auto";  // auto|none|PATH
+  std::string mode = "async";   // async|sync
+  std::string on_error = "continue";  // continue|abort
+};
+
+struct RuntimeCfg {
+  std::string device = "cpu";  // cpu|cuda
+  std::string out;             // default: results/runs/<name>-<timestamp>
+  std::string name = "run";
+  int threads = 0;             // OpenMP threads per rank; 0 = cores / local ranks
+  double timeout_s = 600.0;    // collective / wait timeout
+  double cpu_peak_gflops = 0;  // 0 = measure at start (for MFU on CPU)
+};
+
+struct Config {
+  ModelCfg model;
+  ParallelCfg parallel;
+  TrainCfg train;
+  OptimCfg optim;
+  DataCfg data;
+  CheckpointCfg checkpoint;
+  RuntimeCfg runtime;
+  std::string config_path;                 // the --config file, if any
+  std::vector<std::string> overrides;      // the --set lines, as given
+};
+
+// Loads a YAML file (may include a model preset via `model: {preset: NAME}`),
+// applies `a.b=c` overrides, checks every key against the schema and the
+// cross-field rules that do not need the world size. Throws UsageError whose
+// message names the key, the value and what would be valid.
+Config load_config(const std::string& yaml_path, const std::vector<std::string>& overrides);
+
+// Checks that need the world size (dp*tp*pp*cp == world, ...); fills dp=0.
+void resolve_layout(Config& cfg, int world_size);
+
+// The resolved config as YAML (for --dry-run and run.json's text form).
+std::string config_to_yaml(const Config& cfg);
+// The resolved config as a JSON object string (for run.json).
+std::string config_to_json(const Config& cfg);
+
+// Every key with type, default, range and doc, as text for --help.
+std::string config_help();
+// The same, as Markdown (docs/config.md is generated from this).
+std::string config_reference_markdown();
+
+// Directory holding model presets (configs/models), found relative to the
+// source tree or SCALETRAIN_CONFIG_DIR.
+std::string preset_dir();
+}  // namespace st

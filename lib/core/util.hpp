@@ -1,0 +1,22 @@
+// Small utilities every module uses: wall clock, string distance for
+// "did you mean", environment lookups, file helpers.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace st {
+double wall_time();  // seconds, monotonic
+std::string iso_time_utc();  // 2026-11-29T08:53:34Z
+std::string timestamp_compact();  // 20261129-085334
+size_t edit_distance(const std::string& a, const std::string& b);
+// Closest candidate by edit distance, or "" when none is reasonably close.
+std::string closest(const std::string& word, const std::vector<std::string>& candidates);
+std::optional<std::string> env(const char* name);
+std::string read_file(const std::string& path);  // throws UsageError naming the file
+void write_file_atomic(const std::string& path, const std::string& text);  // tmp + fsync + rename
+void fsync_dir(const std::string& dir);
+std::string human_bytes(double bytes);
+std::vector<std::string> split(const std::string& s, char sep);
+}  // namespace st

@@ -1,0 +1,34 @@
+// Per-rank telemetry writer: JSON Lines, append-only, flushed per record, so
+// a killed run leaves a readable file (schema: docs/telemetry.md).
+#pragma once
+#include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace st {
+
+inline constexpr const char* kTelemetrySchema = "scaletrain.telemetry/1";
+
+class TelemetryWriter {
+ public:
+  TelemetryWriter() = default;
+  // Opens (appends to) path; writes `header` (type and schema are filled in)
+  // unless the file already holds records (a resumed run appends).
+  void open(const std::string& path, nlohmann::json header);
+  ~TelemetryWriter();
+  TelemetryWriter(const TelemetryWriter&) = delete;
+  TelemetryWriter& operator=(const TelemetryWriter&) = delete;
+
+  bool is_open() const { return f_ != nullptr; }
+  void step(nlohmann::json record);  // type "step" is filled in
+  // Thread-safe: the checkpoint writer thread records events too.
+  void event(const std::string& name, long step, nlohmann::json extra = nlohmann::json::object());
+  void close();
+
+ private:
+  void write_line(const nlohmann::json& j);
+  std::FILE* f_ = nullptr;
+  std::mutex mu_;
+};
+}  // namespace st

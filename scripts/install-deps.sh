@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs every Debian package scaletrain's build, run and tests need.
+# Idempotent: packages already present are skipped by apt. One list, here.
+# Usage: scripts/install-deps.sh [--no-slurm]   (run as root or with sudo)
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  build-essential cmake ninja-build pkg-config git
+  # libraries
+  libopenmpi-dev openmpi-bin
+  libhdf5-dev hdf5-tools
+  libyaml-cpp-dev nlohmann-json3-dev
+  libboost-program-options-dev
+  libopenblas-dev
+  libgtest-dev googletest
+  # analysis plots
+  gnuplot-nox libgnuplot-iostream-dev libboost-iostreams-dev libboost-system-dev libboost-filesystem-dev
+  # reference tests (independent implementation, checkpoint inspection)
+  python3 python3-numpy python3-torch python3-h5py
+  # slurm tests (a real single-node Slurm)
+  slurmctld slurmd slurm-client munge
+)
+
+if [[ "${1:-}" == "--no-slurm" ]]; then
+  PACKAGES=("${PACKAGES[@]/slurmctld/}"); PACKAGES=("${PACKAGES[@]/slurmd/}")
+  PACKAGES=("${PACKAGES[@]/slurm-client/}"); PACKAGES=("${PACKAGES[@]/munge/}")
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  [[ -z "$p" ]] && continue
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# Do not start daemons at install time: the tests start their own Slurm.
+if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+  $SUDO chmod +x /usr/sbin/policy-rc.d
+  trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"
