@@ -1,0 +1,36 @@
+// CPU GEMM for kernels/ops.hpp: row-major sgemm through CBLAS (OpenBLAS).
+#include <cblas.h>
+
+#include <limits>
+
+#include "core/error.hpp"
+#include "kernels/ops.hpp"
+
+namespace st::kernels {
+namespace {
+int as_blas_int(int64_t v, const char* what) {
+  ST_CHECK(v >= 0 && v <= std::numeric_limits<int>::max(), "gemm ", what, "=", v,
+           " does not fit a 32-bit BLAS integer");
+  return int(v);
+}
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // BLAS would still scale C by beta; do the same explicitly
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, as_blas_int(M, "M"), as_blas_int(N, "N"),
+              as_blas_int(K, "K"), alpha, A, as_blas_int(lda, "lda"), B, as_blas_int(ldb, "ldb"),
+              beta, C, as_blas_int(ldc, "ldc"));
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          const float* B, float beta, float* C) {
+  gemm(trans_a, trans_b, M, N, K, alpha, A, trans_a ? M : K, B, trans_b ? K : N, beta, C, N);
+}
+}  // namespace st::kernels

@@ -1,0 +1,93 @@
+// The compute ops every backend implements: one header of signatures, fp32,
+// host or device pointers depending on the backend compiled behind it
+// (kernels/cpu now, kernels/cuda later). The model calls only these.
+//
+// Conventions (all ops):
+//  - Tensors are contiguous row-major; "rows" is the flattened leading size
+//    (B*T for activations).
+//  - Activation layouts: x [rows, d]; q [B, T, Hq, hd]; k, v [B, T, Hkv, hd]
+//    (i.e. the [rows, H*hd] output of a linear layer, viewed per head).
+//  - Backward ops OVERWRITE activation gradients (dx, dq, ...) unless an
+//    `accumulate` flag says otherwise, and ADD INTO parameter gradients
+//    (dw, dtable), so gradients of a step accumulate in place.
+//  - Every op is deterministic: the same inputs give bitwise the same outputs
+//    for a given thread count (recomputation for activation checkpointing
+//    relies on this). Reductions over rows into parameter gradients do not
+//    depend on the thread count.
+#pragma once
+#include <cstdint>
+
+namespace st::kernels {
+
+// C[M,N] = alpha * op(A) op(B) + beta * C, row-major; op(A) is [M,K], op(B)
+// is [K,N]. lda/ldb/ldc are row strides of A, B, C as stored.
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// Same, packed (lda = trans_a ? M : K, ldb = trans_b ? K : N, ldc = N).
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          const float* B, float beta, float* C);
+
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int64_t n);
+
+// out[r, :] = table[tokens[r], :]; tokens must be in [0, vocab).
+void embedding_fwd(const int32_t* tokens, int64_t rows, const float* table, int64_t vocab,
+                   int64_t d, float* out);
+// dtable[tokens[r], :] += dout[r, :]  (deterministic: no atomics).
+void embedding_bwd(const int32_t* tokens, int64_t rows, const float* dout, int64_t vocab, int64_t d,
+                   float* dtable);
+
+// y = x * rstd * w, rstd[r] = 1 / sqrt(mean_j x[r,j]^2 + eps). rstd: [rows].
+void rmsnorm_fwd(const float* x, const float* w, int64_t rows, int64_t d, float eps, float* y,
+                 float* rstd);
+// dx (= or += when accumulate) and dw (+=) from dy, x, w and the saved rstd.
+void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, int64_t rows,
+                 int64_t d, float* dx, float* dw, bool accumulate);
+
+// RoPE, interleaved pairs (x[2i], x[2i+1]) as in Meta's Llama reference
+// (view_as_complex): angle(t, i) = (pos0 + t) * theta^(-2i/hd).
+// Tables cos/sin: [T, hd/2], built by rope_table.
+void rope_table(int64_t T, int64_t hd, double theta, int64_t pos0, float* cos_t, float* sin_t);
+// In place on x [B, T, H, hd] (hd even): rotate each pair by +angle.
+void rope_fwd(float* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
+              const float* sin_t);
+// In place on dx [B, T, H, hd]: rotate by -angle (the transpose of rope_fwd).
+void rope_bwd(float* dx, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
+              const float* sin_t);
+
+// out = silu(gate) * up, elementwise over n.
+void swiglu_fwd(const float* gate, const float* up, int64_t n, float* out);
+// dgate, dup (overwritten) from dout. dgate may alias gate, dup may alias up
+// only if both alias (then gate/up are consumed).
+void swiglu_bwd(const float* gate, const float* up, const float* dout, int64_t n, float* dgate,
+                float* dup);
+
+// Causal grouped-query attention, softmax(q k^T * scale) v with
+// max-subtraction; query head h reads kv head h / (Hq / Hkv).
+// q: [B,T,Hq,hd], k,v: [B,T,Hkv,hd], out: [B,T,Hq,hd],
+// lse: [B,Hq,T] log-sum-exp of the scaled scores (saved for backward).
+void attention_fwd(const float* q, const float* k, const float* v, int64_t B, int64_t T, int64_t Hq,
+                   int64_t Hkv, int64_t hd, float scale, float* out, float* lse);
+// dq, dk, dv overwritten. Needs q, k, v, out, lse from the forward.
+void attention_bwd(const float* q, const float* k, const float* v, const float* out,
+                   const float* lse, const float* dout, int64_t B, int64_t T, int64_t Hq,
+                   int64_t Hkv, int64_t hd, float scale, float* dq, float* dk, float* dv);
+
+// Softmax cross-entropy over logits [rows, V]; targets < 0 are ignored.
+// Writes lse [rows] and returns the mean loss over non-ignored targets
+// (accumulated in double). n_valid (optional) receives their count.
+float cross_entropy_fwd(const float* logits, const int32_t* targets, int64_t rows, int64_t V,
+                        float* lse, int64_t* n_valid = nullptr);
+// dlogits = (softmax(logits) - onehot(target)) * dloss / n_valid; rows with
+// ignored targets get 0. dlogits may alias logits (in place).
+void cross_entropy_bwd(const float* logits, const int32_t* targets, const float* lse, int64_t rows,
+                       int64_t V, int64_t n_valid, float dloss, float* dlogits);
+
+// AdamW on fp32 master weights, decoupled weight decay:
+//   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2
+//   w -= lr * (wd * w + (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps))
+// step counts from 1.
+void adamw_step(float* w, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                float beta2, float eps, float weight_decay, int64_t step);
+
+}  // namespace st::kernels
