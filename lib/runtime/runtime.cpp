@@ -1,0 +1,136 @@
+// Implementation of runtime.hpp: MPI init, node-local ranks, hosts, Slurm.
+#include "runtime/runtime.hpp"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <map>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/util.hpp"
+
+namespace st {
+
+void throw_mpi_error(const char* call, int rc, const char* file, int line) {
+  char buf[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(rc, buf, &len);
+  throw Error(error_prefix(file, line) + "MPI error in " + call + ": " + std::string(buf, len));
+}
+
+namespace {
+int env_int(const char* n, int dflt) {
+  auto v = env(n);
+  if (!v || v->empty()) return dflt;
+  try {
+    return std::stoi(*v);
+  } catch (...) {
+    return dflt;
+  }
+}
+std::atomic<int> g_signal{0};
+extern "C" void on_signal(int sig) { g_signal.store(sig); }
+}  // namespace
+
+Runtime::Runtime(int* argc, char*** argv) {
+  ST_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_));
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  ST_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  ST_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  host_ = std::string(name, size_t(len));
+  set_error_identity(host_, rank_);
+  log_set_rank(rank_);
+
+  MPI_Comm local;
+  ST_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
+  MPI_Comm_rank(local, &local_rank_);
+  MPI_Comm_size(local, &local_size_);
+  MPI_Comm_free(&local);
+
+  // Gather host names to list hosts with their ranks (node order = first rank).
+  std::vector<char> all(size_t(size_) * MPI_MAX_PROCESSOR_NAME, 0);
+  ST_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
+                             MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD));
+  std::map<std::string, size_t> idx;
+  for (int r = 0; r < size_; ++r) {
+    std::string h(&all[size_t(r) * MPI_MAX_PROCESSOR_NAME]);
+    auto it = idx.find(h);
+    if (it == idx.end()) {
+      idx[h] = hosts_.size();
+      hosts_.push_back({h, {r}});
+    } else {
+      hosts_[it->second].second.push_back(r);
+    }
+  }
+  num_nodes_ = int(hosts_.size());
+  node_index_ = int(idx[host_]);
+
+  if (auto j = env("SLURM_JOB_ID")) {
+    slurm_.job_id = *j;
+    slurm_.step_id = env("SLURM_STEP_ID").value_or("");
+    slurm_.job_name = env("SLURM_JOB_NAME").value_or("");
+    slurm_.nodelist = env("SLURM_JOB_NODELIST").value_or("");
+    slurm_.partition = env("SLURM_JOB_PARTITION").value_or("");
+    slurm_.ntasks = env_int("SLURM_NTASKS", 0);
+    slurm_.nnodes = env_int("SLURM_JOB_NUM_NODES", 0);
+    slurm_.procid = env_int("SLURM_PROCID", -1);
+    slurm_.localid = env_int("SLURM_LOCALID", -1);
+  }
+}
+
+Runtime::~Runtime() {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Finalize();
+}
+
+std::string Runtime::mpi_version() const {
+  char v[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  MPI_Get_library_version(v, &len);
+  std::string s(v, size_t(len));
+  auto nl = s.find_first_of("\n,");
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+void Runtime::abort(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+int pending_signal() { return g_signal.load(); }
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGINT: return "SIGINT";
+    default: return "signal";
+  }
+}
+
+int pick_threads(int requested, int local_size) {
+  if (requested > 0) return requested;
+  int cores = int(std::thread::hardware_concurrency());
+  if (cores <= 0) cores = 1;
+  return std::max(1, cores / std::max(1, local_size));
+}
+}  // namespace st

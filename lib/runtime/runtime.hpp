@@ -1,0 +1,63 @@
+// MPI bootstrap and the facts of where this rank runs: world and node-local
+// rank (MPI_Comm_split_type), host, Slurm ids, signals for preemption.
+// MPI is initialised with MPI_THREAD_MULTIPLE because the checkpoint writer
+// thread votes on its own communicator while the loop trains.
+#pragma once
+#include <mpi.h>
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace st {
+
+struct SlurmInfo {
+  std::string job_id, step_id, job_name, nodelist, partition;
+  int ntasks = 0, nnodes = 0, procid = -1, localid = -1;
+  bool present() const { return !job_id.empty(); }
+};
+
+class Runtime {
+ public:
+  Runtime(int* argc, char*** argv);  // MPI_Init_thread; sets error identity and log rank
+  ~Runtime();                        // MPI_Finalize (unless aborted)
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return size_; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  int node_index() const { return node_index_; }
+  int num_nodes() const { return num_nodes_; }
+  const std::string& host() const { return host_; }
+  const SlurmInfo& slurm() const { return slurm_; }
+  int thread_level() const { return thread_level_; }
+  MPI_Comm world() const { return MPI_COMM_WORLD; }
+  // host name -> world ranks on it, in node order (gathered at start).
+  const std::vector<std::pair<std::string, std::vector<int>>>& hosts() const { return hosts_; }
+  std::string mpi_version() const;
+
+  // Exit every rank with `code` (MPI_Abort): for a failure on one rank that
+  // would otherwise leave the others waiting in a collective.
+  [[noreturn]] void abort(int code);
+
+ private:
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_index_ = 0, num_nodes_ = 1;
+  int thread_level_ = 0;
+  std::string host_;
+  SlurmInfo slurm_;
+  std::vector<std::pair<std::string, std::vector<int>>> hosts_;
+};
+
+// SIGTERM / SIGUSR1 (as Slurm sends before preemption) set a flag the loop
+// polls; the loop then checkpoints and exits with kExitPreempted.
+void install_signal_handlers();
+int pending_signal();  // 0 if none
+const char* signal_name(int sig);
+inline constexpr int kExitPreempted = 3;
+
+// OpenMP threads for this rank: cfg value, or cores / ranks on this node.
+int pick_threads(int requested, int local_size);
+}  // namespace st
