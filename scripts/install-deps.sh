@@ -14,6 +14,8 @@ PACKAGES=(
   libboost-program-options-dev
   libopenblas-dev
   libgtest-dev googletest
+  # the default run's real text: the King James Bible (public domain), see scripts/prepare-corpus.sh
+  bible-kjv
   # analysis plots
   gnuplot-nox libgnuplot-iostream-dev libboost-iostreams-dev libboost-system-dev libboost-filesystem-dev
   # reference tests (independent implementation, checkpoint inspection)
