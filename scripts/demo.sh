@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The main job: installs the distribution packages, builds, prepares the
+# real-text corpus, runs a 2-rank CPU training run of the default model with
+# checkpoints and per-rank telemetry, then prints the run's report.
+# Usage: scripts/demo.sh [extra --set overrides for the run...]
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+bash scripts/install-deps.sh
+cmake --preset cpu >/dev/null
+cmake --build --preset cpu -j "$(nproc)"
+bash scripts/prepare-corpus.sh build
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+out=results/runs/demo-$(date -u +%Y%m%d-%H%M%S)
+ranks=${SCALETRAIN_RANKS:-2}
+mpirun --oversubscribe --bind-to none -np "$ranks" \
+  build/app/scaletrain --config configs/default.yaml --set runtime.out="$out" "$@"
+if [[ -x build/analysis/scaletrain-analyze ]]; then
+  build/analysis/scaletrain-analyze run "$out"
+  echo
+  echo "report: $out/analysis/report.md"
+fi
+echo "run folder: $out"
