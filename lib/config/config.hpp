@@ -9,13 +9,15 @@
 
 namespace st {
 
+// Defaults are the `default` preset (configs/models/default.yaml, ~19.7M params).
 struct ModelCfg {
   std::string name = "default";  // preset name or "custom"
-  int n_layers = 6;
-  int d_model = 384;
-  int n_heads = 6;
+  std::string preset;            // model preset loaded first ("" = none)
+  int n_layers = 8;
+  int d_model = 512;
+  int n_heads = 8;
   int n_kv_heads = 2;
-  int ffn_hidden = 1024;
+  int ffn_hidden = 1152;
   int vocab_size = 256;
   int seq_len = 256;
   double rope_theta = 10000.0;
@@ -39,10 +41,10 @@ struct TrainCfg {
   int micro_batch = 4;
   int grad_accum = 1;
   uint64_t seed = 1234;
-  std::string act_ckpt = "none";    // none|selective|full
+  std::string act_ckpt = "none";   // none|selective|full
   std::string precision = "fp32";  // fp32|bf16
   int log_every = 1;
-  int warmup_steps_excluded = 3;   // steps ignored by throughput summaries
+  int warmup_steps_excluded = 3;  // steps ignored by throughput summaries
 };
 
 struct OptimCfg {
@@ -67,8 +69,8 @@ struct CheckpointCfg {
   int interval = 0;  // 0 disables
   std::string dir;   // default: <out>/checkpoints
   int keep_last_n = 2;
-  std::string resume = "auto";  // auto|none|PATH
-  std::string mode = "async";   // async|sync
+  std::string resume = "auto";        // auto|none|PATH
+  std::string mode = "async";         // async|sync
   std::string on_error = "continue";  // continue|abort
 };
 
@@ -89,8 +91,8 @@ struct Config {
   DataCfg data;
   CheckpointCfg checkpoint;
   RuntimeCfg runtime;
-  std::string config_path;                 // the --config file, if any
-  std::vector<std::string> overrides;      // the --set lines, as given
+  std::string config_path;             // the --config file, if any
+  std::vector<std::string> overrides;  // the --set lines, as given
 };
 
 // Loads a YAML file (may include a model preset via `model: {preset: NAME}`),

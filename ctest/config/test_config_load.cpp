@@ -1,0 +1,162 @@
+// Loading: defaults, files, presets, overrides and the YAML/JSON round trip.
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.hpp"
+
+namespace st {
+namespace {
+using test::TempDir;
+
+TEST(ConfigLoad, EmptyPathGivesStructDefaults) {
+  Config c = load_config("", {});
+  Config d;
+  EXPECT_EQ(config_to_yaml(c), config_to_yaml(d));
+  EXPECT_EQ(c.model.n_layers, 8);
+  EXPECT_EQ(c.model.name, "default");
+  EXPECT_EQ(c.model.preset, "");
+  EXPECT_EQ(c.data.source, "synthetic");
+  EXPECT_EQ(c.parallel.dp, 0);
+}
+
+TEST(ConfigLoad, DefaultPresetEqualsStructDefaults) {
+  Config p = load_config("", {"model.preset=default"});
+  Config d;
+  p.model.preset = "";
+  EXPECT_EQ(config_to_yaml(p), config_to_yaml(d));
+}
+
+TEST(ConfigLoad, FileSetsEveryType) {
+  TempDir t;
+  auto f = t.write("run.yaml", R"(
+model: {n_layers: 4}
+parallel: {sp: true, tp: 2, zero_stage: 2, dp_bucket_mb: 12.5}
+train: {steps: 7, seed: 18446744073709551615, act_ckpt: full, precision: bf16}
+optim: {lr: 1e-3, schedule: linear}
+data: {source: file, path: tokens.bin, dtype: uint32}
+checkpoint: {interval: 5, resume: none}
+runtime: {name: my-run, out: ""}
+)");
+  Config c = load_config(f, {});
+  EXPECT_EQ(c.model.n_layers, 4);
+  EXPECT_EQ(c.model.name, "custom");
+  EXPECT_TRUE(c.parallel.sp);
+  EXPECT_EQ(c.parallel.tp, 2);
+  EXPECT_EQ(c.parallel.zero_stage, 2);
+  EXPECT_DOUBLE_EQ(c.parallel.dp_bucket_mb, 12.5);
+  EXPECT_EQ(c.train.steps, 7);
+  EXPECT_EQ(c.train.seed, 18446744073709551615ULL);
+  EXPECT_EQ(c.train.act_ckpt, "full");
+  EXPECT_EQ(c.train.precision, "bf16");
+  EXPECT_DOUBLE_EQ(c.optim.lr, 1e-3);
+  EXPECT_EQ(c.optim.schedule, "linear");
+  EXPECT_EQ(c.data.path, "tokens.bin");
+  EXPECT_EQ(c.data.dtype, "uint32");
+  EXPECT_EQ(c.checkpoint.interval, 5);
+  EXPECT_EQ(c.checkpoint.resume, "none");
+  EXPECT_EQ(c.runtime.name, "my-run");
+  EXPECT_EQ(c.config_path, f);
+}
+
+TEST(ConfigLoad, PresetThenFileKeysThenOverrides) {
+  TempDir t;
+  auto f = t.write("run.yaml", "model: {preset: tiny, seq_len: 32}\ntrain: {steps: 9}\n");
+  Config c = load_config(f, {"train.steps=11", "model.n_layers=4"});
+  EXPECT_EQ(c.model.preset, "tiny");
+  EXPECT_EQ(c.model.name, "tiny");
+  EXPECT_EQ(c.model.d_model, 64);     // from the preset
+  EXPECT_EQ(c.model.seq_len, 32);     // file beats preset
+  EXPECT_EQ(c.model.n_layers, 4);     // override beats preset
+  EXPECT_EQ(c.train.steps, 11);       // override beats file
+  EXPECT_EQ(c.train.micro_batch, 4);  // a preset's non-model sections are not included
+  EXPECT_EQ(c.overrides.size(), 2u);
+}
+
+TEST(ConfigLoad, PresetOverrideReplacesFileModel) {
+  TempDir t;
+  auto f = t.write("run.yaml", "model: {preset: tiny, seq_len: 32}\n");
+  Config c = load_config(f, {"model.preset=llama-7b", "model.seq_len=2048"});
+  EXPECT_EQ(c.model.name, "llama-7b");
+  EXPECT_EQ(c.model.d_model, 4096);
+  EXPECT_EQ(c.model.seq_len, 2048);
+}
+
+TEST(ConfigLoad, PresetFileIsACompleteRunConfig) {
+  Config c = load_config(preset_dir() + "/tiny.yaml", {});
+  EXPECT_EQ(c.model.name, "tiny");
+  EXPECT_EQ(c.model.d_model, 64);
+  EXPECT_EQ(c.train.steps, 4);
+}
+
+TEST(ConfigLoad, OverridesParseWithTheKeysType) {
+  Config c =
+      load_config("", {"parallel.sp=true", "parallel.tp=2", "optim.lr=2.5e-4", "train.seed=7",
+                       "data.path=", "runtime.name=a=b", "optim.schedule=constant"});
+  EXPECT_TRUE(c.parallel.sp);
+  EXPECT_DOUBLE_EQ(c.optim.lr, 2.5e-4);
+  EXPECT_EQ(c.train.seed, 7u);
+  EXPECT_EQ(c.data.path, "");
+  EXPECT_EQ(c.runtime.name, "a=b");  // only the first '=' splits
+  EXPECT_EQ(c.optim.schedule, "constant");
+}
+
+TEST(ConfigLoad, EmptyAndNullSectionsAreFine) {
+  TempDir t;
+  EXPECT_NO_THROW(load_config(t.write("empty.yaml", ""), {}));
+  EXPECT_NO_THROW(load_config(t.write("null.yaml", "train:\nmodel: ~\n"), {}));
+}
+
+TEST(ConfigLoad, YamlRoundTrip) {
+  TempDir t;
+  Config a = load_config("", {"model.preset=tiny", "runtime.name=yes", "data.path=1",
+                              "optim.lr=0.1", "model.norm_eps=1e-6", "train.seed=99"});
+  auto f = t.write("dump.yaml", config_to_yaml(a));
+  Config b = load_config(f, {});
+  EXPECT_EQ(config_to_yaml(a), config_to_yaml(b));
+  EXPECT_EQ(b.runtime.name, "yes");
+  EXPECT_EQ(b.data.path, "1");
+  EXPECT_DOUBLE_EQ(b.model.norm_eps, 1e-6);
+}
+
+TEST(ConfigLoad, JsonHasTypedValuesAndReadsBack) {
+  TempDir t;
+  Config a = load_config("", {"model.preset=tiny", "parallel.tp=2", "parallel.sp=true"});
+  auto j = nlohmann::json::parse(config_to_json(a));
+  EXPECT_EQ(j["model"]["d_model"], 64);
+  EXPECT_EQ(j["parallel"]["sp"], true);
+  EXPECT_DOUBLE_EQ(j["optim"]["lr"].get<double>(), 3e-4);
+  EXPECT_EQ(j["train"]["precision"], "fp32");
+  // JSON is YAML: the dump is itself a valid config.
+  Config b = load_config(t.write("dump.json", config_to_json(a)), {});
+  EXPECT_EQ(config_to_yaml(a), config_to_yaml(b));
+}
+
+TEST(ConfigLoad, ResolveLayoutFillsDp) {
+  Config c = load_config("", {"parallel.tp=2"});
+  resolve_layout(c, 8);
+  EXPECT_EQ(c.parallel.dp, 4);
+  Config e = load_config("", {"parallel.dp=2", "parallel.tp=2"});
+  EXPECT_NO_THROW(resolve_layout(e, 4));
+}
+
+TEST(ConfigLoad, HelpListsEveryKeyWithDefault) {
+  std::string h = config_help();
+  EXPECT_NE(h.find("train.steps"), std::string::npos);
+  EXPECT_NE(h.find("optim.schedule"), std::string::npos);
+  EXPECT_NE(h.find("constant|linear|cosine"), std::string::npos);
+  EXPECT_NE(h.find("model.preset"), std::string::npos);
+}
+
+TEST(ConfigLoad, RepoRunConfigsLoad) {
+  const std::string root = preset_dir() + "/../";
+  for (const char* f : {"default.yaml"}) {
+    Config c = load_config(root + f, {});
+    EXPECT_EQ(c.model.name, "default") << f;
+    EXPECT_EQ(c.data.source, "file");
+    EXPECT_GE(c.train.steps / c.checkpoint.interval, 2) << "a couple of checkpoints";
+  }
+}
+
+}  // namespace
+}  // namespace st

@@ -1,0 +1,313 @@
+// The one table of config keys (type, range or choices, doc, target field),
+// and the typed parse/format of a single value. Parsing, --help, validation
+// messages and docs/config.md all read this table; defaults come from the
+// structs in config.hpp through each entry's field pointer.
+#include "config/schema.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "core/error.hpp"
+#include "core/util.hpp"
+
+namespace st::config_detail {
+namespace {
+
+template <class T>
+constexpr Type type_of(bool has_choices) {
+  if constexpr (std::is_same_v<T, int>) return Type::Int;
+  if constexpr (std::is_same_v<T, uint64_t>) return Type::UInt64;
+  if constexpr (std::is_same_v<T, double>) return Type::Float;
+  if constexpr (std::is_same_v<T, bool>) return Type::Bool;
+  if constexpr (std::is_same_v<T, std::string>) return has_choices ? Type::Enum : Type::String;
+}
+
+template <class S, class T>
+Key make(S Config::*sec, const char* section, const char* name, T S::*member, std::string doc,
+         std::vector<std::string> choices = {}, bool ranged = false, double lo = 0, double hi = 0) {
+  Key k;
+  k.section = section;
+  k.name = name;
+  k.type = type_of<T>(!choices.empty());
+  k.choices = std::move(choices);
+  k.ranged = ranged;
+  k.min = lo;
+  k.max = hi;
+  k.doc = std::move(doc);
+  k.field = [sec, member](Config& c) -> void* { return &((c.*sec).*member); };
+  return k;
+}
+
+// F(model, n_layers) expands to the section pointer, both names, and the member.
+#define F(sec, key) &Config::sec, #sec, #key, &decltype(Config::sec)::key
+
+template <class S, class T>
+Key num(S Config::*sec, const char* s, const char* n, T S::*m, double lo, double hi,
+        std::string doc) {
+  return make(sec, s, n, m, std::move(doc), {}, true, lo, hi);
+}
+template <class S, class T>
+Key any(S Config::*sec, const char* s, const char* n, T S::*m, std::string doc) {
+  return make(sec, s, n, m, std::move(doc));
+}
+template <class S>
+Key choice(S Config::*sec, const char* s, const char* n, std::string S::*m,
+           std::vector<std::string> choices, std::string doc) {
+  return make(sec, s, n, m, std::move(doc), std::move(choices));
+}
+
+constexpr double kBig = 1e9;
+
+std::vector<Key> build() {
+  return {
+      // model: the transformer's shape (Llama style: RMSNorm, RoPE, GQA, SwiGLU, untied head).
+      any(F(model, preset),
+          "model preset loaded first from configs/models/NAME.yaml; keys set next to it override "
+          "it"),
+      any(F(model, name),
+          "label of the model shape in run.json and reports (preset name by default)"),
+      num(F(model, n_layers), 1, 4096, "number of transformer blocks"),
+      num(F(model, d_model), 1, 1 << 20, "hidden size"),
+      num(F(model, n_heads), 1, 4096, "attention (query) heads; head_dim = d_model / n_heads"),
+      num(F(model, n_kv_heads), 1, 4096,
+          "key/value heads (grouped-query attention); divides n_heads"),
+      num(F(model, ffn_hidden), 1, 1 << 22, "SwiGLU MLP inner size"),
+      num(F(model, vocab_size), 2, 1 << 26, "vocabulary size (256 = bytes)"),
+      num(F(model, seq_len), 1, 1 << 22, "tokens per sequence"),
+      num(F(model, rope_theta), 1, 1e9, "RoPE base frequency"),
+      num(F(model, norm_eps), 1e-12, 0.1, "RMSNorm epsilon"),
+      num(F(model, init_std), 0, 1, "std of the normal initialization of weights"),
+      // parallel: Megatron's names; the mesh is pp x dp x cp x tp.
+      num(F(parallel, dp), 0, 1 << 24, "data-parallel size; 0 = world / (tp*pp*cp)"),
+      num(F(parallel, tp), 1, 4096, "tensor-parallel size"),
+      num(F(parallel, pp), 1, 4096, "pipeline-parallel stages"),
+      num(F(parallel, cp), 1, 4096, "context-parallel size (ring attention over the sequence)"),
+      any(F(parallel, sp), "sequence parallelism on the tensor-parallel group (needs tp > 1)"),
+      num(F(parallel, zero_stage), 0, 3,
+          "ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters sharded over dp"),
+      num(F(parallel, dp_bucket_mb), 0.001, 1e5, "gradient bucket size in MiB for the dp reduce"),
+      num(F(parallel, num_model_chunks), 1, 1024,
+          "model chunks per pipeline stage (> 1 = interleaved 1F1B)"),
+      // train
+      num(F(train, steps), 1, kBig, "optimizer steps to run"),
+      num(F(train, micro_batch), 1, 1 << 20, "sequences per micro-batch per dp rank"),
+      num(F(train, grad_accum), 1, 1 << 20,
+          "micro-batches per step (gradient accumulation / pipeline micro-batches)"),
+      any(F(train, seed), "random seed (weights, synthetic data); same result for any layout"),
+      choice(F(train, act_ckpt), {"none", "selective", "full"},
+             "activation checkpointing: none, selective (attention core), full (whole block)"),
+      choice(F(train, precision), {"fp32", "bf16"},
+             "compute precision (master weights and optimizer state stay fp32)"),
+      num(F(train, log_every), 1, kBig, "print a progress line on rank 0 every N steps"),
+      num(F(train, warmup_steps_excluded), 0, kBig, "first steps left out of throughput summaries"),
+      // optim: AdamW
+      num(F(optim, lr), 0, 10, "peak learning rate"),
+      num(F(optim, min_lr_ratio), 0, 1, "final learning rate as a fraction of lr"),
+      num(F(optim, warmup_steps), 0, kBig, "linear warm-up steps"),
+      choice(F(optim, schedule), {"constant", "linear", "cosine"}, "decay after warm-up"),
+      num(F(optim, weight_decay), 0, 10, "AdamW decoupled weight decay"),
+      num(F(optim, beta1), 0, 0.999999, "AdamW beta1"),
+      num(F(optim, beta2), 0, 0.999999, "AdamW beta2"),
+      num(F(optim, eps), 0, 1, "AdamW epsilon"),
+      num(F(optim, grad_clip), 0, 1e6, "clip the global gradient norm to this; 0 disables"),
+      // data
+      choice(F(data, source), {"synthetic", "file"},
+             "synthetic (seeded tokens) or file (memory-mapped token file)"),
+      any(F(data, path), "token file for source=file (relative to the working directory)"),
+      choice(F(data, dtype), {"uint16", "uint32"}, "token type in the file"),
+      // checkpoint
+      num(F(checkpoint, interval), 0, kBig, "save every N steps; 0 disables"),
+      any(F(checkpoint, dir), "checkpoint folder; empty = <runtime.out>/checkpoints"),
+      num(F(checkpoint, keep_last_n), 1, 1 << 20, "committed checkpoints kept; older are removed"),
+      any(F(checkpoint, resume),
+          "auto (newest committed checkpoint in dir, if any), none, or a step folder path"),
+      choice(F(checkpoint, mode), {"async", "sync"},
+             "async: snapshot then write in background; sync: write before the next step"),
+      choice(F(checkpoint, on_error), {"continue", "abort"},
+             "on a failed save: keep training (previous checkpoint stays) or stop"),
+      // runtime
+      choice(F(runtime, device), {"cpu", "cuda"}, "compute backend"),
+      any(F(runtime, out), "run folder; empty = results/runs/<name>-<timestamp>"),
+      any(F(runtime, name), "run name (run folder, reports)"),
+      num(F(runtime, threads), 0, 4096, "OpenMP threads per rank; 0 = cores / local ranks"),
+      num(F(runtime, timeout_s), 1, 1e7, "timeout in seconds for collectives and waits"),
+      num(F(runtime, cpu_peak_gflops), 0, 1e9,
+          "peak GFLOP/s per rank for MFU on CPU; 0 = measure at start"),
+  };
+}
+#undef F
+
+// Shortest text that reads back as the same double; whole numbers in full (1000000000, not 1e+09).
+std::string fmt_double(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<long long>(v));
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, r.ptr);
+  return s;
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string in_where(const std::string& where) { return where.empty() ? "" : " (" + where + ")"; }
+
+[[noreturn]] void bad_type(const Key& k, const std::string& raw, const std::string& where,
+                           const std::string& expected) {
+  throw UsageError(k.full() + ": '" + raw + "' is not " + expected + in_where(where));
+}
+
+void check_range(const Key& k, double v, const std::string& raw, const std::string& where) {
+  if (k.ranged && (v < k.min || v > k.max))
+    throw UsageError(k.full() + ": " + raw + " is out of range; allowed " + range_text(k) +
+                     in_where(where));
+}
+
+}  // namespace
+
+const std::vector<Key>& schema() {
+  static const std::vector<Key> table = build();
+  return table;
+}
+
+const std::vector<std::string>& sections() {
+  static const std::vector<std::string> s = [] {
+    std::vector<std::string> out;
+    for (const auto& k : schema())
+      if (std::find(out.begin(), out.end(), k.section) == out.end()) out.push_back(k.section);
+    return out;
+  }();
+  return s;
+}
+
+const Key* find_key(const std::string& section, const std::string& name) {
+  for (const auto& k : schema())
+    if (k.section == section && k.name == name) return &k;
+  return nullptr;
+}
+
+std::string type_name(Type t) {
+  switch (t) {
+    case Type::Int:
+      return "int";
+    case Type::UInt64:
+      return "uint64";
+    case Type::Float:
+      return "float";
+    case Type::Bool:
+      return "bool";
+    case Type::String:
+      return "string";
+    case Type::Enum:
+      return "enum";
+  }
+  return "?";
+}
+
+std::string range_text(const Key& k) {
+  if (k.type == Type::Enum) {
+    std::string s;
+    for (const auto& c : k.choices) s += (s.empty() ? "" : "|") + c;
+    return s;
+  }
+  if (k.type == Type::Bool) return "true|false";
+  if (k.type == Type::UInt64) return "[0, 2^64-1]";
+  if (!k.ranged) return "";
+  return "[" + fmt_double(k.min) + ", " + fmt_double(k.max) + "]";
+}
+
+void set_value(const Key& k, Config& cfg, const std::string& raw, const std::string& where) {
+  void* p = k.field(cfg);
+  const char* b = raw.data();
+  const char* e = raw.data() + raw.size();
+  switch (k.type) {
+    case Type::Int: {
+      long long v = 0;
+      auto r = std::from_chars(b, e, v);
+      if (raw.empty() || r.ec == std::errc::invalid_argument || r.ptr != e)
+        bad_type(k, raw, where, "an int (expected an integer in " + range_text(k) + ")");
+      if (r.ec == std::errc::result_out_of_range)
+        throw UsageError(k.full() + ": " + raw + " is out of range; allowed " + range_text(k) +
+                         in_where(where));
+      check_range(k, static_cast<double>(v), raw, where);
+      *static_cast<int*>(p) = static_cast<int>(v);
+      return;
+    }
+    case Type::UInt64: {
+      uint64_t v = 0;
+      auto r = std::from_chars(b, e, v);
+      if (raw.empty() || r.ec != std::errc() || r.ptr != e)
+        bad_type(k, raw, where, "a uint64 (expected an integer in [0, 2^64-1])");
+      *static_cast<uint64_t*>(p) = v;
+      return;
+    }
+    case Type::Float: {
+      double v = 0;
+      auto r = std::from_chars(b, e, v);
+      if (raw.empty() || r.ec == std::errc::invalid_argument || r.ptr != e || std::isnan(v) ||
+          std::isinf(v))
+        bad_type(k, raw, where, "a float (expected a finite number in " + range_text(k) + ")");
+      if (r.ec == std::errc::result_out_of_range)
+        throw UsageError(k.full() + ": " + raw + " is out of range; allowed " + range_text(k) +
+                         in_where(where));
+      check_range(k, v, raw, where);
+      *static_cast<double*>(p) = v;
+      return;
+    }
+    case Type::Bool: {
+      std::string l = lower(raw);
+      bool v;
+      if (l == "true" || l == "yes" || l == "on" || l == "1")
+        v = true;
+      else if (l == "false" || l == "no" || l == "off" || l == "0")
+        v = false;
+      else
+        bad_type(k, raw, where, "a bool (expected true or false)");
+      *static_cast<bool*>(p) = v;
+      return;
+    }
+    case Type::String:
+      *static_cast<std::string*>(p) = raw;
+      return;
+    case Type::Enum: {
+      if (std::find(k.choices.begin(), k.choices.end(), raw) == k.choices.end()) {
+        std::string hint = closest(raw, k.choices);
+        throw UsageError(k.full() + ": '" + raw + "' is not one of " + range_text(k) +
+                         (hint.empty() ? "" : "; did you mean '" + hint + "'?") + in_where(where));
+      }
+      *static_cast<std::string*>(p) = raw;
+      return;
+    }
+  }
+}
+
+std::string get_value(const Key& k, const Config& cfg) {
+  void* p = k.field(const_cast<Config&>(cfg));
+  switch (k.type) {
+    case Type::Int:
+      return std::to_string(*static_cast<int*>(p));
+    case Type::UInt64:
+      return std::to_string(*static_cast<uint64_t*>(p));
+    case Type::Float:
+      return fmt_double(*static_cast<double*>(p));
+    case Type::Bool:
+      return *static_cast<bool*>(p) ? "true" : "false";
+    case Type::String:
+    case Type::Enum:
+      return *static_cast<std::string*>(p);
+  }
+  return "";
+}
+
+std::string default_value(const Key& k) {
+  static const Config defaults{};
+  return get_value(k, defaults);
+}
+
+}  // namespace st::config_detail

@@ -1,0 +1,136 @@
+// Cross-field rules of a config: model shape consistency, what the parallel
+// layout needs from the shape, and (resolve_layout) the checks that need the
+// world size. Every message names the keys, their values and a valid choice.
+#include <string>
+
+#include "config/schema.hpp"
+#include "core/error.hpp"
+
+namespace st {
+namespace config_detail {
+namespace {
+
+std::string kv(const char* key, long long v) { return std::string(key) + "=" + std::to_string(v); }
+
+// "a multiple of 6 (e.g. 378 or 384)".
+std::string multiple_hint(long long value, long long of) {
+  long long lo = value / of * of, hi = lo + of;
+  std::string s = "a multiple of " + std::to_string(of) + " (e.g. ";
+  if (lo > 0) s += std::to_string(lo) + " or ";
+  return s + std::to_string(hi) + ")";
+}
+
+void need_divisible(const char* key, long long value, const char* by_key, long long by) {
+  if (by > 0 && value % by != 0)
+    throw UsageError(kv(key, value) + " is not divisible by " + kv(by_key, by) + "; choose " +
+                     std::string(key) + " " + multiple_hint(value, by));
+}
+
+}  // namespace
+
+void validate(const Config& c) {
+  const auto& m = c.model;
+  const auto& p = c.parallel;
+  // Model shape.
+  need_divisible("model.d_model", m.d_model, "model.n_heads", m.n_heads);
+  const int head_dim = m.d_model / m.n_heads;
+  if (head_dim % 2 != 0)
+    throw UsageError("model.d_model / model.n_heads = " + std::to_string(m.d_model) + " / " +
+                     std::to_string(m.n_heads) + " = head_dim " + std::to_string(head_dim) +
+                     " is odd; RoPE needs an even head_dim (e.g. d_model=" +
+                     std::to_string((head_dim + 1) * m.n_heads) + ")");
+  if (m.n_kv_heads > m.n_heads)
+    throw UsageError(kv("model.n_kv_heads", m.n_kv_heads) + " exceeds " +
+                     kv("model.n_heads", m.n_heads) + "; valid: a divisor of n_heads, at most " +
+                     std::to_string(m.n_heads));
+  if (m.n_heads % m.n_kv_heads != 0)
+    throw UsageError(kv("model.n_heads", m.n_heads) + " is not divisible by " +
+                     kv("model.n_kv_heads", m.n_kv_heads) +
+                     "; n_kv_heads must divide n_heads (grouped-query attention)");
+
+  // Data.
+  if (c.data.source == "file" && c.data.path.empty())
+    throw UsageError(
+        "data.source=file needs data.path (a token file); set data.path=FILE or "
+        "data.source=synthetic");
+  if (c.data.source == "file" && c.data.dtype == "uint16" && m.vocab_size > 65536)
+    throw UsageError(kv("model.vocab_size", m.vocab_size) +
+                     " does not fit data.dtype=uint16 (at most 65536); set data.dtype=uint32");
+
+  // Parallel layout against the shape.
+  need_divisible("model.n_heads", m.n_heads, "parallel.tp", p.tp);
+  need_divisible("model.n_kv_heads", m.n_kv_heads, "parallel.tp", p.tp);
+  need_divisible("model.ffn_hidden", m.ffn_hidden, "parallel.tp", p.tp);
+  need_divisible("model.vocab_size", m.vocab_size, "parallel.tp", p.tp);
+  if (p.sp && p.tp < 2)
+    throw UsageError(
+        "parallel.sp=true needs parallel.tp > 1 (sequence parallelism runs on the "
+        "tensor-parallel group); set parallel.tp>=2 or parallel.sp=false");
+  if (p.sp) need_divisible("model.seq_len", m.seq_len, "parallel.tp (sp)", p.tp);
+  if (p.cp > 1 && m.seq_len % (2 * p.cp) != 0)
+    throw UsageError(kv("model.seq_len", m.seq_len) + " is not divisible by 2*parallel.cp = " +
+                     std::to_string(2 * p.cp) + " (load-balanced ring attention); choose seq_len " +
+                     multiple_hint(m.seq_len, 2 * p.cp));
+  if (p.num_model_chunks > 1 && p.pp < 2)
+    throw UsageError(
+        kv("parallel.num_model_chunks", p.num_model_chunks) +
+        " needs parallel.pp > 1 (interleaved pipeline); set parallel.num_model_chunks=1");
+  if (m.n_layers % (p.pp * p.num_model_chunks) != 0)
+    throw UsageError(kv("model.n_layers", m.n_layers) + " is not divisible by parallel.pp * " +
+                     "parallel.num_model_chunks = " + std::to_string(p.pp) + "*" +
+                     std::to_string(p.num_model_chunks) + " = " +
+                     std::to_string(p.pp * p.num_model_chunks) + "; choose n_layers " +
+                     multiple_hint(m.n_layers, p.pp * p.num_model_chunks));
+  if (p.num_model_chunks > 1 && c.train.grad_accum % p.pp != 0)
+    throw UsageError(kv("train.grad_accum", c.train.grad_accum) +
+                     " (micro-batches) is not divisible by " + kv("parallel.pp", p.pp) +
+                     " as the interleaved schedule needs; choose grad_accum " +
+                     multiple_hint(c.train.grad_accum, p.pp));
+  if (p.zero_stage < 0 || p.zero_stage > 3)
+    throw UsageError(kv("parallel.zero_stage", p.zero_stage) + " is not one of 0|1|2|3");
+
+  // Checkpoint, runtime.
+  if (c.checkpoint.keep_last_n < 1)
+    throw UsageError(kv("checkpoint.keep_last_n", c.checkpoint.keep_last_n) +
+                     " must be >= 1 (the last good checkpoint is never removed)");
+  if (c.runtime.name.empty() || c.runtime.name.find('/') != std::string::npos)
+    throw UsageError("runtime.name: '" + c.runtime.name +
+                     "' is not a valid run name; use a non-empty name without '/'");
+  if (c.checkpoint.resume.empty())
+    throw UsageError("checkpoint.resume: '' is not valid; use auto, none or a checkpoint path");
+}
+
+}  // namespace config_detail
+
+void resolve_layout(Config& cfg, int world_size) {
+  auto& p = cfg.parallel;
+  if (world_size < 1) throw UsageError("world size " + std::to_string(world_size) + " is < 1");
+  const long long model_ranks = 1LL * p.tp * p.pp * p.cp;
+  const std::string tpc = "tp*pp*cp = " + std::to_string(p.tp) + "*" + std::to_string(p.pp) + "*" +
+                          std::to_string(p.cp) + " = " + std::to_string(model_ranks);
+  if (p.dp == 0) {
+    if (world_size % model_ranks != 0)
+      throw UsageError("parallel.dp=0 derives dp = world / (tp*pp*cp), but world size " +
+                       std::to_string(world_size) + " is not divisible by " + tpc +
+                       "; run on a multiple of " + std::to_string(model_ranks) +
+                       " ranks or change parallel.tp/pp/cp");
+    p.dp = static_cast<int>(world_size / model_ranks);
+    return;
+  }
+  const long long product = p.dp * model_ranks;
+  if (product != world_size) {
+    std::string msg = "parallel layout dp*tp*pp*cp = " + std::to_string(p.dp) + "*" +
+                      std::to_string(p.tp) + "*" + std::to_string(p.pp) + "*" +
+                      std::to_string(p.cp) + " = " + std::to_string(product) +
+                      " does not match the world size " + std::to_string(world_size) + "; ";
+    if (world_size % model_ranks == 0)
+      msg += "parallel.dp=" + std::to_string(world_size / model_ranks) + " would fit (or " +
+             "parallel.dp=0 to derive it)";
+    else
+      msg += "no dp fits: world size is not divisible by " + tpc +
+             "; change parallel.tp/pp/cp or the number of ranks";
+    throw UsageError(msg);
+  }
+}
+
+}  // namespace st
