@@ -1,0 +1,163 @@
+// Public API of the checkpoint module: asynchronous HDF5 save of a rank's
+// sharded state with an all-ranks commit vote, and load under another parallel
+// layout (resharding through hyperslabs). File format: docs/checkpoint-format.md.
+#pragma once
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace st {
+
+class TelemetryWriter;
+
+// One shard of a global fp32 tensor held by this rank.
+struct ShardView {
+  std::string name;                   // global tensor name, '/' separates groups
+  std::vector<int64_t> global_shape;  // shape of the full tensor
+  std::vector<int64_t> offset;        // where this shard starts (same rank as global_shape)
+  std::vector<int64_t> shape;         // this shard's extent (a hyperslab)
+  float* data = nullptr;              // contiguous, row-major
+};
+
+// Everything one rank saves.
+struct CkptState {
+  std::vector<ShardView> tensors;
+  nlohmann::json scalars = nlohmann::json::object();  // step, lr position, data loader, ...
+  std::vector<uint8_t> rng;                           // per-rank RNG state bytes
+};
+
+enum class CkptMode { kAsync, kSync };
+enum class CkptOnError { kContinue, kAbort };
+
+struct CheckpointOptions {
+  std::string dir;  // checkpoints folder; created if missing
+  CkptMode mode = CkptMode::kAsync;
+  int keep_last_n = 3;  // <= 0 keeps all; the newest committed is never deleted
+  CkptOnError on_error = CkptOnError::kContinue;
+  double timeout_s = 600;  // bound on each vote/commit exchange between ranks
+  nlohmann::json layout = nlohmann::json::object();  // mesh/layout recorded in index.json
+  // Test hook, called on the thread doing the work at these phases:
+  // "dataset" (after each dataset is written), "written" (rank file written and
+  // fsynced, before the vote), "index_written" (rank 0, before the rename),
+  // "renamed" (rank 0, before `latest` moves). Leave empty in production.
+  std::function<void(const std::string& phase, long step)> test_hook;
+};
+
+// What save() cost the training loop.
+struct SaveStats {
+  double stall_s = 0;  // everything the loop waited for (wait_prev + snapshot [+ write in sync])
+  double wait_prev_s = 0;  // waiting for the previous background save
+  double snapshot_s = 0;   // copying shards into the host buffers
+  int64_t bytes = 0;       // bytes of tensor data this rank snapshots
+  bool committed = false;  // sync / emergency only: the step was committed
+};
+
+// Result of the most recent finished save (see Checkpointer::last_outcome).
+struct SaveOutcome {
+  long step = -1;
+  bool committed = false;
+  std::string error;  // empty when committed
+  std::string path;   // committed step folder
+  double write_s = 0;
+  int64_t bytes = 0;
+};
+
+class Checkpointer {
+ public:
+  // Collective over `world`. Duplicates `world` for its own vote traffic and
+  // removes stale step_*.tmp folders (rank 0). `tel` may be null.
+  Checkpointer(MPI_Comm world, const CheckpointOptions& o, TelemetryWriter* tel);
+  ~Checkpointer();  // finalize(), errors logged, never thrown
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // Collective. Snapshots `s` (the caller may modify it as soon as this
+  // returns) and writes it in the background (async) or before returning (sync).
+  // Throws UsageError on malformed shards, and Error when on_error=abort and
+  // this or the previous save failed.
+  SaveStats save(long step, const CkptState& s);
+  // Collective. Synchronous save regardless of mode, for the signal path (the
+  // app sets a flag in its handler and calls this from the main loop).
+  SaveStats emergency_save(long step, const CkptState& s);
+  // Collective. Waits for the background save (and, without MPI_THREAD_MULTIPLE,
+  // runs its vote). Throws like save() under on_error=abort.
+  void wait();
+  void finalize();  // wait(); then no more saves
+
+  SaveOutcome last_outcome() const;
+  bool vote_on_writer_thread() const { return threaded_vote_; }
+
+  struct Job;  // one save in flight (internal)
+
+ private:
+  SaveStats save_impl(long step, const CkptState& s, bool sync);
+  void wait_prev();  // joins the writer and finishes its vote if deferred
+  void finish(Job& j);
+  void raise_if_failed();
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  bool threaded_vote_ = true;
+  bool broken_ = false;  // a vote timed out: the private communicator is unusable
+  bool finalized_ = false;
+  CheckpointOptions opt_;
+  TelemetryWriter* tel_ = nullptr;
+  std::vector<std::vector<float>> bufs_;  // snapshot buffers, reused across saves
+  std::unique_ptr<Job> job_;
+  mutable std::mutex mu_;  // guards last_ and pending_error_ (the writer thread sets them)
+  SaveOutcome last_;
+  std::string pending_error_;  // on_error=abort: thrown at the next save()/wait()
+};
+
+// ---- loading ----------------------------------------------------------------
+
+struct VerifyOptions {
+  bool checksums = true;     // read every dataset and compare its CRC32C (else structure only)
+  int part = 0, nparts = 1;  // verify only rank files with index % nparts == part
+};
+
+// Checks one committed step folder: index.json, every rank file opens, every
+// dataset exists with the indexed shape and checksum attribute, and (checksums)
+// its data matches. Returns "" when good, else the reason naming file and dataset.
+std::string verify_checkpoint(const std::string& step_dir, const VerifyOptions& o = {});
+
+// Newest committed step folder under `dir` that verifies, as a full path.
+// Skips *.tmp folders; each skipped folder is logged (and appended to
+// `rejected`, "path: reason"). `latest` is read and reported when it disagrees.
+std::optional<std::string> find_latest_good(const std::string& dir, const VerifyOptions& o = {},
+                                            std::vector<std::string>* rejected = nullptr);
+
+struct LoadResult {
+  long step = -1;
+  std::string path;
+  int saved_world_size = 0;
+  nlohmann::json layout;        // as saved
+  nlohmann::json scalars;       // rank 0's scalars (index.json)
+  nlohmann::json rank_scalars;  // scalars of `rank` below (null if none)
+  std::vector<uint8_t> rng;     // RNG bytes of `rank` below (empty if none)
+  int64_t bytes_read = 0;
+  int datasets_verified = 0;  // whole datasets read and checksummed during this load
+  double seconds = 0;
+};
+
+// Fills each wanted shard (name, global_shape, offset, shape in the NEW layout;
+// data points at the destination) by reading exactly the overlapping
+// hyperslabs of the saved shards. A tensor saved with a 1-D (flat) global shape
+// may be requested N-D and vice versa when the element counts agree. Per-rank
+// scalars and rng are returned for saved rank `rank` (-1: none). Throws Error
+// naming file and dataset on any failure, UsageError on an unknown tensor or
+// incomplete coverage.
+LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int rank = -1);
+
+// "step_00000042" for 42; parse_step_dir returns -1 for anything else.
+std::string step_dir_name(long step);
+long parse_step_dir(const std::string& name);
+
+}  // namespace st

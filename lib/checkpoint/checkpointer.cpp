@@ -1,0 +1,409 @@
+// Checkpointer: snapshot on the training thread, write on a background thread,
+// then an all-ranks vote on a private communicator and rank 0's atomic commit
+// (index.json, rename step_N.tmp -> step_N, `latest`, retention).
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/index.hpp"
+#include "checkpoint/rank_file.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/util.hpp"
+#include "telemetry/writer.hpp"
+
+namespace fs = std::filesystem;
+
+namespace st {
+
+struct Checkpointer::Job {
+  long step = 0;
+  bool sync = false;
+  std::string tmp_dir, final_dir;
+  std::vector<ckpt::ShardOut> shards;
+  std::string scalars;
+  std::vector<uint8_t> rng;
+  double t_begin = 0;  // when save() was entered
+  double wait_prev_s = 0, snapshot_s = 0;
+  double t_write0 = 0;
+  int64_t bytes = 0;
+  std::string error;  // this rank's write error
+  nlohmann::json entries;
+  bool finished = false;
+  std::thread th;
+};
+
+namespace {
+// Waits for `r` until `timeout_s` passes; false on timeout (the request is
+// then abandoned and the communicator must not be used again).
+bool wait_for(MPI_Request& r, double timeout_s) {
+  double t0 = wall_time();
+  int flag = 0;
+  int sleep_us = 50;
+  while (true) {
+    ST_MPI_CHECK(MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
+    if (flag) return true;
+    if (wall_time() - t0 > timeout_s) return false;
+    ::usleep(sleep_us);
+    sleep_us = std::min(sleep_us * 2, 5000);
+  }
+}
+
+void validate(const CkptState& s) {
+  std::set<std::string> seen;
+  for (const auto& t : s.tensors) {
+    ST_USAGE_CHECK(!t.name.empty() && t.name.front() != '/' && t.name.back() != '/',
+                   "checkpoint tensor name '", t.name,
+                   "' must be non-empty, without leading or trailing '/'");
+    ST_USAGE_CHECK(t.name.rfind("_meta", 0) != 0, "checkpoint tensor name '", t.name,
+                   "': the prefix _meta is reserved");
+    ST_USAGE_CHECK(seen.insert(t.name).second, "checkpoint tensor '", t.name,
+                   "' appears twice on this rank (one shard per tensor per rank)");
+    size_t nd = t.global_shape.size();
+    ST_USAGE_CHECK(nd >= 1 && t.offset.size() == nd && t.shape.size() == nd, "checkpoint tensor '",
+                   t.name, "': global_shape, offset and shape need the same rank >= 1 (got ", nd,
+                   ", ", t.offset.size(), ", ", t.shape.size(), ")");
+    for (size_t i = 0; i < nd; ++i)
+      ST_USAGE_CHECK(
+          t.offset[i] >= 0 && t.shape[i] >= 0 && t.offset[i] + t.shape[i] <= t.global_shape[i],
+          "checkpoint tensor '", t.name, "': dim ", i, " offset ", t.offset[i], " + shape ",
+          t.shape[i], " exceeds global ", t.global_shape[i]);
+    ST_USAGE_CHECK(t.data != nullptr || ckpt::numel(t.shape) == 0, "checkpoint tensor '", t.name,
+                   "': data is null");
+  }
+}
+}  // namespace
+
+std::string step_dir_name(long step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08ld", step);
+  return buf;
+}
+
+long parse_step_dir(const std::string& name) {
+  if (name.size() < 6 || name.rfind("step_", 0) != 0) return -1;
+  long v = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || v > LONG_MAX / 10 - 10) return -1;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+
+Checkpointer::Checkpointer(MPI_Comm world, const CheckpointOptions& o, TelemetryWriter* tel)
+    : opt_(o), tel_(tel) {
+  int init = 0;
+  ST_MPI_CHECK(MPI_Initialized(&init));
+  ST_CHECK(init, "Checkpointer needs MPI to be initialized");
+  ST_USAGE_CHECK(!opt_.dir.empty(), "checkpoint.dir is empty");
+  ST_USAGE_CHECK(opt_.timeout_s > 0, "checkpoint timeout_s must be > 0, got ", opt_.timeout_s);
+  int provided = 0;
+  ST_MPI_CHECK(MPI_Query_thread(&provided));
+  threaded_vote_ = provided >= MPI_THREAD_MULTIPLE;
+  ST_MPI_CHECK(MPI_Comm_dup(world, &comm_));
+  ST_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  ST_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  if (rank_ == 0) {
+    std::error_code ec;
+    fs::create_directories(opt_.dir, ec);
+    if (ec) logw("checkpoint dir '", opt_.dir, "' cannot be created: ", ec.message());
+    for (auto it = fs::directory_iterator(opt_.dir, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      std::string n = it->path().filename().string();
+      if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0 &&
+          parse_step_dir(n.substr(0, n.size() - 4)) >= 0) {
+        std::error_code ec2;
+        fs::remove_all(it->path(), ec2);
+        log0("checkpoint: removed unfinished ", it->path().string(),
+             ec2 ? " (failed: " + ec2.message() + ")" : "");
+      }
+    }
+  }
+  if (!threaded_vote_ && rank_ == 0)
+    log0(
+        "checkpoint: MPI lacks MPI_THREAD_MULTIPLE; the commit vote runs at the next "
+        "save()/wait()");
+  ST_MPI_CHECK(MPI_Barrier(comm_));
+}
+
+Checkpointer::~Checkpointer() {
+  try {
+    finalize();
+  } catch (const std::exception& e) {
+    logw("checkpoint: at shutdown: ", e.what());
+  }
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin && !broken_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+SaveStats Checkpointer::save(long step, const CkptState& s) {
+  return save_impl(step, s, opt_.mode == CkptMode::kSync);
+}
+
+SaveStats Checkpointer::emergency_save(long step, const CkptState& s) {
+  return save_impl(step, s, true);
+}
+
+void Checkpointer::raise_if_failed() {
+  std::string e;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    e.swap(pending_error_);
+  }
+  if (!e.empty() && opt_.on_error == CkptOnError::kAbort) throw Error(e);
+}
+
+SaveOutcome Checkpointer::last_outcome() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return last_;
+}
+
+void Checkpointer::wait() {
+  wait_prev();
+  raise_if_failed();
+}
+
+void Checkpointer::finalize() {
+  if (finalized_) return;
+  finalized_ = true;
+  wait();
+}
+
+void Checkpointer::wait_prev() {
+  if (!job_) return;
+  if (job_->th.joinable()) job_->th.join();
+  if (!job_->finished) finish(*job_);
+  job_.reset();
+}
+
+SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
+  ST_USAGE_CHECK(!finalized_, "checkpoint save after finalize()");
+  validate(s);
+  SaveStats st;
+  double t0 = wall_time();
+  wait_prev();
+  st.wait_prev_s = wall_time() - t0;
+  raise_if_failed();
+
+  auto j = std::make_unique<Job>();
+  j->step = step;
+  j->sync = sync;
+  j->t_begin = t0;
+  j->wait_prev_s = st.wait_prev_s;
+  j->final_dir = (fs::path(opt_.dir) / step_dir_name(step)).string();
+  j->tmp_dir = j->final_dir + ".tmp";
+  if (tel_) tel_->event("ckpt_begin", step, {{"mode", sync ? "sync" : "async"}});
+
+  // Snapshot: the only part of an async save the loop waits for.
+  double t1 = wall_time();
+  bufs_.resize(s.tensors.size());
+  j->shards.resize(s.tensors.size());
+  for (size_t i = 0; i < s.tensors.size(); ++i) {
+    const ShardView& v = s.tensors[i];
+    size_t n = size_t(ckpt::numel(v.shape));
+    if (bufs_[i].size() != n) {
+      bufs_[i].clear();
+      bufs_[i].shrink_to_fit();
+      bufs_[i].resize(n);
+    }
+    if (n) std::memcpy(bufs_[i].data(), v.data, n * sizeof(float));
+    j->shards[i] = {v.name, v.global_shape, v.offset, v.shape, bufs_[i].data()};
+    st.bytes += int64_t(n * sizeof(float));
+  }
+  j->scalars = s.scalars.dump();
+  j->rng = s.rng;
+  st.snapshot_s = j->snapshot_s = wall_time() - t1;
+
+  auto write = [this](Job& jb) {
+    jb.t_write0 = wall_time();
+    try {
+      std::error_code ec;
+      fs::create_directories(jb.tmp_dir, ec);
+      if (ec) throw Error("cannot create '" + jb.tmp_dir + "': " + ec.message());
+      std::string path = (fs::path(jb.tmp_dir) / ckpt::rank_file_name(rank_)).string();
+      auto hook = [&](const std::string& ph) {
+        if (opt_.test_hook) opt_.test_hook(ph, jb.step);
+      };
+      jb.entries = ckpt::write_rank_file(path, jb.step, rank_, size_, jb.shards, jb.scalars, jb.rng,
+                                         jb.bytes, hook);
+      fsync_dir(jb.tmp_dir);
+      hook("written");
+    } catch (const std::exception& e) {
+      jb.error = e.what();
+    }
+  };
+
+  job_ = std::move(j);
+  if (sync || broken_) {
+    if (!broken_) write(*job_);
+    finish(*job_);
+    job_.reset();
+    st.committed = last_outcome().committed && last_outcome().step == step;
+  } else {
+    Job* jp = job_.get();
+    jp->th = std::thread([this, jp, write] {
+      write(*jp);
+      if (threaded_vote_) finish(*jp);
+    });
+  }
+  st.stall_s = wall_time() - t0;
+  if (sync) raise_if_failed();
+  return st;
+}
+
+// Vote, gather, commit on rank 0, broadcast the decision; then telemetry and
+// the outcome. Runs on the writer thread (MPI_THREAD_MULTIPLE) or the caller's.
+void Checkpointer::finish(Job& j) {
+  j.finished = true;
+  std::string error;
+  bool committed = false;
+  auto timed_out = [&](const char* what) {
+    broken_ = true;
+    error = detail::cat("checkpoint step ", j.step, ": ", what, " did not complete within ",
+                        opt_.timeout_s, " s (a rank died, hangs, or is still writing); ",
+                        "no further checkpoints from this run");
+  };
+  try {
+    if (broken_) {
+      error = "the checkpoint communicator is unusable after an earlier vote timeout";
+      throw 0;
+    }
+    int mine = j.error.empty() ? INT_MAX : rank_, first_bad = INT_MAX;
+    MPI_Request r;
+    ST_MPI_CHECK(MPI_Iallreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, comm_, &r));
+    if (!wait_for(r, opt_.timeout_s)) {
+      timed_out("the commit vote");
+      throw 0;
+    }
+    int decision = 0;
+    if (first_bad == INT_MAX) {
+      nlohmann::json me = {{"rank", rank_},
+                           {"file", ckpt::rank_file_name(rank_)},
+                           {"bytes", j.bytes},
+                           {"shards", j.entries}};
+      std::string buf = me.dump();
+      int len = int(buf.size());
+      std::vector<int> lens(rank_ == 0 ? size_ : 0), displs(lens.size());
+      ST_MPI_CHECK(MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_, &r));
+      if (!wait_for(r, opt_.timeout_s)) {
+        timed_out("gathering the shard lists");
+        throw 0;
+      }
+      std::string all;
+      if (rank_ == 0) {
+        int64_t tot = 0;
+        for (int i = 0; i < size_; ++i) {
+          displs[i] = int(tot);
+          tot += lens[i];
+        }
+        ST_CHECK(tot < INT_MAX, "index metadata too large for one MPI_Gatherv");
+        all.resize(size_t(tot));
+      }
+      ST_MPI_CHECK(MPI_Igatherv(buf.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                                MPI_CHAR, 0, comm_, &r));
+      if (!wait_for(r, opt_.timeout_s)) {
+        timed_out("gathering the shard lists");
+        throw 0;
+      }
+      if (rank_ == 0) {
+        try {
+          std::vector<nlohmann::json> ranks;
+          for (int i = 0; i < size_; ++i)
+            ranks.push_back(nlohmann::json::parse(all.substr(size_t(displs[i]), size_t(lens[i]))));
+          auto idx =
+              ckpt::build_index(ranks, j.step, opt_.layout, nlohmann::json::parse(j.scalars));
+          write_file_atomic((fs::path(j.tmp_dir) / "index.json").string(), idx.dump(1));
+          if (opt_.test_hook) opt_.test_hook("index_written", j.step);
+          std::error_code ec;
+          std::string aside;
+          if (fs::exists(j.final_dir)) {  // re-saving a step: move the old one aside first
+            aside = j.final_dir + ".old.tmp";
+            fs::remove_all(aside, ec);
+            fs::rename(j.final_dir, aside);
+          }
+          fs::rename(j.tmp_dir, j.final_dir);
+          fsync_dir(opt_.dir);
+          decision = 1;  // the rename is the commit point
+          if (!aside.empty()) fs::remove_all(aside, ec);
+          if (opt_.test_hook) opt_.test_hook("renamed", j.step);
+          write_file_atomic((fs::path(opt_.dir) / "latest").string(), step_dir_name(j.step) + "\n");
+          // Retention: keep the newest keep_last_n committed steps, and always
+          // the one just written.
+          if (opt_.keep_last_n > 0) {
+            std::vector<std::pair<long, fs::path>> steps;
+            for (const auto& e : fs::directory_iterator(opt_.dir)) {
+              long n = parse_step_dir(e.path().filename().string());
+              if (n >= 0 && e.is_directory()) steps.push_back({n, e.path()});
+            }
+            std::sort(steps.begin(), steps.end());
+            for (size_t i = 0; i + size_t(opt_.keep_last_n) < steps.size(); ++i) {
+              if (steps[i].first == j.step) continue;
+              fs::remove_all(steps[i].second, ec);
+              if (ec)
+                logw("checkpoint retention: cannot remove ", steps[i].second.string(), ": ",
+                     ec.message());
+            }
+          }
+        } catch (const std::exception& e) {
+          if (!decision)
+            error = detail::cat("checkpoint step ", j.step, ": commit failed: ", e.what());
+          else
+            logw("checkpoint step ", j.step, " committed, but afterwards: ", e.what());
+        }
+      }
+    } else {
+      error = first_bad == rank_ ? detail::cat("checkpoint step ", j.step, ": ", j.error)
+                                 : detail::cat("checkpoint step ", j.step, ": rank ", first_bad,
+                                               " failed to write its file (see that rank's log)");
+    }
+    if (rank_ == 0 && !decision) {
+      std::error_code ec;
+      fs::remove_all(j.tmp_dir, ec);
+    }
+    ST_MPI_CHECK(MPI_Ibcast(&decision, 1, MPI_INT, 0, comm_, &r));
+    if (!wait_for(r, opt_.timeout_s)) {
+      timed_out("the commit decision from rank 0");
+      throw 0;
+    }
+    committed = decision == 1;
+    if (!committed && error.empty())
+      error = detail::cat("checkpoint step ", j.step, ": commit failed on rank 0 (see its log)");
+  } catch (int) {
+  } catch (const std::exception& e) {
+    error = detail::cat("checkpoint step ", j.step, ": ", e.what());
+  }
+
+  double now = wall_time();
+  double write_s = now - (j.t_write0 > 0 ? j.t_write0 : now);
+  double stall = j.sync ? now - j.t_begin : j.wait_prev_s + j.snapshot_s;
+  SaveOutcome out{j.step,  committed, committed ? "" : error, committed ? j.final_dir : "",
+                  write_s, j.bytes};
+  if (committed) {
+    if (tel_)
+      tel_->event("ckpt_commit", j.step,
+                  {{"stall_s", stall},
+                   {"snapshot_s", j.snapshot_s},
+                   {"wait_prev_s", j.wait_prev_s},
+                   {"write_s", write_s},
+                   {"bytes", j.bytes},
+                   {"bandwidth_Bps", write_s > 0 ? double(j.bytes) / write_s : 0.0},
+                   {"path", j.final_dir}});
+    if (rank_ == 0)
+      log0("checkpoint step ", j.step, " committed: ", j.final_dir,
+           " (rank 0: ", human_bytes(double(j.bytes)), " in ", write_s, " s)");
+  } else {
+    if (tel_) tel_->event("ckpt_fail", j.step, {{"error", error}});
+    if (!j.error.empty() || rank_ == 0) logw(error);
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  last_ = out;
+  if (!committed) pending_error_ = error;
+}
+
+}  // namespace st

@@ -1,0 +1,12 @@
+// CRC32C (Castagnoli, the iSCSI/ext4 polynomial 0x1EDC6F41, reflected): the
+// checksum stored with every checkpoint dataset. Streaming: feed pieces in
+// order with crc32c_update, starting from 0. Uses the SSE4.2 crc32
+// instruction when the CPU has it, a table otherwise; both give the same value.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace st {
+uint32_t crc32c_update(uint32_t crc, const void* data, size_t n);
+inline uint32_t crc32c(const void* data, size_t n) { return crc32c_update(0, data, n); }
+}  // namespace st

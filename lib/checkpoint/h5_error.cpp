@@ -1,0 +1,33 @@
+// st::throw_hdf5_error (declared in core/error.hpp): formats the calling
+// thread's HDF5 error stack into the exception, with host, rank, file:line.
+#include <hdf5.h>
+
+#include <string>
+
+#include "core/error.hpp"
+
+namespace st {
+namespace {
+std::string msg_of(hid_t id) {
+  char buf[256] = {0};
+  if (id <= 0 || H5Eget_msg(id, nullptr, buf, sizeof buf) < 0) return "?";
+  return buf;
+}
+
+herr_t walk(unsigned n, const H5E_error2_t* e, void* data) {
+  auto* out = static_cast<std::string*>(data);
+  *out += detail::cat("\n  #", n, " ", e->func_name ? e->func_name : "?",
+                      "(): ", e->desc ? e->desc : "", " [", msg_of(e->maj_num), " / ",
+                      msg_of(e->min_num), "]");
+  return 0;
+}
+}  // namespace
+
+void throw_hdf5_error(const char* call, const char* file, int line) {
+  std::string stack;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk, &stack);
+  H5Eclear2(H5E_DEFAULT);
+  if (stack.empty()) stack = " (empty HDF5 error stack)";
+  throw Error(error_prefix(file, line) + "HDF5: " + call + " failed:" + stack);
+}
+}  // namespace st

@@ -1,0 +1,342 @@
+// Loading side: verify a step folder (structure and CRC32C of every dataset),
+// pick the newest good one, and load shards of a new layout by reading the
+// overlapping hyperslabs of whichever saved shards hold them.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/crc32c.hpp"
+#include "checkpoint/h5.hpp"
+#include "checkpoint/index.hpp"
+#include "checkpoint/rank_file.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/util.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Dims = std::vector<int64_t>;
+
+namespace st {
+namespace {
+
+json read_index(const std::string& step_dir) {
+  std::string path = (fs::path(step_dir) / "index.json").string();
+  json idx;
+  try {
+    idx = json::parse(read_file(path));
+  } catch (const std::exception& e) {
+    throw Error("'" + path + "': cannot read or parse: " + e.what());
+  }
+  if (idx.value("format", "") != ckpt::kFormat)
+    throw Error("'" + path + "': format is '" + idx.value("format", "") + "', expected '" +
+                ckpt::kFormat + "'");
+  return idx;
+}
+
+std::vector<hsize_t> hs(const Dims& d) { return {d.begin(), d.end()}; }
+
+// Reads rows [r0, r1) of dimension 0 of a float dataset into buf.
+void read_rows(hid_t d, const Dims& shape, int64_t r0, int64_t r1, float* buf) {
+  Dims start(shape.size(), 0), count = shape;
+  start[0] = r0;
+  count[0] = r1 - r0;
+  h5::Handle fsp(ST_HDF5_CHECK(H5Dget_space(d)));
+  auto s = hs(start), c = hs(count);
+  ST_HDF5_CHECK(H5Sselect_hyperslab(fsp, H5S_SELECT_SET, s.data(), nullptr, c.data(), nullptr));
+  h5::Handle msp(ST_HDF5_CHECK(H5Screate_simple(int(c.size()), c.data(), nullptr)));
+  ST_HDF5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, buf));
+}
+
+// CRC32C of a whole float dataset, read in blocks of rows (bounded memory).
+uint32_t dataset_crc(hid_t d, const Dims& shape, std::vector<float>& buf) {
+  int64_t row = 1;
+  for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
+  int64_t rows_per = std::max<int64_t>(1, (int64_t(16) << 20) / std::max<int64_t>(row, 1));
+  uint32_t crc = 0;
+  for (int64_t r = 0; r < shape[0]; r += rows_per) {
+    int64_t r1 = std::min(shape[0], r + rows_per);
+    buf.resize(size_t((r1 - r) * row));
+    if (!buf.empty()) read_rows(d, shape, r, r1, buf.data());
+    crc = crc32c_update(crc, buf.data(), buf.size() * sizeof(float));
+  }
+  return crc;
+}
+
+std::vector<uint8_t> read_meta(hid_t f, const std::string& path, const char* name) {
+  try {
+    auto v = h5::read_bytes(f, name);
+    h5::Handle d(ST_HDF5_CHECK(H5Dopen2(f, name, H5P_DEFAULT)));
+    uint32_t want = h5::read_attr_u32(d, "checksum");
+    uint32_t got = crc32c(v.data(), v.size());
+    if (want != got)
+      throw Error(detail::cat("checksum mismatch (stored ", want, ", data ", got, ")"));
+    return v;
+  } catch (const std::exception& e) {
+    throw Error("'" + path + "', dataset '" + name + "': " + e.what());
+  }
+}
+
+int64_t ravel(const Dims& idx, const Dims& shape) {
+  int64_t f = 0;
+  for (size_t i = 0; i < shape.size(); ++i) f = f * shape[i] + idx[i];
+  return f;
+}
+Dims unravel(int64_t f, const Dims& shape) {
+  Dims idx(shape.size());
+  for (size_t i = shape.size(); i-- > 0;) {
+    idx[i] = f % shape[i];
+    f /= shape[i];
+  }
+  return idx;
+}
+
+// Calls fn(index of the first element of each last-dim row) over a box.
+template <typename F>
+void for_rows(const Dims& shape, F&& fn) {
+  if (ckpt::numel(shape) == 0) return;
+  Dims idx(shape.size(), 0);
+  while (true) {
+    fn(idx);
+    int k = int(shape.size()) - 2;
+    while (k >= 0 && ++idx[size_t(k)] == shape[size_t(k)]) idx[size_t(k--)] = 0;
+    if (k < 0) return;
+  }
+}
+
+// Flat (row-major in global_shape) element ranges [a, b) covered by a box, merged.
+// Unmerged runs stay within one last-dim row (what one hyperslab read can take).
+std::vector<std::pair<int64_t, int64_t>> flat_runs(const Dims& gshape, const Dims& off,
+                                                   const Dims& shape, bool merge) {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  Dims g(off.size());
+  for_rows(shape, [&](const Dims& idx) {
+    for (size_t i = 0; i < g.size(); ++i) g[i] = off[i] + idx[i];
+    int64_t a = ravel(g, gshape), b = a + shape.back();
+    if (merge && !runs.empty() && runs.back().second == a)
+      runs.back().second = b;
+    else
+      runs.push_back({a, b});
+  });
+  return runs;
+}
+
+}  // namespace
+
+std::string verify_checkpoint(const std::string& step_dir, const VerifyOptions& o) {
+  h5::quiet_errors();
+  json idx;
+  try {
+    idx = read_index(step_dir);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  std::map<std::string, std::vector<std::pair<std::string, json>>> by_file;
+  for (auto& [name, t] : idx["tensors"].items())
+    for (auto& s : t["shards"]) by_file[s["file"]].push_back({name, s});
+  std::vector<float> buf;
+  const auto& files = idx["files"];
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (int(i % size_t(std::max(1, o.nparts))) != o.part) continue;
+    std::string fname = files[i]["file"];
+    std::string path = (fs::path(step_dir) / fname).string();
+    if (!fs::exists(path)) return "'" + path + "': missing";
+    std::string ds;
+    try {
+      h5::Handle f = h5::open_file_readonly(path);
+      for (auto& [name, s] : by_file[fname]) {
+        ds = name;
+        h5::Handle d(ST_HDF5_CHECK(H5Dopen2(f, name.c_str(), H5P_DEFAULT)));
+        Dims shape = h5::dataset_shape(d);
+        if (shape != s["shape"].get<Dims>())
+          throw Error(detail::cat("shape ", json(shape).dump(), " but index.json says ",
+                                  s["shape"].dump()));
+        uint32_t stored = h5::read_attr_u32(d, "checksum");
+        if (stored != s["checksum"].get<uint32_t>())
+          throw Error(
+              detail::cat("checksum attribute ", stored, " but index.json says ", s["checksum"]));
+        if (o.checksums) {
+          uint32_t got = dataset_crc(d, shape, buf);
+          if (got != stored)
+            throw Error(detail::cat("checksum mismatch: stored ", stored, ", data ", got,
+                                    " (corrupt data)"));
+        }
+      }
+      ds.clear();
+      if (o.checksums) {
+        read_meta(f, path, ckpt::kScalarsDataset);
+        read_meta(f, path, ckpt::kRngDataset);
+      }
+    } catch (const std::exception& e) {
+      return "'" + path + "'" + (ds.empty() ? "" : ", dataset '" + ds + "'") + ": " + e.what();
+    }
+  }
+  return "";
+}
+
+std::optional<std::string> find_latest_good(const std::string& dir, const VerifyOptions& o,
+                                            std::vector<std::string>* rejected) {
+  std::vector<std::pair<long, std::string>> steps;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    long n = parse_step_dir(it->path().filename().string());  // *.tmp never parses
+    if (n >= 0 && it->is_directory()) steps.push_back({n, it->path().string()});
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  std::string latest;
+  try {
+    latest = read_file((fs::path(dir) / "latest").string());
+    while (!latest.empty() && std::isspace((unsigned char)latest.back())) latest.pop_back();
+  } catch (const std::exception&) {
+  }
+  if (!steps.empty() && !latest.empty() && fs::path(steps[0].second).filename() != latest)
+    logw("checkpoint: '", dir, "/latest' names ", latest, " but the newest committed folder is ",
+         fs::path(steps[0].second).filename().string(), "; trying newest first");
+  for (const auto& [n, path] : steps) {
+    std::string why = verify_checkpoint(path, o);
+    if (why.empty()) return path;
+    logw("checkpoint: skipping ", path, ": ", why);
+    if (rejected) rejected->push_back(path + ": " + why);
+  }
+  return std::nullopt;
+}
+
+LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int rank) {
+  h5::quiet_errors();
+  double t0 = wall_time();
+  json idx = read_index(step_dir);
+  LoadResult r;
+  r.path = step_dir;
+  r.step = idx["step"];
+  r.saved_world_size = idx["world_size"];
+  r.layout = idx["layout"];
+  r.scalars = idx["scalars"];
+  const json& tensors = idx["tensors"];
+  std::vector<std::string> names;
+  for (auto& [n, t] : tensors.items()) names.push_back(n);
+
+  std::map<std::string, h5::Handle> files;
+  auto file = [&](const std::string& f) -> hid_t {
+    auto it = files.find(f);
+    if (it == files.end())
+      it = files.emplace(f, h5::open_file_readonly((fs::path(step_dir) / f).string())).first;
+    return it->second;
+  };
+
+  for (ShardView& w : want) {
+    if (!tensors.contains(w.name)) {
+      std::string c = closest(w.name, names);
+      throw UsageError("checkpoint '" + step_dir + "' has no tensor '" + w.name + "'" +
+                       (c.empty() ? "" : " (did you mean '" + c + "'?)"));
+    }
+    const json& t = tensors[w.name];
+    Dims gs = t["global_shape"];
+    bool same = gs == w.global_shape;
+    ST_USAGE_CHECK(same || ckpt::numel(gs) == ckpt::numel(w.global_shape), "checkpoint tensor '",
+                   w.name, "' has global shape ", json(gs).dump(), "; cannot load it as ",
+                   json(w.global_shape).dump());
+    int64_t covered = 0;
+    for (const json& s : t["shards"]) {
+      std::string fname = s["file"];
+      Dims soff = s["offset"], sshape = s["shape"];
+      try {
+        if (same) {
+          size_t nd = gs.size();
+          Dims lo(nd), cnt(nd);
+          bool empty = false;
+          for (size_t i = 0; i < nd; ++i) {
+            lo[i] = std::max(soff[i], w.offset[i]);
+            int64_t hi = std::min(soff[i] + sshape[i], w.offset[i] + w.shape[i]);
+            cnt[i] = hi - lo[i];
+            empty |= cnt[i] <= 0;
+          }
+          if (empty) continue;
+          h5::Handle d(ST_HDF5_CHECK(H5Dopen2(file(fname), w.name.c_str(), H5P_DEFAULT)));
+          h5::Handle fsp(ST_HDF5_CHECK(H5Dget_space(d)));
+          Dims fs0(nd), ms0(nd);
+          for (size_t i = 0; i < nd; ++i) {
+            fs0[i] = lo[i] - soff[i];
+            ms0[i] = lo[i] - w.offset[i];
+          }
+          auto a = hs(fs0), b = hs(ms0), c = hs(cnt), wdims = hs(w.shape);
+          ST_HDF5_CHECK(
+              H5Sselect_hyperslab(fsp, H5S_SELECT_SET, a.data(), nullptr, c.data(), nullptr));
+          h5::Handle msp(ST_HDF5_CHECK(H5Screate_simple(int(nd), wdims.data(), nullptr)));
+          ST_HDF5_CHECK(
+              H5Sselect_hyperslab(msp, H5S_SELECT_SET, b.data(), nullptr, c.data(), nullptr));
+          ST_HDF5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, w.data));
+          int64_t n = ckpt::numel(cnt);
+          covered += n;
+          r.bytes_read += n * int64_t(sizeof(float));
+          if (cnt == sshape) {  // the whole saved dataset: verify its checksum
+            uint32_t crc = 0;
+            Dims g(nd);
+            for_rows(sshape, [&](const Dims& idx2) {
+              for (size_t i = 0; i < nd; ++i) g[i] = soff[i] + idx2[i] - w.offset[i];
+              crc = crc32c_update(crc, w.data + ravel(g, w.shape),
+                                  size_t(sshape.back()) * sizeof(float));
+            });
+            if (crc != s["checksum"].get<uint32_t>())
+              throw Error(detail::cat("checksum mismatch: index.json says ", s["checksum"],
+                                      ", data ", crc));
+            r.datasets_verified++;
+          }
+        } else {
+          // Different shapes, same element count: match flat row-major ranges.
+          auto wr = flat_runs(w.global_shape, w.offset, w.shape, true);
+          auto sr = flat_runs(gs, soff, sshape, false);
+          h5::Handle d;
+          size_t i = 0, k = 0;
+          while (i < wr.size() && k < sr.size()) {
+            int64_t a = std::max(wr[i].first, sr[k].first),
+                    b = std::min(wr[i].second, sr[k].second);
+            if (a < b) {
+              if (!d.valid())
+                d = h5::Handle(ST_HDF5_CHECK(H5Dopen2(file(fname), w.name.c_str(), H5P_DEFAULT)));
+              Dims src = unravel(a, gs), dst = unravel(a, w.global_shape);
+              for (size_t q = 0; q < src.size(); ++q) src[q] -= soff[q];
+              for (size_t q = 0; q < dst.size(); ++q) dst[q] -= w.offset[q];
+              Dims cnt(src.size(), 1);
+              cnt.back() = b - a;
+              auto sa = hs(src), sc = hs(cnt);
+              h5::Handle fsp(ST_HDF5_CHECK(H5Dget_space(d)));
+              ST_HDF5_CHECK(
+                  H5Sselect_hyperslab(fsp, H5S_SELECT_SET, sa.data(), nullptr, sc.data(), nullptr));
+              hsize_t len = hsize_t(b - a);
+              h5::Handle msp(ST_HDF5_CHECK(H5Screate_simple(1, &len, nullptr)));
+              ST_HDF5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT,
+                                    w.data + ravel(dst, w.shape)));
+              covered += b - a;
+              r.bytes_read += (b - a) * int64_t(sizeof(float));
+            }
+            if (wr[i].second < sr[k].second)
+              ++i;
+            else
+              ++k;
+          }
+        }
+      } catch (const std::exception& e) {
+        throw Error("'" + (fs::path(step_dir) / fname).string() + "', dataset '" + w.name +
+                    "': " + e.what());
+      }
+    }
+    if (covered != ckpt::numel(w.shape))
+      throw UsageError(detail::cat("checkpoint '", step_dir, "': tensor '", w.name,
+                                   "': saved shards cover ", covered, " of the ",
+                                   ckpt::numel(w.shape), " requested elements"));
+  }
+  if (rank >= 0 && rank < r.saved_world_size) {
+    std::string fname = ckpt::rank_file_name(rank);
+    std::string path = (fs::path(step_dir) / fname).string();
+    hid_t f = file(fname);
+    auto sc = read_meta(f, path, ckpt::kScalarsDataset);
+    r.rank_scalars = json::parse(std::string(sc.begin(), sc.end()));
+    r.rng = read_meta(f, path, ckpt::kRngDataset);
+  }
+  r.seconds = wall_time() - t0;
+  return r;
+}
+
+}  // namespace st

@@ -1,0 +1,36 @@
+// Internal: one rank's HDF5 file in a step folder (rank_NNNNN.h5) and the
+// names shared by writer, index and loader. Format: docs/checkpoint-format.md.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace st::ckpt {
+
+inline constexpr const char* kFormat = "scaletrain.checkpoint/1";
+inline constexpr const char* kScalarsDataset = "_meta/scalars.json";
+inline constexpr const char* kRngDataset = "_meta/rng";
+
+std::string rank_file_name(int rank);  // rank_00003.h5
+
+// A shard ready to write: metadata plus a pointer to its snapshot.
+struct ShardOut {
+  std::string name;
+  std::vector<int64_t> global_shape, offset, shape;
+  const float* data = nullptr;
+  int64_t numel() const;
+};
+
+// Writes `path` (must not exist), closes and fsyncs it. Returns this rank's
+// index entries: [{name, global_shape, offset, shape, checksum}], and adds the
+// tensor bytes written to `bytes`. `hook("dataset")` runs after each dataset.
+nlohmann::json write_rank_file(const std::string& path, long step, int rank, int world,
+                               const std::vector<ShardOut>& shards, const std::string& scalars,
+                               const std::vector<uint8_t>& rng, int64_t& bytes,
+                               const std::function<void(const std::string&)>& hook);
+
+void fsync_path(const std::string& path);  // throws Error naming the file
+
+}  // namespace st::ckpt
