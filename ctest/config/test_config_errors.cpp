@@ -94,6 +94,8 @@ const std::vector<Bad> kBad = {
     {"override_empty_key", nullptr, {"train.=10"}, {"'train.=10'", "section.key=value"}},
     {"top_level_list", "- 1\n- 2\n", {}, {"must be a map of sections"}},
     {"section_scalar", "train: 5\n", {}, {"section 'train'", "must be a map"}},
+    {"duplicate_key", "train:\n  steps: 1\n  steps: 2\n", {}, {"train.steps", "twice", ":3"}},
+    {"duplicate_section", "train: {steps: 1}\ntrain: {seed: 2}\n", {}, {"'train'", "twice"}},
     {"run_name_slash", nullptr, {"runtime.name=a/b"}, {"runtime.name", "'a/b'", "without '/'"}},
 };
 

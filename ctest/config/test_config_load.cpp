@@ -160,3 +160,19 @@ TEST(ConfigLoad, RepoRunConfigsLoad) {
 
 }  // namespace
 }  // namespace st
+
+namespace st {
+namespace {
+TEST(ConfigLoad, PresetDirFromEnvironment) {
+  test::TempDir t;
+  t.write("mine.yaml", "model: {n_layers: 2, d_model: 64, n_heads: 4, n_kv_heads: 4}\n");
+  ::setenv("SCALETRAIN_CONFIG_DIR", t.path().c_str(), 1);
+  EXPECT_EQ(preset_dir(), t.path());
+  Config c = load_config("", {"model.preset=mine"});
+  ::unsetenv("SCALETRAIN_CONFIG_DIR");
+  EXPECT_EQ(c.model.name, "mine");
+  EXPECT_EQ(c.model.n_layers, 2);
+  EXPECT_EQ(c.model.ffn_hidden, 1152);  // keys a preset leaves out keep their defaults
+}
+}  // namespace
+}  // namespace st

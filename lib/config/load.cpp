@@ -90,9 +90,13 @@ void apply_section(Config& cfg, const std::string& file, const std::string& sec,
     throw UsageError("section '" + sec + "' in " + at(file, body) +
                      " must be a map of keys (e.g. " + sec + ": {" + schema_first_key(sec) +
                      ": ...})");
+  std::set<std::string> seen;
   for (const auto& it : body) {
     const std::string name = it.first.as<std::string>();
     const Key& k = lookup(sec, name, at(file, it.first));
+    if (!seen.insert(name).second)
+      throw UsageError("key '" + k.full() + "' is set twice in " + at(file, it.first) +
+                       "; keep one");
     if (skip.count(name)) continue;
     const YAML::Node& v = it.second;
     std::string raw;
@@ -111,8 +115,12 @@ void apply_section(Config& cfg, const std::string& file, const std::string& sec,
 void apply_file(Config& cfg, const std::string& file, const YAML::Node& root, bool skip_model,
                 std::set<std::string>& set_keys) {
   if (root.IsNull()) return;
+  std::set<std::string> seen;
   for (const auto& it : root) {
     const std::string sec = it.first.as<std::string>();
+    if (!seen.insert(sec).second)
+      throw UsageError("section '" + sec + "' appears twice in " + at(file, it.first) +
+                       "; merge them into one");
     if (std::find(sections().begin(), sections().end(), sec) == sections().end())
       unknown_section(sec, at(file, it.first));
     if (sec == "model" && skip_model) continue;
