@@ -1,0 +1,9 @@
+// scaletrain-analyze entry point: forwards to cli_main (cli.hpp).
+#include <iostream>
+
+#include "analyze/cli.hpp"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return st::analysis::cli_main(args, std::cout, std::cerr);
+}

@@ -1,0 +1,311 @@
+// Report writers (see report.hpp).
+#include "analyze/report.hpp"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "analyze/plots.hpp"
+#include "core/error.hpp"
+#include "core/util.hpp"
+
+namespace st::analysis {
+namespace {
+
+std::string f(double v, int prec = 2) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+std::string pct(double frac, int prec = 2) { return f(100 * frac, prec) + "%"; }
+
+void make_dir(const std::string& d) {
+  std::error_code ec;
+  std::filesystem::create_directories(d, ec);
+  if (ec) throw UsageError("--out: cannot create '" + d + "': " + ec.message());
+}
+
+void emit(const std::string& dir, const std::string& name, const std::string& text, Written& w) {
+  std::ofstream o(dir + "/" + name);
+  if (!o) throw Error("cannot write '" + dir + "/" + name + "'");
+  o << text;
+  w.files.push_back(name);
+}
+
+void plots_into(const std::string& dir, const std::vector<Plot>& ps, Written& w) {
+  const std::string gp = find_gnuplot();
+  for (auto& p : ps) {
+    std::string why = render_plot(dir, p, gp);
+    if (why.empty())
+      w.files.push_back(p.name + ".svg");
+    else
+      w.skipped_plots.push_back(p.name + ".svg: " + why);
+  }
+}
+
+const char* kCsvHeader =
+    "run,model,seq_len,gpus,device,mfu,hfu,model_tflop,micro_batch,grad_accum,global_batch,"
+    "throughput_seq_s,throughput_tok_s,throughput_tok_s_gpu,global_batch_tokens,precision,"
+    "sharding,act_ckpt,num_params,series,scaling,efficiency,window,step_p50_s,peak_flops,"
+    "flops_formula\n";
+
+std::string csv_quote(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+}  // namespace
+
+nlohmann::json run_to_json(const RunSummary& s) {
+  nlohmann::json j;
+  j["dir"] = s.dir;
+  j["name"] = s.name;
+  j["model"] = s.model;
+  j["device"] = s.device;
+  j["gpus"] = s.gpus;
+  j["seq_len"] = s.seq_len;
+  j["n_params"] = s.n_params;
+  j["micro_batch"] = s.micro_batch;
+  j["grad_accum"] = s.grad_accum;
+  j["global_batch"] = s.global_batch;
+  j["global_batch_tokens"] = s.global_batch_tokens;
+  j["precision"] = s.precision;
+  j["act_ckpt"] = s.act_ckpt;
+  j["sharding"] = s.sharding;
+  j["window"] = {{"text", s.window_text},
+                 {"first_step", s.win_first},
+                 {"last_step", s.win_last},
+                 {"n_steps", s.win_n},
+                 {"steps_recorded", s.steps_total}};
+  j["step_time_s"] = {{"p50", s.step_p50}, {"p90", s.step_p90}, {"max", s.step_max}};
+  j["tokens_per_step"] = s.tokens_per_step;
+  j["tok_s"] = s.tok_s;
+  j["tok_s_gpu"] = s.tok_s_gpu;
+  j["seq_s"] = s.seq_s;
+  j["flops_formula"] = s.formula;
+  j["peak_flops"] = s.peak;
+  j["peak_source"] = s.peak_source;
+  j["model_flops_per_seq"] = s.model_flops_per_seq;
+  j["hw_flops_per_seq"] = s.hw_flops_per_seq;
+  j["mfu_pct"] = s.mfu;
+  j["hfu_pct"] = s.hfu;
+  j["model_tflops_per_gpu"] = s.model_tflops_gpu;
+  j["mem_peak_bytes"] = s.mem_peak_bytes;
+  j["shares"] = {{"comm", s.comm_share},
+                 {"comm_exposed", s.comm_exposed_share},
+                 {"data", s.data_share},
+                 {"compute", s.compute_share}};
+  j["checkpoint"] = {{"steps", s.ckpt_steps},
+                     {"total_step_s", s.total_step_s},
+                     {"instrumented",
+                      {{"stall_s", s.ckpt_stall_sum},
+                       {"overhead", s.ckpt_overhead_instr},
+                       {"source", s.ckpt_instr_source}}},
+                     {"step_time_excess",
+                      {{"stall_s", s.ckpt_excess_sum},
+                       {"overhead", s.ckpt_overhead_excess},
+                       {"per_checkpoint_s", s.ckpt_excess}}},
+                     {"write_s_mean", s.ckpt_write_s_mean},
+                     {"bytes_mean", s.ckpt_bytes_mean},
+                     {"bandwidth_Bps_mean", s.ckpt_bw_mean}};
+  nlohmann::json st;
+  st["rank_step_skew"] = s.rank_step_skew;
+  st["rank_busy_skew"] = s.rank_busy_skew;
+  st["host_busy_skew"] = s.host_busy_skew;
+  st["slowest_ranks"] = nlohmann::json::array();
+  for (int r : s.slowest_ranks) {
+    for (auto& rs : s.ranks)
+      if (rs.rank == r)
+        st["slowest_ranks"].push_back({{"rank", r},
+                                       {"host", rs.host},
+                                       {"busy_s", rs.busy_med},
+                                       {"dist_from_median", rs.dist}});
+  }
+  st["slowest_hosts"] = nlohmann::json::array();
+  for (int h : s.slowest_hosts)
+    st["slowest_hosts"].push_back({{"host", s.hosts[h].host},
+                                   {"busy_s", s.hosts[h].busy},
+                                   {"dist_from_median", s.hosts[h].dist}});
+  st["out_of_line"] = nlohmann::json::array();
+  for (auto& o : s.out_of_line)
+    st["out_of_line"].push_back(
+        {{"rank", o.rank}, {"share", o.what}, {"value", o.share}, {"median", o.median_share}});
+  j["stragglers"] = st;
+  j["flagged_ranks"] = s.flagged_ranks;
+  j["errors"] = s.errors;
+  j["warnings"] = s.warnings;
+  return j;
+}
+
+std::string run_markdown(const RunSummary& s, const Written& w) {
+  std::ostringstream o;
+  o << "# scaletrain run report: " << (s.name.empty() ? s.dir : s.name) << "\n\n";
+  o << "**Window:** " << s.window_text << "  \n";
+  o << "**FLOP formula:** " << s.formula << "  \n";
+  o << "**Peak:** " << (s.peak > 0 ? f(s.peak / 1e12, 1) + " TFLOP/s per device, " : "")
+    << s.peak_source << "\n\n";
+  o << "| quantity | value |\n|---|---|\n";
+  o << "| model | " << s.model << " (" << f(s.n_params / 1e9, 3) << "B params, seq " << s.seq_len
+    << ") |\n";
+  o << "| GPUs / device | " << s.gpus << " x " << s.device << " |\n";
+  o << "| precision / act ckpt / sharding | " << s.precision << " / " << s.act_ckpt << " / "
+    << s.sharding << " |\n";
+  o << "| step time p50 / p90 / max | " << f(s.step_p50, 4) << " / " << f(s.step_p90, 4) << " / "
+    << f(s.step_max, 4) << " s |\n";
+  o << "| tokens/s | " << f(s.tok_s, 1) << " |\n| tokens/s per GPU | " << f(s.tok_s_gpu, 1)
+    << " |\n| sequences/s | " << f(s.seq_s, 3) << " |\n";
+  o << "| MFU / HFU | " << f(s.mfu) << "% / " << f(s.hfu) << "% |\n";
+  o << "| model TFLOP/s per GPU | " << f(s.model_tflops_gpu, 1) << " |\n";
+  o << "| peak memory (max over ranks) | " << human_bytes(double(s.mem_peak_bytes)) << " |\n";
+  o << "| comm share (total / exposed) | " << pct(s.comm_share) << " / "
+    << pct(s.comm_exposed_share) << " |\n";
+  o << "| data / compute share | " << pct(s.data_share) << " / " << pct(s.compute_share) << " |\n";
+  o << "\n## Checkpoint overhead\n\n"
+    << s.ckpt_steps.size() << " checkpoint(s); total step time " << f(s.total_step_s, 2)
+    << " s.\n\n";
+  o << "| method | stall (s) | overhead |\n|---|---|---|\n";
+  o << "| instrumented (" << s.ckpt_instr_source << ") | " << f(s.ckpt_stall_sum, 3) << " | "
+    << pct(s.ckpt_overhead_instr, 3) << " |\n";
+  o << "| step-time excess (slowest of the checkpoint step and the 12 after it, minus the "
+       "window median) | "
+    << f(s.ckpt_excess_sum, 3) << " | " << pct(s.ckpt_overhead_excess, 3) << " |\n";
+  if (s.ckpt_write_s_mean > 0)
+    o << "\nBackground write: " << f(s.ckpt_write_s_mean, 3) << " s, "
+      << human_bytes(s.ckpt_bytes_mean) << ", " << human_bytes(s.ckpt_bw_mean)
+      << "/s per checkpoint (rank 0 mean).\n";
+  o << "\n## Stragglers\n\nBusy time = step time - exposed communication (the slow rank computes, "
+       "the others wait).\n\n";
+  o << "Skew (max-min)/median: rank step time " << pct(s.rank_step_skew) << ", rank busy time "
+    << pct(s.rank_busy_skew) << ", host busy time " << pct(s.host_busy_skew) << ".\n\n";
+  o << "| slowest ranks | host | busy (s) | vs median |\n|---|---|---|---|\n";
+  for (int r : s.slowest_ranks)
+    for (auto& rs : s.ranks)
+      if (rs.rank == r)
+        o << "| " << r << " | " << rs.host << " | " << f(rs.busy_med, 4) << " | "
+          << (rs.dist >= 0 ? "+" : "") << pct(rs.dist) << " |\n";
+  o << "\n| slowest hosts | busy (s) | vs median |\n|---|---|---|\n";
+  for (int h : s.slowest_hosts)
+    o << "| " << s.hosts[h].host << " | " << f(s.hosts[h].busy, 4) << " | "
+      << (s.hosts[h].dist >= 0 ? "+" : "") << pct(s.hosts[h].dist) << " |\n";
+  o << "\nRanks with a share out of line: ";
+  if (s.out_of_line.empty()) o << "none.\n";
+  for (auto& x : s.out_of_line)
+    o << "\n- rank " << x.rank << ": " << x.what << " share " << pct(x.share) << " (median "
+      << pct(x.median_share) << ")";
+  o << "\n";
+  if (!s.flagged_ranks.empty() || !s.warnings.empty()) o << "\n## Problems\n\n";
+  for (auto& e : s.errors) o << "- error (rank excluded): " << e << "\n";
+  for (auto& e : s.warnings) o << "- " << e << "\n";
+  o << "\n## Files\n\n";
+  for (auto& x : w.files) o << "- " << x << "\n";
+  for (auto& x : w.skipped_plots) o << "- skipped " << x << "\n";
+  return o.str();
+}
+
+Written write_run_outputs(const RunSummary& s, const std::string& out_dir, bool plots) {
+  make_dir(out_dir);
+  Written w;
+  std::ostringstream steps;
+  steps << "step,step_max_s,step_median_s,ckpt_stall_max_s,global_tokens,in_window,ckpt\n";
+  for (auto& r : s.steps)
+    steps << r.step << ',' << r.step_max << ',' << r.step_med << ',' << r.stall_max << ','
+          << r.global_tokens << ',' << int(r.in_window) << ',' << int(r.ckpt) << '\n';
+  emit(out_dir, "steps.csv", steps.str(), w);
+  std::ostringstream ranks;
+  ranks << "rank,host,step_median_s,busy_median_s,busy_dist_from_median,data_share,compute_share,"
+           "comm_exposed_share\n";
+  for (auto& r : s.ranks)
+    ranks << r.rank << ',' << csv_quote(r.host) << ',' << r.step_med << ',' << r.busy_med << ','
+          << r.dist << ',' << r.data_share << ',' << r.compute_share << ',' << r.comm_share << '\n';
+  emit(out_dir, "ranks.csv", ranks.str(), w);
+  if (plots) plots_into(out_dir, run_plots(s), w);
+  emit(out_dir, "summary.json", run_to_json(s).dump(2) + "\n", w);
+  emit(out_dir, "report.md", run_markdown(s, w), w);
+  return w;
+}
+
+std::string campaign_csv(const Campaign& c) {
+  std::ostringstream o;
+  o << kCsvHeader;
+  for (size_t si = 0; si < c.series.size(); ++si)
+    for (size_t k = 0; k < c.series[si].runs.size(); ++k) {
+      const RunSummary& r = c.runs[c.series[si].runs[k]];
+      o << csv_quote(r.dir) << ',' << csv_quote(r.model) << ',' << r.seq_len << ',' << r.gpus << ','
+        << csv_quote(r.device) << ',' << f(r.mfu) << ',' << f(r.hfu) << ','
+        << f(r.model_tflops_gpu, 1) << ',' << r.micro_batch << ',' << r.grad_accum << ','
+        << r.global_batch << ',' << f(r.seq_s, 3) << ',' << f(r.tok_s, 1) << ','
+        << f(r.tok_s_gpu, 1) << ',' << r.global_batch_tokens << ',' << r.precision << ','
+        << r.sharding << ',' << r.act_ckpt << ',' << r.n_params << ',' << si << ','
+        << c.series[si].kind << ',' << f(c.series[si].efficiency[k], 4) << ','
+        << csv_quote(r.window_text) << ',' << r.step_p50 << ',' << r.peak << ','
+        << csv_quote(r.formula) << '\n';
+    }
+  return o.str();
+}
+
+std::string campaign_markdown(const Campaign& c, const Written& w) {
+  std::ostringstream o;
+  o << "# scaletrain campaign report\n\n";
+  for (size_t si = 0; si < c.series.size(); ++si) {
+    const Series& s = c.series[si];
+    o << "## " << s.model << ": " << s.kind << " scaling, base " << s.base_gpus << " GPUs\n\n";
+    o << "Efficiency = tok/s at N / (tok/s at base x N/base).\n\n";
+    o << "| Model | SeqLen | GPUs | Device | MFU | HFU | Model TFLOP | MicroBatch | GradAccum | "
+         "GlobalBatch | Throughput (S/s) | Throughput (T/s) | T/s/GPU | GlobalBatchTokens | "
+         "Precision | Sharding | ActCkpt | NumParams | Efficiency | Window | Peak |\n";
+    o << "|";
+    for (int i = 0; i < 21; ++i) o << "---|";
+    o << "\n";
+    for (size_t k = 0; k < s.runs.size(); ++k) {
+      const RunSummary& r = c.runs[s.runs[k]];
+      o << "| " << r.model << " | " << r.seq_len << " | " << r.gpus << " | " << r.device << " | "
+        << f(r.mfu) << " | " << f(r.hfu) << " | " << f(r.model_tflops_gpu, 1) << " | "
+        << r.micro_batch << " | " << r.grad_accum << " | " << r.global_batch << " | "
+        << f(r.seq_s, 2) << " | " << f(r.tok_s, 0) << " | " << f(r.tok_s_gpu, 0) << " | "
+        << r.global_batch_tokens << " | " << r.precision << " | " << r.sharding << " | "
+        << r.act_ckpt << " | " << r.n_params << " | " << pct(s.efficiency[k], 1) << " | "
+        << r.window_text << " | " << r.peak_source << " |\n";
+    }
+    o << "\n";
+  }
+  if (!c.runs.empty()) o << "FLOP formula: " << c.runs.front().formula << "\n\n";
+  if (!c.warnings.empty()) o << "## Warnings\n\n";
+  for (auto& x : c.warnings) o << "- " << x << "\n";
+  for (auto& r : c.runs)
+    for (auto& x : r.warnings) o << "- " << r.dir << ": " << x << "\n";
+  o << "\n## Files\n\n";
+  for (auto& x : w.files) o << "- " << x << "\n";
+  for (auto& x : w.skipped_plots) o << "- skipped " << x << "\n";
+  return o.str();
+}
+
+Written write_campaign_outputs(const Campaign& c, const std::string& out_dir, bool plots) {
+  make_dir(out_dir);
+  Written w;
+  emit(out_dir, "campaign.csv", campaign_csv(c), w);
+  nlohmann::json j;
+  j["runs"] = nlohmann::json::array();
+  for (auto& r : c.runs) j["runs"].push_back(run_to_json(r));
+  j["series"] = nlohmann::json::array();
+  for (auto& s : c.series) {
+    nlohmann::json js = {{"model", s.model},
+                         {"kind", s.kind},
+                         {"base_gpus", s.base_gpus},
+                         {"efficiency", s.efficiency}};
+    js["runs"] = nlohmann::json::array();
+    for (size_t i : s.runs) js["runs"].push_back(c.runs[i].dir);
+    j["series"].push_back(js);
+  }
+  j["warnings"] = c.warnings;
+  if (plots) plots_into(out_dir, campaign_plots(c), w);
+  emit(out_dir, "campaign.json", j.dump(2) + "\n", w);
+  emit(out_dir, "report.md", campaign_markdown(c, w), w);
+  return w;
+}
+
+}  // namespace st::analysis

@@ -1,0 +1,302 @@
+// Per-run analysis (see run_summary.hpp): aligns the ranks' steps, picks the
+// steady-state window, and computes throughput, MFU/HFU, shares and the two
+// checkpoint-overhead estimates. Stragglers live in stragglers.cpp.
+#include "analyze/run_summary.hpp"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "analyze/stats.hpp"
+#include "core/error.hpp"
+#include "metrics/metrics.hpp"
+
+namespace st::analysis {
+
+void compute_stragglers(const telemetry::RunTelemetry& run, const std::vector<int>& ranks,
+                        const std::set<int64_t>& window, const Options& opt, RunSummary& s);
+
+namespace {
+std::string fmt_g(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+}  // namespace
+
+WindowSpec parse_window(const std::string& text, int64_t warmup) {
+  WindowSpec w;
+  w.warmup = warmup;
+  auto bad = [&]() {
+    return UsageError("--window: invalid value '" + text +
+                      "' (valid: back-half, last:K, range:FIRST:LAST)");
+  };
+  if (text == "back-half") return w;
+  try {
+    if (text.rfind("last:", 0) == 0) {
+      w.kind = WindowSpec::Kind::LastK;
+      size_t pos;
+      w.k = std::stoll(text.substr(5), &pos);
+      if (pos != text.size() - 5 || w.k <= 0) throw bad();
+      return w;
+    }
+    if (text.rfind("range:", 0) == 0) {
+      w.kind = WindowSpec::Kind::Range;
+      std::string r = text.substr(6);
+      size_t c = r.find(':');
+      if (c == std::string::npos) throw bad();
+      size_t p1, p2;
+      w.first = std::stoll(r.substr(0, c), &p1);
+      w.last = std::stoll(r.substr(c + 1), &p2);
+      if (p1 != c || p2 != r.size() - c - 1 || w.first > w.last) throw bad();
+      return w;
+    }
+  } catch (const std::logic_error&) {
+    throw bad();
+  }
+  throw bad();
+}
+
+std::string model_label(const telemetry::RunInfo& ri) {
+  if (!ri.model_name.empty()) return ri.model_name;
+  std::ostringstream os;
+  os.precision(3);
+  os << double(ri.n_params) / 1e9 << "B-L" << ri.n_layers << "-d" << ri.d_model;
+  return os.str();
+}
+
+RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt) {
+  RunSummary s;
+  s.dir = run.dir;
+  s.warnings = run.warnings;
+  if (!run.ok()) {
+    const auto flagged = run.flagged_ranks();
+    const bool run_level = run.ranks.empty() || flagged.size() == run.ranks.size();
+    if (!opt.allow_bad_ranks || run_level) {
+      std::string msg;
+      for (auto& e : run.errors) msg += e + "\n";
+      if (!flagged.empty() && !run_level)
+        msg += std::to_string(flagged.size()) +
+               " rank(s) flagged; --allow-bad-ranks analyses the others and lists these";
+      throw UsageError(msg);
+    }
+    s.flagged_ranks = flagged;
+    s.errors = run.errors;
+  }
+  const auto& ri = run.info;
+  s.name = ri.name;
+  s.model = model_label(ri);
+  s.device = ri.device_name.empty() ? ri.device_kind : ri.device_name;
+  s.precision = ri.precision;
+  s.act_ckpt = ri.act_ckpt;
+  s.sharding = ri.zero_stage > 0 ? "ZeRO-" + std::to_string(ri.zero_stage) : "none";
+  s.gpus = ri.world_size;
+  s.seq_len = ri.seq_len;
+  s.micro_batch = ri.micro_batch;
+  s.grad_accum = ri.grad_accum;
+  s.n_params = ri.n_params;
+  s.n_layers = ri.n_layers;
+  s.d_model = ri.d_model;
+  s.n_heads = ri.n_heads;
+  s.global_batch = ri.global_batch;
+  s.global_batch_tokens = ri.global_batch_tokens;
+
+  std::vector<int> good;
+  for (int r = 0; r < int(run.ranks.size()); ++r)
+    if (run.ranks[r].ok()) good.push_back(r);
+
+  // Steps present on every analysed rank.
+  std::map<int64_t, int> count;
+  for (int r : good)
+    for (auto& st : run.ranks[r].steps) ++count[st.step];
+  std::vector<int64_t> steps;
+  for (auto& [k, c] : count)
+    if (c == int(good.size())) steps.push_back(k);
+  if (count.size() != steps.size())
+    s.warnings.push_back(std::to_string(count.size() - steps.size()) +
+                         " step(s) missing on some ranks are left out of the analysis");
+  ST_USAGE_CHECK(!steps.empty(), run.dir, ": no step recorded on every rank");
+  std::map<int64_t, size_t> idx;
+  for (size_t i = 0; i < steps.size(); ++i) idx[steps[i]] = i;
+  const size_t n = steps.size();
+  std::vector<std::vector<double>> per_step(n);  // step_s per rank
+  std::vector<double> stall_max(n, 0.0);
+  std::vector<int64_t> gtok(n, 0);
+  for (int r : good)
+    for (auto& st : run.ranks[r].steps) {
+      auto it = idx.find(st.step);
+      if (it == idx.end()) continue;
+      per_step[it->second].push_back(st.step_s);
+      stall_max[it->second] = std::max(stall_max[it->second], st.ckpt_stall_s);
+      if (st.global_tokens > 0) gtok[it->second] = st.global_tokens;
+      s.mem_peak_bytes = std::max(s.mem_peak_bytes, st.mem_peak_bytes);
+    }
+
+  // Window.
+  const auto& w = opt.window;
+  std::set<int64_t> win;
+  const int64_t warm = std::min<int64_t>(w.warmup, int64_t(n) - 1);
+  if (w.kind == WindowSpec::Kind::Range) {
+    for (auto st : steps)
+      if (st >= w.first && st <= w.last) win.insert(st);
+    s.window_text =
+        "steps " + std::to_string(w.first) + ".." + std::to_string(w.last) + " (fixed range)";
+  } else if (w.kind == WindowSpec::Kind::LastK) {
+    size_t b = n > size_t(w.k) ? n - size_t(w.k) : size_t(warm);
+    b = std::max(b, size_t(warm));
+    for (size_t i = b; i < n; ++i) win.insert(steps[i]);
+    s.window_text = "last " + std::to_string(w.k) + " steps";
+  } else {
+    const size_t after = n - size_t(warm);
+    for (size_t i = size_t(warm) + after / 2; i < n; ++i) win.insert(steps[i]);
+    s.window_text = "back half of the steps after " + std::to_string(warm) + " warm-up step(s)";
+  }
+  ST_USAGE_CHECK(!win.empty(), run.dir, ": the window (", s.window_text,
+                 ") holds no recorded step; steps recorded: ", steps.front(), "..", steps.back());
+  s.win_first = *win.begin();
+  s.win_last = *win.rbegin();
+  s.win_n = int64_t(win.size());
+  s.steps_total = int64_t(n);
+  s.window_text = "steps " + std::to_string(s.win_first) + ".." + std::to_string(s.win_last) +
+                  " (" + std::to_string(s.win_n) + " steps; " + s.window_text + "; median)";
+
+  // Global step time = slowest rank's step (synchronous training).
+  std::vector<double> gstep(n), wstep, wtok;
+  for (size_t i = 0; i < n; ++i) {
+    gstep[i] = max_of(per_step[i]);
+    s.total_step_s += gstep[i];
+    if (win.count(steps[i])) {
+      wstep.push_back(gstep[i]);
+      wtok.push_back(double(gtok[i] > 0 ? gtok[i] : ri.global_batch_tokens));
+    }
+  }
+  s.step_p50 = median(wstep);
+  s.step_p90 = percentile(wstep, 90);
+  s.step_max = max_of(wstep);
+  s.tokens_per_step = median(wtok);
+  if (s.global_batch_tokens == 0) s.global_batch_tokens = int64_t(s.tokens_per_step);
+  if (s.global_batch == 0 && s.seq_len > 0) s.global_batch = s.global_batch_tokens / s.seq_len;
+  s.tok_s = s.step_p50 > 0 ? s.tokens_per_step / s.step_p50 : 0;
+  s.tok_s_gpu = s.tok_s / std::max(1, s.gpus);
+  s.seq_s = s.seq_len > 0 ? s.tok_s / s.seq_len : 0;
+
+  // MFU / HFU.
+  metrics::ModelShape m{ri.n_params, ri.n_layers, ri.d_model, ri.n_heads, ri.seq_len};
+  const double T = ri.seq_len;
+  const double attn_fwd = double(m.n_layers) * 4.0 * m.d_model * T * T;
+  if (opt.formula == FlopsFormula::Mpt) {
+    s.formula = "MPT/llm-foundry: 3 x (2*N*T + 4*L*d*T^2) per sequence";
+    s.model_flops_per_seq = metrics::mpt_model_flops_per_seq(m);
+  } else {
+    s.formula = "6N + 12*L*H*Q*T per token";
+    s.model_flops_per_seq = metrics::flops_per_token_6n12lhqt(m) * T;
+  }
+  // Hardware FLOPs add the recomputation: the whole forward under full
+  // activation checkpointing, the attention core (QK^T, AV) under selective.
+  const double fwd = s.model_flops_per_seq / 3.0;
+  s.hw_flops_per_seq = s.model_flops_per_seq + (ri.act_ckpt == "full"        ? fwd
+                                                : ri.act_ckpt == "selective" ? attn_fwd
+                                                                             : 0.0);
+  if (opt.peak_override > 0) {
+    s.peak = opt.peak_override;
+    s.peak_source = "--peak-flops " + fmt_g(opt.peak_override);
+  } else if (auto p = metrics::peak_flops(ri.device_name, ri.precision)) {
+    s.peak = p->flops;
+    s.peak_source = "table: " + p->device + " " + p->precision + " (" + p->source + ")";
+  } else if (ri.peak_flops > 0) {
+    s.peak = ri.peak_flops;
+    s.peak_source = "run.json device.peak_flops (" +
+                    (ri.peak_source.empty() ? std::string("unspecified") : ri.peak_source) + ")";
+  } else {
+    s.peak_source = "none (device '" + ri.device_name + "' " + ri.precision +
+                    " not in the table and run.json has no device.peak_flops; use --peak-flops)";
+    s.warnings.push_back("MFU/HFU not computed: " + s.peak_source);
+  }
+  if (s.peak > 0) {
+    s.mfu = 100 * metrics::utilization(s.model_flops_per_seq, s.seq_s, s.gpus, s.peak);
+    s.hfu = 100 * metrics::utilization(s.hw_flops_per_seq, s.seq_s, s.gpus, s.peak);
+  }
+  s.model_tflops_gpu = s.model_flops_per_seq * s.seq_s / std::max(1, s.gpus) / 1e12;
+
+  // Shares over the window, all analysed ranks.
+  double sum_step = 0, sum_comm = 0, sum_exp = 0, sum_data = 0, sum_comp = 0;
+  for (int r : good)
+    for (auto& st : run.ranks[r].steps)
+      if (win.count(st.step)) {
+        sum_step += st.step_s;
+        sum_comm += st.comm_s;
+        sum_exp += st.comm_exposed_s;
+        sum_data += st.data_s;
+        sum_comp += st.fwd_s + st.bwd_s + st.optim_s;
+      }
+  if (sum_step > 0) {
+    s.comm_share = sum_comm / sum_step;
+    s.comm_exposed_share = sum_exp / sum_step;
+    s.data_share = sum_data / sum_step;
+    s.compute_share = sum_comp / sum_step;
+  }
+
+  // Checkpoints: steps named by events, else steps that recorded a stall.
+  std::set<int64_t> ck;
+  std::map<int64_t, double> ev_stall;
+  double write_s = 0, bytes = 0, bw = 0;
+  int commits = 0;
+  for (int r : good)
+    for (auto& ev : run.ranks[r].events) {
+      if ((ev.event == "ckpt_begin" || ev.event == "ckpt_commit") && ev.step >= 0)
+        ck.insert(ev.step);
+      if (ev.event == "ckpt_commit") {
+        auto num = [&](const char* k) {
+          auto it = ev.fields.find(k);
+          return it != ev.fields.end() && it->is_number() ? it->get<double>() : 0.0;
+        };
+        ev_stall[ev.step] = std::max(ev_stall[ev.step], num("stall_s"));
+        if (r == good.front()) {
+          write_s += num("write_s");
+          bytes += num("bytes");
+          bw += num("bandwidth_Bps");
+          ++commits;
+        }
+      }
+    }
+  if (ck.empty())
+    for (size_t i = 0; i < n; ++i)
+      if (stall_max[i] > 0) ck.insert(steps[i]);
+  s.ckpt_steps.assign(ck.begin(), ck.end());
+  if (commits > 0) {
+    s.ckpt_write_s_mean = write_s / commits;
+    s.ckpt_bytes_mean = bytes / commits;
+    s.ckpt_bw_mean = bw / commits;
+  }
+  s.ckpt_stall_sum = sum_of(stall_max);
+  s.ckpt_instr_source = "ckpt_stall_s of the step records (slowest rank per step)";
+  if (s.ckpt_stall_sum == 0 && !ev_stall.empty()) {
+    for (auto& [k, v] : ev_stall) s.ckpt_stall_sum += v;
+    s.ckpt_instr_source = "stall_s of the ckpt_commit events (slowest rank per checkpoint)";
+  }
+  s.ckpt_overhead_instr = s.total_step_s > 0 ? s.ckpt_stall_sum / s.total_step_s : 0;
+  // Step-time excess: slowest step among the checkpoint's own step and the K
+  // after it (stopping before the next checkpoint), minus the window median.
+  for (size_t c = 0; c < s.ckpt_steps.size(); ++c) {
+    const int64_t a = s.ckpt_steps[c];
+    int64_t b = a + opt.ckpt_k;
+    if (c + 1 < s.ckpt_steps.size()) b = std::min(b, s.ckpt_steps[c + 1] - 1);
+    double worst = 0;
+    for (auto it = idx.lower_bound(a); it != idx.end() && it->first <= b; ++it)
+      worst = std::max(worst, gstep[it->second]);
+    const double ex = std::max(0.0, worst - s.step_p50);
+    s.ckpt_excess.push_back(ex);
+    s.ckpt_excess_sum += ex;
+  }
+  s.ckpt_overhead_excess = s.total_step_s > 0 ? s.ckpt_excess_sum / s.total_step_s : 0;
+
+  for (size_t i = 0; i < n; ++i)
+    s.steps.push_back({steps[i], gstep[i], median(per_step[i]), stall_max[i],
+                       gtok[i] > 0 ? gtok[i] : ri.global_batch_tokens, win.count(steps[i]) > 0,
+                       ck.count(steps[i]) > 0});
+  compute_stragglers(run, good, win, opt, s);
+  return s;
+}
+
+}  // namespace st::analysis

@@ -1,0 +1,106 @@
+// Per-run analysis: the steady-state window, throughput, MFU/HFU, memory,
+// communication share, checkpoint overhead (two ways) and stragglers, computed
+// from a run folder loaded by the telemetry reader. Pure computation: the
+// writers (report.hpp) and plots (plots.hpp) take a RunSummary.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "telemetry/reader.hpp"
+
+namespace st::analysis {
+
+struct WindowSpec {
+  enum class Kind { BackHalf, LastK, Range } kind = Kind::BackHalf;
+  int64_t k = 0;                // LastK
+  int64_t first = 0, last = 0;  // Range (step numbers, inclusive)
+  int64_t warmup = 1;           // steps dropped first (BackHalf and LastK)
+};
+// Parses "back-half", "last:K", "range:A:B"; throws UsageError naming the value.
+WindowSpec parse_window(const std::string& text, int64_t warmup);
+
+enum class FlopsFormula { Mpt, SixN12LHQT };
+
+struct Options {
+  WindowSpec window;
+  FlopsFormula formula = FlopsFormula::Mpt;
+  double peak_override = 0;  // --peak-flops (FLOP/s per device); 0 = none
+  int ckpt_k = 12;           // steps after a checkpoint for the step-time-excess method
+  double share_tol = 0.05;   // minimum absolute share deviation flagged as out of line
+  bool allow_bad_ranks = false;
+};
+
+struct RankStat {
+  int rank = 0;
+  std::string host;
+  double step_med = 0, busy_med = 0;  // busy = step_s - comm_exposed_s
+  double busy_min = 0, busy_p25 = 0, busy_p75 = 0, busy_max = 0;
+  double data_share = 0, compute_share = 0, comm_share = 0;
+  double dist = 0;  // (busy_med - median over ranks) / median over ranks
+};
+struct HostStat {
+  std::string host;
+  std::vector<int> ranks;
+  double busy = 0;  // its slowest rank's busy_med
+  double dist = 0;
+};
+struct OutOfLine {
+  int rank;
+  std::string what;  // "data", "compute", "comm"
+  double share, median_share;
+};
+
+struct StepRow {  // one global step (over all analysed ranks)
+  int64_t step;
+  double step_max, step_med, stall_max;
+  int64_t global_tokens;
+  bool in_window, ckpt;
+};
+
+struct RunSummary {
+  std::string dir, name, model, device, precision, act_ckpt, sharding;
+  int gpus = 0, seq_len = 0, micro_batch = 0, grad_accum = 0;
+  int64_t n_params = 0, global_batch = 0, global_batch_tokens = 0;
+  int n_layers = 0, d_model = 0, n_heads = 0;
+  // window
+  std::string window_text;
+  int64_t win_first = 0, win_last = 0, win_n = 0, steps_total = 0;
+  // throughput
+  double step_p50 = 0, step_p90 = 0, step_max = 0, tokens_per_step = 0;
+  double tok_s = 0, tok_s_gpu = 0, seq_s = 0;
+  // utilization
+  std::string formula, peak_source;
+  double peak = 0, model_flops_per_seq = 0, hw_flops_per_seq = 0;
+  double mfu = 0, hfu = 0, model_tflops_gpu = 0;  // mfu/hfu in percent
+  // memory and shares (window, all ranks)
+  int64_t mem_peak_bytes = 0;
+  double comm_share = 0, comm_exposed_share = 0, data_share = 0, compute_share = 0;
+  // checkpoints
+  std::vector<int64_t> ckpt_steps;
+  double total_step_s = 0;
+  double ckpt_stall_sum = 0, ckpt_overhead_instr = 0;  // fraction
+  std::string ckpt_instr_source;
+  double ckpt_excess_sum = 0, ckpt_overhead_excess = 0;  // fraction
+  std::vector<double> ckpt_excess;                       // per checkpoint
+  double ckpt_write_s_mean = 0, ckpt_bytes_mean = 0, ckpt_bw_mean = 0;
+  // stragglers
+  std::vector<RankStat> ranks;
+  std::vector<HostStat> hosts;
+  double rank_step_skew = 0, rank_busy_skew = 0, host_busy_skew = 0;  // (max-min)/median
+  std::vector<int> slowest_ranks;  // by busy_med, descending, up to 5
+  std::vector<int> slowest_hosts;  // indices into hosts, up to 3
+  std::vector<OutOfLine> out_of_line;
+  std::vector<int> flagged_ranks;  // excluded (errors) with --allow-bad-ranks
+  std::vector<StepRow> steps;
+  std::vector<std::string> warnings, errors;
+};
+
+// Throws UsageError listing every problem when the run has errors (unless
+// opt.allow_bad_ranks, which excludes flagged ranks and reports them).
+RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt);
+
+// A short model label: the preset name, else "<n_params/1e9>B-L<n_layers>-d<d_model>".
+std::string model_label(const telemetry::RunInfo& ri);
+
+}  // namespace st::analysis

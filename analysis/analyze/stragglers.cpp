@@ -1,0 +1,104 @@
+// Straggler analysis: per-rank and per-host skew of busy time (step time minus
+// exposed communication: a slow rank computes longer while the others wait in
+// collectives, so busy time, not step time, points at it), slowest ranks and
+// hosts with their distance from the median, and ranks whose data / compute /
+// comm share of the step is out of line with the rest.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "analyze/run_summary.hpp"
+#include "analyze/stats.hpp"
+
+namespace st::analysis {
+
+void compute_stragglers(const telemetry::RunTelemetry& run, const std::vector<int>& ranks,
+                        const std::set<int64_t>& window, const Options& opt, RunSummary& s) {
+  std::map<std::string, std::vector<int>> by_host;
+  for (int r : ranks) {
+    const auto& rt = run.ranks[r];
+    std::vector<double> step, busy, data, comp, comm;
+    for (auto& st : rt.steps) {
+      if (!window.count(st.step)) continue;
+      step.push_back(st.step_s);
+      busy.push_back(st.step_s - st.comm_exposed_s);
+      const double d = st.step_s > 0 ? st.step_s : 1.0;
+      data.push_back(st.data_s / d);
+      comp.push_back((st.fwd_s + st.bwd_s + st.optim_s) / d);
+      comm.push_back(st.comm_exposed_s / d);
+    }
+    RankStat rs;
+    rs.rank = r;
+    rs.host = rt.header.host;
+    rs.step_med = median(step);
+    rs.busy_med = median(busy);
+    rs.busy_min = percentile(busy, 0);
+    rs.busy_p25 = percentile(busy, 25);
+    rs.busy_p75 = percentile(busy, 75);
+    rs.busy_max = percentile(busy, 100);
+    rs.data_share = median(data);
+    rs.compute_share = median(comp);
+    rs.comm_share = median(comm);
+    by_host[rs.host].push_back(int(s.ranks.size()));
+    s.ranks.push_back(rs);
+  }
+  if (s.ranks.empty()) return;
+  std::vector<double> steps, busy, data, comp, comm;
+  for (auto& r : s.ranks) {
+    steps.push_back(r.step_med);
+    busy.push_back(r.busy_med);
+    data.push_back(r.data_share);
+    comp.push_back(r.compute_share);
+    comm.push_back(r.comm_share);
+  }
+  const double med_busy = median(busy), med_step = median(steps);
+  auto skew = [](const std::vector<double>& v, double med) {
+    if (v.empty() || med <= 0) return 0.0;
+    auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return (*hi - *lo) / med;
+  };
+  s.rank_step_skew = skew(steps, med_step);
+  s.rank_busy_skew = skew(busy, med_busy);
+  for (auto& r : s.ranks) r.dist = med_busy > 0 ? (r.busy_med - med_busy) / med_busy : 0;
+
+  std::vector<int> order(s.ranks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return s.ranks[a].busy_med > s.ranks[b].busy_med; });
+  for (size_t i = 0; i < order.size() && i < 5; ++i)
+    s.slowest_ranks.push_back(s.ranks[order[i]].rank);
+
+  std::vector<double> hb;
+  for (auto& [h, idx] : by_host) {
+    HostStat hs;
+    hs.host = h;
+    for (int i : idx) {
+      hs.ranks.push_back(s.ranks[i].rank);
+      hs.busy = std::max(hs.busy, s.ranks[i].busy_med);
+    }
+    hb.push_back(hs.busy);
+    s.hosts.push_back(hs);
+  }
+  const double med_host = median(hb);
+  s.host_busy_skew = skew(hb, med_host);
+  for (auto& h : s.hosts) h.dist = med_host > 0 ? (h.busy - med_host) / med_host : 0;
+  std::vector<int> ho(s.hosts.size());
+  for (size_t i = 0; i < ho.size(); ++i) ho[i] = int(i);
+  std::stable_sort(ho.begin(), ho.end(),
+                   [&](int a, int b) { return s.hosts[a].busy > s.hosts[b].busy; });
+  for (size_t i = 0; i < ho.size() && i < 3; ++i) s.slowest_hosts.push_back(ho[i]);
+
+  // Out of line: |share - median| above max(tolerance, 4 robust sigmas).
+  auto flag = [&](const std::vector<double>& v, const char* what) {
+    const double m = median(v), sig = 1.4826 * mad(v);
+    const double lim = std::max(opt.share_tol, 4.0 * sig);
+    for (size_t i = 0; i < v.size(); ++i)
+      if (std::fabs(v[i] - m) > lim) s.out_of_line.push_back({s.ranks[i].rank, what, v[i], m});
+  };
+  flag(data, "data");
+  flag(comp, "compute");
+  flag(comm, "comm");
+}
+
+}  // namespace st::analysis
