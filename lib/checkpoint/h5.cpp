@@ -1,6 +1,8 @@
 // Implementation of h5.hpp: RAII close by id type, attributes, byte blobs.
 #include "checkpoint/h5.hpp"
 
+#include <mutex>
+
 #include "core/error.hpp"
 
 namespace st::h5 {
@@ -40,7 +42,15 @@ void Handle::close() {
   ST_HDF5_CHECK(close_id(id));
 }
 
-void quiet_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+void quiet_errors() {
+  // HDF5 1.10 leaves a file id open when H5Fclose fails (ENOSPC/EFBIG while
+  // flushing metadata), and its atexit handler then crashes closing it again.
+  // Every file here is closed explicitly, so skip that handler; a file whose
+  // close failed is abandoned (its folder is removed by the failed commit).
+  static std::once_flag once;
+  std::call_once(once, [] { H5dont_atexit(); });
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
 
 Handle create_file(const std::string& path) {
   return Handle(ST_HDF5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT)));

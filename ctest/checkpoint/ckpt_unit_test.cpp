@@ -1,0 +1,94 @@
+// Single-process checkpoint tests: CRC32C vectors, step folder names,
+// kill -9 at exact points of a save (via ckpt_helper), and reading a
+// checkpoint with h5py. This process never initializes MPI.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/crc32c.hpp"
+#include "test_state.hpp"
+
+namespace fs = std::filesystem;
+using namespace st;
+
+namespace {
+std::string fresh_dir(const std::string& tag) {
+  std::string t = (fs::temp_directory_path() / ("st_ckpt_" + tag + "_XXXXXX")).string();
+  if (!mkdtemp(t.data())) return "";
+  return t;
+}
+
+// Runs argv, returns the wait status.
+int run(std::vector<std::string> args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> a;
+    for (auto& s : args) a.push_back(s.data());
+    a.push_back(nullptr);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+}  // namespace
+
+TEST(Crc32c, KnownVectors) {
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c("", 0), 0u);
+  std::string s(1000, 'x');
+  for (size_t i = 0; i < s.size(); ++i) s[i] = char(i * 7);
+  uint32_t part = crc32c_update(crc32c(s.data(), 333), s.data() + 333, s.size() - 333);
+  EXPECT_EQ(part, crc32c(s.data(), s.size()));
+}
+
+TEST(CheckpointNames, StepDirs) {
+  EXPECT_EQ(step_dir_name(42), "step_00000042");
+  EXPECT_EQ(parse_step_dir("step_00000042"), 42);
+  EXPECT_EQ(parse_step_dir("step_00000042.tmp"), -1);
+  EXPECT_EQ(parse_step_dir("latest"), -1);
+}
+
+// The helper commits step 1, then is SIGKILLed at an exact point of step 2.
+// Before the rename, step 1 must be chosen; after it, step 2 is committed
+// even though `latest` still names step 1.
+TEST(CheckpointKill, KillDuringSaveLeavesLastCommitted) {
+  struct Case {
+    const char* phase;
+    long expect;
+  } cases[] = {{"dataset", 1}, {"index_written", 1}, {"renamed", 2}};
+  for (auto c : cases) {
+    std::string dir = fresh_dir(std::string("kill_") + c.phase);
+    int status = run({CKPT_HELPER, "kill", dir, c.phase});
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+        << c.phase << ": helper status " << status;
+    if (c.expect == 1) {
+      EXPECT_TRUE(fs::exists(dir + "/step_00000002.tmp")) << c.phase;
+    }
+    auto good = find_latest_good(dir);
+    ASSERT_TRUE(good.has_value()) << c.phase;
+    EXPECT_EQ(fs::path(*good).filename(), step_dir_name(c.expect)) << c.phase;
+    auto v = test::layout(2, 1, false);
+    auto want = test::views(v);
+    LoadResult r = load(*good, want, 0);
+    EXPECT_EQ(test::mismatches(v, c.expect), 0) << c.phase;
+    EXPECT_EQ(r.rank_scalars["step"], c.expect);
+    fs::remove_all(dir);
+  }
+}
+
+TEST(CheckpointH5py, RankFilesReadableWithH5py) {
+  const char* py = std::getenv("SCALETRAIN_PYTHON");
+  if (!py || !*py) GTEST_SKIP() << "SCALETRAIN_PYTHON not set";
+  std::string dir = fresh_dir("h5py");
+  ASSERT_EQ(run({CKPT_HELPER, "save", dir}), 0);
+  int st = run({py, CKPT_H5PY_SCRIPT, dir + "/step_00000002"});
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 77) GTEST_SKIP() << "h5py is not installed for " << py;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "check_h5py.py status " << st;
+  fs::remove_all(dir);
+}
