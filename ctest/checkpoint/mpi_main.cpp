@@ -1,11 +1,16 @@
 // main() of the multi-rank checkpoint tests: MPI with MPI_THREAD_MULTIPLE
-// (as the trainer initializes it), gtest output from rank 0 only.
+// (as the trainer initializes it; ST_TEST_THREAD_LEVEL overrides it to test
+// the deferred-vote path), gtest output from rank 0 only.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#ifndef ST_TEST_THREAD_LEVEL
+#define ST_TEST_THREAD_LEVEL MPI_THREAD_MULTIPLE
+#endif
+
 int main(int argc, char** argv) {
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Init_thread(&argc, &argv, ST_TEST_THREAD_LEVEL, &provided);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
