@@ -1,2 +1,51 @@
-// scaletrain trainer entry point (being built up; see app/trainer.cpp).
-int main() { return 0; }
+// scaletrain: the trainer's entry point. Initialises MPI, parses the command
+// line and the config (every rank, so every rank sees the same error), and
+// hands over to run_training. Exit codes: 0 ok, 1 runtime error, 2 bad input
+// (config, CLI, data), 3 stopped by SIGTERM/SIGUSR1 after an emergency
+// checkpoint.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli.hpp"
+#include "config/config.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "runtime/runtime.hpp"
+#include "trainer.hpp"
+
+int main(int argc, char** argv) {
+  std::unique_ptr<st::Runtime> rt;
+  try {
+    rt = std::make_unique<st::Runtime>(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "scaletrain: cannot start MPI: %s\n", e.what());
+    return 1;
+  }
+  const bool root = rt->rank() == 0;
+  int code = 0;
+  try {
+    st::Cli cli = st::parse_cli(argc, argv, root);
+    if (cli.exit_now) return 0;
+    st::Config cfg = st::load_config(cli.config, cli.sets);
+    st::resolve_layout(cfg, rt->world_size());
+    if (cli.dry_run) {
+      st::print_dry_run(*rt, cfg);
+      return 0;
+    }
+    code = st::run_training(*rt, std::move(cfg));
+  } catch (const st::UsageError& e) {
+    // Every rank parsed the same input, so every rank stops here together.
+    if (root) std::cerr << "scaletrain: error: " << e.what() << "\n";
+    code = 2;
+  } catch (const std::exception& e) {
+    // A failure on one rank: the others may be inside a collective. Say what
+    // happened, then take the whole job down rather than hang.
+    std::cerr << "scaletrain: rank " << rt->rank() << " failed: " << e.what() << "\n";
+    st::log_close_file();
+    if (rt->world_size() > 1) rt->abort(1);
+    code = 1;
+  }
+  st::log_close_file();
+  return code;
+}

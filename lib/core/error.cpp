@@ -21,7 +21,7 @@ std::string error_prefix(const char* file, int line) {
 }
 
 void throw_error(const char* lib, const char* file, int line, const std::string& what) {
-  throw Error(error_prefix(file, line) + lib + ": " + what);
+  throw Error(detail::cat(error_prefix(file, line), lib, ": ", what));
 }
 
 }  // namespace st

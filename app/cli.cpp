@@ -1,0 +1,52 @@
+// Implementation of cli.hpp.
+#include "cli.hpp"
+
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <sstream>
+
+#include "config/config.hpp"
+#include "core/error.hpp"
+#include "scaletrain/build_config.hpp"
+
+namespace po = boost::program_options;
+
+namespace st {
+Cli parse_cli(int argc, char** argv, bool print) {
+  Cli c;
+  po::options_description desc(
+      "scaletrain: measured, checkpointed training steps of a Llama-style transformer\n\n"
+      "usage: mpirun -np N scaletrain [--config FILE] [--set section.key=value ...] [--dry-run]\n\n"
+      "Options");
+  desc.add_options()("help,h", "this help, then every config key with its default")(
+      "help-config", "only the config keys (type, default, range, doc)")(
+      "version", "print version and build facts")(
+      "config,c", po::value(&c.config), "YAML run config (a model preset file is one)")(
+      "set,s", po::value(&c.sets)->composing(),
+      "override one key, e.g. --set train.steps=20 (repeatable)")(
+      "out,o", po::value(&c.out), "run folder (same as --set runtime.out=DIR)")(
+      "dry-run", po::bool_switch(&c.dry_run),
+      "validate, print the resolved config, parameter count, FLOPs per step and memory, exit");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string("command line: ") + e.what() + " (see scaletrain --help)");
+  }
+  if (vm.count("version")) {
+    if (print)
+      std::cout << "scaletrain " << SCALETRAIN_VERSION << " (commit " << SCALETRAIN_GIT_COMMIT
+                << ", CUDA backend " << (SCALETRAIN_HAVE_CUDA ? "built" : "not built") << ")\n";
+    c.exit_now = true;
+  } else if (vm.count("help") || vm.count("help-config")) {
+    if (print) {
+      if (vm.count("help")) std::cout << desc << "\n";
+      std::cout << config_help();
+    }
+    c.exit_now = true;
+  }
+  if (!c.out.empty()) c.sets.push_back("runtime.out=" + c.out);
+  return c;
+}
+}  // namespace st

@@ -1,0 +1,113 @@
+// Implementation of run_info.hpp.
+#include "run_info.hpp"
+
+#include <H5public.h>
+#include <time.h>
+
+#include <cstdio>
+
+#include "core/util.hpp"
+#include "scaletrain/build_config.hpp"
+
+using nlohmann::json;
+
+namespace st {
+double epoch_seconds() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+std::string telemetry_path(const std::string& out, int rank) {
+  char b[32];
+  std::snprintf(b, sizeof b, "rank_%05d.jsonl", rank);
+  return out + "/telemetry/" + b;
+}
+
+static json mesh_json(const Config& c) {
+  return {{"dp", c.parallel.dp}, {"tp", c.parallel.tp}, {"pp", c.parallel.pp}, {"cp", c.parallel.cp}};
+}
+
+json telemetry_header(const RunInfo& info) {
+  const Runtime& rt = *info.rt;
+  const Config& c = *info.cfg;
+  json j = {{"run_name", c.runtime.name},
+            {"rank", rt.rank()},
+            {"world_size", rt.world_size()},
+            {"local_rank", rt.local_rank()},
+            {"local_size", rt.local_size()},
+            {"host", rt.host()},
+            {"mesh", mesh_json(c)},
+            // Data parallel only for now: the dp coordinate is the world rank.
+            {"coords", {{"dp", rt.rank()}, {"tp", 0}, {"pp", 0}, {"cp", 0}}},
+            {"device", c.runtime.device},
+            {"threads", info.threads},
+            {"start_time", iso_time_utc()}};
+  j["slurm_job_id"] = rt.slurm().present() ? json(rt.slurm().job_id) : json(nullptr);
+  return j;
+}
+
+void write_run_json(const std::string& path, const RunInfo& info) {
+  const Runtime& rt = *info.rt;
+  const Config& c = *info.cfg;
+  json hosts = json::array();
+  for (auto& [h, ranks] : rt.hosts()) hosts.push_back({{"host", h}, {"ranks", ranks}});
+  const int64_t gb = int64_t(c.train.micro_batch) * c.train.grad_accum * c.parallel.dp;
+  unsigned h5maj = 0, h5min = 0, h5rel = 0;
+  H5get_libversion(&h5maj, &h5min, &h5rel);
+  json j = {
+      {"schema", "scaletrain.run/1"},
+      {"name", c.runtime.name},
+      {"start_time", iso_time_utc()},
+      {"git_commit", SCALETRAIN_GIT_COMMIT},
+      {"version", SCALETRAIN_VERSION},
+      {"world_size", rt.world_size()},
+      {"hosts", hosts},
+      {"mesh", mesh_json(c)},
+      {"config", json::parse(config_to_json(c))},
+      {"config_path", c.config_path},
+      {"overrides", c.overrides},
+      {"model",
+       {{"name", c.model.name},
+        {"n_params", info.n_params},
+        {"n_layers", c.model.n_layers},
+        {"d_model", c.model.d_model},
+        {"n_heads", c.model.n_heads},
+        {"n_kv_heads", c.model.n_kv_heads},
+        {"ffn_hidden", c.model.ffn_hidden},
+        {"vocab_size", c.model.vocab_size},
+        {"seq_len", c.model.seq_len}}},
+      {"global_batch", gb},
+      {"global_batch_tokens", gb * c.model.seq_len},
+      {"device",
+       {{"name", c.runtime.device == "cpu" ? "cpu" : c.runtime.device},
+        {"kind", c.runtime.device},
+        {"precision", c.train.precision},
+        {"peak_flops", info.peak_flops},
+        {"peak_source", info.peak_source},
+        {"threads_per_rank", info.threads}}},
+      {"versions",
+       {{"mpi", rt.mpi_version()},
+        {"hdf5", std::to_string(h5maj) + "." + std::to_string(h5min) + "." + std::to_string(h5rel)},
+        {"blas", "OpenBLAS"},
+        {"compiler", __VERSION__}}},
+  };
+  if (rt.slurm().present())
+    j["slurm"] = {{"job_id", rt.slurm().job_id},       {"job_name", rt.slurm().job_name},
+                  {"nodelist", rt.slurm().nodelist},   {"partition", rt.slurm().partition},
+                  {"ntasks", rt.slurm().ntasks},       {"nnodes", rt.slurm().nnodes}};
+  write_file_atomic(path, j.dump(2) + "\n");
+}
+
+std::string run_banner(const RunInfo& info) {
+  const Config& c = *info.cfg;
+  char b[512];
+  std::snprintf(b, sizeof b,
+                "%s (%s): model %s %.2fM params, %d layers d=%d, world %d (dp %d), %d thread(s)/rank, "
+                "device %s, peak %.1f GFLOP/s per rank",
+                SCALETRAIN_VERSION, SCALETRAIN_GIT_COMMIT, c.model.name.c_str(), info.n_params / 1e6,
+                c.model.n_layers, c.model.d_model, info.rt->world_size(), c.parallel.dp, info.threads,
+                c.runtime.device.c_str(), info.peak_flops / 1e9);
+  return b;
+}
+}  // namespace st

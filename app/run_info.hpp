@@ -1,0 +1,24 @@
+// What a run folder says about the run: run.json (resolved config, ranks and
+// hosts, versions, git commit, device peak) and each rank's telemetry header.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "config/config.hpp"
+#include "runtime/runtime.hpp"
+
+namespace st {
+struct RunInfo {
+  const Runtime* rt;
+  const Config* cfg;
+  int64_t n_params;
+  double peak_flops;  // per rank, in the run's precision
+  std::string peak_source;
+  int threads;
+};
+double epoch_seconds();
+std::string telemetry_path(const std::string& out, int rank);
+nlohmann::json telemetry_header(const RunInfo& info);
+void write_run_json(const std::string& path, const RunInfo& info);
+std::string run_banner(const RunInfo& info);
+}  // namespace st

@@ -1,0 +1,327 @@
+// The training loop (see trainer.hpp). One step: fetch this rank's
+// micro-batches, forward+backward each (gradients accumulate), average
+// gradients over the data-parallel group in buckets, clip by global norm,
+// AdamW, record telemetry. Rank 0 prints progress.
+#include "trainer.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/util.hpp"
+#include "cpu_peak.hpp"
+#include "data/data.hpp"
+#include "metrics/metrics.hpp"
+#include "model/model.hpp"
+#include "optim/optim.hpp"
+#include "parallel/grad_buckets.hpp"
+#include "run_info.hpp"
+#include "telemetry/writer.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace st {
+
+double estimate_activation_bytes(const ModelCfg& m, int micro_batch, const std::string& act_ckpt) {
+  const double T = m.seq_len, B = micro_batch, d = m.d_model;
+  const double hd = double(m.d_model) / m.n_heads;
+  const double qkv = (m.n_heads + 2.0 * m.n_kv_heads) * hd;
+  // Per layer and token: inputs of both norms and residuals (4d), q/k/v,
+  // attention output (d), SwiGLU gate/up/act (3 ffn), plus attention
+  // statistics per head; the score matrix itself is not kept.
+  double per_tok_full = 4 * d + qkv + d + 3.0 * m.ffn_hidden + m.n_heads;
+  double per_tok;
+  if (act_ckpt == "full")
+    per_tok = d;  // block input only
+  else if (act_ckpt == "selective")
+    per_tok = per_tok_full - qkv - m.n_heads;
+  else
+    per_tok = per_tok_full;
+  double layers = per_tok * m.n_layers * B * T * 4.0;
+  double head = B * T * (2.0 * d + 2.0 * m.vocab_size) * 4.0;  // final norm, logits + grad
+  return layers + head;
+}
+
+static metrics::ModelShape shape_of(const Config& cfg) {
+  metrics::ModelShape s;
+  s.n_params = count_params(cfg.model);
+  s.n_layers = cfg.model.n_layers;
+  s.d_model = cfg.model.d_model;
+  s.n_heads = cfg.model.n_heads;
+  s.seq_len = cfg.model.seq_len;
+  return s;
+}
+
+static int64_t global_batch(const Config& cfg) {
+  return int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * cfg.parallel.dp;
+}
+
+void print_dry_run(const Runtime& rt, const Config& cfg) {
+  if (rt.rank() != 0) return;
+  auto s = shape_of(cfg);
+  const int64_t gb = global_batch(cfg);
+  const double flops_step = metrics::mpt_model_flops_per_seq(s) * double(gb);
+  const double hw_step = metrics::mpt_hw_flops_per_seq(s, cfg.train.act_ckpt != "none") * double(gb);
+  const double state = double(s.n_params) * (4 + 4 + 8);  // fp32 weights, grads, AdamW m+v
+  const double act = estimate_activation_bytes(cfg.model, cfg.train.micro_batch, cfg.train.act_ckpt);
+  std::printf("# resolved config\n%s\n", config_to_yaml(cfg).c_str());
+  std::printf("# layout\nworld %d = dp %d x tp %d x pp %d x cp %d (zero %d)\n", rt.world_size(),
+              cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.cp,
+              cfg.parallel.zero_stage);
+  std::printf("# model\nparameters        %ld (%.2f M)\n", long(s.n_params), s.n_params / 1e6);
+  std::printf("global batch      %ld sequences x %d tokens = %ld tokens\n", long(gb),
+              cfg.model.seq_len, long(gb * cfg.model.seq_len));
+  std::printf("FLOPs per step    %.4g model (MPT 3x fwd), %.4g hardware\n", flops_step, hw_step);
+  std::printf("# memory per rank (estimate)\n");
+  std::printf("weights+grads+AdamW  %s\n", human_bytes(state).c_str());
+  std::printf("activations          %s per micro-batch (act_ckpt=%s)\n", human_bytes(act).c_str(),
+              cfg.train.act_ckpt.c_str());
+  std::printf("total                %s\n", human_bytes(state + act).c_str());
+}
+
+namespace {
+
+// Throws the same UsageError on every rank if any rank failed a setup check,
+// so a bad file on one node cannot leave the others waiting.
+void agree_on_setup(Communicator& world, const std::string& local_error) {
+  double bad = local_error.empty() ? 0.0 : 1.0;
+  world.all_reduce_max(&bad, 1);
+  if (bad > 0) {
+    if (!local_error.empty()) throw UsageError(local_error);
+    throw UsageError("another rank failed its setup checks (see its message)");
+  }
+}
+
+std::string fmt_eta(double s) {
+  char b[32];
+  if (s >= 3600)
+    std::snprintf(b, sizeof b, "%dh%02dm", int(s / 3600), int(std::fmod(s, 3600) / 60));
+  else
+    std::snprintf(b, sizeof b, "%dm%02ds", int(s / 60), int(std::fmod(s, 60)));
+  return b;
+}
+}  // namespace
+
+int run_training(Runtime& rt, Config cfg) {
+  const int rank = rt.rank();
+  MpiCommunicator world(MPI_COMM_WORLD, "world", cfg.runtime.timeout_s);
+  if (cfg.parallel.tp != 1 || cfg.parallel.pp != 1 || cfg.parallel.cp != 1 ||
+      cfg.parallel.zero_stage != 0 || cfg.parallel.sp)
+    throw UsageError(
+        "parallel: this build trains data-parallel layouts only (tp=pp=cp=1, sp=false, "
+        "zero_stage=0); tensor, pipeline, context parallelism and ZeRO are not implemented yet");
+  if (cfg.runtime.device != "cpu")
+    throw UsageError("runtime.device: '" + cfg.runtime.device +
+                     "' is not available in this build; valid: cpu");
+  const int dp = cfg.parallel.dp;
+  const int dp_rank = rank;  // dp is the only dimension for now
+
+  const int threads = pick_threads(cfg.runtime.threads, rt.local_size());
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);  // OpenBLAS's own pool, not OpenMP's
+
+  // Run folder: rank 0 picks the name, everyone gets it.
+  std::string out = cfg.runtime.out;
+  if (out.empty()) out = "results/runs/" + cfg.runtime.name + "-" + timestamp_compact();
+  {
+    std::vector<char> buf(4096, 0);
+    if (rank == 0) std::snprintf(buf.data(), buf.size(), "%s", out.c_str());
+    world.broadcast_bytes(buf.data(), int64_t(buf.size()), 0);
+    out = buf.data();
+    cfg.runtime.out = out;
+  }
+
+  // Setup that can fail on bad input: data first (a missing or bad token file).
+  std::string setup_error;
+  std::unique_ptr<TokenSource> src;
+  try {
+    src = make_source(cfg.data, cfg.train.seed, cfg.model.vocab_size, cfg.model.seq_len);
+    fs::create_directories(out + "/telemetry");
+  } catch (const UsageError& e) {
+    setup_error = e.what();
+  } catch (const fs::filesystem_error& e) {
+    setup_error = std::string("runtime.out: cannot create run folder '") + out + "': " + e.what();
+  }
+  agree_on_setup(world, setup_error);
+  if (rank == 0) log_open_file(out + "/log.txt");
+
+  DataLoader loader(std::move(src), cfg.model.seq_len, cfg.train.micro_batch,
+                    cfg.train.grad_accum, dp, dp_rank);
+  Model model(cfg.model, cfg.train.seed);
+  const ActCkpt ckpt_mode = parse_act_ckpt(cfg.train.act_ckpt);
+  std::vector<Param*> params = model.params();
+  AdamW opt(cfg.optim);
+  std::vector<GradView> gviews;
+  for (Param* p : params) {
+    opt.add(p->name, p->w.data(), p->g.data(), p->w.numel(), p->decay);
+    gviews.push_back({p->g.data(), p->g.numel()});
+  }
+  MpiCommunicator dp_comm(MPI_COMM_WORLD, "dp", cfg.runtime.timeout_s);
+  GradBuckets buckets(gviews, cfg.parallel.dp_bucket_mb, &dp_comm);
+
+  // The peak MFU is reported against: measured sgemm rate on CPU ranks.
+  double peak = cfg.runtime.cpu_peak_gflops * 1e9;
+  std::string peak_source = "config runtime.cpu_peak_gflops";
+  if (peak <= 0) {
+    world.barrier();  // measure on all ranks at once: they share the cores
+    peak = measure_sgemm_flops(768, 1.0);
+    world.all_reduce_sum(&peak, 1);
+    peak /= rt.world_size();
+    peak_source = "measured sgemm (768^3, " + std::to_string(threads) + " threads/rank)";
+  }
+
+  const auto mshape = shape_of(cfg);
+  const int64_t gb = global_batch(cfg);
+  const bool recompute = cfg.train.act_ckpt != "none";
+  const double model_flops_step = metrics::mpt_model_flops_per_seq(mshape) * double(gb);
+  const double hw_flops_step = metrics::mpt_hw_flops_per_seq(mshape, recompute) * double(gb);
+
+  RunInfo info{&rt, &cfg, model.num_params(), peak, peak_source, threads};
+  if (rank == 0) write_run_json(out + "/run.json", info);
+  TelemetryWriter tel;
+  tel.open(telemetry_path(out, rank), telemetry_header(info));
+
+  log0("scaletrain ", run_banner(info));
+  log0("data: ", loader.source().describe(), "; global batch ", gb, " x ", cfg.model.seq_len,
+       " tokens; ", buckets.num_buckets(), " gradient bucket(s)");
+  log0("run folder: ", out);
+
+  const long total = cfg.train.steps;
+  int exit_code = 0;
+  double t_loop0 = wall_time(), steady_time = 0;
+  long steady_steps = 0;
+  MicroBatch mb;
+  for (long step = 1; step <= total; ++step) {
+    MemStats::reset_peaks();
+    world.reset_stats();
+    dp_comm.reset_stats();
+    const double t_start_epoch = epoch_seconds();
+    const double t0 = wall_time();
+    double data_s = 0, fwd_s = 0, bwd_s = 0;
+
+    model.zero_grad();
+    double loss_sum = 0;
+    for (int m = 0; m < cfg.train.grad_accum; ++m) {
+      double td = wall_time();
+      loader.get(step, m, mb);
+      data_s += wall_time() - td;
+      PhaseTimes pt;
+      float l = model.forward_backward(mb.tokens.data(), mb.targets.data(), mb.B, mb.T,
+                                       1.0f / float(cfg.train.grad_accum), ckpt_mode, &pt);
+      fwd_s += pt.fwd_s;
+      bwd_s += pt.bwd_s;
+      loss_sum += l;
+    }
+    const double exposed = buckets.reduce_mean();
+
+    // Global loss (mean over the global batch) and gradient norm.
+    double red[1] = {loss_sum / cfg.train.grad_accum};
+    dp_comm.all_reduce_sum(red, 1);
+    const double loss = red[0] / dp;
+    const double t_opt = wall_time();
+    double sq = 0;
+    for (Param* p : params) sq += sum_squares(p->g.data(), p->g.numel());
+    const double gnorm = std::sqrt(sq);
+    const double lr = lr_at(cfg.optim, step, total);
+    bool skipped = !std::isfinite(loss) || !std::isfinite(gnorm);
+    if (skipped) {
+      tel.event("nan_skip", step, {{"loss", loss}, {"grad_norm", gnorm}});
+      logw("step ", step, ": loss ", loss, " grad_norm ", gnorm, " not finite; update skipped");
+    } else {
+      opt.step(lr, clip_coef(gnorm, cfg.optim.grad_clip), step);
+    }
+    const double optim_s = wall_time() - t_opt;
+    const double step_s = wall_time() - t0;
+
+    // Telemetry: one record per step per rank.
+    json comm = json::object();
+    double comm_s = 0;
+    for (int k = 0; k < int(CollKind::kCount); ++k) {
+      CollStats s = dp_comm.stats(CollKind(k));
+      const CollStats& w = world.stats(CollKind(k));
+      s.seconds += w.seconds;
+      s.bytes += w.bytes;
+      s.calls += w.calls;
+      if (s.calls == 0) continue;
+      comm[coll_name(CollKind(k))] = {{"s", s.seconds}, {"bytes", s.bytes}, {"calls", s.calls}};
+      comm_s += s.seconds;
+    }
+    const int64_t tokens = int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * cfg.model.seq_len;
+    tel.step({{"step", step},
+              {"t_start", t_start_epoch},
+              {"step_s", step_s},
+              {"data_s", data_s},
+              {"fwd_s", fwd_s},
+              {"bwd_s", bwd_s},
+              {"optim_s", optim_s},
+              {"comm_s", comm_s},
+              {"comm_exposed_s", exposed},
+              {"comm", comm},
+              {"ckpt_stall_s", 0.0},
+              {"tokens", tokens},
+              {"global_tokens", gb * cfg.model.seq_len},
+              {"loss", loss},
+              {"grad_norm", gnorm},
+              {"lr", lr},
+              {"mem_peak_bytes", MemStats::peak_total()},
+              {"mem_bytes",
+               {{"params", MemStats::current(MemCat::Params)},
+                {"grads", MemStats::current(MemCat::Grads)},
+                {"optim", MemStats::current(MemCat::Optim)},
+                {"activations", MemStats::peak(MemCat::Activations)}}}});
+
+    // Progress (rank 0): the slowest rank's step time sets the pace.
+    double slow = step_s;
+    world.all_reduce_max(&slow, 1);
+    if (step > cfg.train.warmup_steps_excluded) {
+      steady_time += slow;
+      ++steady_steps;
+    }
+    if (rank == 0 && (step % cfg.train.log_every == 0 || step == total || step == 1)) {
+      const double tok_s = double(gb * cfg.model.seq_len) / slow;
+      const double mfu = model_flops_step / slow / (peak * rt.world_size());
+      const double avg = steady_steps ? steady_time / steady_steps : slow;
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "step %5ld/%ld | loss %.4f | %8.0f tok/s | MFU %5.1f%% | %7.1f ms | mem %s | "
+                    "lr %.2e | ETA %s",
+                    step, total, loss, tok_s, 100.0 * mfu, slow * 1e3,
+                    human_bytes(double(MemStats::peak_total())).c_str(), lr,
+                    fmt_eta(avg * double(total - step)).c_str());
+      log0(line);
+    }
+
+    // Signals (Slurm preemption): every rank must agree to stop together.
+    double sig = pending_signal();
+    world.all_reduce_max(&sig, 1);
+    if (sig > 0) {
+      tel.event("signal", step, {{"signal", signal_name(int(sig))}});
+      log0("received ", signal_name(int(sig)), " at step ", step, "; stopping");
+      exit_code = kExitPreempted;
+      break;
+    }
+  }
+  const double wall = wall_time() - t_loop0;
+  tel.event("end", total, {{"status", exit_code == 0 ? "ok" : "signal"}, {"wall_s", wall}});
+  tel.close();
+  if (steady_steps > 0) {
+    const double avg = steady_time / steady_steps;
+    log0("done: ", total, " steps in ", wall, " s; steady state ",
+         double(gb * cfg.model.seq_len) / avg, " tok/s, MFU ",
+         100.0 * model_flops_step / avg / (peak * rt.world_size()), "% of ", peak / 1e9,
+         " GFLOP/s per rank (", peak_source, "), HFU ",
+         100.0 * hw_flops_step / avg / (peak * rt.world_size()), "%");
+  }
+  log0("run folder: ", out);
+  return exit_code;
+}
+}  // namespace st

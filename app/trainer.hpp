@@ -1,0 +1,18 @@
+// The training run: builds the run folder, model, optimizer, data loader and
+// communicators from a resolved Config, then loops over steps, recording
+// per-rank telemetry and printing one progress line per step on rank 0.
+#pragma once
+#include "config/config.hpp"
+#include "runtime/runtime.hpp"
+
+namespace st {
+// Runs the whole job; returns the process exit code (0 ok, kExitPreempted
+// after a signal-triggered emergency checkpoint).
+int run_training(Runtime& rt, Config cfg);
+// --dry-run: print the resolved config and the estimates; no training.
+void print_dry_run(const Runtime& rt, const Config& cfg);
+
+// Bytes of activations one rank keeps for one micro-batch (an estimate from
+// the model shape and the activation-checkpointing mode).
+double estimate_activation_bytes(const ModelCfg& m, int micro_batch, const std::string& act_ckpt);
+}  // namespace st

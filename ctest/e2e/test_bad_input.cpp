@@ -1,0 +1,80 @@
+// Bad input never crashes and is never accepted silently: each config, CLI
+// line and data file below makes scaletrain exit with status 2 and a message
+// that names the culprit (key, value, file) and what would be valid.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "run_util.hpp"
+
+using namespace st::test;
+namespace fs = std::filesystem;
+
+namespace {
+struct Case {
+  const char* name;
+  int ranks;
+  std::string args;                  // after --config tiny (unless it has its own --config)
+  std::vector<std::string> expect;   // substrings of the message
+};
+
+std::string tiny() { return " --config " + src_dir() + "/configs/models/tiny.yaml"; }
+
+void write_bytes(const std::string& path, const std::vector<uint16_t>& v, size_t extra_bytes = 0) {
+  std::ofstream o(path, std::ios::binary);
+  o.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * 2));
+  for (size_t i = 0; i < extra_bytes; ++i) o.put('x');
+}
+}  // namespace
+
+TEST(BadInput, EachIsRefusedWithAClearMessage) {
+  const std::string d = fresh_dir("bad");
+  // Data files: a good one, a truncated one (odd byte count), one whose
+  // sidecar promises more tokens than it holds, one with ids >= vocab_size.
+  std::vector<uint16_t> ok(5000);
+  for (size_t i = 0; i < ok.size(); ++i) ok[i] = uint16_t(i % 200);
+  write_bytes(d + "/odd.bin", ok, 1);
+  write_bytes(d + "/short.bin", ok);
+  std::ofstream(d + "/short.bin.json") << R"({"dtype":"uint16","vocab_size":256,"n_tokens":9000})";
+  std::vector<uint16_t> big = ok;
+  big[1234] = 300;
+  write_bytes(d + "/bigid.bin", big);
+  std::ofstream(d + "/unknown.yaml") << "train:\n  stpes: 10\n";
+  std::ofstream(d + "/syntax.yaml") << "train:\n  steps: [1, 2\n  micro_batch: 2\n";
+  std::ofstream(d + "/shapes.yaml") << "model:\n  preset: tiny\n  n_heads: 5\n";
+  fs::create_directories(d + "/ro");
+
+  const std::string data = " --set data.source=file --set data.path=";
+  std::vector<Case> cases = {
+      {"unknown key in file", 1, " --config " + d + "/unknown.yaml", {"train.stpes", "train.steps"}},
+      {"unknown key in --set", 1, tiny() + " --set optim.learning_rate=1", {"optim.learning_rate", "did you mean", "lr"}},
+      {"wrong type", 1, tiny() + " --set train.steps=abc", {"train.steps", "abc"}},
+      {"out of range", 1, tiny() + " --set optim.lr=-1", {"optim.lr", "-1"}},
+      {"bad enum", 1, tiny() + " --set train.act_ckpt=sometimes", {"train.act_ckpt", "selective"}},
+      {"inconsistent shapes", 1, " --config " + d + "/shapes.yaml", {"n_heads", "5"}},
+      {"kv heads above heads", 1, tiny() + " --set model.n_kv_heads=8", {"n_kv_heads"}},
+      {"malformed override", 1, tiny() + " --set train.steps", {"train.steps", "="}},
+      {"missing config file", 1, " --config " + d + "/nope.yaml", {"nope.yaml"}},
+      {"yaml syntax error", 1, " --config " + d + "/syntax.yaml", {"syntax.yaml"}},
+      {"unknown CLI flag", 1, tiny() + " --bogus", {"bogus"}},
+      {"missing data file", 2, tiny() + data + d + "/missing.bin", {"missing.bin"}},
+      {"truncated data file", 1, tiny() + data + d + "/odd.bin", {"odd.bin", "truncated"}},
+      {"data shorter than its sidecar", 1, tiny() + data + d + "/short.bin", {"short.bin", "9000"}},
+      {"token id above vocab", 1, tiny() + data + d + "/bigid.bin", {"bigid.bin", "300", "vocab_size"}},
+      {"file source without path", 1, tiny() + " --set data.source=file", {"data.path"}},
+      {"world size not matching layout", 2, tiny() + " --set parallel.dp=4", {"world size", "2"}},
+      {"layout not built", 2, tiny() + " --set parallel.tp=2 --set parallel.dp=1", {"parallel"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto r = run_scaletrain(c.ranks, c.args + " --set runtime.cpu_peak_gflops=1 --out " + d +
+                                         "/run-" + std::to_string(&c - cases.data()));
+    EXPECT_EQ(r.term_signal, 0) << "crashed: " << r.output;
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    for (const auto& e : c.expect) EXPECT_NE(r.output.find(e), std::string::npos)
+        << "message should name '" << e << "':\n" << r.output;
+    EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+  }
+  fs::remove_all(d);
+}
