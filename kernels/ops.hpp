@@ -16,6 +16,7 @@
 //    depend on the thread count.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace st::kernels {
 
@@ -26,6 +27,12 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 // Same, packed (lda = trans_a ? M : K, ldb = trans_b ? K : N, ldc = N).
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           const float* B, float beta, float* C);
+
+// What the GEMM runs on, for run.json and the log, e.g. "OpenBLAS 0.3.21
+// ... (core SkylakeX)". Ends with a hint when the library picked a generic
+// kernel on a CPU that has AVX2 (OpenBLAS falls back to Prescott on CPUs it
+// does not recognise, about 3x slower; OPENBLAS_CORETYPE overrides it).
+std::string gemm_library();
 
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);

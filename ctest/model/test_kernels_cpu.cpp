@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <iostream>
 #include <random>
 #include <vector>
 
@@ -79,6 +80,12 @@ TEST(Kernels, GemmAllTransposesMatchNaive) {
       k::gemm(ta, tb, M, N, K, 0.5f, A.data(), B.data(), 0.25f, C.data());
       for (size_t i = 0; i < C.size(); ++i) EXPECT_NEAR(C[i], ref[i], 1e-5) << ta << tb << i;
     }
+}
+
+TEST(Kernels, GemmLibraryIsNamed) {
+  const std::string s = k::gemm_library();
+  EXPECT_NE(s.find("core"), std::string::npos) << s;
+  std::cout << "gemm: " << s << "\n";
 }
 
 TEST(Kernels, EmbeddingBackwardMatchesFiniteDifferences) {

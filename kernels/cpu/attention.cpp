@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/cpu/parallel.hpp"
 #include "kernels/ops.hpp"
 
 namespace st::kernels {
@@ -30,7 +31,7 @@ void attention_fwd(const float* q, const float* k, const float* v, int64_t B, in
   ST_CHECK(Hkv > 0 && Hq % Hkv == 0, "n_heads ", Hq, " must be a multiple of n_kv_heads ", Hkv);
   const int64_t group = Hq / Hkv;
   const int64_t qs = Hq * hd, ks = Hkv * hd;  // row strides (per token)
-#pragma omp parallel
+#pragma omp parallel if (B * Hq * T * T * hd / 2 > kMinParallelWork)
   {
     std::vector<float> pbuf(static_cast<size_t>(T));
     float* p = pbuf.data();
@@ -68,7 +69,7 @@ void attention_bwd(const float* q, const float* k, const float* v, const float* 
   ST_CHECK(Hkv > 0 && Hq % Hkv == 0, "n_heads ", Hq, " must be a multiple of n_kv_heads ", Hkv);
   const int64_t group = Hq / Hkv;
   const int64_t qs = Hq * hd, ks = Hkv * hd;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (B * Hq * T * T * hd > kMinParallelWork)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t kh = 0; kh < Hkv; ++kh) {
       const float* kb = k + b * T * ks + kh * hd;

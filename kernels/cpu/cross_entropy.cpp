@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/cpu/parallel.hpp"
 #include "kernels/ops.hpp"
 
 namespace st::kernels {
@@ -17,7 +18,7 @@ float cross_entropy_fwd(const float* logits, const int32_t* targets, int64_t row
     ST_CHECK(targets[r] < V, "target ", targets[r], " at position ", r,
              " is outside the vocabulary [0, ", V, ")");
   std::vector<double> loss(size_t(rows), 0.0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * V > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = logits + r * V;
     float m = x[0];
@@ -41,7 +42,7 @@ float cross_entropy_fwd(const float* logits, const int32_t* targets, int64_t row
 void cross_entropy_bwd(const float* logits, const int32_t* targets, const float* lse, int64_t rows,
                        int64_t V, int64_t n_valid, float dloss, float* dlogits) {
   const float s = n_valid > 0 ? dloss / float(n_valid) : 0.f;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * V > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = logits + r * V;
     float* dx = dlogits + r * V;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "kernels/cpu/parallel.hpp"
 #include "kernels/ops.hpp"
 
 namespace st::kernels {
@@ -15,7 +16,7 @@ constexpr int64_t kColBlock = 64;
 }  // namespace
 
 void add_inplace(float* y, const float* x, int64_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n > kMinParallelWork)
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
@@ -24,7 +25,7 @@ void embedding_fwd(const int32_t* tokens, int64_t rows, const float* table, int6
   for (int64_t r = 0; r < rows; ++r)
     ST_CHECK(tokens[r] >= 0 && tokens[r] < vocab, "token ", tokens[r], " at position ", r,
              " is outside the vocabulary [0, ", vocab, ")");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = table + int64_t(tokens[r]) * d;
     float* dst = out + r * d;
@@ -37,7 +38,7 @@ void embedding_bwd(const int32_t* tokens, int64_t rows, const float* dout, int64
   // Each thread owns a column block and walks the rows in order: no races,
   // and the summation order is fixed.
   const int64_t nblk = (d + kColBlock - 1) / kColBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)
   for (int64_t b = 0; b < nblk; ++b) {
     const int64_t j0 = b * kColBlock, j1 = std::min(d, j0 + kColBlock);
     for (int64_t r = 0; r < rows; ++r) {
@@ -50,7 +51,7 @@ void embedding_bwd(const int32_t* tokens, int64_t rows, const float* dout, int64
 
 void rmsnorm_fwd(const float* x, const float* w, int64_t rows, int64_t d, float eps, float* y,
                  float* rstd) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * d;
     float ss = 0.f;
@@ -64,7 +65,7 @@ void rmsnorm_fwd(const float* x, const float* w, int64_t rows, int64_t d, float 
 
 void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, int64_t rows,
                  int64_t d, float* dx, float* dw, bool accumulate) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * d;
     const float* dyr = dy + r * d;
@@ -80,7 +81,7 @@ void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float*
     }
   }
   const int64_t nblk = (d + kColBlock - 1) / kColBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)
   for (int64_t b = 0; b < nblk; ++b) {
     const int64_t j0 = b * kColBlock, j1 = std::min(d, j0 + kColBlock);
     float acc[kColBlock] = {};
@@ -110,7 +111,7 @@ namespace {
 void rope_apply(float* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
                 const float* sin_t, float sign) {
   const int64_t half = hd / 2;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (B * T * H * hd > kMinParallelWork)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t) {
       const float* c = cos_t + t * half;
@@ -139,7 +140,7 @@ void rope_bwd(float* dx, int64_t B, int64_t T, int64_t H, int64_t hd, const floa
 }
 
 void swiglu_fwd(const float* gate, const float* up, int64_t n, float* out) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (8 * n > kMinParallelWork)
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     const float sig = 1.f / (1.f + std::exp(-g));
@@ -149,7 +150,7 @@ void swiglu_fwd(const float* gate, const float* up, int64_t n, float* out) {
 
 void swiglu_bwd(const float* gate, const float* up, const float* dout, int64_t n, float* dgate,
                 float* dup) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (8 * n > kMinParallelWork)
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i], u = up[i], dy = dout[i];
     const float sig = 1.f / (1.f + std::exp(-g));
@@ -164,7 +165,7 @@ void adamw_step(float* w, const float* g, float* m, float* v, int64_t n, float l
   ST_CHECK(step >= 1, "adamw step counts from 1, got ", step);
   const float bc1 = 1.f - float(std::pow(double(beta1), double(step)));
   const float bc2 = 1.f - float(std::pow(double(beta2), double(step)));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (8 * n > kMinParallelWork)
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i];
     m[i] = beta1 * m[i] + (1.f - beta1) * gi;

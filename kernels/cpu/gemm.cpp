@@ -2,6 +2,7 @@
 #include <cblas.h>
 
 #include <limits>
+#include <string>
 
 #include "core/error.hpp"
 #include "kernels/ops.hpp"
@@ -32,5 +33,24 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           const float* B, float beta, float* C) {
   gemm(trans_a, trans_b, M, N, K, alpha, A, trans_a ? M : K, B, trans_b ? K : N, beta, C, N);
+}
+
+std::string gemm_library() {
+  const char* corename = openblas_get_corename();
+  const char* config = openblas_get_config();
+  const std::string core = corename ? corename : "unknown";
+  std::string s = std::string(config ? config : "OpenBLAS") + " (core " + core + ")";
+  std::string lower;
+  for (char c : core) lower += char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+#if defined(__x86_64__)
+  const bool generic = lower == "prescott" || lower == "core2" || lower == "nehalem";
+  if (generic && __builtin_cpu_supports("avx2")) {
+    const bool avx512 = __builtin_cpu_supports("avx512f");
+    s += std::string(" -- generic kernel on an ") + (avx512 ? "AVX-512" : "AVX2") +
+         " CPU: set OPENBLAS_CORETYPE=" + (avx512 ? "SkylakeX" : "Haswell") +
+         " for ~3x faster GEMM";
+  }
+#endif
+  return s;
 }
 }  // namespace st::kernels
