@@ -12,6 +12,15 @@
 #include "kernels/cpu/parallel.hpp"
 #include "kernels/ops.hpp"
 
+// The score/output loops are dot products and axpys over hd; the portable
+// build targets baseline x86-64, so compile AVX2 and AVX-512 clones as well
+// and let the loader pick one for the CPU it runs on.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ST_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ST_CPU_CLONES
+#endif
+
 namespace st::kernels {
 namespace {
 inline float dot(const float* a, const float* b, int64_t n) {
@@ -26,8 +35,9 @@ inline void axpy(float a, const float* x, float* y, int64_t n) {
 }
 }  // namespace
 
-void attention_fwd(const float* q, const float* k, const float* v, int64_t B, int64_t T, int64_t Hq,
-                   int64_t Hkv, int64_t hd, float scale, float* out, float* lse) {
+ST_CPU_CLONES void attention_fwd(const float* q, const float* k, const float* v, int64_t B,
+                                 int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
+                                 float* out, float* lse) {
   ST_CHECK(Hkv > 0 && Hq % Hkv == 0, "n_heads ", Hq, " must be a multiple of n_kv_heads ", Hkv);
   const int64_t group = Hq / Hkv;
   const int64_t qs = Hq * hd, ks = Hkv * hd;  // row strides (per token)
@@ -63,9 +73,10 @@ void attention_fwd(const float* q, const float* k, const float* v, int64_t B, in
   }
 }
 
-void attention_bwd(const float* q, const float* k, const float* v, const float* out,
-                   const float* lse, const float* dout, int64_t B, int64_t T, int64_t Hq,
-                   int64_t Hkv, int64_t hd, float scale, float* dq, float* dk, float* dv) {
+ST_CPU_CLONES void attention_bwd(const float* q, const float* k, const float* v, const float* out,
+                                 const float* lse, const float* dout, int64_t B, int64_t T,
+                                 int64_t Hq, int64_t Hkv, int64_t hd, float scale, float* dq,
+                                 float* dk, float* dv) {
   ST_CHECK(Hkv > 0 && Hq % Hkv == 0, "n_heads ", Hq, " must be a multiple of n_kv_heads ", Hkv);
   const int64_t group = Hq / Hkv;
   const int64_t qs = Hq * hd, ks = Hkv * hd;
