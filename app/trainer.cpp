@@ -9,10 +9,12 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "checkpointing.hpp"
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -125,6 +127,7 @@ int run_training(Runtime& rt, Config cfg) {
   const int dp = cfg.parallel.dp;
   const int dp_rank = rank;  // dp is the only dimension for now
 
+  install_signal_handlers();
   const int threads = pick_threads(cfg.runtime.threads, rt.local_size());
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);  // OpenBLAS's own pool, not OpenMP's
@@ -190,6 +193,61 @@ int run_training(Runtime& rt, Config cfg) {
   TelemetryWriter tel;
   tel.open(telemetry_path(out, rank), telemetry_header(info));
 
+  // Checkpointing: resume first (any layout may have written it), then save
+  // every checkpoint.interval steps in the background.
+  TrainState tstate{params, &opt, &cfg, dp_rank, dp};
+  const std::string ckpt_dir =
+      cfg.checkpoint.dir.empty() ? out + "/checkpoints" : cfg.checkpoint.dir;
+  long start_step = 1;
+  {
+    std::string err;
+    std::optional<std::string> from;
+    try {
+      from = pick_resume(cfg.checkpoint, ckpt_dir);
+    } catch (const UsageError& e) {
+      err = e.what();
+    }
+    agree_on_setup(world, err);
+    if (from) {
+      const double tr = wall_time();
+      long at = 0;
+      try {
+        at = restore(tstate, *from);
+      } catch (const UsageError& e) {
+        err = e.what();
+      }
+      agree_on_setup(world, err);
+      start_step = at + 1;
+      tel.event("ckpt_resume", at, {{"path", *from}, {"from_step", at}, {"load_s", wall_time() - tr}});
+      log0("resumed from ", *from, " (step ", at, ") in ", wall_time() - tr, " s");
+    }
+  }
+  std::unique_ptr<Checkpointer> ckpt;
+  {
+    CheckpointOptions co;
+    co.dir = ckpt_dir;
+    co.mode = cfg.checkpoint.mode == "sync" ? CkptMode::kSync : CkptMode::kAsync;
+    co.keep_last_n = cfg.checkpoint.keep_last_n;
+    co.on_error = cfg.checkpoint.on_error == "abort" ? CkptOnError::kAbort : CkptOnError::kContinue;
+    co.timeout_s = cfg.runtime.timeout_s;
+    co.layout = {{"dp", dp}, {"tp", cfg.parallel.tp}, {"pp", cfg.parallel.pp},
+                 {"cp", cfg.parallel.cp}, {"zero_stage", cfg.parallel.zero_stage},
+                 {"world_size", rt.world_size()}};
+    // Fault injection for the crash tests: SCALETRAIN_FAULT=kill:RANK:STEP:PHASE
+    // makes that rank SIGKILL itself at that phase of that step's save.
+    if (auto f = env("SCALETRAIN_FAULT")) {
+      auto parts = split(*f, ':');
+      if (parts.size() == 4 && parts[0] == "kill" && std::stoi(parts[1]) == rank) {
+        const long kstep = std::stol(parts[2]);
+        const std::string kphase = parts[3];
+        co.test_hook = [kstep, kphase](const std::string& phase, long s) {
+          if (s == kstep && phase == kphase) ::raise(SIGKILL);
+        };
+      }
+    }
+    ckpt = std::make_unique<Checkpointer>(MPI_COMM_WORLD, co, &tel);
+  }
+
   log0("scaletrain ", run_banner(info));
   log0("data: ", loader.source().describe(), "; global batch ", gb, " x ", cfg.model.seq_len,
        " tokens; ", buckets.num_buckets(), " gradient bucket(s)");
@@ -200,7 +258,10 @@ int run_training(Runtime& rt, Config cfg) {
   double t_loop0 = wall_time(), steady_time = 0;
   long steady_steps = 0;
   MicroBatch mb;
-  for (long step = 1; step <= total; ++step) {
+  const long last = cfg.train.stop_after > 0 ? std::min<long>(total, cfg.train.stop_after) : total;
+  if (start_step > last) log0("nothing to do: checkpoint is at step ", start_step - 1);
+  long step = start_step;
+  for (; step <= last; ++step) {
     MemStats::reset_peaks();
     world.reset_stats();
     dp_comm.reset_stats();
@@ -240,6 +301,25 @@ int run_training(Runtime& rt, Config cfg) {
       opt.step(lr, clip_coef(gnorm, cfg.optim.grad_clip), step);
     }
     const double optim_s = wall_time() - t_opt;
+
+    // Signals (Slurm preemption): every rank must agree to stop together.
+    double sig = pending_signal();
+    world.all_reduce_max(&sig, 1);
+
+    // Checkpoint: the loop waits only for the snapshot (and a previous save
+    // still in flight); the write happens in the background.
+    double ckpt_stall = 0;
+    if (sig > 0) {
+      tel.event("signal", step, {{"signal", signal_name(int(sig))}});
+      log0("received ", signal_name(int(sig)), " at step ", step, "; emergency checkpoint");
+      SaveStats ss = ckpt->emergency_save(step, checkpoint_state(tstate, step, loader.samples_consumed(step)));
+      ckpt_stall = ss.stall_s;
+      log0(ss.committed ? "emergency checkpoint committed" : "emergency checkpoint FAILED", " (",
+           ss.stall_s, " s)");
+    } else if (cfg.checkpoint.interval > 0 && step % cfg.checkpoint.interval == 0) {
+      SaveStats ss = ckpt->save(step, checkpoint_state(tstate, step, loader.samples_consumed(step)));
+      ckpt_stall = ss.stall_s;
+    }
     const double step_s = wall_time() - t0;
 
     // Telemetry: one record per step per rank.
@@ -266,7 +346,7 @@ int run_training(Runtime& rt, Config cfg) {
               {"comm_s", comm_s},
               {"comm_exposed_s", exposed},
               {"comm", comm},
-              {"ckpt_stall_s", 0.0},
+              {"ckpt_stall_s", ckpt_stall},
               {"tokens", tokens},
               {"global_tokens", gb * cfg.model.seq_len},
               {"loss", loss},
@@ -286,7 +366,7 @@ int run_training(Runtime& rt, Config cfg) {
       steady_time += slow;
       ++steady_steps;
     }
-    if (rank == 0 && (step % cfg.train.log_every == 0 || step == total || step == 1)) {
+    if (rank == 0 && (step % cfg.train.log_every == 0 || step == last || step == start_step)) {
       const double tok_s = double(gb * cfg.model.seq_len) / slow;
       const double mfu = model_flops_step / slow / (peak * rt.world_size());
       const double avg = steady_steps ? steady_time / steady_steps : slow;
@@ -299,23 +379,25 @@ int run_training(Runtime& rt, Config cfg) {
                     fmt_eta(avg * double(total - step)).c_str());
       log0(line);
     }
-
-    // Signals (Slurm preemption): every rank must agree to stop together.
-    double sig = pending_signal();
-    world.all_reduce_max(&sig, 1);
     if (sig > 0) {
-      tel.event("signal", step, {{"signal", signal_name(int(sig))}});
-      log0("received ", signal_name(int(sig)), " at step ", step, "; stopping");
       exit_code = kExitPreempted;
+      ++step;
       break;
     }
   }
+  const long steps_done = step - 1;
+  // Drain the background save before reporting.
+  double t_drain = wall_time();
+  ckpt->finalize();
+  t_drain = wall_time() - t_drain;
+  if (t_drain > 0.01) log0("waited ", t_drain, " s for the last checkpoint to commit");
   const double wall = wall_time() - t_loop0;
-  tel.event("end", total, {{"status", exit_code == 0 ? "ok" : "signal"}, {"wall_s", wall}});
+  tel.event("end", steps_done,
+            {{"status", exit_code == 0 ? "ok" : "signal"}, {"wall_s", wall}, {"drain_s", t_drain}});
   tel.close();
   if (steady_steps > 0) {
     const double avg = steady_time / steady_steps;
-    log0("done: ", total, " steps in ", wall, " s; steady state ",
+    log0("done: ", steps_done - start_step + 1, " steps in ", wall, " s; steady state ",
          double(gb * cfg.model.seq_len) / avg, " tok/s, MFU ",
          100.0 * model_flops_step / avg / (peak * rt.world_size()), "% of ", peak / 1e9,
          " GFLOP/s per rank (", peak_source, "), HFU ",

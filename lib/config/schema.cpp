@@ -105,6 +105,8 @@ std::vector<Key> build() {
              "compute precision (master weights and optimizer state stay fp32)"),
       num(F(train, log_every), 1, kBig, "print a progress line on rank 0 every N steps"),
       num(F(train, warmup_steps_excluded), 0, kBig, "first steps left out of throughput summaries"),
+      num(F(train, stop_after), 0, kBig,
+          "stop cleanly after this global step, keeping train.steps for the LR schedule (0: off)"),
       // optim: AdamW
       num(F(optim, lr), 0, 10, "peak learning rate"),
       num(F(optim, min_lr_ratio), 0, 1, "final learning rate as a fraction of lr"),

@@ -1,0 +1,116 @@
+// Implementation of checkpointing.hpp.
+#include "checkpointing.hpp"
+
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/util.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace st {
+namespace {
+// Rows [lo, hi) of dim 0 that dp rank r of n owns.
+std::pair<int64_t, int64_t> row_range(int64_t rows, int r, int n) {
+  int64_t base = rows / n, rem = rows % n;
+  int64_t lo = r * base + std::min<int64_t>(r, rem);
+  int64_t hi = lo + base + (r < rem ? 1 : 0);
+  return {lo, hi};
+}
+
+ShardView slice(const std::string& name, const std::vector<int64_t>& shape, float* data, int r,
+                int n) {
+  ShardView v;
+  v.name = name;
+  v.global_shape = shape;
+  auto [lo, hi] = row_range(shape[0], r, n);
+  int64_t row = 1;
+  for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
+  v.offset.assign(shape.size(), 0);
+  v.offset[0] = lo;
+  v.shape = shape;
+  v.shape[0] = hi - lo;
+  v.data = data + lo * row;
+  return v;
+}
+
+ShardView whole(const std::string& name, const std::vector<int64_t>& shape, float* data) {
+  return ShardView{name, shape, std::vector<int64_t>(shape.size(), 0), shape, data};
+}
+
+json model_fingerprint(const ModelCfg& m) {
+  return {{"n_layers", m.n_layers},     {"d_model", m.d_model},       {"n_heads", m.n_heads},
+          {"n_kv_heads", m.n_kv_heads}, {"ffn_hidden", m.ffn_hidden}, {"vocab_size", m.vocab_size}};
+}
+}  // namespace
+
+CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_consumed) {
+  CkptState st;
+  auto& slots = s.opt->slots();
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    Param* p = s.params[i];
+    const auto& shape = p->w.shape();
+    if (shape[0] < s.dp && s.dp_rank >= shape[0]) continue;  // nothing left for this rank
+    st.tensors.push_back(slice("params/" + p->name, shape, p->w.data(), s.dp_rank, s.dp));
+    st.tensors.push_back(slice("exp_avg/" + p->name, shape, slots[i].m.data(), s.dp_rank, s.dp));
+    st.tensors.push_back(slice("exp_avg_sq/" + p->name, shape, slots[i].v.data(), s.dp_rank, s.dp));
+  }
+  st.scalars = {{"step", step},
+                {"optimizer_step", step},
+                {"samples_consumed", samples_consumed},
+                {"seed", s.cfg->train.seed},
+                {"total_steps", s.cfg->train.steps},
+                {"model", model_fingerprint(s.cfg->model)}};
+  // Training draws no random numbers after init (data is a pure function of
+  // (seed, sample)); the seed is the whole RNG state.
+  uint64_t seed = s.cfg->train.seed;
+  st.rng.assign(reinterpret_cast<uint8_t*>(&seed), reinterpret_cast<uint8_t*>(&seed) + 8);
+  return st;
+}
+
+std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string& dir) {
+  if (c.resume == "none") return std::nullopt;
+  std::vector<std::string> rejected;
+  if (c.resume == "auto") {
+    if (!fs::exists(dir)) return std::nullopt;
+    auto r = find_latest_good(dir, {}, &rejected);
+    for (auto& x : rejected) log0("checkpoint skipped: ", x);
+    return r;
+  }
+  const std::string& p = c.resume;
+  if (!fs::exists(p))
+    throw UsageError("checkpoint.resume: '" + p +
+                     "' does not exist (valid: auto, none, a step_N folder or a checkpoints folder)");
+  if (fs::exists(fs::path(p) / "index.json")) {
+    std::string why = verify_checkpoint(p);
+    if (!why.empty()) throw UsageError("checkpoint.resume: '" + p + "' is not loadable: " + why);
+    return p;
+  }
+  auto r = find_latest_good(p, {}, &rejected);
+  for (auto& x : rejected) log0("checkpoint skipped: ", x);
+  if (!r) throw UsageError("checkpoint.resume: no good checkpoint under '" + p + "'");
+  return r;
+}
+
+long restore(const TrainState& s, const std::string& step_dir) {
+  std::vector<ShardView> want;
+  auto& slots = s.opt->slots();
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    Param* p = s.params[i];
+    want.push_back(whole("params/" + p->name, p->w.shape(), p->w.data()));
+    want.push_back(whole("exp_avg/" + p->name, p->w.shape(), slots[i].m.data()));
+    want.push_back(whole("exp_avg_sq/" + p->name, p->w.shape(), slots[i].v.data()));
+  }
+  // Check the model shape first, for a clear message instead of a missing tensor.
+  json idx = json::parse(read_file(step_dir + "/index.json"));
+  json saved = idx.value("scalars", json::object()).value("model", json());
+  if (!saved.is_null() && saved != model_fingerprint(s.cfg->model))
+    throw UsageError("checkpoint '" + step_dir + "' holds a different model (" + saved.dump() +
+                     ") than the config (" + model_fingerprint(s.cfg->model).dump() +
+                     "); set checkpoint.resume=none or point checkpoint.dir elsewhere");
+  LoadResult r = load(step_dir, want, -1);
+  return r.scalars.value("step", r.step);
+}
+}  // namespace st
