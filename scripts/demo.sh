@@ -10,6 +10,7 @@ bash scripts/install-deps.sh
 cmake --preset cpu >/dev/null
 cmake --build --preset cpu -j "$(nproc)"
 bash scripts/prepare-corpus.sh build
+source scripts/cpu-env.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=results/runs/demo-$(date -u +%Y%m%d-%H%M%S)
 ranks=${SCALETRAIN_RANKS:-2}
