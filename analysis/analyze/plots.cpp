@@ -47,8 +47,14 @@ std::vector<Plot> run_plots(const RunSummary& s) {
     bd << r.rank << ' ' << r.busy_min << ' ' << r.busy_p25 << ' ' << r.busy_med << ' ' << r.busy_p75
        << ' ' << r.busy_max << '\n';
   b.data = bd.str();
+  // Ranks are integers: whole-number ticks, and a range that shows the
+  // first and last box completely.
+  const size_t nr = s.ranks.size();
   b.script =
-      "set xlabel 'rank'\nset ylabel 'seconds'\nset boxwidth 0.6 relative\nset style fill empty\n"
+      "set xlabel 'rank'\nset ylabel 'seconds'\nset boxwidth 0.6 absolute\n"
+      "set style fill solid 0.25 border\nset xrange [-0.5:" +
+      std::to_string(nr ? double(s.ranks.back().rank) + 0.5 : 0.5) + "]\n" +
+      (nr <= 32 ? "set xtics 1\n" : "set xtics format '%.0f'\n") + "set key top right\n"
       "plot 'rank_skew.dat' u 1:3:2:6:5 w candlesticks whiskerbars lc rgb '#1f77b4' t "
       "'min/p25/p75/max', \\\n  '' u 1:4:4:4:4 w candlesticks lc rgb 'black' t 'median'\n";
   out.push_back(b);

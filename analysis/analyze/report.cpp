@@ -20,6 +20,19 @@ std::string f(double v, int prec = 2) {
   std::snprintf(b, sizeof b, "%.*f", prec, v);
   return b;
 }
+
+// 989.0 TFLOP/s for GPUs, 48.2 GFLOP/s for a CPU rank.
+std::string flops_text(double v) {
+  if (v >= 1e12) return f(v / 1e12, 1) + " TFLOP/s";
+  return f(v / 1e9, 1) + " GFLOP/s";
+}
+
+// 6.738B, 19.67M, 106.8K.
+std::string params_text(double n) {
+  if (n >= 1e9) return f(n / 1e9, 3) + "B";
+  if (n >= 1e6) return f(n / 1e6, 2) + "M";
+  return f(n / 1e3, 1) + "K";
+}
 std::string pct(double frac, int prec = 2) { return f(100 * frac, prec) + "%"; }
 
 void make_dir(const std::string& d) {
@@ -147,10 +160,10 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
   o << "# scaletrain run report: " << (s.name.empty() ? s.dir : s.name) << "\n\n";
   o << "**Window:** " << s.window_text << "  \n";
   o << "**FLOP formula:** " << s.formula << "  \n";
-  o << "**Peak:** " << (s.peak > 0 ? f(s.peak / 1e12, 1) + " TFLOP/s per device, " : "")
+  o << "**Peak:** " << (s.peak > 0 ? flops_text(s.peak) + " per device, " : "")
     << s.peak_source << "\n\n";
   o << "| quantity | value |\n|---|---|\n";
-  o << "| model | " << s.model << " (" << f(s.n_params / 1e9, 3) << "B params, seq " << s.seq_len
+  o << "| model | " << s.model << " (" << params_text(s.n_params) << " params, seq " << s.seq_len
     << ") |\n";
   o << "| GPUs / device | " << s.gpus << " x " << s.device << " |\n";
   o << "| precision / act ckpt / sharding | " << s.precision << " / " << s.act_ckpt << " / "
@@ -160,7 +173,7 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
   o << "| tokens/s | " << f(s.tok_s, 1) << " |\n| tokens/s per GPU | " << f(s.tok_s_gpu, 1)
     << " |\n| sequences/s | " << f(s.seq_s, 3) << " |\n";
   o << "| MFU / HFU | " << f(s.mfu) << "% / " << f(s.hfu) << "% |\n";
-  o << "| model TFLOP/s per GPU | " << f(s.model_tflops_gpu, 1) << " |\n";
+  o << "| model FLOP/s per GPU | " << flops_text(s.model_tflops_gpu * 1e12) << " |\n";
   o << "| peak memory (max over ranks) | " << human_bytes(double(s.mem_peak_bytes)) << " |\n";
   o << "| comm share (total / exposed) | " << pct(s.comm_share) << " / "
     << pct(s.comm_exposed_share) << " |\n";
