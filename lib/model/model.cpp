@@ -92,10 +92,17 @@ void Model::Impl::ensure_rope(int64_t T) {
   rope_T = T;
 }
 
-Model::Model(const ModelCfg& cfg, uint64_t seed) : impl_(std::make_unique<Impl>()) {
+Model::Model(const ModelCfg& cfg, uint64_t seed, const ModelParallel& par)
+    : impl_(std::make_unique<Impl>()) {
   check_cfg(cfg);
   Impl& m = *impl_;
   m.cfg = cfg;
+  m.par = par;
+  // Placeholder until the parallel layouts land: only the single-rank layout.
+  ST_USAGE_CHECK(par.tp == nullptr && par.cp == nullptr && !par.sp && par.layer_begin == 0 &&
+                     (par.layer_end == -1 || par.layer_end == cfg.n_layers) &&
+                     par.has_embedding && par.has_head,
+                 "model: parallel layouts are not implemented yet");
   const int64_t d = cfg.d_model, hd = cfg.d_model / cfg.n_heads;
   const int64_t qd = cfg.n_heads * hd, kd = cfg.n_kv_heads * hd, F = cfg.ffn_hidden;
   const int64_t V = cfg.vocab_size;
@@ -137,6 +144,17 @@ Model::Model(const ModelCfg& cfg, uint64_t seed) : impl_(std::make_unique<Impl>(
 Model::~Model() = default;
 
 const ModelCfg& Model::cfg() const { return impl_->cfg; }
+const ModelParallel& Model::parallel() const { return impl_->par; }
+void Model::set_hooks(ModelHooks h) { impl_->hooks = std::move(h); }
+int Model::in_flight() const { return 0; }
+int64_t Model::boundary_elems(int B, int T) const { return int64_t(B) * T * impl_->cfg.d_model; }
+float Model::stage_forward(int, const int32_t*, const float*, const int32_t*, int, int, ActCkpt,
+                           std::vector<float>*, PhaseTimes*) {
+  throw UsageError("model: stage_forward is not implemented yet");
+}
+void Model::stage_backward(int, const float*, float, std::vector<float>*, PhaseTimes*) {
+  throw UsageError("model: stage_backward is not implemented yet");
+}
 
 std::vector<Param*> Model::params() {
   std::vector<Param*> out;

@@ -8,11 +8,20 @@
 // block's input, recompute the block). All three give bitwise the same loss
 // and gradients.
 //
+// Model-side parallelism (ModelParallel): tensor parallelism (Megatron
+// column/row-parallel linears, vocab-parallel embedding, LM head and
+// cross-entropy), sequence parallelism on the tp group, context parallelism
+// (load-balanced causal split, ring attention), and a pipeline-stage API
+// (a contiguous layer range per stage, several micro-batches in flight).
+// Data parallelism and ZeRO live in lib/parallel; the model offers hooks for
+// them (ModelHooks).
+//
 // Parameter names and layouts follow the Llama reference code, so the
 // PyTorch reference test can load them one to one. Linear weights are
 // row-major [out_features, in_features]; y = x W^T.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,35 +34,151 @@ namespace st {
 enum class ActCkpt { None, Selective, Full };
 ActCkpt parse_act_ckpt(const std::string& s);  // throws UsageError
 
+class Communicator;  // comm/communicator.hpp
+
+// One parameter tensor as this rank holds it. Under tensor parallelism w is
+// a slice of the global tensor: w == global[offset[0] : offset[0] +
+// shape[0], offset[1] : ...] (a block; checkpoints and ZeRO use global_shape
+// and offset). Names are the global names on every rank and stage.
 struct Param {
   std::string name;  // e.g. "layers.3.attention.wq.weight"
-  Tensor w;          // MemCat::Params
+  Tensor w;          // MemCat::Params, this rank's slice
   Tensor g;          // MemCat::Grads, same shape, accumulated by backward
   bool decay = true; // weight decay applies (false for norm weights)
+  std::vector<int64_t> global_shape;  // shape of the unsharded tensor
+  std::vector<int64_t> offset;        // this slice's start in the global tensor, per dim
+  int layer = 0;            // -1 embedding, 0..n_layers-1 blocks, n_layers final norm + head
+  bool tp_sharded = false;  // split over the tp group (false: replicated on every tp rank)
 };
 
-// forward_backward ADDS its phase times here (so micro-batches accumulate).
+// How this rank's model is parallelised. The communicators are borrowed
+// (owned by the caller, e.g. the Mesh) and must outlive the Model.
+//
+// Tensor parallelism (tp, Megatron): wq/wk/wv split by heads (rows; q heads
+// and kv heads each split evenly, so n_heads % tp == 0 and n_kv_heads % tp ==
+// 0), w1/w3 by rows (ffn_hidden % tp == 0): column-parallel; wo and w2 by
+// columns: row-parallel, output all-reduced over tp. tok_embeddings and
+// output split by vocabulary rows (vocab_size % tp == 0): vocab-parallel
+// embedding (masked lookup + all-reduce) and vocab-parallel LM head with a
+// vocab-parallel cross-entropy (row max and sum-exp all-reduced over tp; the
+// full logits are never gathered). Norm weights are replicated.
+//
+// Sequence parallelism (sp, needs tp > 1): between blocks (and at pipeline
+// boundaries) the residual stream is split over tp: this rank's local token
+// rows (B x T_local, row-major, see cp) are cut into tp contiguous equal
+// chunks and tp rank r keeps chunk r (with B == 1 exactly the sequence split;
+// for B > 1 the same rows as Megatron's [s, b] split up to a row permutation,
+// which nothing between blocks depends on since every op there is row-wise).
+// All-gather before the column-parallel GEMMs, reduce-scatter after the
+// row-parallel ones; norms run on the local chunk and their weight gradients
+// are all-reduced over tp inside the model. Needs (B*T/cp) % tp == 0.
+//
+// Context parallelism (cp): the sequence T is cut into 2*cp equal chunks and
+// cp rank i holds chunks i and 2*cp-1-i (causal load balance), so T_local =
+// T/cp and T % (2*cp) == 0. Callers pass the full [B, T] tokens and targets
+// on every cp rank; the model takes its chunks. RoPE uses global positions;
+// attention is a ring over cp (K/V blocks passed around, online-softmax merge
+// by log-sum-exp; backward passes dK/dV around the ring).
+//
+// Pipeline (pp): this stage owns layers [layer_begin, layer_end) and, when
+// has_embedding / has_head, the embedding / final norm + LM head + loss. The
+// pipeline communicator and schedule are the caller's (stage_forward /
+// stage_backward below); the model never talks to other stages.
+struct ModelParallel {
+  Communicator* tp = nullptr;  // null or size 1: no tensor parallelism
+  bool sp = false;             // sequence parallelism on the tp group (requires tp > 1)
+  Communicator* cp = nullptr;  // null or size 1: no context parallelism
+  int layer_begin = 0, layer_end = -1;  // this stage's layers; -1 = n_layers
+  bool has_embedding = true;            // first pipeline stage
+  bool has_head = true;                 // last stage: final norm, LM head, loss
+};
+
+// Optional callbacks for data parallelism and ZeRO (lib/parallel). "layer"
+// is -1 for the embedding, 0..n_layers-1 for blocks, n_layers for the final
+// norm + LM head; only this stage's layers are reported.
+struct ModelHooks {
+  // Before a layer's parameters (w) are read: forward, recomputation and
+  // backward each call it (ZeRO-3 all-gathers here). In backward the layer's
+  // Param::g must also be allocated when it returns (the model adds into g).
+  std::function<void(int layer)> before_layer;
+  // After the current pass no longer needs that layer's w (ZeRO-3 frees).
+  // Every before_layer(l) is followed by after_layer(l) before the next
+  // before_layer of another layer.
+  std::function<void(int layer)> after_layer;
+  // params()[param_index].g holds its complete contribution from this
+  // backward call (stage_backward / forward_backward): called once per
+  // parameter per call, layer by layer in backward order (bucketed gradient
+  // reduction starts here). Any reduction over tp has already been done.
+  std::function<void(int param_index)> grad_ready;
+};
+
+// forward_backward / stage_* ADD their phase times here (micro-batches accumulate).
 struct PhaseTimes {
   double fwd_s = 0;
   double bwd_s = 0;
 };
 
+// Gradient conventions (every layout):
+//  - After backward, summing each local Param::g over the data-parallel x
+//    context-parallel group and dividing by dp gives grad_scale times the
+//    gradient of the global mean loss (mean over the dp group's micro-batch
+//    means): the caller does SUM over dp*cp, then /dp.
+//  - Any reduction over tp (norm weights under sp) is done inside the model;
+//    tp-replicated params then hold equal gradients on every tp rank.
+//  - The loss returned by the last stage, summed over the cp group, is the
+//    micro-batch mean loss (each cp rank returns sum of its token losses /
+//    the micro-batch's count of valid targets); it is equal on all tp ranks.
+// Initial weights equal the single-rank model's for every layout: each rank
+// draws its slice of the same seeded global stream.
 class Model {
  public:
-  Model(const ModelCfg& cfg, uint64_t seed);
+  Model(const ModelCfg& cfg, uint64_t seed, const ModelParallel& par = {});
   ~Model();
 
   const ModelCfg& cfg() const;
+  const ModelParallel& parallel() const;
+  // This rank's parameters (this stage's layers, this tp slice), in the
+  // single-rank order restricted to them. Addresses are stable.
   std::vector<Param*> params();
-  int64_t num_params() const;
+  int64_t num_params() const;  // elements held by this rank
+  void set_hooks(ModelHooks h);
 
+  // ---- Pipeline-stage API. forward_backward() is built on it. ----
+  // Forward one micro-batch (id `micro`, any int unique among those in
+  // flight; several may be in flight, e.g. 1F1B keeps up to pp). B, T are
+  // the micro-batch's global shape (T <= seq_len). tokens [B, T]: first stage
+  // (full sequence on every cp rank); x_in: other stages, boundary_elems(B,
+  // T) floats (the previous stage's x_out on the same tp/cp coordinates);
+  // targets [B, T]: last stage (targets < 0 ignored). Keeps what `mode` says
+  // for the backward. Non-last stages write their output into *x_out
+  // (resized to boundary_elems) and return 0; the last stage returns its loss
+  // share (see the conventions above).
+  float stage_forward(int micro, const int32_t* tokens, const float* x_in, const int32_t* targets,
+                      int B, int T, ActCkpt mode, std::vector<float>* x_out,
+                      PhaseTimes* t = nullptr);
+  // Backward of a micro-batch forwarded earlier. dy: d(loss)/d(x_out) from
+  // the next stage (non-last stages; already includes grad_scale); the last
+  // stage starts from its loss times grad_scale. ADDS into every Param::g;
+  // non-first stages write d(loss)/d(x_in) into *dx_in. Frees the micro's
+  // activations.
+  void stage_backward(int micro, const float* dy, float grad_scale, std::vector<float>* dx_in,
+                      PhaseTimes* t = nullptr);
+  // Floats of x_in / x_out / dy / dx_in per micro-batch on this rank:
+  // B * T / cp (/ tp under sp) * d_model.
+  int64_t boundary_elems(int B, int T) const;
+  // Micro-batches forwarded and not yet backwarded.
+  int in_flight() const;
+
+  // pp = 1 convenience (this rank holds every layer, embedding and head).
   // tokens, targets: [B, T] int32 row-major, T <= seq_len. Runs forward and
   // backward, ADDS d(mean loss)/dw * grad_scale into every Param::g, and
-  // returns the mean cross-entropy over the B*T targets.
+  // returns the mean cross-entropy over the B*T targets (under cp: this cp
+  // rank's share, see the conventions above).
   float forward_backward(const int32_t* tokens, const int32_t* targets, int B, int T,
                          float grad_scale, ActCkpt mode, PhaseTimes* times = nullptr);
 
-  // Forward only: mean cross-entropy (no activations kept).
+  // Forward only (pp = 1): mean cross-entropy (no activations kept; under cp,
+  // this rank's share).
   float forward_loss(const int32_t* tokens, const int32_t* targets, int B, int T);
 
   void zero_grad();

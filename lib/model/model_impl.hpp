@@ -46,6 +46,8 @@ struct Dims {
 
 struct Model::Impl {
   ModelCfg cfg;
+  ModelParallel par;
+  ModelHooks hooks;
   std::vector<Param> params;  // stable addresses after construction
   Param* tok_emb = nullptr;
   std::vector<LayerParams> layers;
