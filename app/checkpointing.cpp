@@ -36,6 +36,12 @@ ShardView slice(const std::string& name, const std::vector<int64_t>& shape, floa
   return v;
 }
 
+// Piece [off, off+len) of the flattened tensor (1-D global shape).
+ShardView flat_piece(const std::string& name, const std::vector<int64_t>& shape, int64_t off,
+                     int64_t len, float* data) {
+  return ShardView{name, {numel_of(shape)}, {off}, {len}, data};
+}
+
 ShardView whole(const std::string& name, const std::vector<int64_t>& shape, float* data) {
   return ShardView{name, shape, std::vector<int64_t>(shape.size(), 0), shape, data};
 }
@@ -49,13 +55,26 @@ json model_fingerprint(const ModelCfg& m) {
 CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_consumed) {
   CkptState st;
   auto& slots = s.opt->slots();
+  const int r = s.replica, n = s.replicas;
   for (size_t i = 0; i < s.params.size(); ++i) {
     Param* p = s.params[i];
     const auto& shape = p->w.shape();
-    if (shape[0] < s.dp && s.dp_rank >= shape[0]) continue;  // nothing left for this rank
-    st.tensors.push_back(slice("params/" + p->name, shape, p->w.data(), s.dp_rank, s.dp));
-    st.tensors.push_back(slice("exp_avg/" + p->name, shape, slots[i].m.data(), s.dp_rank, s.dp));
-    st.tensors.push_back(slice("exp_avg_sq/" + p->name, shape, slots[i].v.data(), s.dp_rank, s.dp));
+    if (shape[0] < n && r >= shape[0]) continue;  // nothing left for this rank
+    st.tensors.push_back(slice("params/" + p->name, shape, p->w.data(), r, n));
+    if (s.zero_stage > 0) continue;
+    st.tensors.push_back(slice("exp_avg/" + p->name, shape, slots[i].m.data(), r, n));
+    st.tensors.push_back(slice("exp_avg_sq/" + p->name, shape, slots[i].v.data(), r, n));
+  }
+  if (s.zero_stage > 0) {
+    const auto& pieces = s.zero->pieces();
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const Param* p = s.params[size_t(pieces[k].param)];
+      const auto& shape = p->w.shape();
+      st.tensors.push_back(flat_piece("exp_avg/" + p->name, shape, pieces[k].param_off,
+                                      pieces[k].len, slots[k].m.data()));
+      st.tensors.push_back(flat_piece("exp_avg_sq/" + p->name, shape, pieces[k].param_off,
+                                      pieces[k].len, slots[k].v.data()));
+    }
   }
   st.scalars = {{"step", step},
                 {"optimizer_step", step},
@@ -81,8 +100,9 @@ std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string
   }
   const std::string& p = c.resume;
   if (!fs::exists(p))
-    throw UsageError("checkpoint.resume: '" + p +
-                     "' does not exist (valid: auto, none, a step_N folder or a checkpoints folder)");
+    throw UsageError(
+        "checkpoint.resume: '" + p +
+        "' does not exist (valid: auto, none, a step_N folder or a checkpoints folder)");
   if (fs::exists(fs::path(p) / "index.json")) {
     std::string why = verify_checkpoint(p);
     if (!why.empty()) throw UsageError("checkpoint.resume: '" + p + "' is not loadable: " + why);
@@ -100,8 +120,19 @@ long restore(const TrainState& s, const std::string& step_dir) {
   for (size_t i = 0; i < s.params.size(); ++i) {
     Param* p = s.params[i];
     want.push_back(whole("params/" + p->name, p->w.shape(), p->w.data()));
+    if (s.zero_stage > 0) continue;
     want.push_back(whole("exp_avg/" + p->name, p->w.shape(), slots[i].m.data()));
     want.push_back(whole("exp_avg_sq/" + p->name, p->w.shape(), slots[i].v.data()));
+  }
+  if (s.zero_stage > 0) {
+    const auto& pieces = s.zero->pieces();
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const Param* p = s.params[size_t(pieces[k].param)];
+      want.push_back(flat_piece("exp_avg/" + p->name, p->w.shape(), pieces[k].param_off,
+                                pieces[k].len, slots[k].m.data()));
+      want.push_back(flat_piece("exp_avg_sq/" + p->name, p->w.shape(), pieces[k].param_off,
+                                pieces[k].len, slots[k].v.data()));
+    }
   }
   // Check the model shape first, for a clear message instead of a missing tensor.
   json idx = json::parse(read_file(step_dir + "/index.json"));

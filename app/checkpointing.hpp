@@ -1,8 +1,12 @@
 // Glue between the trainer and the checkpoint module: which shard of every
-// tensor this rank saves (fp32 master weights and AdamW moments, split along
-// dim 0 over the data-parallel ranks so each element is written exactly once
-// and all ranks write in parallel), the scalars that make a resume exact, and
-// restoring a run from any committed checkpoint, whatever layout wrote it.
+// tensor this rank saves, the scalars that make a resume exact, and restoring
+// a run from any committed checkpoint, whatever layout wrote it.
+//  - Replicated tensors (weights, and moments under ZeRO 0) are split along
+//    dim 0 over the replicas (the dp x cp group), so each element is written
+//    exactly once and all ranks write in parallel.
+//  - Under ZeRO >= 1 each rank saves the moments it owns: its pieces of the
+//    flattened tensors (1-D global shape = element count). The loader
+//    reshards flat <-> N-D, so any layout resumes from any other.
 #pragma once
 #include <optional>
 #include <string>
@@ -12,6 +16,7 @@
 #include "config/config.hpp"
 #include "model/model.hpp"
 #include "optim/optim.hpp"
+#include "parallel/grad_buckets.hpp"
 
 namespace st {
 
@@ -19,7 +24,9 @@ struct TrainState {
   std::vector<Param*> params;
   AdamW* opt;
   const Config* cfg;
-  int dp_rank, dp;
+  int replica, replicas;  // rank and size of the dp x cp group
+  int zero_stage = 0;
+  const GradBuckets* zero = nullptr;  // the ZeRO partition (pieces() <-> optimizer slots)
 };
 
 // The state this rank saves at the end of `step` (views into live tensors;

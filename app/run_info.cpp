@@ -25,24 +25,45 @@ std::string telemetry_path(const std::string& out, int rank) {
 }
 
 static json mesh_json(const Config& c) {
-  return {{"dp", c.parallel.dp}, {"tp", c.parallel.tp}, {"pp", c.parallel.pp}, {"cp", c.parallel.cp}};
+  return {{"dp", c.parallel.dp},
+          {"tp", c.parallel.tp},
+          {"pp", c.parallel.pp},
+          {"cp", c.parallel.cp},
+          {"sp", c.parallel.sp},
+          {"zero_stage", c.parallel.zero_stage},
+          {"num_model_chunks", c.parallel.num_model_chunks},
+          {"order", "pp,dp,cp,tp"}};
+}
+
+static json coords_json(const MeshCoords& k) {
+  return {{"pp", k.pp}, {"dp", k.dp}, {"cp", k.cp}, {"tp", k.tp}};
+}
+
+// Every rank's coordinates and layer ranges (run.json): [first, last) per chunk.
+static json ranks_json(const Config& c, int world) {
+  const auto& p = c.parallel;
+  const MeshDims d{p.pp, p.dp, p.cp, p.tp};
+  json a = json::array();
+  for (int r = 0; r < world; ++r) {
+    const MeshCoords k = mesh_coords(r, d);
+    json layers = json::array();
+    for (auto& [f, l] : stage_layers(c.model.n_layers, p.pp, p.num_model_chunks, k.pp))
+      layers.push_back({f, l});
+    a.push_back({{"rank", r}, {"coords", coords_json(k)}, {"layers", layers}});
+  }
+  return a;
 }
 
 json telemetry_header(const RunInfo& info) {
   const Runtime& rt = *info.rt;
   const Config& c = *info.cfg;
-  json j = {{"run_name", c.runtime.name},
-            {"rank", rt.rank()},
-            {"world_size", rt.world_size()},
-            {"local_rank", rt.local_rank()},
-            {"local_size", rt.local_size()},
-            {"host", rt.host()},
-            {"mesh", mesh_json(c)},
-            // Data parallel only for now: the dp coordinate is the world rank.
-            {"coords", {{"dp", rt.rank()}, {"tp", 0}, {"pp", 0}, {"cp", 0}}},
-            {"device", c.runtime.device},
-            {"threads", info.threads},
+  json j = {{"run_name", c.runtime.name},    {"rank", rt.rank()},
+            {"world_size", rt.world_size()}, {"local_rank", rt.local_rank()},
+            {"local_size", rt.local_size()}, {"host", rt.host()},
+            {"mesh", mesh_json(c)},          {"coords", coords_json(info.mesh->coords())},
+            {"device", c.runtime.device},    {"threads", info.threads},
             {"start_time", iso_time_utc()}};
+  j["layers"] = ranks_json(c, rt.world_size())[size_t(rt.rank())]["layers"];
   j["slurm_job_id"] = rt.slurm().present() ? json(rt.slurm().job_id) : json(nullptr);
   return j;
 }
@@ -64,6 +85,7 @@ void write_run_json(const std::string& path, const RunInfo& info) {
       {"world_size", rt.world_size()},
       {"hosts", hosts},
       {"mesh", mesh_json(c)},
+      {"ranks", ranks_json(c, rt.world_size())},
       {"config", json::parse(config_to_json(c))},
       {"config_path", c.config_path},
       {"overrides", c.overrides},
@@ -93,9 +115,9 @@ void write_run_json(const std::string& path, const RunInfo& info) {
         {"compiler", __VERSION__}}},
   };
   if (rt.slurm().present())
-    j["slurm"] = {{"job_id", rt.slurm().job_id},       {"job_name", rt.slurm().job_name},
-                  {"nodelist", rt.slurm().nodelist},   {"partition", rt.slurm().partition},
-                  {"ntasks", rt.slurm().ntasks},       {"nnodes", rt.slurm().nnodes}};
+    j["slurm"] = {{"job_id", rt.slurm().job_id},     {"job_name", rt.slurm().job_name},
+                  {"nodelist", rt.slurm().nodelist}, {"partition", rt.slurm().partition},
+                  {"ntasks", rt.slurm().ntasks},     {"nnodes", rt.slurm().nnodes}};
   write_file_atomic(path, j.dump(2) + "\n");
 }
 
@@ -103,11 +125,13 @@ std::string run_banner(const RunInfo& info) {
   const Config& c = *info.cfg;
   char b[512];
   std::snprintf(b, sizeof b,
-                "%s (%s): model %s %.2fM params, %d layers d=%d, world %d (dp %d), %d thread(s)/rank, "
+                "%s (%s): model %s %.2fM params, %d layers d=%d, world %d (pp %d dp %d cp %d tp "
+                "%d, zero %d), %d thread(s)/rank, "
                 "device %s, peak %.1f GFLOP/s per rank",
-                SCALETRAIN_VERSION, SCALETRAIN_GIT_COMMIT, c.model.name.c_str(), info.n_params / 1e6,
-                c.model.n_layers, c.model.d_model, info.rt->world_size(), c.parallel.dp, info.threads,
-                c.runtime.device.c_str(), info.peak_flops / 1e9);
+                SCALETRAIN_VERSION, SCALETRAIN_GIT_COMMIT, c.model.name.c_str(),
+                info.n_params / 1e6, c.model.n_layers, c.model.d_model, info.rt->world_size(),
+                c.parallel.pp, c.parallel.dp, c.parallel.cp, c.parallel.tp, c.parallel.zero_stage,
+                info.threads, c.runtime.device.c_str(), info.peak_flops / 1e9);
   return b;
 }
 }  // namespace st

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "config/config.hpp"
+#include "parallel/mesh.hpp"
 #include "runtime/runtime.hpp"
 
 namespace st {
@@ -15,6 +16,7 @@ struct RunInfo {
   double peak_flops;  // per rank, in the run's precision
   std::string peak_source;
   int threads;
+  const Mesh* mesh;  // this rank's coordinates
 };
 double epoch_seconds();
 std::string telemetry_path(const std::string& out, int rank);

@@ -1,7 +1,6 @@
-// The training loop (see trainer.hpp). One step: fetch this rank's
-// micro-batches, forward+backward each (gradients accumulate), average
-// gradients over the data-parallel group in buckets, clip by global norm,
-// AdamW, record telemetry. Rank 0 prints progress.
+// The training loop (see trainer.hpp): run folder, mesh, checkpoints and
+// telemetry around the step engine (engine.hpp: micro-batches, bucketed
+// gradient reduction, ZeRO, clip, AdamW). Rank 0 prints progress.
 #include "trainer.hpp"
 
 #include <cblas.h>
@@ -21,10 +20,11 @@
 #include "core/util.hpp"
 #include "cpu_peak.hpp"
 #include "data/data.hpp"
+#include "engine.hpp"
 #include "metrics/metrics.hpp"
 #include "model/model.hpp"
 #include "optim/optim.hpp"
-#include "parallel/grad_buckets.hpp"
+#include "parallel/mesh.hpp"
 #include "run_info.hpp"
 #include "telemetry/writer.hpp"
 
@@ -32,26 +32,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace st {
-
-double estimate_activation_bytes(const ModelCfg& m, int micro_batch, const std::string& act_ckpt) {
-  const double T = m.seq_len, B = micro_batch, d = m.d_model;
-  const double hd = double(m.d_model) / m.n_heads;
-  const double qkv = (m.n_heads + 2.0 * m.n_kv_heads) * hd;
-  // Per layer and token: inputs of both norms and residuals (4d), q/k/v,
-  // attention output (d), SwiGLU gate/up/act (3 ffn), plus attention
-  // statistics per head; the score matrix itself is not kept.
-  double per_tok_full = 4 * d + qkv + d + 3.0 * m.ffn_hidden + m.n_heads;
-  double per_tok;
-  if (act_ckpt == "full")
-    per_tok = d;  // block input only
-  else if (act_ckpt == "selective")
-    per_tok = per_tok_full - qkv - m.n_heads;
-  else
-    per_tok = per_tok_full;
-  double layers = per_tok * m.n_layers * B * T * 4.0;
-  double head = B * T * (2.0 * d + 2.0 * m.vocab_size) * 4.0;  // final norm, logits + grad
-  return layers + head;
-}
 
 static metrics::ModelShape shape_of(const Config& cfg) {
   metrics::ModelShape s;
@@ -65,29 +45,6 @@ static metrics::ModelShape shape_of(const Config& cfg) {
 
 static int64_t global_batch(const Config& cfg) {
   return int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * cfg.parallel.dp;
-}
-
-void print_dry_run(const Runtime& rt, const Config& cfg) {
-  if (rt.rank() != 0) return;
-  auto s = shape_of(cfg);
-  const int64_t gb = global_batch(cfg);
-  const double flops_step = metrics::mpt_model_flops_per_seq(s) * double(gb);
-  const double hw_step = metrics::mpt_hw_flops_per_seq(s, cfg.train.act_ckpt != "none") * double(gb);
-  const double state = double(s.n_params) * (4 + 4 + 8);  // fp32 weights, grads, AdamW m+v
-  const double act = estimate_activation_bytes(cfg.model, cfg.train.micro_batch, cfg.train.act_ckpt);
-  std::printf("# resolved config\n%s\n", config_to_yaml(cfg).c_str());
-  std::printf("# layout\nworld %d = dp %d x tp %d x pp %d x cp %d (zero %d)\n", rt.world_size(),
-              cfg.parallel.dp, cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.cp,
-              cfg.parallel.zero_stage);
-  std::printf("# model\nparameters        %ld (%.2f M)\n", long(s.n_params), s.n_params / 1e6);
-  std::printf("global batch      %ld sequences x %d tokens = %ld tokens\n", long(gb),
-              cfg.model.seq_len, long(gb * cfg.model.seq_len));
-  std::printf("FLOPs per step    %.4g model (MPT 3x fwd), %.4g hardware\n", flops_step, hw_step);
-  std::printf("# memory per rank (estimate)\n");
-  std::printf("weights+grads+AdamW  %s\n", human_bytes(state).c_str());
-  std::printf("activations          %s per micro-batch (act_ckpt=%s)\n", human_bytes(act).c_str(),
-              cfg.train.act_ckpt.c_str());
-  std::printf("total                %s\n", human_bytes(state + act).c_str());
 }
 
 namespace {
@@ -116,16 +73,14 @@ std::string fmt_eta(double s) {
 int run_training(Runtime& rt, Config cfg) {
   const int rank = rt.rank();
   MpiCommunicator world(MPI_COMM_WORLD, "world", cfg.runtime.timeout_s);
-  if (cfg.parallel.tp != 1 || cfg.parallel.pp != 1 || cfg.parallel.cp != 1 ||
-      cfg.parallel.zero_stage != 0 || cfg.parallel.sp)
-    throw UsageError(
-        "parallel: this build trains data-parallel layouts only (tp=pp=cp=1, sp=false, "
-        "zero_stage=0); tensor, pipeline, context parallelism and ZeRO are not implemented yet");
+  check_supported_layout(cfg);
   if (cfg.runtime.device != "cpu")
     throw UsageError("runtime.device: '" + cfg.runtime.device +
                      "' is not available in this build; valid: cpu");
-  const int dp = cfg.parallel.dp;
-  const int dp_rank = rank;  // dp is the only dimension for now
+  const auto& par = cfg.parallel;
+  Mesh mesh(world, MeshDims{par.pp, par.dp, par.cp, par.tp});
+  const int dp = par.dp;
+  const int dp_rank = mesh.coords().dp;
 
   install_signal_handlers();
   const int threads = pick_threads(cfg.runtime.threads, rt.local_size());
@@ -157,19 +112,9 @@ int run_training(Runtime& rt, Config cfg) {
   agree_on_setup(world, setup_error);
   if (rank == 0) log_open_file(out + "/log.txt");
 
-  DataLoader loader(std::move(src), cfg.model.seq_len, cfg.train.micro_batch,
-                    cfg.train.grad_accum, dp, dp_rank);
-  Model model(cfg.model, cfg.train.seed);
-  const ActCkpt ckpt_mode = parse_act_ckpt(cfg.train.act_ckpt);
-  std::vector<Param*> params = model.params();
-  AdamW opt(cfg.optim);
-  std::vector<GradView> gviews;
-  for (Param* p : params) {
-    opt.add(p->name, p->w.data(), p->g.data(), p->w.numel(), p->decay);
-    gviews.push_back({p->g.data(), p->g.numel()});
-  }
-  MpiCommunicator dp_comm(MPI_COMM_WORLD, "dp", cfg.runtime.timeout_s);
-  GradBuckets buckets(gviews, cfg.parallel.dp_bucket_mb, &dp_comm);
+  DataLoader loader(std::move(src), cfg.model.seq_len, cfg.train.micro_batch, cfg.train.grad_accum,
+                    dp, dp_rank);
+  Engine engine(cfg, mesh);
 
   // The peak MFU is reported against: measured sgemm rate on CPU ranks.
   double peak = cfg.runtime.cpu_peak_gflops * 1e9;
@@ -188,14 +133,16 @@ int run_training(Runtime& rt, Config cfg) {
   const double model_flops_step = metrics::mpt_model_flops_per_seq(mshape) * double(gb);
   const double hw_flops_step = metrics::mpt_hw_flops_per_seq(mshape, recompute) * double(gb);
 
-  RunInfo info{&rt, &cfg, model.num_params(), peak, peak_source, threads};
+  RunInfo info{&rt, &cfg, count_params(cfg.model), peak, peak_source, threads, &mesh};
   if (rank == 0) write_run_json(out + "/run.json", info);
   TelemetryWriter tel;
   tel.open(telemetry_path(out, rank), telemetry_header(info));
 
   // Checkpointing: resume first (any layout may have written it), then save
   // every checkpoint.interval steps in the background.
-  TrainState tstate{params, &opt, &cfg, dp_rank, dp};
+  TrainState tstate{engine.params(),    &engine.optimizer(), &cfg,
+                    mesh.dpcp().rank(), mesh.dpcp().size(),  engine.zero_stage(),
+                    &engine.buckets()};
   const std::string ckpt_dir =
       cfg.checkpoint.dir.empty() ? out + "/checkpoints" : cfg.checkpoint.dir;
   long start_step = 1;
@@ -218,7 +165,8 @@ int run_training(Runtime& rt, Config cfg) {
       }
       agree_on_setup(world, err);
       start_step = at + 1;
-      tel.event("ckpt_resume", at, {{"path", *from}, {"from_step", at}, {"load_s", wall_time() - tr}});
+      tel.event("ckpt_resume", at,
+                {{"path", *from}, {"from_step", at}, {"load_s", wall_time() - tr}});
       log0("resumed from ", *from, " (step ", at, ") in ", wall_time() - tr, " s");
     }
   }
@@ -230,8 +178,11 @@ int run_training(Runtime& rt, Config cfg) {
     co.keep_last_n = cfg.checkpoint.keep_last_n;
     co.on_error = cfg.checkpoint.on_error == "abort" ? CkptOnError::kAbort : CkptOnError::kContinue;
     co.timeout_s = cfg.runtime.timeout_s;
-    co.layout = {{"dp", dp}, {"tp", cfg.parallel.tp}, {"pp", cfg.parallel.pp},
-                 {"cp", cfg.parallel.cp}, {"zero_stage", cfg.parallel.zero_stage},
+    co.layout = {{"dp", dp},
+                 {"tp", cfg.parallel.tp},
+                 {"pp", cfg.parallel.pp},
+                 {"cp", cfg.parallel.cp},
+                 {"zero_stage", cfg.parallel.zero_stage},
                  {"world_size", rt.world_size()}};
     // Fault injection for the crash tests: SCALETRAIN_FAULT=kill:RANK:STEP:PHASE
     // makes that rank SIGKILL itself at that phase of that step's save.
@@ -250,61 +201,42 @@ int run_training(Runtime& rt, Config cfg) {
 
   log0("scaletrain ", run_banner(info));
   log0("data: ", loader.source().describe(), "; global batch ", gb, " x ", cfg.model.seq_len,
-       " tokens; ", buckets.num_buckets(), " gradient bucket(s)");
+       " tokens; ", engine.buckets().num_buckets(), " gradient bucket(s); mesh ", mesh.describe());
   log0("run folder: ", out);
 
   const long total = cfg.train.steps;
   int exit_code = 0;
   double t_loop0 = wall_time(), steady_time = 0;
   long steady_steps = 0;
-  MicroBatch mb;
   const long last = cfg.train.stop_after > 0 ? std::min<long>(total, cfg.train.stop_after) : total;
   if (start_step > last) log0("nothing to do: checkpoint is at step ", start_step - 1);
   long step = start_step;
   for (; step <= last; ++step) {
     MemStats::reset_peaks();
     world.reset_stats();
-    dp_comm.reset_stats();
+    for (Communicator* g : mesh.groups()) g->reset_stats();
     const double t_start_epoch = epoch_seconds();
     const double t0 = wall_time();
-    double data_s = 0, fwd_s = 0, bwd_s = 0;
 
-    model.zero_grad();
-    double loss_sum = 0;
-    for (int m = 0; m < cfg.train.grad_accum; ++m) {
-      double td = wall_time();
-      loader.get(step, m, mb);
-      data_s += wall_time() - td;
-      PhaseTimes pt;
-      float l = model.forward_backward(mb.tokens.data(), mb.targets.data(), mb.B, mb.T,
-                                       1.0f / float(cfg.train.grad_accum), ckpt_mode, &pt);
-      fwd_s += pt.fwd_s;
-      bwd_s += pt.bwd_s;
-      loss_sum += l;
-    }
-    const double exposed = buckets.reduce_mean();
-
-    // Global loss (mean over the global batch) and gradient norm.
-    double red[1] = {loss_sum / cfg.train.grad_accum};
-    dp_comm.all_reduce_sum(red, 1);
-    const double loss = red[0] / dp;
-    const double t_opt = wall_time();
-    double sq = 0;
-    for (Param* p : params) sq += sum_squares(p->g.data(), p->g.numel());
-    const double gnorm = std::sqrt(sq);
+    StepOut so = engine.forward_backward(step, loader);
+    const double loss = so.loss, gnorm = so.grad_norm;
     const double lr = lr_at(cfg.optim, step, total);
-    bool skipped = !std::isfinite(loss) || !std::isfinite(gnorm);
+    bool skipped = !so.finite;
     if (skipped) {
       tel.event("nan_skip", step, {{"loss", loss}, {"grad_norm", gnorm}});
       logw("step ", step, ": loss ", loss, " grad_norm ", gnorm, " not finite; update skipped");
-    } else {
-      opt.step(lr, clip_coef(gnorm, cfg.optim.grad_clip), step);
     }
-    const double optim_s = wall_time() - t_opt;
+    double exposed = so.exposed_s;
+    const double optim_s = engine.apply(step, lr, gnorm, skipped, &exposed);
+    const double data_s = so.data_s, fwd_s = so.fwd_s, bwd_s = so.bwd_s;
 
     // Signals (Slurm preemption): every rank must agree to stop together.
     double sig = pending_signal();
-    world.all_reduce_max(&sig, 1);
+    {
+      const double ts = wall_time();
+      world.all_reduce_max(&sig, 1);
+      exposed += wall_time() - ts;
+    }
 
     // Checkpoint: the loop waits only for the snapshot (and a previous save
     // still in flight); the write happens in the background.
@@ -312,12 +244,14 @@ int run_training(Runtime& rt, Config cfg) {
     if (sig > 0) {
       tel.event("signal", step, {{"signal", signal_name(int(sig))}});
       log0("received ", signal_name(int(sig)), " at step ", step, "; emergency checkpoint");
-      SaveStats ss = ckpt->emergency_save(step, checkpoint_state(tstate, step, loader.samples_consumed(step)));
+      SaveStats ss =
+          ckpt->emergency_save(step, checkpoint_state(tstate, step, loader.samples_consumed(step)));
       ckpt_stall = ss.stall_s;
       log0(ss.committed ? "emergency checkpoint committed" : "emergency checkpoint FAILED", " (",
            ss.stall_s, " s)");
     } else if (cfg.checkpoint.interval > 0 && step % cfg.checkpoint.interval == 0) {
-      SaveStats ss = ckpt->save(step, checkpoint_state(tstate, step, loader.samples_consumed(step)));
+      SaveStats ss =
+          ckpt->save(step, checkpoint_state(tstate, step, loader.samples_consumed(step)));
       ckpt_stall = ss.stall_s;
     }
     const double step_s = wall_time() - t0;
@@ -326,16 +260,19 @@ int run_training(Runtime& rt, Config cfg) {
     json comm = json::object();
     double comm_s = 0;
     for (int k = 0; k < int(CollKind::kCount); ++k) {
-      CollStats s = dp_comm.stats(CollKind(k));
-      const CollStats& w = world.stats(CollKind(k));
-      s.seconds += w.seconds;
-      s.bytes += w.bytes;
-      s.calls += w.calls;
+      CollStats s = world.stats(CollKind(k));
+      for (Communicator* g : mesh.groups()) {
+        const CollStats& w = g->stats(CollKind(k));
+        s.seconds += w.seconds;
+        s.bytes += w.bytes;
+        s.calls += w.calls;
+      }
       if (s.calls == 0) continue;
       comm[coll_name(CollKind(k))] = {{"s", s.seconds}, {"bytes", s.bytes}, {"calls", s.calls}};
       comm_s += s.seconds;
     }
-    const int64_t tokens = int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * cfg.model.seq_len;
+    const int64_t tokens =
+        int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * cfg.model.seq_len;
     tel.step({{"step", step},
               {"t_start", t_start_epoch},
               {"step_s", step_s},
@@ -345,6 +282,7 @@ int run_training(Runtime& rt, Config cfg) {
               {"optim_s", optim_s},
               {"comm_s", comm_s},
               {"comm_exposed_s", exposed},
+              {"comm_bucket_s", so.async_total_s},
               {"comm", comm},
               {"ckpt_stall_s", ckpt_stall},
               {"tokens", tokens},

@@ -88,6 +88,11 @@ void validate(const Config& c) {
                      multiple_hint(c.train.grad_accum, p.pp));
   if (p.zero_stage < 0 || p.zero_stage > 3)
     throw UsageError(kv("parallel.zero_stage", p.zero_stage) + " is not one of 0|1|2|3");
+  if (p.zero_stage == 3 && p.pp > 1)
+    throw UsageError(kv("parallel.zero_stage", 3) + " with " + kv("parallel.pp", p.pp) +
+                     " is not supported (ZeRO-3 gathers parameters per layer, which the pipeline "
+                     "schedules do not interleave); valid: parallel.zero_stage 0|1|2 with pp > 1, "
+                     "or parallel.pp=1");
 
   // Checkpoint, runtime.
   if (c.checkpoint.keep_last_n < 1)

@@ -1,9 +1,22 @@
-// Data-parallel gradient reduction in buckets of parallel.dp_bucket_mb: the
-// gradients of consecutive parameters (in reverse order, as backward produces
-// them) are packed into flat buckets and averaged over the data-parallel group
-// with non-blocking all-reduces. Times are split into total collective time and
-// exposed time (the part the loop actually waited for).
+// Gradient buckets of parallel.dp_bucket_mb over the gradient group (dp x cp):
+// the gradients of consecutive parameters, in reverse order as backward
+// produces them, are packed into flat buckets. A bucket's collective starts
+// as soon as every gradient in it is final (grad_ready, called from the
+// model's hook during the last micro-batch's backward) and all earlier
+// buckets have started (every rank launches them in the same order), so the
+// reduction overlaps the rest of backward. finish() waits for the tail; the
+// seconds it waited are the exposed (non-overlapped) communication.
+//
+// Two modes: all-reduce (ZeRO 0/1: every rank gets the whole averaged
+// gradient back in place) and reduce-scatter (ZeRO 2/3: each rank keeps only
+// its shard). Partition for ZeRO (per bucket, as Megatron's distributed
+// optimizer): bucket b of n_b elements is padded to a multiple of the group
+// size g; rank r owns elements [r*s_b, (r+1)*s_b) of it, s_b = ceil(n_b / g).
+// The rank's shard is the concatenation of its parts of every bucket; pieces()
+// maps it back onto (parameter, offset) ranges for the optimizer, checkpoints
+// and the ZeRO-3 parameter gather.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -12,24 +25,84 @@
 namespace st {
 
 struct GradView {
-  float* g;
+  float* g;  // gradient (may be re-pointed with set_grad after a reallocation)
   int64_t n;
+  int group = 0;  // e.g. the layer; buckets never span groups when split_groups
+};
+
+struct BucketOptions {
+  double bucket_mb = 25.0;
+  bool reduce_scatter = false;  // ZeRO 2/3: keep only this rank's shard
+  bool split_groups = false;    // ZeRO 3: a bucket holds one group (layer) only
+  float scale = 1.0f;           // multiplies the sum (1/dp for the mean)
+};
+
+// A contiguous part of parameter `param` that this rank's shard holds.
+struct ShardPiece {
+  int param;
+  int64_t param_off;  // first element within the parameter (flat)
+  int64_t len;
+  int64_t shard_off;  // where it sits in the rank's shard
+  int bucket;
 };
 
 class GradBuckets {
  public:
-  GradBuckets(std::vector<GradView> grads, double bucket_mb, Communicator* dp);
-  // Start the reduction of every bucket, wait for all, write the average back.
-  // Returns the seconds the caller waited (exposed communication).
-  double reduce_mean();
+  // `grads` in parameter order. `comm` is the gradient group.
+  GradBuckets(std::vector<GradView> grads, const BucketOptions& o, Communicator* comm);
+
+  void start();            // a new step's reduction: nothing launched yet
+  void grad_ready(int i);  // parameter i's gradient is final for this step
+  void poll();             // let in-flight collectives progress (MPI needs calls)
+  // Launches what is left, waits for all and unpacks: all-reduce mode writes
+  // the scaled sum back into every gradient; reduce-scatter mode into
+  // shard_grads(). Returns the seconds spent waiting (exposed time).
+  double finish();
+  // start(), every gradient ready (reverse order), finish(): for a model
+  // without hooks.
+  double reduce_all();
+
+  // Seconds the last step's bucket collectives were in flight (launch to
+  // observed completion), the "total" to set against finish()'s exposed time.
+  double async_seconds() const { return async_s_; }
   int num_buckets() const { return int(buckets_.size()); }
+  int bucket_of(int param) const { return bucket_of_[size_t(param)]; }
+  int bucket_group(int b) const { return buckets_[size_t(b)].group; }
+  void set_grad(int i, float* g);
+
+  // ZeRO partition (defined in every mode).
+  const std::vector<ShardPiece>& pieces() const { return pieces_; }
+  int64_t shard_numel() const { return shard_numel_; }
+  float* shard_grads() { return shard_grads_.data(); }  // reduce-scatter mode only
+  // Fills every parameter of bucket b from the shards of all ranks: rank r's
+  // part comes from `shard` (its own shard buffer, shard_off coordinates).
+  // `dst[i]` is parameter i's full buffer. Collective over the group.
+  void all_gather_bucket(int b, const float* shard, const std::vector<float*>& dst);
+  // Copies this rank's parts of the parameters into `shard` (shard_off coordinates).
+  void pack_shard(const std::vector<const float*>& src, float* shard) const;
 
  private:
   struct Bucket {
-    std::vector<GradView> members;
-    Tensor flat;  // MemCat::Comm
+    std::vector<int> members;   // parameter indices, in bucket order
+    std::vector<int64_t> offs;  // offset of each member in the bucket
+    int64_t n = 0, per_rank = 0, shard_off = 0;
+    int group = 0;
+    int ready = 0;
+    bool launched = false, done = false;
+    double t_launch = 0;
+    Tensor flat;  // padded to per_rank * group size, MemCat::Comm
+    CommHandle h;
   };
+  void launch(Bucket& b);
+  std::vector<GradView> grads_;
   std::vector<Bucket> buckets_;
-  Communicator* dp_;
+  std::vector<int> bucket_of_;
+  std::vector<ShardPiece> pieces_;
+  int64_t shard_numel_ = 0;
+  Tensor shard_grads_;  // MemCat::Grads, reduce-scatter mode
+  BucketOptions opt_;
+  Communicator* comm_;
+  int next_launch_ = 0;
+  double async_s_ = 0;
 };
 }  // namespace st

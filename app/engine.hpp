@@ -1,0 +1,65 @@
+// The step engine: one training step of this rank under the configured
+// layout. It owns the model, the optimizer and the gradient buckets, and
+// binds the ZeRO partition of lib/parallel to them:
+//   ZeRO 0  gradients all-reduced in buckets; every rank updates everything.
+//   ZeRO 1  gradients all-reduced; AdamW moments only for this rank's shard;
+//           updated shards all-gathered into the parameters.
+//   ZeRO 2  gradients reduce-scattered into this rank's shard; the full
+//           gradient buffers are freed after the reduction (re-allocated
+//           before the next backward).
+// The shard is the per-bucket partition of grad_buckets.hpp over the dp x cp
+// group (ranks holding the same parameters). The trainer (trainer.cpp) runs
+// the loop, telemetry and checkpoints around it.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "config/config.hpp"
+#include "data/data.hpp"
+#include "model/model.hpp"
+#include "optim/optim.hpp"
+#include "parallel/grad_buckets.hpp"
+#include "parallel/mesh.hpp"
+
+namespace st {
+
+struct StepOut {
+  double loss = 0, grad_norm = 0;
+  double data_s = 0, fwd_s = 0, bwd_s = 0, optim_s = 0;
+  double exposed_s = 0;      // seconds the step waited for communication
+  double async_total_s = 0;  // seconds the bucket collectives were in flight
+  bool finite = true;
+};
+
+// Start-up check of what this build trains; throws UsageError naming the
+// knob and the valid choices.
+void check_supported_layout(const Config& cfg);
+
+class Engine {
+ public:
+  Engine(const Config& cfg, Mesh& mesh);
+  // Forward/backward over grad_accum micro-batches, gradient reduction, norm.
+  // Does not update the weights (see apply).
+  StepOut forward_backward(long step, const DataLoader& loader);
+  // Clip and AdamW with learning rate lr (skipped when `skip`); ZeRO shards
+  // are gathered back into the parameters. Returns seconds spent.
+  double apply(long step, double lr, double grad_norm, bool skip, double* exposed_s);
+
+  std::vector<Param*>& params() { return params_; }
+  AdamW& optimizer() { return *opt_; }
+  const GradBuckets& buckets() const { return *buckets_; }
+  int zero_stage() const { return zero_; }
+  int64_t num_params() const { return model_->num_params(); }
+
+ private:
+  void ensure_grads();  // ZeRO 2: (re)allocate the gradient buffers
+  const Config& cfg_;
+  Mesh& mesh_;
+  int zero_;
+  std::unique_ptr<Model> model_;
+  std::vector<Param*> params_;
+  std::unique_ptr<AdamW> opt_;
+  std::unique_ptr<GradBuckets> buckets_;
+  ActCkpt ckpt_mode_;
+};
+}  // namespace st

@@ -1,0 +1,64 @@
+// The process mesh: world = pp x dp x cp x tp with tp innermost (consecutive
+// ranks, so a tensor-parallel group stays inside a node), then cp, then dp,
+// pp outermost (Megatron's order). A rank's coordinates, one Communicator per
+// group, the dp x cp group over which gradients are reduced and ZeRO shards
+// live, and the pipeline layer ranges (contiguous stages, or interleaved
+// model chunks) are all derived here so every part of the program agrees.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.hpp"
+
+namespace st {
+
+struct MeshDims {
+  int pp = 1, dp = 1, cp = 1, tp = 1;
+  int world() const { return pp * dp * cp * tp; }
+};
+
+struct MeshCoords {
+  int pp = 0, dp = 0, cp = 0, tp = 0;
+};
+
+// rank = ((pp * dp_size + dp) * cp_size + cp) * tp_size + tp.
+MeshCoords mesh_coords(int rank, const MeshDims& d);
+int mesh_rank(const MeshCoords& c, const MeshDims& d);
+
+// Layers [first, last) of every model chunk a pipeline stage holds, in chunk
+// order. With `chunks` > 1 (interleaved schedule) stage s holds chunks
+// c*pp + s for c = 0..chunks-1, each n_layers / (pp*chunks) layers long.
+std::vector<std::pair<int, int>> stage_layers(int n_layers, int pp, int chunks, int stage);
+
+class Mesh {
+ public:
+  // Collective over `world` (its size must equal d.world()).
+  Mesh(const MpiCommunicator& world, const MeshDims& d);
+  const MeshDims& dims() const { return dims_; }
+  const MeshCoords& coords() const { return coords_; }
+  int rank() const { return rank_; }
+
+  // Groups: ranks that differ only in that coordinate.
+  Communicator& tp() { return *tp_; }
+  Communicator& cp() { return *cp_; }
+  Communicator& dp() { return *dp_; }
+  Communicator& pp() { return *pp_; }
+  // dp x cp: where local gradients are summed (and ZeRO shards live).
+  Communicator& dpcp() { return *dpcp_; }
+  MpiCommunicator& pp_mpi() { return *pp_; }
+  // Every group, for resetting and summing collective statistics.
+  std::vector<Communicator*> groups();
+
+  bool first_stage() const { return coords_.pp == 0; }
+  bool last_stage() const { return coords_.pp == dims_.pp - 1; }
+  std::string describe() const;  // "pp 0/2 dp 1/2 cp 0/1 tp 1/2"
+
+ private:
+  MeshDims dims_;
+  MeshCoords coords_;
+  int rank_ = 0;
+  std::unique_ptr<MpiCommunicator> tp_, cp_, dp_, pp_, dpcp_;
+};
+}  // namespace st

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# CPU layout study: the default model (configs/models/default.yaml, synthetic
+# data) at 1, 2 and 4 ranks for each parallel layout family, same global batch
+# (8 sequences x 256 tokens) everywhere. Prints a Markdown table of the median
+# step time and exposed / total communication per step (back half of the
+# steps, slowest rank). Layouts this build cannot run are listed as such.
+#
+#   scripts/layout-study.sh [BUILD_DIR] [STEPS]      (default: build, 6)
+# Environment: MPIEXEC (default mpiexec), THREADS per rank (default 1),
+# OUT (default a fresh folder under /tmp).
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$src/build}
+steps=${2:-6}
+bin=$build/app/scaletrain
+mpiexec=${MPIEXEC:-mpiexec}
+threads=${THREADS:-1}
+out=${OUT:-$(mktemp -d /tmp/layout-study.XXXXXX)}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+
+# name ranks dp grad_accum extra-sets
+layouts=(
+  "single 1 1 2 "
+  "dp2 2 2 2 "
+  "dp2_zero1 2 2 2 --set parallel.zero_stage=1"
+  "dp2_zero2 2 2 2 --set parallel.zero_stage=2"
+  "dp2_zero3 2 2 2 --set parallel.zero_stage=3"
+  "dp4 4 4 2 "
+  "dp4_zero2 4 4 2 --set parallel.zero_stage=2"
+  "tp2 2 1 2 --set parallel.tp=2"
+  "tp2_sp 2 1 2 --set parallel.tp=2 --set parallel.sp=true"
+  "tp4 4 1 2 --set parallel.tp=4 --set model.n_kv_heads=4"
+  "pp2 2 1 4 --set parallel.pp=2"
+  "pp4 4 1 4 --set parallel.pp=4"
+  "pp2_chunks2 2 1 4 --set parallel.pp=2 --set parallel.num_model_chunks=2"
+  "cp2 2 1 2 --set parallel.cp=2"
+  "dp2xtp2 4 2 2 --set parallel.tp=2"
+  "dp2xpp2 4 2 2 --set parallel.pp=2"
+  "pp2xtp2 4 1 4 --set parallel.pp=2 --set parallel.tp=2"
+  "cp2xtp2 4 1 2 --set parallel.cp=2 --set parallel.tp=2"
+)
+echo "| layout | ranks | step ms | exposed comm ms | total comm ms | comm MB/step/rank | note |"
+echo "|---|---|---|---|---|---|---|"
+for l in "${layouts[@]}"; do
+  read -r name ranks dp accum sets <<<"$l"
+  mb=$((8 / accum / dp))
+  args="--config $src/configs/models/default.yaml --set train.steps=$steps --set train.micro_batch=$mb
+        --set train.grad_accum=$accum --set runtime.threads=$threads --set runtime.cpu_peak_gflops=1
+        --set data.source=synthetic $sets --out $out/$name"
+  if [ "$ranks" = 1 ]; then cmd="$bin $args"; else cmd="$mpiexec --oversubscribe --bind-to none -n $ranks $bin $args"; fi
+  if ! $cmd >"$out/$name.log" 2>&1; then
+    why=$(grep -o "error: .*" "$out/$name.log" | head -1 | cut -c8-90)
+    echo "| $name | $ranks | - | - | - | - | not run: ${why:-see $out/$name.log} |"
+    continue
+  fi
+  python3 - "$out/$name" "$name" "$ranks" <<'PY'
+import json, glob, statistics, sys
+run, name, ranks = sys.argv[1], sys.argv[2], int(sys.argv[3])
+per = []
+for f in sorted(glob.glob(run + "/telemetry/rank_*.jsonl")):
+    recs = []
+    for x in open(f):
+        try:
+            j = json.loads(x)
+        except ValueError:
+            continue  # a cut last line
+        if j.get("type") == "step":
+            recs.append(j)
+    recs = recs[len(recs) // 2:]
+    per.append(recs)
+def med(key, fn=lambda r, k: r[k]):
+    return max(statistics.median(fn(r, key) for r in recs) for recs in per)
+step = med("step_s"); exp = med("comm_exposed_s"); tot = med("comm_s")
+mb = med("comm", lambda r, k: sum(v["bytes"] for v in r[k].values()) / 1e6)
+print(f"| {name} | {ranks} | {step*1e3:.1f} | {exp*1e3:.1f} | {tot*1e3:.1f} | {mb:.1f} | |")
+PY
+done
+echo
+echo "runs: $out (command: scripts/layout-study.sh $build $steps; THREADS=$threads)"
