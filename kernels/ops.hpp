@@ -44,6 +44,14 @@ void embedding_fwd(const int32_t* tokens, int64_t rows, const float* table, int6
 void embedding_bwd(const int32_t* tokens, int64_t rows, const float* dout, int64_t vocab, int64_t d,
                    float* dtable);
 
+// Vocab-parallel embedding shard: table holds rows [v0, v0+vl) of the
+// vocabulary; rows whose token is outside get 0 (the tp all-reduce fills
+// them from the owning rank). Backward adds only the owned rows.
+void embedding_fwd_shard(const int32_t* tokens, int64_t rows, const float* table, int64_t v0,
+                         int64_t vl, int64_t d, float* out);
+void embedding_bwd_shard(const int32_t* tokens, int64_t rows, const float* dout, int64_t v0,
+                         int64_t vl, int64_t d, float* dtable);
+
 // y = x * rstd * w, rstd[r] = 1 / sqrt(mean_j x[r,j]^2 + eps). rstd: [rows].
 void rmsnorm_fwd(const float* x, const float* w, int64_t rows, int64_t d, float eps, float* y,
                  float* rstd);
@@ -80,6 +88,26 @@ void attention_bwd(const float* q, const float* k, const float* v, const float* 
                    const float* lse, const float* dout, int64_t B, int64_t T, int64_t Hq,
                    int64_t Hkv, int64_t hd, float scale, float* dq, float* dk, float* dv);
 
+// Attention of queries against one K/V block, for ring attention (context
+// parallelism): q [B,Tq,Hq,hd], k,v [B,Tk,Hkv,hd]; query t sees key s iff
+// kpos[s] <= qpos[t] (global token positions; kpos ascending). out is the
+// attention output within the block, lse [B,Hq,Tq] its log-sum-exp; a query
+// that sees no key gets out = 0, lse = -inf.
+void attention_fwd_block(const float* q, const float* k, const float* v, int64_t B, int64_t Tq,
+                         int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
+                         const int32_t* qpos, const int32_t* kpos, float* out, float* lse);
+// Online-softmax merge: (out, lse) := combination of (out, lse) and (out_b,
+// lse_b), both normalized partial results over disjoint key sets. out:
+// [B,T,H,hd], lse: [B,H,T]; -inf marks "no keys".
+void attention_lse_merge(float* out, float* lse, const float* out_b, const float* lse_b, int64_t B,
+                         int64_t T, int64_t H, int64_t hd);
+// Backward of one block given the FINAL out and lse (over all blocks):
+// ADDS into dq [B,Tq,Hq,hd], dk and dv [B,Tk,Hkv,hd].
+void attention_bwd_block(const float* q, const float* k, const float* v, const float* out,
+                         const float* lse, const float* dout, int64_t B, int64_t Tq, int64_t Tk,
+                         int64_t Hq, int64_t Hkv, int64_t hd, float scale, const int32_t* qpos,
+                         const int32_t* kpos, float* dq, float* dk, float* dv);
+
 // Softmax cross-entropy over logits [rows, V]; targets < 0 are ignored.
 // Writes lse [rows] and returns the mean loss over non-ignored targets
 // (accumulated in double). n_valid (optional) receives their count.
@@ -89,6 +117,20 @@ float cross_entropy_fwd(const float* logits, const int32_t* targets, int64_t row
 // ignored targets get 0. dlogits may alias logits (in place).
 void cross_entropy_bwd(const float* logits, const int32_t* targets, const float* lse, int64_t rows,
                        int64_t V, int64_t n_valid, float dloss, float* dlogits);
+
+// Vocab-parallel cross-entropy pieces (logits [rows, Vl] hold vocabulary
+// [v0, v0+Vl)): row_max per row; then, given the global row max m (max over
+// the tp group), sumexp[r] = sum_j exp(x[r,j] - m[r]) and target_logit[r] =
+// x[r, target - v0] if this shard holds the target, else 0 (both summed over
+// the group by the caller; lse = m + log(sumexp)). The backward writes
+// (softmax - onehot) * scale from the global lse; ignored targets (< 0) give
+// 0 rows. dlogits may alias logits.
+void row_max(const float* x, int64_t rows, int64_t cols, float* out);
+void cross_entropy_shard_sums(const float* logits, const int32_t* targets, int64_t rows, int64_t Vl,
+                              int64_t v0, const float* row_max, double* sumexp,
+                              double* target_logit);
+void cross_entropy_bwd_shard(const float* logits, const int32_t* targets, const float* lse,
+                             int64_t rows, int64_t Vl, int64_t v0, float scale, float* dlogits);
 
 // AdamW on fp32 master weights, decoupled weight decay:
 //   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2

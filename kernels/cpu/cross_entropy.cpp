@@ -56,3 +56,48 @@ void cross_entropy_bwd(const float* logits, const int32_t* targets, const float*
   }
 }
 }  // namespace st::kernels
+
+// Vocab-parallel pieces: this rank holds logits for vocabulary [v0, v0+Vl).
+namespace st::kernels {
+void row_max(const float* x, int64_t rows, int64_t cols, float* out) {
+#pragma omp parallel for schedule(static) if (rows * cols > kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float m = xr[0];
+    for (int64_t j = 1; j < cols; ++j) m = std::max(m, xr[j]);
+    out[r] = m;
+  }
+}
+
+void cross_entropy_shard_sums(const float* logits, const int32_t* targets, int64_t rows, int64_t Vl,
+                              int64_t v0, const float* row_max, double* sumexp,
+                              double* target_logit) {
+#pragma omp parallel for schedule(static) if (rows * Vl > kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits + r * Vl;
+    const float m = row_max[r];
+    float sum = 0.f;
+    for (int64_t j = 0; j < Vl; ++j) sum += std::exp(x[j] - m);
+    sumexp[r] = sum;
+    const int64_t t = int64_t(targets[r]) - v0;
+    target_logit[r] = (targets[r] >= 0 && t >= 0 && t < Vl) ? double(x[t]) : 0.0;
+  }
+}
+
+void cross_entropy_bwd_shard(const float* logits, const int32_t* targets, const float* lse,
+                             int64_t rows, int64_t Vl, int64_t v0, float scale, float* dlogits) {
+#pragma omp parallel for schedule(static) if (rows * Vl > kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = logits + r * Vl;
+    float* dx = dlogits + r * Vl;
+    if (targets[r] < 0) {
+      std::fill(dx, dx + Vl, 0.f);
+      continue;
+    }
+    const float L = lse[r];
+    for (int64_t j = 0; j < Vl; ++j) dx[j] = std::exp(x[j] - L) * scale;
+    const int64_t t = int64_t(targets[r]) - v0;
+    if (t >= 0 && t < Vl) dx[t] -= scale;
+  }
+}
+}  // namespace st::kernels

@@ -49,6 +49,37 @@ void embedding_bwd(const int32_t* tokens, int64_t rows, const float* dout, int64
   }
 }
 
+void embedding_fwd_shard(const int32_t* tokens, int64_t rows, const float* table, int64_t v0,
+                         int64_t vl, int64_t d, float* out) {
+#pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = int64_t(tokens[r]) - v0;
+    float* dst = out + r * d;
+    if (t < 0 || t >= vl) {
+      std::fill(dst, dst + d, 0.f);
+      continue;
+    }
+    const float* src = table + t * d;
+    for (int64_t j = 0; j < d; ++j) dst[j] = src[j];
+  }
+}
+
+void embedding_bwd_shard(const int32_t* tokens, int64_t rows, const float* dout, int64_t v0,
+                         int64_t vl, int64_t d, float* dtable) {
+  const int64_t nblk = (d + kColBlock - 1) / kColBlock;
+#pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)
+  for (int64_t b = 0; b < nblk; ++b) {
+    const int64_t j0 = b * kColBlock, j1 = std::min(d, j0 + kColBlock);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t t = int64_t(tokens[r]) - v0;
+      if (t < 0 || t >= vl) continue;
+      float* dst = dtable + t * d;
+      const float* src = dout + r * d;
+      for (int64_t j = j0; j < j1; ++j) dst[j] += src[j];
+    }
+  }
+}
+
 void rmsnorm_fwd(const float* x, const float* w, int64_t rows, int64_t d, float eps, float* y,
                  float* rstd) {
 #pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)

@@ -41,10 +41,10 @@ class Communicator;  // comm/communicator.hpp
 // shape[0], offset[1] : ...] (a block; checkpoints and ZeRO use global_shape
 // and offset). Names are the global names on every rank and stage.
 struct Param {
-  std::string name;  // e.g. "layers.3.attention.wq.weight"
-  Tensor w;          // MemCat::Params, this rank's slice
-  Tensor g;          // MemCat::Grads, same shape, accumulated by backward
-  bool decay = true; // weight decay applies (false for norm weights)
+  std::string name;                   // e.g. "layers.3.attention.wq.weight"
+  Tensor w;                           // MemCat::Params, this rank's slice
+  Tensor g;                           // MemCat::Grads, same shape, accumulated by backward
+  bool decay = true;                  // weight decay applies (false for norm weights)
   std::vector<int64_t> global_shape;  // shape of the unsharded tensor
   std::vector<int64_t> offset;        // this slice's start in the global tensor, per dim
   int layer = 0;            // -1 embedding, 0..n_layers-1 blocks, n_layers final norm + head
@@ -85,9 +85,9 @@ struct Param {
 // pipeline communicator and schedule are the caller's (stage_forward /
 // stage_backward below); the model never talks to other stages.
 struct ModelParallel {
-  Communicator* tp = nullptr;  // null or size 1: no tensor parallelism
-  bool sp = false;             // sequence parallelism on the tp group (requires tp > 1)
-  Communicator* cp = nullptr;  // null or size 1: no context parallelism
+  Communicator* tp = nullptr;           // null or size 1: no tensor parallelism
+  bool sp = false;                      // sequence parallelism on the tp group (requires tp > 1)
+  Communicator* cp = nullptr;           // null or size 1: no context parallelism
   int layer_begin = 0, layer_end = -1;  // this stage's layers; -1 = n_layers
   bool has_embedding = true;            // first pipeline stage
   bool has_head = true;                 // last stage: final norm, LM head, loss

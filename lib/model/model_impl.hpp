@@ -1,15 +1,17 @@
 // Private to lib/model: the Model's state and the per-block forward/backward
 // it is built from. Blocks are run over a layer range [l0, l1) so pipeline
-// stages (a contiguous range each) and tensor-parallel shards can reuse them.
+// stages (a contiguous range each) reuse them; every shape here is this
+// rank's share under tensor / sequence / context parallelism (see Dims).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "model/model.hpp"
 
 namespace st {
 
-// The parameters of one transformer block.
+// The parameters of one transformer block (null outside this stage).
 struct LayerParams {
   Param* attn_norm = nullptr;
   Param* wq = nullptr;
@@ -22,44 +24,95 @@ struct LayerParams {
   Param* w2 = nullptr;  // down
 };
 
-// Activations of one block (N = B*T rows). Which ones survive the forward
-// depends on the checkpointing mode (see drop_activations in block.cpp):
+// Activations of one block. Which ones survive the forward depends on the
+// checkpointing mode (see drop_activations in block.cpp):
 //   None:      all
 //   Selective: x, q, k, v, h2, g, u (GEMM outputs); the attention core
 //              (att, lse), the norms and the SwiGLU product are recomputed
 //   Full:      x only; the whole block is recomputed
+// Rows: x, rstd, h2 hold Ns rows (the residual stream, split over tp under
+// sp); xn1/xn2 and everything between the GEMMs hold N rows.
 struct BlockActs {
-  Tensor x;           // block input [N, d] (the residual stream)
-  Tensor rstd1, xn1;  // attention_norm: [N], [N, d]
+  Tensor x;           // block input [Ns, d] (the residual stream)
+  Tensor rstd1, xn1;  // attention_norm: [Ns], [N, d] (all-gathered under sp)
   Tensor q, k, v;     // after RoPE (q, k): [N, Hq*hd], [N, Hkv*hd] x2
   Tensor att, lse;    // attention output [N, Hq*hd], log-sum-exp [B, Hq, T]
-  Tensor h2;          // x + att wo^T  [N, d]
+  Tensor h2;          // x + att wo^T  [Ns, d]
   Tensor rstd2, xn2;  // ffn_norm
   Tensor g, u, a;     // w1 (gate), w3 (up) outputs, silu(g)*u: [N, F]
 };
 
-// Shape of the current micro-batch.
+// Shape of the current micro-batch as this rank sees it.
 struct Dims {
-  int64_t B = 0, T = 0, N = 0;  // N = B*T
-  int64_t d = 0, Hq = 0, Hkv = 0, hd = 0, F = 0, V = 0;
+  int64_t B = 0;
+  int64_t Tg = 0;  // global sequence length
+  int64_t T = 0;   // local sequence length (Tg / cp)
+  int64_t N = 0;   // B*T local token rows (GEMM rows)
+  int64_t Ns = 0;  // rows of the residual stream: N / tp under sp, else N
+  int64_t d = 0;
+  int64_t Hq = 0, Hkv = 0, hd = 0, F = 0;  // local heads and ffn width (/ tp)
+  int64_t V = 0, v0 = 0;                   // local vocabulary rows [v0, v0 + V)
+};
+
+// One micro-batch between stage_forward and stage_backward.
+struct MicroState {
+  Dims D;
+  ActCkpt mode = ActCkpt::None;
+  std::vector<int32_t> tokens;   // local rows [N] (first stage)
+  std::vector<int32_t> targets;  // local rows [N] (last stage)
+  std::vector<BlockActs> acts;   // this stage's layers
+  Tensor hL, rstd, xn;           // head: final norm input [Ns, d], rstd, output [N, d]
+  Tensor logits, lse;            // [N, V] (local vocab), [N]
+  int64_t n_valid = 0;           // valid targets of the whole micro-batch (over cp)
 };
 
 struct Model::Impl {
   ModelCfg cfg;
   ModelParallel par;
   ModelHooks hooks;
+  int tp = 1, tp_rank = 0, cp = 1, cp_rank = 0;
+  bool sp = false;
+  int l0 = 0, l1 = 0;  // this stage's layers
+
   std::vector<Param> params;  // stable addresses after construction
   Param* tok_emb = nullptr;
-  std::vector<LayerParams> layers;
+  std::vector<LayerParams> layers;  // indexed by global layer
   Param* norm = nullptr;
   Param* output = nullptr;
+  std::map<int, MicroState> micros;
 
-  // RoPE tables for the current T: [T, hd/2] each.
+  // RoPE tables for this rank's token positions of the current global T:
+  // [T_local, hd/2] each.
   int64_t rope_T = -1;
   std::vector<float> rope_cos, rope_sin;
+  std::vector<int32_t> pos;  // global positions of the local sequence rows [T_local]
 
   Dims dims(int B, int T) const;
-  void ensure_rope(int64_t T);
+  void ensure_rope(int64_t Tg);
+  // Global positions held by cp rank r for a global length Tg.
+  std::vector<int32_t> positions(int r, int64_t Tg) const;
+
+  void hook_before(int l) {
+    if (hooks.before_layer) hooks.before_layer(l);
+  }
+  void hook_after(int l) {
+    if (hooks.after_layer) hooks.after_layer(l);
+  }
+  void grads_ready(std::initializer_list<const Param*> ps);
+
+  // Tensor-parallel plumbing. gather_rows: [Ns, d] -> [N, d] (all-gather
+  // over tp under sp; a copy otherwise). reduce_rows: partial sums [N, d] ->
+  // [Ns, d] (reduce-scatter under sp, all-reduce over tp otherwise).
+  Tensor gather_rows(const Tensor& x, const Dims& D);
+  Tensor reduce_rows(Tensor partial, const Dims& D);
+  // Norm weight gradient: under sp the local rows' contribution is summed
+  // over tp first. dw_local holds this micro-batch's contribution.
+  void add_norm_grad(Param* p, Tensor& dw_local);
+
+  // Attention core (local heads): plain causal attention, or the ring over cp.
+  void attention_forward(const Dims& D, BlockActs& a);
+  void attention_backward(const Dims& D, BlockActs& a, const float* datt, float* dq, float* dk,
+                          float* dv);
 
   // One block forward: reads a.x, fills every activation, returns the block
   // output when want_output (the next block's input). Afterwards the caller
@@ -67,19 +120,31 @@ struct Model::Impl {
   Tensor block_forward(int l, const Dims& D, BlockActs& a, bool want_output);
   // Refill what the mode dropped (recomputation before backward).
   void block_recompute(int l, const Dims& D, BlockActs& a, ActCkpt mode);
-  // dh: in = d(loss)/d(block output), out = d(loss)/d(block input). Adds the
-  // block's parameter gradients. Consumes (releases) the activations.
+  // dh: in = d(loss)/d(block output), out = d(loss)/d(block input) [Ns, d].
+  // Adds the block's parameter gradients. Consumes the activations.
   void block_backward(int l, const Dims& D, BlockActs& a, Tensor& dh);
 
-  // Layers [l0, l1): h is the input of l0, returned value the output of
-  // l1-1. acts (size l1-l0) keeps what `mode` says; acts == nullptr keeps
-  // nothing (forward only).
+  // Layers [l0, l1) (global indices): h is the input of l0, returned value
+  // the output of l1-1. acts (size l1-l0) keeps what `mode` says; acts ==
+  // nullptr keeps nothing (forward only). Calls the layer hooks.
   Tensor layers_forward(int l0, int l1, const Dims& D, Tensor h, std::vector<BlockActs>* acts,
                         ActCkpt mode);
   // Backward through layers [l0, l1) in reverse; dh as in block_backward.
   void layers_backward(int l0, int l1, const Dims& D, std::vector<BlockActs>& acts, Tensor& dh,
                        ActCkpt mode);
+
+  // Embedding (first stage): local token rows [N] -> residual stream [Ns, d].
+  Tensor embed_forward(const Dims& D, const int32_t* tok);
+  void embed_backward(const Dims& D, const int32_t* tok, const Tensor& dh);
+  // Head (last stage): final norm, LM head, cross-entropy; returns this
+  // rank's loss share. keep: leave what the backward needs in ms.
+  float head_forward(MicroState& ms, Tensor h, bool keep);
+  Tensor head_backward(MicroState& ms, float grad_scale);  // returns d/d(head input)
+
+  float forward(MicroState& ms, const int32_t* tokens, const float* x_in, const int32_t* targets,
+                bool keep, std::vector<float>* x_out);
 };
 
 void drop_activations(BlockActs& a, ActCkpt mode);
+void check_batch(const ModelCfg& c, int B, int T);  // throws UsageError
 }  // namespace st

@@ -1,0 +1,132 @@
+// Pipeline-stage API on one process: stage_forward/stage_backward with
+// several micro-batches in flight equal forward_backward bitwise; two stage
+// models (layer ranges) chained by hand equal the whole model bitwise; the
+// layer hooks pair up and grad_ready reports every parameter once per
+// backward; bad calls are usage errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "core/error.hpp"
+#include "mp_util.hpp"
+
+namespace {
+std::vector<std::vector<float>> grads(st::Model& m) {
+  std::vector<std::vector<float>> g;
+  for (st::Param* p : m.params()) g.emplace_back(p->g.data(), p->g.data() + p->g.numel());
+  return g;
+}
+}  // namespace
+
+TEST(StageApi, MicroBatchesInFlightEqualForwardBackward) {
+  const st::ModelCfg c = mp::cfg4();
+  std::vector<mp::Batch> mb;
+  for (int i = 0; i < 3; ++i) mb.push_back(mp::make_batch(2, 16, c.vocab_size, 10 + i));
+  for (auto mode : {st::ActCkpt::None, st::ActCkpt::Selective, st::ActCkpt::Full}) {
+    st::Model ref(c, 5), m(c, 5);
+    std::vector<float> lref, l;
+    for (auto& b : mb)
+      lref.push_back(
+          ref.forward_backward(b.tokens.data(), b.targets.data(), b.B, b.T, 1.f / 3, mode));
+    for (int i = 0; i < 3; ++i)
+      l.push_back(m.stage_forward(100 + i, mb[i].tokens.data(), nullptr, mb[i].targets.data(), 2,
+                                  16, mode, nullptr));
+    EXPECT_EQ(m.in_flight(), 3);
+    for (int i = 0; i < 3; ++i) m.stage_backward(100 + i, nullptr, 1.f / 3, nullptr);
+    EXPECT_EQ(m.in_flight(), 0);
+    EXPECT_EQ(l, lref);
+    EXPECT_EQ(grads(m), grads(ref));
+  }
+}
+
+TEST(StageApi, TwoStagesChainedEqualWholeModel) {
+  const st::ModelCfg c = mp::cfg4();
+  const mp::Batch b = mp::make_batch(2, 12, c.vocab_size, 3);
+  st::Model ref(c, 9);
+  const float lref =
+      ref.forward_backward(b.tokens.data(), b.targets.data(), b.B, b.T, 0.5f, st::ActCkpt::None);
+  st::ModelParallel p0, p1;
+  p0.layer_end = 1, p0.has_head = false;
+  p1.layer_begin = 1, p1.has_embedding = false;
+  st::Model s0(c, 9, p0), s1(c, 9, p1);
+  EXPECT_EQ(s0.num_params() + s1.num_params(), ref.num_params());
+  std::vector<float> x, dx;
+  EXPECT_EQ(
+      s0.stage_forward(0, b.tokens.data(), nullptr, nullptr, b.B, b.T, st::ActCkpt::Selective, &x),
+      0.f);
+  ASSERT_EQ(int64_t(x.size()), s0.boundary_elems(b.B, b.T));
+  const float l = s1.stage_forward(0, nullptr, x.data(), b.targets.data(), b.B, b.T,
+                                   st::ActCkpt::Full, nullptr);
+  EXPECT_EQ(l, lref);
+  s1.stage_backward(0, nullptr, 0.5f, &dx);
+  ASSERT_EQ(dx.size(), x.size());
+  s0.stage_backward(0, dx.data(), 123.f /*ignored: not the last stage*/, nullptr);
+  for (st::Model* s : {&s0, &s1})
+    for (st::Param* p : s->params()) {
+      st::Param* r = mp::find(ref, p->name);
+      ASSERT_NE(r, nullptr) << p->name;
+      EXPECT_EQ(0, std::memcmp(p->w.data(), r->w.data(), p->w.bytes())) << p->name;
+      EXPECT_EQ(0, std::memcmp(p->g.data(), r->g.data(), p->g.bytes())) << p->name;
+    }
+  EXPECT_EQ(s0.params().front()->layer, -1);
+  EXPECT_EQ(s1.params().back()->layer, c.n_layers);
+}
+
+TEST(StageApi, HooksPairUpAndReportEveryGradient) {
+  const st::ModelCfg c = mp::cfg4();
+  const mp::Batch b = mp::make_batch(1, 8, c.vocab_size, 4);
+  st::Model m(c, 1);
+  std::vector<std::pair<char, int>> ev;
+  std::map<int, int> ready;
+  int open = -100;
+  bool nested = false;
+  st::ModelHooks h;
+  h.before_layer = [&](int l) {
+    nested |= open != -100;
+    open = l;
+    ev.push_back({'b', l});
+  };
+  h.after_layer = [&](int l) {
+    nested |= open != l;
+    open = -100;
+    ev.push_back({'a', l});
+  };
+  h.grad_ready = [&](int i) { ready[i]++; };
+  m.set_hooks(h);
+  for (auto mode : {st::ActCkpt::None, st::ActCkpt::Full}) {
+    ev.clear();
+    ready.clear();
+    m.forward_backward(b.tokens.data(), b.targets.data(), 1, 8, 1.f, mode);
+    EXPECT_FALSE(nested);
+    // Forward -1..L, backward L..-1: 2 * (L + 2) pairs.
+    ASSERT_EQ(ev.size(), size_t(4 * (c.n_layers + 2)));
+    EXPECT_EQ(ev.front(), std::make_pair('b', -1));
+    EXPECT_EQ(ev[size_t(2 * (c.n_layers + 2))], std::make_pair('b', c.n_layers));
+    EXPECT_EQ(ev.back(), std::make_pair('a', -1));
+    EXPECT_EQ(ready.size(), m.params().size());
+    for (auto& [i, n] : ready) EXPECT_EQ(n, 1) << m.params()[size_t(i)]->name;
+  }
+}
+
+TEST(StageApi, BadCallsAreUsageErrors) {
+  const st::ModelCfg c = mp::cfg4();
+  const mp::Batch b = mp::make_batch(1, 8, c.vocab_size, 4);
+  st::Model m(c, 1);
+  m.stage_forward(1, b.tokens.data(), nullptr, b.targets.data(), 1, 8, st::ActCkpt::None, nullptr);
+  EXPECT_THROW(m.stage_forward(1, b.tokens.data(), nullptr, b.targets.data(), 1, 8,
+                               st::ActCkpt::None, nullptr),
+               st::UsageError);
+  EXPECT_THROW(m.stage_backward(2, nullptr, 1.f, nullptr), st::UsageError);
+  st::ModelParallel p;
+  p.layer_begin = 2, p.has_embedding = false;
+  st::Model s(c, 1, p);
+  EXPECT_THROW(s.forward_backward(b.tokens.data(), b.targets.data(), 1, 8, 1.f, st::ActCkpt::None),
+               st::UsageError);
+  EXPECT_THROW(
+      s.stage_forward(0, nullptr, nullptr, b.targets.data(), 1, 8, st::ActCkpt::None, nullptr),
+      st::UsageError);
+  p.layer_begin = 5;
+  EXPECT_THROW(st::Model(c, 1, p), st::UsageError);
+}
