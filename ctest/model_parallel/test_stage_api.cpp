@@ -130,3 +130,45 @@ TEST(StageApi, BadCallsAreUsageErrors) {
   p.layer_begin = 5;
   EXPECT_THROW(st::Model(c, 1, p), st::UsageError);
 }
+
+// What ZeRO-3 will do: every weight's storage is released outside its
+// layer's before/after hooks (before_layer restores it from a copy). The
+// model must never read a weight outside them (a released tensor has no
+// storage), and the result is bitwise the same; grad_ready comes while the
+// layer is still open.
+TEST(StageApi, WeightsReleasedOutsideTheirLayerHooks) {
+  const st::ModelCfg c = mp::cfg4();
+  const mp::Batch b = mp::make_batch(2, 8, c.vocab_size, 6);
+  for (auto mode : {st::ActCkpt::None, st::ActCkpt::Selective, st::ActCkpt::Full}) {
+    st::Model ref(c, 3), m(c, 3);
+    const float lref = ref.forward_backward(b.tokens.data(), b.targets.data(), b.B, b.T, 1.f, mode);
+    std::vector<std::vector<float>> saved;
+    auto ps = m.params();
+    for (st::Param* p : ps) {
+      saved.emplace_back(p->w.data(), p->w.data() + p->w.numel());
+      p->w.release();
+    }
+    int open = -100;
+    st::ModelHooks h;
+    h.before_layer = [&](int l) {
+      open = l;
+      for (size_t i = 0; i < ps.size(); ++i)
+        if (ps[i]->layer == l) {
+          ps[i]->w.allocate();
+          std::memcpy(ps[i]->w.data(), saved[i].data(), ps[i]->w.bytes());
+        }
+    };
+    h.after_layer = [&](int l) {
+      open = -100;
+      for (st::Param* p : ps)
+        if (p->layer == l) p->w.release();
+    };
+    bool outside = false;
+    h.grad_ready = [&](int i) { outside |= ps[size_t(i)]->layer != open; };
+    m.set_hooks(h);
+    const float l = m.forward_backward(b.tokens.data(), b.targets.data(), b.B, b.T, 1.f, mode);
+    EXPECT_EQ(l, lref);
+    EXPECT_FALSE(outside);
+    EXPECT_EQ(grads(m), grads(ref));
+  }
+}

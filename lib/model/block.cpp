@@ -210,9 +210,9 @@ void Model::Impl::layers_backward(int l0, int l1, const Dims& D, std::vector<Blo
     hook_before(l);
     block_recompute(l, D, a, mode);
     block_backward(l, D, a, dh);
-    hook_after(l);
     const LayerParams& P = layers[size_t(l)];
     grads_ready({P.w2, P.w1, P.w3, P.ffn_norm, P.wo, P.wq, P.wk, P.wv, P.attn_norm});
+    hook_after(l);
   }
 }
 }  // namespace st

@@ -107,8 +107,9 @@ struct ModelHooks {
   std::function<void(int layer)> after_layer;
   // params()[param_index].g holds its complete contribution from this
   // backward call (stage_backward / forward_backward): called once per
-  // parameter per call, layer by layer in backward order (bucketed gradient
-  // reduction starts here). Any reduction over tp has already been done.
+  // parameter per call, layer by layer in backward order, between that
+  // layer's before_layer and after_layer (bucketed gradient reduction starts
+  // here). Any reduction over tp has already been done.
   std::function<void(int param_index)> grad_ready;
 };
 

@@ -250,8 +250,8 @@ void Model::stage_backward(int micro, const float* dy, float grad_scale, std::ve
   if (m.par.has_embedding) {
     m.hook_before(-1);
     m.embed_backward(D, ms.tokens.data(), dh);
-    m.hook_after(-1);
     m.grads_ready({m.tok_emb});
+    m.hook_after(-1);
   } else {
     ST_USAGE_CHECK(dx_in != nullptr, "model: a pipeline stage without the embedding needs dx_in");
     dx_in->assign(dh.data(), dh.data() + dh.numel());
