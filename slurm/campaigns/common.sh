@@ -22,6 +22,7 @@ cpus_per_task=${SCALETRAIN_CPUS_PER_TASK:-}
 exclusive=${SCALETRAIN_EXCLUSIVE:-1}
 dry_run=0
 campaign_name=""
+note=""
 extra_sbatch=()
 extra_sets=()
 
@@ -33,6 +34,7 @@ COMMON_USAGE="site flags (environment variable in brackets; flags win):
   --data PATH            token file (data.source=file); default synthetic [SCALETRAIN_DATA]
   --results DIR          parent of the campaign folder, default results [SCALETRAIN_RESULTS]
   --name NAME            campaign folder name (default: kind-model-UTC date)
+  --note TEXT            a remark for the README (e.g. what else ran on the nodes)
   --gpus-per-node G      GPUs per node; one rank per GPU; 0 = CPU partition [SCALETRAIN_GPUS_PER_NODE]
   --ranks-per-node R     ranks per node (default G, or 1 on CPU) [SCALETRAIN_RANKS_PER_NODE]
   --cpus-per-task C      CPU threads per rank (default: 1 on CPU partitions, unset on GPU) [SCALETRAIN_CPUS_PER_TASK]
@@ -52,6 +54,7 @@ parse_common_flag() {
     --data) data_path=$2 ;;
     --results) results=$2 ;;
     --name) campaign_name=$2 ;;
+    --note) note=$2 ;;
     --gpus-per-node) gpus_per_node=$2 ;;
     --ranks-per-node) ranks_per_node=$2 ;;
     --cpus-per-task) cpus_per_task=$2 ;;
@@ -94,6 +97,7 @@ campaign_init() {
       echo "# $kind campaign, submitted $(date -u +%Y-%m-%dT%H:%M:%SZ)"
       echo "# driver invocation (from the repository root):"
       echo "$invocation"
+      if [[ -n $note ]]; then echo "# note: ${note//$'\n'/ }"; fi
       echo "# sbatch lines:"
     } >"$camp/invocation.txt"
   fi

@@ -69,7 +69,8 @@ def main():
     camp_json = load(os.path.join(camp, "analysis", "campaign.json"))
     eff = {}
     kinds = []
-    if camp_json:  # scaling efficiency per run, from each accepted series
+    one_size = len({r["run"].get("world_size") for r in runs}) == 1
+    if camp_json and not one_size:  # scaling efficiency per run, from each accepted series
         for ser in camp_json.get("series", []):
             kinds.append(f"{ser.get('model')}: {ser.get('kind')} scaling, base {ser.get('base_gpus')} rank(s)")
             for d, e in zip(ser.get("runs", []), ser.get("efficiency", [])):
@@ -89,9 +90,9 @@ def main():
     model = (f"{m.get('name', '?')}: {m.get('n_params', 0):,} parameters, {m.get('n_layers')} layers, "
              f"d_model {m.get('d_model')}, {m.get('n_heads')} heads ({m.get('n_kv_heads')} kv), "
              f"seq_len {m.get('seq_len')}")
-    models = {r["run"].get("model", {}).get("name") for r in runs}
-    if len(models) > 1:
-        model = "several: " + ", ".join(sorted(str(x) for x in models)) + " (see the table)"
+    shapes = {(r["run"].get("model", {}).get("name"), r["run"].get("model", {}).get("seq_len")) for r in runs}
+    if len(shapes) > 1:
+        model = "several: " + ", ".join(f"{n} (seq_len {t})" for n, t in sorted(shapes, key=str)) + " (see the table)"
     steps = one_or_list(r["run"].get("config", {}).get("train", {}).get("steps") for r in runs)
     windows = one_or_list(r["sum"].get("window", {}).get("text", "n/a") for r in runs)
 
@@ -109,6 +110,12 @@ def main():
     out.append(f"| scaling series | {'; '.join(kinds) or 'none (see the campaign analysis below)'} |\n")
 
     inv = os.path.join(camp, "invocation.txt")
+    notes = []
+    if os.path.exists(inv):
+        with open(inv) as f:
+            notes = [ln[len("# note:"):].strip() for ln in f if ln.startswith("# note:")]
+    if notes:
+        out.append("Note: " + " ".join(notes) + "\n")
     if os.path.exists(inv):
         with open(inv) as f:
             out.append("## Driver invocation\n\nRun from the repository root; then the sbatch line of each job.\n")
