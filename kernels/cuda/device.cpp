@@ -1,0 +1,114 @@
+// Device resources (see device.hpp).
+#include "kernels/cuda/device.hpp"
+
+#include <nvtx3/nvToolsExt.h>
+
+#include "kernels/cuda/cuda_check.hpp"
+
+namespace st::cuda {
+
+int device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    if (why)
+      *why = e != cudaSuccess ? std::string("no CUDA device visible: ") + cudaGetErrorString(e)
+                              : std::string("no CUDA device visible");
+    cudaGetLastError();  // clear the sticky error for later calls
+    return 0;
+  }
+  return n;
+}
+
+Stream::Stream(bool non_blocking, int priority) {
+  ST_CUDA_CHECK(cudaStreamCreateWithPriority(
+      &s_, non_blocking ? cudaStreamNonBlocking : cudaStreamDefault, priority));
+}
+Stream::~Stream() {
+  if (s_) cudaStreamDestroy(s_);
+}
+void Stream::sync() const { ST_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+
+Event::Event(bool timing) {
+  ST_CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
+}
+Event::~Event() {
+  if (e_) cudaEventDestroy(e_);
+}
+void Event::record(cudaStream_t s) { ST_CUDA_CHECK(cudaEventRecord(e_, s)); }
+bool Event::done() const {
+  const cudaError_t e = cudaEventQuery(e_);
+  if (e == cudaErrorNotReady) return false;
+  ST_CUDA_CHECK(e);
+  return true;
+}
+void Event::sync() const { ST_CUDA_CHECK(cudaEventSynchronize(e_)); }
+
+DeviceAllocator::DeviceAllocator()
+    : cache_(
+          [](size_t n) -> void* {
+            void* p = nullptr;
+            if (cudaMalloc(&p, n) != cudaSuccess) {
+              cudaGetLastError();
+              return nullptr;
+            }
+            return p;
+          },
+          [](void* p) { cudaFree(p); }) {}
+
+DeviceAllocator& DeviceAllocator::instance() {
+  static DeviceAllocator a;
+  return a;
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes, MemCat cat)
+    : p_(DeviceAllocator::instance().allocate(bytes, cat)), bytes_(bytes) {}
+DeviceBuffer::~DeviceBuffer() {
+  if (p_) DeviceAllocator::instance().free(p_);
+}
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), bytes_(o.bytes_) {
+  o.p_ = nullptr;
+  o.bytes_ = 0;
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (p_) DeviceAllocator::instance().free(p_);
+    p_ = o.p_;
+    bytes_ = o.bytes_;
+    o.p_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (p_) cudaFreeHost(p_);
+}
+void PinnedBuffer::reserve(size_t bytes) {
+  if (bytes <= cap_) return;
+  if (p_) ST_CUDA_CHECK(cudaFreeHost(p_));
+  p_ = nullptr;
+  cap_ = 0;
+  ST_CUDA_CHECK(cudaHostAlloc(&p_, bytes, cudaHostAllocDefault));
+  cap_ = bytes;
+}
+
+CopyStream::CopyStream() : stream_(true, 0), ready_(false) {}
+void CopyStream::copy_to_host(void* dst, const void* src, size_t bytes, cudaStream_t after) {
+  ready_.record(after);
+  ST_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), ready_.get(), 0));
+  ST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()));
+}
+void CopyStream::sync() { stream_.sync(); }
+
+EventTimer::EventTimer() : a_(true), b_(true) {}
+double EventTimer::seconds() const {
+  b_.sync();
+  float ms = 0.f;
+  ST_CUDA_CHECK(cudaEventElapsedTime(&ms, a_.get(), b_.get()));
+  return double(ms) * 1e-3;
+}
+
+NvtxRange::NvtxRange(const char* name) { nvtxRangePushA(name); }
+NvtxRange::~NvtxRange() { nvtxRangePop(); }
+}  // namespace st::cuda

@@ -1,0 +1,55 @@
+// cuBLASLt GEMM for the CUDA backend: bf16 inputs, fp32 accumulate, bf16 or
+// fp32 output, same row-major convention as kernels::gemm in ops.hpp. The
+// heuristic algorithm is chosen once per shape (and alignment) and cached;
+// the workspace is allocated once, at construction.
+#pragma once
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+namespace st::kernels::cuda {
+
+class GemmLt {
+ public:
+  // 32 MiB is what cuBLAS recommends for Hopper; Ampere needs less.
+  explicit GemmLt(size_t workspace_bytes = size_t(32) << 20);
+  ~GemmLt();
+  GemmLt(const GemmLt&) = delete;
+  GemmLt& operator=(const GemmLt&) = delete;
+
+  // C[M,N] = alpha * op(A) op(B) + beta * C, row-major, lda/ldb/ldc row
+  // strides as stored (kernels::gemm's convention). beta != 0 with an fp32 C
+  // accumulates weight gradients into fp32 buffers.
+  void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+            const __nv_bfloat16* A, int64_t lda, const __nv_bfloat16* B, int64_t ldb, float beta,
+            __nv_bfloat16* C, int64_t ldc, cudaStream_t stream);
+  void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+            const __nv_bfloat16* A, int64_t lda, const __nv_bfloat16* B, int64_t ldb, float beta,
+            float* C, int64_t ldc, cudaStream_t stream);
+
+  size_t cached_shapes() const;  // for tests: plans built so far
+  size_t workspace_bytes() const { return ws_bytes_; }
+
+ private:
+  struct Plan;
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int,
+                         int>;  // ta, tb, M, N, K, lda, ldb, ldc, c dtype, alignment
+  void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
+           int64_t lda, const void* B, int64_t ldb, float beta, void* C, int64_t ldc, int c_type,
+           cudaStream_t stream);
+  const Plan& plan_for(const Key& k);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* ws_ = nullptr;
+  size_t ws_bytes_ = 0;
+  mutable std::mutex mu_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace st::kernels::cuda

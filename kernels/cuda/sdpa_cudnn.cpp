@@ -1,0 +1,462 @@
+// cuDNN fused SDPA through the backend graph API (see sdpa_cudnn.hpp). The
+// graphs below are the ones cudnn-frontend's SDPA nodes lower to (no bias,
+// no dropout, top-left causal mask, stats output), since cuDNN's fused
+// attention engines recognise exactly that pattern:
+//   forward : S = (Q K^T) * scale; causal select(row >= col, S, lowest);
+//             softmax with stats (max, sub, exp, sum, log, add -> lse);
+//             P (bf16) ; O = P V
+//   backward: D = rowsum(dO * O); S, P = exp(S - lse) recomputed;
+//             dV = P^T dO; dP = dO V^T; dS = P * (dP - D) * scale;
+//             dK = dS^T Q; dQ = dS K (fp32 accumulator, then to bf16).
+//   Grouped-query: dV/dK are formed per query head and reduced over each
+//   group of Hq/Hkv heads by a reduction node, as the frontend does.
+// Every descriptor is RAII-owned by the cached plan.
+#include "kernels/cuda/sdpa_cudnn.hpp"
+
+#include <cudnn.h>
+
+#include <array>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_check.hpp"
+
+namespace st::kernels::cuda {
+namespace {
+
+class Desc {
+ public:
+  explicit Desc(cudnnBackendDescriptorType_t t) {
+    ST_CUDNN_CHECK(cudnnBackendCreateDescriptor(t, &d_));
+  }
+  ~Desc() {
+    if (d_) cudnnBackendDestroyDescriptor(d_);
+  }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  cudnnBackendDescriptor_t get() const { return d_; }
+  void set(cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t n, const void* v) {
+    ST_CUDNN_CHECK(cudnnBackendSetAttribute(d_, a, t, n, v));
+  }
+  void set_desc(cudnnBackendAttributeName_t a, const Desc& other) {
+    cudnnBackendDescriptor_t o = other.get();
+    set(a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o);
+  }
+  void finalize() { ST_CUDNN_CHECK(cudnnBackendFinalize(d_)); }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+// The handle attributes are marked deprecated in cuDNN 9.19 in favour of
+// device-property descriptors, but remain the documented way to bind a graph
+// and a plan to a live handle; keep the one use warning-free.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+constexpr cudnnBackendAttributeName_t kGraphHandle = CUDNN_ATTR_OPERATIONGRAPH_HANDLE;
+constexpr cudnnBackendAttributeName_t kPlanHandle = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
+#pragma GCC diagnostic pop
+
+using Dims = std::array<int64_t, 4>;
+
+enum Uid : int64_t {
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kStats,
+  kScale,
+  kNegInf,
+  kDO,
+  kDQ,
+  kDK,
+  kDV,
+  kOne,
+  kDQAcc,
+  kVirtual = 100
+};
+}  // namespace
+
+struct CudnnSdpa::Plan {
+  std::vector<std::unique_ptr<Desc>> keep;  // every descriptor the graph references
+  std::unique_ptr<Desc> graph, plan;
+  int64_t workspace = 0;
+  int64_t next_uid = kVirtual;
+
+  Desc& make(cudnnBackendDescriptorType_t t) {
+    keep.push_back(std::make_unique<Desc>(t));
+    return *keep.back();
+  }
+  std::vector<cudnnBackendDescriptor_t> ops;
+
+  const Desc& tensor(int64_t uid, cudnnDataType_t dt, Dims dim, Dims stride, bool is_virtual,
+                     bool by_value = false,
+                     cudnnBackendTensorReordering_t reorder = CUDNN_TENSOR_REORDERING_NONE) {
+    Desc& t = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    const int64_t align = 16;
+    t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
+    t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim.data());
+    t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, stride.data());
+    t.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
+    if (by_value) t.set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
+    if (reorder != CUDNN_TENSOR_REORDERING_NONE)
+      t.set(CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, 1, &reorder);
+    t.finalize();
+    return t;
+  }
+  const Desc& virt(cudnnDataType_t dt, Dims dim, Dims stride) {
+    return tensor(next_uid++, dt, dim, stride, true);
+  }
+  const Desc& scalar(int64_t uid) {
+    return tensor(uid, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true);
+  }
+  void add_op(Desc& op) {
+    op.finalize();
+    ops.push_back(op.get());
+  }
+
+  // y = mode(x [, b [, t]])
+  void pointwise(cudnnPointwiseMode_t mode, cudnnDataType_t prec, const Desc& x, const Desc* b,
+                 const Desc* t, const Desc& y, int64_t axis = -1) {
+    Desc& pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+    pw.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    if (axis >= 0) pw.set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
+    pw.finalize();
+    Desc& op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+    op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+    if (b) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
+    if (t) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, *t);
+    op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
+    add_op(op);
+  }
+  void reduction(cudnnReduceTensorOp_t mode, const Desc& x, const Desc& y) {
+    Desc& rd = make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+    const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    rd.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode);
+    rd.set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    rd.finalize();
+    Desc& op = make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+    op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
+    op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y);
+    op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_DESC, rd);
+    add_op(op);
+  }
+  void matmul(const Desc& a, const Desc& b, const Desc& c) {
+    Desc& mm = make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+    const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    mm.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    mm.finalize();
+    Desc& op = make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+    op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_ADESC, a);
+    op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_BDESC, b);
+    op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_CDESC, c);
+    op.set_desc(CUDNN_ATTR_OPERATION_MATMUL_DESC, mm);
+    add_op(op);
+  }
+  void reshape(const Desc& x, const Desc& y) {
+    Desc& op = make(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+    op.set_desc(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x);
+    op.set_desc(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y);
+    add_op(op);
+  }
+
+  // S -> causal-masked S: select(row >= col, S, lowest).
+  const Desc& causal(const Desc& s, Dims sd, Dims ss) {
+    const Desc& row = virt(CUDNN_DATA_INT32, sd, ss);
+    const Desc& col = virt(CUDNN_DATA_INT32, sd, ss);
+    const Desc& mask = virt(CUDNN_DATA_BOOLEAN, sd, ss);
+    const Desc& out = virt(CUDNN_DATA_FLOAT, sd, ss);
+    pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr, row, 2);
+    pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr, col, 3);
+    pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, &col, nullptr, mask);
+    const Desc& neg = scalar(kNegInf);
+    pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, &neg, &mask, out);
+    return out;
+  }
+
+  void build(cudnnHandle_t h, const std::string& what) {
+    graph = std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    graph->set(kGraphHandle, CUDNN_TYPE_HANDLE, 1, &h);
+    graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(ops.size()),
+               ops.data());
+    graph->finalize();
+    std::string tried;
+    for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+      Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+      cudnnBackendDescriptor_t g = graph->get();
+      heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g);
+      heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+      if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) continue;
+      int64_t n = 0;
+      if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n,
+                                   nullptr) != CUDNN_STATUS_SUCCESS ||
+          n <= 0)
+        continue;
+      std::vector<std::unique_ptr<Desc>> cfgs;
+      std::vector<cudnnBackendDescriptor_t> raw;
+      for (int64_t i = 0; i < n; ++i) {
+        cfgs.push_back(std::make_unique<Desc>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+        raw.push_back(cfgs.back()->get());
+      }
+      int64_t got = 0;
+      ST_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got, raw.data()));
+      for (int64_t i = 0; i < got; ++i) {
+        auto p = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+        p->set(kPlanHandle, CUDNN_TYPE_HANDLE, 1, &h);
+        p->set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[i]);
+        const cudnnStatus_t st = cudnnBackendFinalize(p->get());
+        if (st != CUDNN_STATUS_SUCCESS) {
+          tried += std::string(" ") + cudnnGetErrorString(st);
+          continue;
+        }
+        int64_t ws = 0, cnt = 0;
+        ST_CUDNN_CHECK(cudnnBackendGetAttribute(p->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                CUDNN_TYPE_INT64, 1, &cnt, &ws));
+        workspace = ws;
+        plan = std::move(p);
+        keep.insert(keep.end(), std::make_move_iterator(cfgs.begin()),
+                    std::make_move_iterator(cfgs.end()));
+        return;
+      }
+    }
+    char last[512] = {0};
+    cudnnGetLastErrorString(last, sizeof last);
+    throw_error("cuDNN", __FILE__, __LINE__,
+                detail::cat("no cuDNN engine supports the fused SDPA graph for ", what, " (cuDNN ",
+                            cudnnGetVersion(), "; plan finalize:",
+                            tried.empty() ? " none tried" : tried, last[0] ? "; " : "", last, ")"));
+  }
+};
+
+namespace {
+// Strides of [B,T,H,hd] memory viewed as dims [B,H,T,hd].
+Dims bshd_as_bhsd(int64_t T, int64_t H, int64_t hd) { return {T * H * hd, hd, H * hd, 1}; }
+// ... and viewed as dims [B,H,hd,T] (the transposed operand).
+Dims bshd_as_bhds(int64_t T, int64_t H, int64_t hd) { return {T * H * hd, hd, 1, H * hd}; }
+Dims packed(Dims d) { return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1}; }
+
+void build_fwd(CudnnSdpa::Plan& g, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
+  const Dims sd{B, Hq, T, T}, ss = packed(sd), rd{B, Hq, T, 1}, rs = packed(rd);
+  const Desc& q = g.tensor(kQ, CUDNN_DATA_BFLOAT16, {B, Hq, T, hd}, bshd_as_bhsd(T, Hq, hd), false);
+  const Desc& kt =
+      g.tensor(kK, CUDNN_DATA_BFLOAT16, {B, Hkv, hd, T}, bshd_as_bhds(T, Hkv, hd), false);
+  const Desc& v =
+      g.tensor(kV, CUDNN_DATA_BFLOAT16, {B, Hkv, T, hd}, bshd_as_bhsd(T, Hkv, hd), false);
+  const Desc& o = g.tensor(kO, CUDNN_DATA_BFLOAT16, {B, Hq, T, hd}, bshd_as_bhsd(T, Hq, hd), false);
+  const Desc& stats = g.tensor(kStats, CUDNN_DATA_FLOAT, rd, rs, false);
+  const Desc& scale = g.scalar(kScale);
+
+  const Desc& s1 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
+  g.matmul(q, kt, s1);
+  const Desc& s2 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
+  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s1, &scale, nullptr, s2);
+  const Desc& s3 = g.causal(s2, sd, ss);
+  const Desc& mx = g.virt(CUDNN_DATA_FLOAT, rd, rs);
+  g.reduction(CUDNN_REDUCE_TENSOR_MAX, s3, mx);
+  const Desc& sub = g.virt(CUDNN_DATA_FLOAT, sd, ss);
+  g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s3, &mx, nullptr, sub);
+  const Desc& ex = g.virt(CUDNN_DATA_FLOAT, sd, ss);
+  g.pointwise(CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, sub, nullptr, nullptr, ex);
+  const Desc& sum = g.virt(CUDNN_DATA_FLOAT, rd, rs);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, ex, sum);
+  const Desc& lg = g.virt(CUDNN_DATA_FLOAT, rd, rs);
+  g.pointwise(CUDNN_POINTWISE_LOG, CUDNN_DATA_FLOAT, sum, nullptr, nullptr, lg);
+  g.pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, mx, &lg, nullptr, stats);
+  const Desc& p = g.virt(CUDNN_DATA_BFLOAT16, sd, ss);  // bmm2 takes P in the i/o type
+  g.pointwise(CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, ex, &sum, nullptr, p);
+  g.matmul(p, v, o);
+}
+
+void build_bwd(CudnnSdpa::Plan& g, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
+  const Dims sd{B, Hq, T, T}, ss = packed(sd), rd{B, Hq, T, 1}, rs = packed(rd);
+  const Dims st_strides{Hq * T * T, T * T, 1, T};  // [B,Hq,Tkv,Tq] view of an S-shaped tensor
+  const Dims qd{B, Hq, T, hd}, qs = bshd_as_bhsd(T, Hq, hd);
+  const Dims kvd{B, Hkv, T, hd}, kvs = bshd_as_bhsd(T, Hkv, hd);
+  const Desc& q = g.tensor(kQ, CUDNN_DATA_BFLOAT16, qd, qs, false);
+  const Desc& kt =
+      g.tensor(kK, CUDNN_DATA_BFLOAT16, {B, Hkv, hd, T}, bshd_as_bhds(T, Hkv, hd), false);
+  const Desc& vt =
+      g.tensor(kV, CUDNN_DATA_BFLOAT16, {B, Hkv, hd, T}, bshd_as_bhds(T, Hkv, hd), false);
+  const Desc& o = g.tensor(kO, CUDNN_DATA_BFLOAT16, qd, qs, false);
+  const Desc& dO = g.tensor(kDO, CUDNN_DATA_BFLOAT16, qd, qs, false);
+  const Desc& stats = g.tensor(kStats, CUDNN_DATA_FLOAT, rd, rs, false);
+  const Desc& dQ = g.tensor(kDQ, CUDNN_DATA_BFLOAT16, qd, qs, false);
+  const Desc& dK = g.tensor(kDK, CUDNN_DATA_BFLOAT16, kvd, kvs, false);
+  const Desc& dV = g.tensor(kDV, CUDNN_DATA_BFLOAT16, kvd, kvs, false);
+  const Desc& dQacc = g.tensor(kDQAcc, CUDNN_DATA_FLOAT, qd, packed(qd), false, false,
+                               CUDNN_TENSOR_REORDERING_F16x16);
+  const Desc& scale = g.scalar(kScale);
+  const Desc& one = g.scalar(kOne);
+
+  // D = rowsum(dO * O)
+  const Desc& dOO = g.virt(CUDNN_DATA_FLOAT, qd, packed(qd));
+  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dO, &o, nullptr, dOO);
+  const Desc& dsum = g.virt(CUDNN_DATA_FLOAT, rd, rs);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, dOO, dsum);
+  const Desc& D = g.virt(CUDNN_DATA_FLOAT, rd, rs);
+  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dsum, &one, nullptr, D);
+
+  // P = exp(causal(Q K^T * scale) - lse)
+  const Desc& s1 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
+  g.matmul(q, kt, s1);
+  const Desc& s2 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
+  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s1, &scale, nullptr, s2);
+  const Desc& s3 = g.causal(s2, sd, ss);
+  const Desc& s4 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
+  g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s3, &stats, nullptr, s4);
+  const Desc& P = g.virt(CUDNN_DATA_FLOAT, sd, ss);
+  g.pointwise(CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, s4, nullptr, nullptr, P);
+
+  // dV = P^T dO (per query head, then summed over each group)
+  const Desc& PT = g.virt(CUDNN_DATA_BFLOAT16, {B, Hq, T, T}, st_strides);
+  g.reshape(P, PT);
+  if (Hq == Hkv) {
+    g.matmul(PT, dO, dV);
+  } else {
+    const Desc& dVfull = g.virt(CUDNN_DATA_BFLOAT16, qd, packed(qd));
+    g.matmul(PT, dO, dVfull);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dVfull, dV);
+  }
+
+  // dS = P * (dO V^T - D) * scale
+  const Desc& dP = g.virt(CUDNN_DATA_FLOAT, sd, ss);
+  g.matmul(dO, vt, dP);
+  const Desc& dP1 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
+  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dP, &one, nullptr, dP1);
+  const Desc& dP2 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
+  g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, dP1, &D, nullptr, dP2);
+  const Desc& dP3 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
+  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dP2, &P, nullptr, dP3);
+  const Desc& dS = g.virt(CUDNN_DATA_FLOAT, sd, ss);
+  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dP3, &scale, nullptr, dS);
+
+  // dK = dS^T Q
+  const Desc& dST = g.virt(CUDNN_DATA_BFLOAT16, {B, Hq, T, T}, st_strides);
+  g.reshape(dS, dST);
+  if (Hq == Hkv) {
+    g.matmul(dST, q, dK);
+  } else {
+    const Desc& dKfull = g.virt(CUDNN_DATA_BFLOAT16, qd, packed(qd));
+    g.matmul(dST, q, dKfull);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dKfull, dK);
+  }
+
+  // dQ = dS K, accumulated in fp32, then cast
+  const Desc& k = g.virt(CUDNN_DATA_BFLOAT16, kvd, kvs);
+  g.reshape(kt, k);
+  g.matmul(dS, k, dQacc);
+  g.pointwise(CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, dQacc, nullptr, nullptr, dQ);
+}
+
+void execute(cudnnHandle_t h, const CudnnSdpa::Plan& p, const std::vector<int64_t>& uids,
+             const std::vector<void*>& ptrs, void* ws) {
+  Desc vp(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  vp.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, int64_t(uids.size()), uids.data());
+  vp.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()),
+         ptrs.data());
+  vp.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+  vp.finalize();
+  ST_CUDNN_CHECK(cudnnBackendExecute(h, p.plan->get(), vp.get()));
+}
+}  // namespace
+
+CudnnSdpa::CudnnSdpa() { ST_CUDNN_CHECK(cudnnCreate(&handle_)); }
+
+CudnnSdpa::~CudnnSdpa() {
+  plans_.clear();
+  if (ws_) cudaFree(ws_);
+  if (dq_acc_) cudaFree(dq_acc_);
+  if (handle_) cudnnDestroy(handle_);
+}
+
+size_t CudnnSdpa::cached_plans() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return plans_.size();
+}
+
+const char* CudnnSdpa::description() {
+  static const std::string d =
+      detail::cat("cuDNN ", cudnnGetVersion(), " fused SDPA (backend graph API)");
+  return d.c_str();
+}
+
+CudnnSdpa::Plan& CudnnSdpa::plan_for(const Key& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+  const auto [is_bwd, B, T, Hq, Hkv, hd] = key;
+  ST_CHECK(Hkv > 0 && Hq % Hkv == 0, "n_heads ", Hq, " must be a multiple of n_kv_heads ", Hkv);
+  ST_CHECK(hd % 8 == 0 && hd <= 256,
+           "cuDNN fused attention needs head_dim % 8 == 0 and <= 256, got ", hd);
+  auto p = std::make_unique<Plan>();
+  if (is_bwd)
+    build_bwd(*p, B, T, Hq, Hkv, hd);
+  else
+    build_fwd(*p, B, T, Hq, Hkv, hd);
+  p->build(handle_, detail::cat(is_bwd ? "backward" : "forward", " B=", B, " T=", T, " Hq=", Hq,
+                                " Hkv=", Hkv, " hd=", hd));
+  auto& ref = *p;
+  plans_.emplace(key, std::move(p));
+  return ref;
+}
+
+void* CudnnSdpa::workspace(size_t bytes, cudaStream_t stream) {
+  if (bytes > ws_bytes_) {
+    if (ws_) {
+      ST_CUDA_CHECK(cudaStreamSynchronize(stream));  // the old one may still be in use
+      ST_CUDA_CHECK(cudaFree(ws_));
+    }
+    ws_ = nullptr;
+    ST_CUDA_CHECK(cudaMalloc(&ws_, bytes));
+    ws_bytes_ = bytes;
+  }
+  return ws_;
+}
+
+void CudnnSdpa::fwd(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                    int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
+                    __nv_bfloat16* out, float* lse, cudaStream_t stream) {
+  std::lock_guard<std::mutex> g(mu_);
+  Plan& p = plan_for(Key{false, B, T, Hq, Hkv, hd});
+  void* ws = workspace(size_t(p.workspace), stream);
+  float neg = std::numeric_limits<float>::lowest();
+  ST_CUDNN_CHECK(cudnnSetStream(handle_, stream));
+  execute(handle_, p, {kQ, kK, kV, kO, kStats, kScale, kNegInf},
+          {const_cast<__nv_bfloat16*>(q), const_cast<__nv_bfloat16*>(k),
+           const_cast<__nv_bfloat16*>(v), out, lse, &scale, &neg},
+          ws);
+}
+
+void CudnnSdpa::bwd(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                    const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* dout,
+                    int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
+                    __nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, cudaStream_t stream) {
+  std::lock_guard<std::mutex> g(mu_);
+  Plan& p = plan_for(Key{true, B, T, Hq, Hkv, hd});
+  void* ws = workspace(size_t(p.workspace), stream);
+  const size_t acc = size_t(B * Hq * T * hd) * sizeof(float);
+  if (acc > dq_acc_bytes_) {
+    if (dq_acc_) {
+      ST_CUDA_CHECK(cudaStreamSynchronize(stream));
+      ST_CUDA_CHECK(cudaFree(dq_acc_));
+    }
+    dq_acc_ = nullptr;
+    ST_CUDA_CHECK(cudaMalloc(&dq_acc_, acc));
+    dq_acc_bytes_ = acc;
+  }
+  ST_CUDA_CHECK(cudaMemsetAsync(dq_acc_, 0, acc, stream));  // the engine accumulates into it
+  float neg = std::numeric_limits<float>::lowest(), one = 1.f;
+  ST_CUDNN_CHECK(cudnnSetStream(handle_, stream));
+  execute(handle_, p, {kQ, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV, kScale, kNegInf, kOne, kDQAcc},
+          {const_cast<__nv_bfloat16*>(q), const_cast<__nv_bfloat16*>(k),
+           const_cast<__nv_bfloat16*>(v), const_cast<__nv_bfloat16*>(out), const_cast<float*>(lse),
+           const_cast<__nv_bfloat16*>(dout), dq, dk, dv, &scale, &neg, &one, dq_acc_},
+          ws);
+}
+}  // namespace st::kernels::cuda

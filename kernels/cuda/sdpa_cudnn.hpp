@@ -1,0 +1,58 @@
+// Causal grouped-query scaled-dot-product attention through cuDNN's fused
+// flash-attention engines, built with the cuDNN backend (graph) C API (the
+// C++ cudnn-frontend is not a dependency). Same layouts and lse convention as
+// kernels::attention_fwd/bwd in ops.hpp: q [B,T,Hq,hd], k,v [B,T,Hkv,hd],
+// out like q, lse [B,Hq,T] fp32 (natural-log log-sum-exp of the scaled
+// scores). Tensors are bf16. One execution plan per (direction, B, T, Hq,
+// Hkv, hd), built on first use and cached; workspace grows to the largest
+// plan's need.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+struct cudnnContext;
+
+namespace st::kernels::cuda {
+
+class CudnnSdpa {
+ public:
+  CudnnSdpa();
+  ~CudnnSdpa();
+  CudnnSdpa(const CudnnSdpa&) = delete;
+  CudnnSdpa& operator=(const CudnnSdpa&) = delete;
+
+  void fwd(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, int64_t B,
+           int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale, __nv_bfloat16* out,
+           float* lse, cudaStream_t stream);
+  // dq, dk, dv overwritten (dk/dv summed over the query heads of each group).
+  void bwd(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+           const __nv_bfloat16* out, const float* lse, const __nv_bfloat16* dout, int64_t B,
+           int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale, __nv_bfloat16* dq,
+           __nv_bfloat16* dk, __nv_bfloat16* dv, cudaStream_t stream);
+
+  size_t cached_plans() const;
+  static const char* description();  // "cuDNN <version> fused SDPA (backend graph API)"
+
+  struct Plan;  // op graph + execution plan + workspace size (sdpa_cudnn.cpp)
+
+ private:
+  using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  Plan& plan_for(const Key& k);
+  void* workspace(size_t bytes, cudaStream_t stream);
+
+  cudnnContext* handle_ = nullptr;
+  mutable std::mutex mu_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+  void* ws_ = nullptr;
+  size_t ws_bytes_ = 0;
+  void* dq_acc_ = nullptr;  // fp32 dQ accumulator of the backward
+  size_t dq_acc_bytes_ = 0;
+};
+
+}  // namespace st::kernels::cuda
