@@ -15,6 +15,9 @@
 #include "trainer.hpp"
 
 int main(int argc, char** argv) {
+  // Before anything else: a SIGUSR1/SIGTERM from Slurm during start-up must
+  // not kill the rank (the default action); the loop acts on it later.
+  st::install_signal_handlers();
   std::unique_ptr<st::Runtime> rt;
   try {
     rt = std::make_unique<st::Runtime>(&argc, &argv);

@@ -172,3 +172,21 @@ TEST(CheckpointE2E, H5pyReadsEveryTensorOfATrainerCheckpoint) {
   EXPECT_NE(r.output.find("of 63 tensors ok"), std::string::npos) << r.output;
   fs::remove_all(d);
 }
+
+TEST(CheckpointE2E, UnwritableDirFailsLoudlyThenContinuesOrStops) {
+  const std::string d = fresh_dir("ckpt-unwritable");
+  // A folder nobody can create files in: a regular file stands where the
+  // checkpoints folder should be.
+  std::ofstream(d + "/blocker") << "not a directory";
+  const std::string args = tiny(12, 2) + " --set checkpoint.dir=" + d + "/blocker/ckpt";
+  auto cont = run_scaletrain(2, args + " --out " + d + "/continue");
+  EXPECT_EQ(cont.exit_code, 0) << cont.output;
+  EXPECT_EQ(read_series(d + "/continue", 0, "loss").size(), 12u) << "training should go on";
+  auto tel = run_cmd("grep -c ckpt_fail " + d + "/continue/telemetry/rank_00000.jsonl").output;
+  EXPECT_GE(std::atoi(tel.c_str()), 2) << "each failed save is a telemetry event";
+  auto stop = run_scaletrain(2, args + " --set checkpoint.on_error=abort --out " + d + "/abort");
+  EXPECT_NE(stop.exit_code, 0) << stop.output;
+  EXPECT_EQ(stop.term_signal, 0) << stop.output;
+  EXPECT_LT(read_series(d + "/abort", 0, "loss").size(), 12u) << "on_error=abort must stop";
+  fs::remove_all(d);
+}
