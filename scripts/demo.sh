@@ -16,9 +16,10 @@ out=results/runs/demo-$(date -u +%Y%m%d-%H%M%S)
 ranks=${SCALETRAIN_RANKS:-2}
 mpirun --oversubscribe --bind-to none -np "$ranks" \
   build/app/scaletrain --config configs/default.yaml --set runtime.out="$out" "$@"
-if [[ -x build/analysis/scaletrain-analyze ]]; then
-  build/analysis/scaletrain-analyze run "$out"
-  echo
-  echo "report: $out/analysis/report.md"
-fi
+build/analysis/scaletrain-analyze run "$out" > /dev/null
+echo
+cat "$out/analysis/report.md"
+echo
 echo "run folder: $out"
+echo "report:     $out/analysis/report.md"
+echo "plots:      $(cd "$out/analysis" && ls ./*.svg 2>/dev/null | sed 's|^\./||' | tr '\n' ' ')(in $out/analysis)"
