@@ -20,30 +20,46 @@ std::pair<int64_t, int64_t> row_range(int64_t rows, int r, int n) {
   return {lo, hi};
 }
 
-ShardView slice(const std::string& name, const std::vector<int64_t>& shape, float* data, int r,
-                int n) {
+// Rows [lo, hi) of dim 0 of this rank's block of `p` (its tp slice of the
+// global tensor), as a hyperslab of the global tensor.
+ShardView slice(const std::string& name, const Param* p, float* data, int r, int n) {
+  const auto& shape = p->w.shape();
   ShardView v;
   v.name = name;
-  v.global_shape = shape;
+  v.global_shape = p->global_shape.empty() ? shape : p->global_shape;
   auto [lo, hi] = row_range(shape[0], r, n);
   int64_t row = 1;
   for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
-  v.offset.assign(shape.size(), 0);
-  v.offset[0] = lo;
+  v.offset = p->offset.empty() ? std::vector<int64_t>(shape.size(), 0) : p->offset;
+  v.offset[0] += lo;
   v.shape = shape;
   v.shape[0] = hi - lo;
   v.data = data + lo * row;
   return v;
 }
 
-// Piece [off, off+len) of the flattened tensor (1-D global shape).
-ShardView flat_piece(const std::string& name, const std::vector<int64_t>& shape, int64_t off,
-                     int64_t len, float* data) {
-  return ShardView{name, {numel_of(shape)}, {off}, {len}, data};
+// This rank's whole block of `p`.
+ShardView block(const std::string& name, const Param* p, float* data) {
+  return slice(name, p, data, 0, 1);
 }
 
-ShardView whole(const std::string& name, const std::vector<int64_t>& shape, float* data) {
-  return ShardView{name, shape, std::vector<int64_t>(shape.size(), 0), shape, data};
+// Piece [off, off+len) of this rank's block of `p`, flattened. The block
+// is a contiguous range of the flattened global tensor when only dim 0 is
+// split (column-parallel weights, vocab-parallel embedding and head,
+// replicated norms); a block split along another dim has no flat range.
+ShardView flat_piece(const std::string& name, const Param* p, int64_t off, int64_t len,
+                     float* data) {
+  const auto& shape = p->w.shape();
+  const auto& gs = p->global_shape.empty() ? shape : p->global_shape;
+  int64_t row = 1;
+  for (size_t i = 1; i < shape.size(); ++i) {
+    row *= shape[i];
+    ST_USAGE_CHECK(shape[i] == gs[i], "checkpoint: '", p->name, "' is split along dim ", i,
+                   " (tensor parallelism) and its ZeRO moments have "
+                   "no flat range in the global tensor; save with parallel.zero_stage=0 or tp=1");
+  }
+  const int64_t first = p->offset.empty() ? 0 : p->offset[0] * row;
+  return ShardView{name, {numel_of(gs)}, {first + off}, {len}, data};
 }
 
 json model_fingerprint(const ModelCfg& m) {
@@ -59,20 +75,21 @@ CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_cons
   for (size_t i = 0; i < s.params.size(); ++i) {
     Param* p = s.params[i];
     const auto& shape = p->w.shape();
-    if (shape[0] < n && r >= shape[0]) continue;  // nothing left for this rank
-    st.tensors.push_back(slice("params/" + p->name, shape, p->w.data(), r, n));
+    if (shape[0] < n && r >= shape[0]) continue;     // nothing left for this rank
+    if (!p->tp_sharded && s.tp_rank != 0) continue;  // tp rank 0 writes replicated tensors
+    st.tensors.push_back(slice("params/" + p->name, p, p->w.data(), r, n));
     if (s.zero_stage > 0) continue;
-    st.tensors.push_back(slice("exp_avg/" + p->name, shape, slots[i].m.data(), r, n));
-    st.tensors.push_back(slice("exp_avg_sq/" + p->name, shape, slots[i].v.data(), r, n));
+    st.tensors.push_back(slice("exp_avg/" + p->name, p, slots[i].m.data(), r, n));
+    st.tensors.push_back(slice("exp_avg_sq/" + p->name, p, slots[i].v.data(), r, n));
   }
   if (s.zero_stage > 0) {
     const auto& pieces = s.zero->pieces();
     for (size_t k = 0; k < pieces.size(); ++k) {
       const Param* p = s.params[size_t(pieces[k].param)];
-      const auto& shape = p->w.shape();
-      st.tensors.push_back(flat_piece("exp_avg/" + p->name, shape, pieces[k].param_off,
-                                      pieces[k].len, slots[k].m.data()));
-      st.tensors.push_back(flat_piece("exp_avg_sq/" + p->name, shape, pieces[k].param_off,
+      if (!p->tp_sharded && s.tp_rank != 0) continue;
+      st.tensors.push_back(flat_piece("exp_avg/" + p->name, p, pieces[k].param_off, pieces[k].len,
+                                      slots[k].m.data()));
+      st.tensors.push_back(flat_piece("exp_avg_sq/" + p->name, p, pieces[k].param_off,
                                       pieces[k].len, slots[k].v.data()));
     }
   }
@@ -119,19 +136,19 @@ long restore(const TrainState& s, const std::string& step_dir) {
   auto& slots = s.opt->slots();
   for (size_t i = 0; i < s.params.size(); ++i) {
     Param* p = s.params[i];
-    want.push_back(whole("params/" + p->name, p->w.shape(), p->w.data()));
+    want.push_back(block("params/" + p->name, p, p->w.data()));
     if (s.zero_stage > 0) continue;
-    want.push_back(whole("exp_avg/" + p->name, p->w.shape(), slots[i].m.data()));
-    want.push_back(whole("exp_avg_sq/" + p->name, p->w.shape(), slots[i].v.data()));
+    want.push_back(block("exp_avg/" + p->name, p, slots[i].m.data()));
+    want.push_back(block("exp_avg_sq/" + p->name, p, slots[i].v.data()));
   }
   if (s.zero_stage > 0) {
     const auto& pieces = s.zero->pieces();
     for (size_t k = 0; k < pieces.size(); ++k) {
       const Param* p = s.params[size_t(pieces[k].param)];
-      want.push_back(flat_piece("exp_avg/" + p->name, p->w.shape(), pieces[k].param_off,
-                                pieces[k].len, slots[k].m.data()));
-      want.push_back(flat_piece("exp_avg_sq/" + p->name, p->w.shape(), pieces[k].param_off,
-                                pieces[k].len, slots[k].v.data()));
+      want.push_back(flat_piece("exp_avg/" + p->name, p, pieces[k].param_off, pieces[k].len,
+                                slots[k].m.data()));
+      want.push_back(flat_piece("exp_avg_sq/" + p->name, p, pieces[k].param_off, pieces[k].len,
+                                slots[k].v.data()));
     }
   }
   // Check the model shape first, for a clear message instead of a missing tensor.

@@ -26,6 +26,7 @@ struct TrainState {
   const Config* cfg;
   int replica, replicas;  // rank and size of the dp x cp group
   int zero_stage = 0;
+  int tp_rank = 0;  // replicated (not tp-sharded) tensors are written by tp rank 0
   const GradBuckets* zero = nullptr;  // the ZeRO partition (pieces() <-> optimizer slots)
 };
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 
@@ -14,25 +15,41 @@ void check_supported_layout(const Config& cfg) {
     throw UsageError(knob + "=" + std::to_string(v) +
                      " is not supported by this build yet; valid: " + valid);
   };
-  if (p.tp != 1)
-    no("parallel.tp", p.tp, "1 (tensor parallelism lands with the model's tp support)");
-  if (p.sp) throw UsageError("parallel.sp=true is not supported by this build yet; valid: false");
-  if (p.cp != 1) no("parallel.cp", p.cp, "1 (context parallelism lands with ring attention)");
-  if (p.pp != 1) no("parallel.pp", p.pp, "1 (pipeline schedules land with the stage API)");
   if (p.zero_stage > 2)
     no("parallel.zero_stage", p.zero_stage, "0|1|2 (ZeRO-3 needs the model's layer hooks)");
 }
 
 Engine::Engine(const Config& cfg, Mesh& mesh)
     : cfg_(cfg), mesh_(mesh), zero_(cfg.parallel.zero_stage) {
-  model_ = std::make_unique<Model>(cfg.model, cfg.train.seed);
-  params_ = model_->params();
+  const auto& pc = cfg.parallel;
+  const auto ranges =
+      stage_layers(cfg.model.n_layers, pc.pp, pc.num_model_chunks, mesh.coords().pp);
+  for (size_t c = 0; c < ranges.size(); ++c) {
+    ModelParallel par;
+    par.tp = &mesh.tp();
+    par.sp = pc.sp;
+    par.cp = &mesh.cp();
+    par.layer_begin = ranges[c].first;
+    par.layer_end = ranges[c].second;
+    par.has_embedding = mesh.first_stage() && c == 0;
+    par.has_head = mesh.last_stage() && c + 1 == ranges.size();
+    chunks_.push_back(std::make_unique<Model>(cfg.model, cfg.train.seed, par));
+    base_.push_back(int(params_.size()));
+    for (Param* p : chunks_.back()->params()) params_.push_back(p);
+    const int base = base_.back();
+    ModelHooks hooks;
+    hooks.grad_ready = [this, base](int i) {
+      if (collect_) buckets_->grad_ready(base + i);
+    };
+    chunks_.back()->set_hooks(std::move(hooks));
+  }
   ckpt_mode_ = parse_act_ckpt(cfg.train.act_ckpt);
   std::vector<GradView> views;
-  for (Param* p : params_) views.push_back({p->g.data(), p->g.numel(), 0});
+  for (Param* p : params_) views.push_back({p->g.data(), p->g.numel(), p->layer});
   BucketOptions bo;
-  bo.bucket_mb = cfg.parallel.dp_bucket_mb;
+  bo.bucket_mb = pc.dp_bucket_mb;
   bo.reduce_scatter = zero_ >= 2;
+  bo.split_groups = zero_ >= 3;
   bo.scale = 1.0f / float(mesh.dims().dp);  // SUM over dp x cp, / dp: the global mean
   buckets_ = std::make_unique<GradBuckets>(views, bo, &mesh.dpcp());
   opt_ = std::make_unique<AdamW>(cfg.optim);
@@ -51,6 +68,12 @@ Engine::Engine(const Config& cfg, Mesh& mesh)
     for (Param* p : params_) p->g.release();  // allocated per step, freed after the reduction
 }
 
+int64_t Engine::num_params() const {
+  int64_t n = 0;
+  for (auto& m : chunks_) n += m->num_params();
+  return n;
+}
+
 void Engine::ensure_grads() {
   for (size_t i = 0; i < params_.size(); ++i) {
     Param* p = params_[i];
@@ -64,43 +87,148 @@ void Engine::ensure_grads() {
 StepOut Engine::forward_backward(long step, const DataLoader& loader) {
   StepOut o;
   ensure_grads();
-  model_->zero_grad();
+  for (auto& m : chunks_) m->zero_grad();
   GradBuckets& bk = *buckets_;
-  MicroBatch mb;
-  double loss_sum = 0;
+  bk.start();
   const int accum = cfg_.train.grad_accum;
-  for (int m = 0; m < accum; ++m) {
-    double td = wall_time();
-    loader.get(step, m, mb);
-    o.data_s += wall_time() - td;
-    PhaseTimes pt;
-    loss_sum += model_->forward_backward(mb.tokens.data(), mb.targets.data(), mb.B, mb.T,
-                                         1.0f / float(accum), ckpt_mode_, &pt);
-    o.fwd_s += pt.fwd_s;
-    o.bwd_s += pt.bwd_s;
+  double loss_sum = 0, t_p2p = 0;
+  if (cfg_.parallel.pp == 1) {
+    MicroBatch mb;
+    for (int m = 0; m < accum; ++m) {
+      double td = wall_time();
+      loader.get(step, m, mb);
+      o.data_s += wall_time() - td;
+      PhaseTimes pt;
+      collect_ = m == accum - 1;  // reductions start during the last backward
+      loss_sum += chunks_[0]->forward_backward(mb.tokens.data(), mb.targets.data(), mb.B, mb.T,
+                                               1.0f / float(accum), ckpt_mode_, &pt);
+      o.fwd_s += pt.fwd_s;
+      o.bwd_s += pt.bwd_s;
+    }
+  } else {
+    t_p2p = run_pipeline(step, loader, o);
+    loss_sum = o.loss;
   }
-  o.exposed_s = bk.reduce_all();
+  collect_ = false;
+  o.exposed_s = bk.finish() + t_p2p;
   o.async_total_s = bk.async_seconds();
   if (zero_ >= 2)
     for (Param* p : params_) p->g.release();
 
-  // Global loss: micro-batch means summed over dp x cp, / dp.
-  double red[1] = {loss_sum / accum};
+  // Global loss: the last stage's micro-batch means summed over dp x cp, / dp,
+  // then handed to every stage.
   double t0 = wall_time();
+  double red[1] = {mesh_.last_stage() ? loss_sum / accum : 0.0};
   mesh_.dpcp().all_reduce_sum(red, 1);
+  if (mesh_.dims().pp > 1) mesh_.pp().all_reduce_sum(red, 1);
   o.loss = red[0] / mesh_.dims().dp;
-  // Global gradient norm: over the shard (ZeRO) or the whole replica.
-  double sq = 0;
+  // Global gradient norm: [tp-sharded, replicated] sums of squares, each
+  // element counted once over dp x cp (ZeRO shards), tp and pp.
+  double sq[2] = {0, 0};
   if (zero_ == 0) {
-    for (Param* p : params_) sq += sum_squares(p->g.data(), p->g.numel());
+    for (Param* p : params_) sq[p->tp_sharded ? 0 : 1] += sum_squares(p->g.data(), p->g.numel());
   } else {
-    for (auto& s : opt_->slots()) sq += sum_squares(s.g, s.n);
-    mesh_.dpcp().all_reduce_sum(&sq, 1);
+    const auto& pieces = bk.pieces();
+    auto& slots = opt_->slots();
+    for (size_t k = 0; k < pieces.size(); ++k)
+      sq[params_[size_t(pieces[k].param)]->tp_sharded ? 0 : 1] +=
+          sum_squares(slots[k].g, slots[k].n);
+    mesh_.dpcp().all_reduce_sum(sq, 2);
   }
+  if (mesh_.dims().tp > 1) mesh_.tp().all_reduce_sum(sq, 1);
+  double total = sq[0] + sq[1];
+  if (mesh_.dims().pp > 1) mesh_.pp().all_reduce_sum(&total, 1);
   o.exposed_s += wall_time() - t0;
-  o.grad_norm = std::sqrt(sq);
+  o.grad_norm = std::sqrt(total);
   o.finite = std::isfinite(o.loss) && std::isfinite(o.grad_norm);
   return o;
+}
+
+// Runs this stage's 1F1B or interleaved schedule. Boundary tensors go to the
+// neighbouring virtual stage (chunk c of stage s is virtual stage c*pp + s)
+// with non-blocking sends (kept alive until the step's end) and blocking
+// receives. Returns the seconds spent waiting in receives and sends.
+double Engine::run_pipeline(long step, const DataLoader& loader, StepOut& o) {
+  const int P = mesh_.dims().pp, s = mesh_.coords().pp, v = int(chunks_.size());
+  const int M = cfg_.train.grad_accum;
+  MpiCommunicator& pp = mesh_.pp_mpi();
+  const int prev = (s + P - 1) % P, next = (s + 1) % P;
+  auto tag = [&](int m, int vs, int dir) { return (m * P * v + vs) * 2 + dir; };
+  struct Pending {
+    MPI_Request req;
+    std::vector<float> buf;
+    double t0;
+  };
+  std::vector<Pending> sends;
+  auto isend = [&](std::vector<float>&& buf, int peer, int t) {
+    sends.push_back({MPI_REQUEST_NULL, std::move(buf), wall_time()});
+    Pending& p = sends.back();
+    ST_MPI_CHECK(MPI_Isend(p.buf.data(), int(p.buf.size()), MPI_FLOAT, peer, t, pp.mpi(), &p.req));
+  };
+  double waited = 0;
+  // In-flight outputs' receive buffers: x_in per (micro, chunk).
+  std::vector<std::vector<float>> x_in(size_t(M * v)), x_out(size_t(M * v));
+  MicroBatch mb;
+  const float scale = 1.0f / float(M);
+  double loss_sum = 0;
+  for (const PipeOp& op : pipeline_schedule(P, v, M, s)) {
+    Model& model = *chunks_[size_t(op.chunk)];
+    const int vs = op.chunk * P + s;
+    const bool first = vs == 0, last = vs == P * v - 1;
+    double td = wall_time();
+    loader.get(step, op.micro, mb);
+    o.data_s += wall_time() - td;
+    const size_t slot = size_t(op.micro * v + op.chunk);
+    PhaseTimes pt;
+    if (op.forward) {
+      std::vector<float>& in = x_in[slot];
+      if (!first) {
+        in.resize(size_t(model.boundary_elems(mb.B, mb.T)));
+        const double t = wall_time();
+        pp.recv(in.data(), int64_t(in.size()), prev, tag(op.micro, vs - 1, 0));
+        waited += wall_time() - t;
+      }
+      std::vector<float> out;
+      const float l = model.stage_forward(op.micro, mb.tokens.data(), first ? nullptr : in.data(),
+                                          mb.targets.data(), mb.B, mb.T, ckpt_mode_, &out, &pt);
+      if (last)
+        loss_sum += l;
+      else
+        isend(std::move(out), next, tag(op.micro, vs, 0));
+      std::vector<float>().swap(in);
+    } else {
+      std::vector<float> dy;
+      if (!last) {
+        dy.resize(size_t(model.boundary_elems(mb.B, mb.T)));
+        const double t = wall_time();
+        pp.recv(dy.data(), int64_t(dy.size()), next, tag(op.micro, vs, 1));
+        waited += wall_time() - t;
+      }
+      std::vector<float> dx;
+      collect_ = op.micro == M - 1;  // this chunk's last backward
+      model.stage_backward(op.micro, last ? nullptr : dy.data(), scale, first ? nullptr : &dx, &pt);
+      collect_ = false;
+      if (!first) isend(std::move(dx), prev, tag(op.micro, vs - 1, 1));
+    }
+    o.fwd_s += pt.fwd_s;
+    o.bwd_s += pt.bwd_s;
+    for (auto& p : sends)  // let sends progress
+      if (p.req != MPI_REQUEST_NULL) {
+        int done = 0;
+        MPI_Test(&p.req, &done, MPI_STATUS_IGNORE);
+        if (done)
+          mesh_.pp().add_stat(CollKind::SendRecv, int64_t(p.buf.size()) * 4, wall_time() - p.t0);
+      }
+  }
+  const double t = wall_time();
+  for (auto& p : sends)
+    if (p.req != MPI_REQUEST_NULL) {
+      pp.wait_request(&p.req, "pipeline send");
+      mesh_.pp().add_stat(CollKind::SendRecv, int64_t(p.buf.size()) * 4, wall_time() - p.t0);
+    }
+  waited += wall_time() - t;
+  o.loss = loss_sum;
+  return waited;
 }
 
 double Engine::apply(long step, double lr, double grad_norm, bool skip, double* exposed_s) {

@@ -20,6 +20,7 @@
 #include "optim/optim.hpp"
 #include "parallel/grad_buckets.hpp"
 #include "parallel/mesh.hpp"
+#include "parallel/pipeline.hpp"
 
 namespace st {
 
@@ -45,18 +46,22 @@ class Engine {
   // are gathered back into the parameters. Returns seconds spent.
   double apply(long step, double lr, double grad_norm, bool skip, double* exposed_s);
 
+  // Every parameter this rank holds (all its model chunks, chunk order).
   std::vector<Param*>& params() { return params_; }
   AdamW& optimizer() { return *opt_; }
   const GradBuckets& buckets() const { return *buckets_; }
   int zero_stage() const { return zero_; }
-  int64_t num_params() const { return model_->num_params(); }
+  int64_t num_params() const;  // elements this rank holds
 
  private:
   void ensure_grads();  // ZeRO 2: (re)allocate the gradient buffers
+  double run_pipeline(long step, const DataLoader& loader, StepOut& o);
   const Config& cfg_;
   Mesh& mesh_;
   int zero_;
-  std::unique_ptr<Model> model_;
+  std::vector<std::unique_ptr<Model>> chunks_;  // model chunks of this stage
+  std::vector<int> base_;                       // index of each chunk's first param
+  bool collect_ = false;  // forward grad_ready to the buckets (last micro-batch)
   std::vector<Param*> params_;
   std::unique_ptr<AdamW> opt_;
   std::unique_ptr<GradBuckets> buckets_;

@@ -16,6 +16,7 @@ bin=$build/app/scaletrain
 mpiexec=${MPIEXEC:-mpiexec}
 threads=${THREADS:-1}
 out=${OUT:-$(mktemp -d /tmp/layout-study.XXXXXX)}
+mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 
