@@ -1,6 +1,7 @@
-// main() of the multi-rank checkpoint tests: MPI with MPI_THREAD_MULTIPLE
-// (as the trainer initializes it; ST_TEST_THREAD_LEVEL overrides it to test
-// the deferred-vote path), gtest output from rank 0 only.
+// main() of every multi-rank gtest binary: MPI with MPI_THREAD_MULTIPLE (as
+// the trainer initialises it; ST_TEST_THREAD_LEVEL overrides it, e.g. to test
+// the checkpoint's deferred-vote path), gtest output from rank 0 only, exit
+// status the worst of all ranks.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
