@@ -81,14 +81,19 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
            c.series[si].kind + ")'";
     return s + "\n";
   };
-  const std::string x = "set logscale x 2\nset xlabel 'GPUs'\nset key bottom left\n";
+  // CPU campaigns count ranks, not GPUs.
+  bool all_cpu = !c.runs.empty();
+  for (const auto& r : c.runs) all_cpu = all_cpu && r.device.rfind("cpu", 0) == 0;
+  const std::string unit = all_cpu ? "CPU ranks" : "GPUs";
+  const std::string x =
+      "set logscale x 2\nset xlabel '" + unit + "'\nset key bottom left\n";
   out.push_back(
-      {"tok_s_gpu_vs_gpus", "Tokens/s per GPU vs GPU count", d.str(),
-       x + "set ylabel 'tokens/s/GPU'\nset yrange [0:*]\n" + plot_cmd("tok_s_gpu_vs_gpus", 3)});
-  out.push_back({"mfu_vs_gpus", "MFU vs GPU count", d.str(),
+      {"tok_s_gpu_vs_gpus", "Tokens/s per device vs " + unit, d.str(),
+       x + "set ylabel 'tokens/s per device'\nset yrange [0:*]\n" + plot_cmd("tok_s_gpu_vs_gpus", 3)});
+  out.push_back({"mfu_vs_gpus", "MFU vs " + unit, d.str(),
                  x + "set ylabel 'MFU (%)'\nset yrange [0:*]\n" + plot_cmd("mfu_vs_gpus", 4)});
   out.push_back(
-      {"scaling_efficiency", "Scaling efficiency vs GPU count", d.str(),
+      {"scaling_efficiency", "Scaling efficiency vs " + unit, d.str(),
        x + "set ylabel 'efficiency'\nset yrange [0:1.1]\n" + plot_cmd("scaling_efficiency", 5)});
   return out;
 }
