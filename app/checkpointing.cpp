@@ -43,23 +43,21 @@ ShardView block(const std::string& name, const Param* p, float* data) {
   return slice(name, p, data, 0, 1);
 }
 
-// Piece [off, off+len) of this rank's block of `p`, flattened. The block
-// is a contiguous range of the flattened global tensor when only dim 0 is
-// split (column-parallel weights, vocab-parallel embedding and head,
-// replicated norms); a block split along another dim has no flat range.
-ShardView flat_piece(const std::string& name, const Param* p, int64_t off, int64_t len,
-                     float* data) {
+// Piece [off, off+len) of this rank's block of `p` (flat offsets within the
+// block). The ZeRO partition cuts on rows (grad_buckets.hpp), so the piece
+// is whole rows: a hyperslab of the global tensor even when tensor
+// parallelism splits a dim other than 0 (row-parallel wo, w2).
+ShardView row_piece(const std::string& name, const Param* p, int64_t off, int64_t len,
+                    float* data) {
   const auto& shape = p->w.shape();
-  const auto& gs = p->global_shape.empty() ? shape : p->global_shape;
   int64_t row = 1;
-  for (size_t i = 1; i < shape.size(); ++i) {
-    row *= shape[i];
-    ST_USAGE_CHECK(shape[i] == gs[i], "checkpoint: '", p->name, "' is split along dim ", i,
-                   " (tensor parallelism) and its ZeRO moments have "
-                   "no flat range in the global tensor; save with parallel.zero_stage=0 or tp=1");
-  }
-  const int64_t first = p->offset.empty() ? 0 : p->offset[0] * row;
-  return ShardView{name, {numel_of(gs)}, {first + off}, {len}, data};
+  for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
+  ST_CHECK(off % row == 0 && len % row == 0, "checkpoint: ZeRO piece [", off, ", ", off + len,
+           ") of '", p->name, "' is not whole rows of ", row);
+  ShardView v = block(name, p, data);
+  v.offset[0] += off / row;
+  v.shape[0] = len / row;
+  return v;
 }
 
 json model_fingerprint(const ModelCfg& m) {
@@ -77,7 +75,7 @@ CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_cons
     const auto& shape = p->w.shape();
     if (shape[0] < n && r >= shape[0]) continue;     // nothing left for this rank
     if (!p->tp_sharded && s.tp_rank != 0) continue;  // tp rank 0 writes replicated tensors
-    st.tensors.push_back(slice("params/" + p->name, p, p->w.data(), r, n));
+    if (s.zero_stage < 3) st.tensors.push_back(slice("params/" + p->name, p, p->w.data(), r, n));
     if (s.zero_stage > 0) continue;
     st.tensors.push_back(slice("exp_avg/" + p->name, p, slots[i].m.data(), r, n));
     st.tensors.push_back(slice("exp_avg_sq/" + p->name, p, slots[i].v.data(), r, n));
@@ -87,10 +85,12 @@ CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_cons
     for (size_t k = 0; k < pieces.size(); ++k) {
       const Param* p = s.params[size_t(pieces[k].param)];
       if (!p->tp_sharded && s.tp_rank != 0) continue;
-      st.tensors.push_back(flat_piece("exp_avg/" + p->name, p, pieces[k].param_off, pieces[k].len,
-                                      slots[k].m.data()));
-      st.tensors.push_back(flat_piece("exp_avg_sq/" + p->name, p, pieces[k].param_off,
-                                      pieces[k].len, slots[k].v.data()));
+      const int64_t off = pieces[k].param_off, len = pieces[k].len;
+      if (s.zero_stage >= 3)
+        st.tensors.push_back(
+            row_piece("params/" + p->name, p, off, len, s.master + pieces[k].shard_off));
+      st.tensors.push_back(row_piece("exp_avg/" + p->name, p, off, len, slots[k].m.data()));
+      st.tensors.push_back(row_piece("exp_avg_sq/" + p->name, p, off, len, slots[k].v.data()));
     }
   }
   st.scalars = {{"step", step},
@@ -136,7 +136,7 @@ long restore(const TrainState& s, const std::string& step_dir) {
   auto& slots = s.opt->slots();
   for (size_t i = 0; i < s.params.size(); ++i) {
     Param* p = s.params[i];
-    want.push_back(block("params/" + p->name, p, p->w.data()));
+    if (s.zero_stage < 3) want.push_back(block("params/" + p->name, p, p->w.data()));
     if (s.zero_stage > 0) continue;
     want.push_back(block("exp_avg/" + p->name, p, slots[i].m.data()));
     want.push_back(block("exp_avg_sq/" + p->name, p, slots[i].v.data()));
@@ -145,10 +145,11 @@ long restore(const TrainState& s, const std::string& step_dir) {
     const auto& pieces = s.zero->pieces();
     for (size_t k = 0; k < pieces.size(); ++k) {
       const Param* p = s.params[size_t(pieces[k].param)];
-      want.push_back(flat_piece("exp_avg/" + p->name, p, pieces[k].param_off, pieces[k].len,
-                                slots[k].m.data()));
-      want.push_back(flat_piece("exp_avg_sq/" + p->name, p, pieces[k].param_off, pieces[k].len,
-                                slots[k].v.data()));
+      const int64_t off = pieces[k].param_off, len = pieces[k].len;
+      if (s.zero_stage >= 3)
+        want.push_back(row_piece("params/" + p->name, p, off, len, s.master + pieces[k].shard_off));
+      want.push_back(row_piece("exp_avg/" + p->name, p, off, len, slots[k].m.data()));
+      want.push_back(row_piece("exp_avg_sq/" + p->name, p, off, len, slots[k].v.data()));
     }
   }
   // Check the model shape first, for a clear message instead of a missing tensor.

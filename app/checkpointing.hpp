@@ -4,9 +4,12 @@
 //  - Replicated tensors (weights, and moments under ZeRO 0) are split along
 //    dim 0 over the replicas (the dp x cp group), so each element is written
 //    exactly once and all ranks write in parallel.
-//  - Under ZeRO >= 1 each rank saves the moments it owns: its pieces of the
-//    flattened tensors (1-D global shape = element count). The loader
-//    reshards flat <-> N-D, so any layout resumes from any other.
+//  - Under ZeRO >= 1 each rank saves the moments it owns (and under ZeRO 3
+//    its shard of the weights): its pieces of the ZeRO partition, which are
+//    whole rows of the tensor's tp block and so one hyperslab of the global
+//    tensor each, with the tensor's N-D global shape. The loader reads any
+//    hyperslab from any set of saved shards (and flat <-> N-D for older
+//    checkpoints), so any layout resumes from any other.
 #pragma once
 #include <optional>
 #include <string>
@@ -28,6 +31,7 @@ struct TrainState {
   int zero_stage = 0;
   int tp_rank = 0;  // replicated (not tp-sharded) tensors are written by tp rank 0
   const GradBuckets* zero = nullptr;  // the ZeRO partition (pieces() <-> optimizer slots)
+  float* master = nullptr;            // ZeRO 3: the master weight shard (Param::w is not resident)
 };
 
 // The state this rank saves at the end of `step` (views into live tensors;
@@ -39,7 +43,7 @@ CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_cons
 // checkpoints folder. Throws UsageError for a PATH that holds no good one.
 std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string& dir);
 
-// Loads weights and moments (full tensors on every dp rank) and returns the
+// Loads weights and moments (this rank's shards of them) and returns the
 // step the checkpoint was taken at. Throws UsageError when the checkpoint
 // belongs to another model shape.
 long restore(const TrainState& s, const std::string& step_dir);

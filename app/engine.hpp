@@ -7,6 +7,11 @@
 //   ZeRO 2  gradients reduce-scattered into this rank's shard; the full
 //           gradient buffers are freed after the reduction (re-allocated
 //           before the next backward).
+//   ZeRO 3  as 2, and the fp32 master weights are sharded too: the rank keeps
+//           only its shard (master_shard()); the model's layer hooks gather a
+//           layer into Param::w just before use and free it right after,
+//           with the next layer's gather started while this one computes
+//           (parallel/zero3.hpp). AdamW updates the shard in place.
 // The shard is the per-bucket partition of grad_buckets.hpp over the dp x cp
 // group (ranks holding the same parameters). The trainer (trainer.cpp) runs
 // the loop, telemetry and checkpoints around it.
@@ -21,6 +26,7 @@
 #include "parallel/grad_buckets.hpp"
 #include "parallel/mesh.hpp"
 #include "parallel/pipeline.hpp"
+#include "parallel/zero3.hpp"
 
 namespace st {
 
@@ -52,9 +58,13 @@ class Engine {
   const GradBuckets& buckets() const { return *buckets_; }
   int zero_stage() const { return zero_; }
   int64_t num_params() const;  // elements this rank holds
+  // ZeRO 3: this rank's shard of the master weights (shard_off coordinates
+  // of buckets()); null under ZeRO 0-2, where Param::w holds them.
+  float* master_shard() { return zero_ >= 3 ? master_.data() : nullptr; }
 
  private:
-  void ensure_grads();  // ZeRO 2: (re)allocate the gradient buffers
+  void ensure_grads();           // ZeRO 2: (re)allocate the gradient buffers
+  void before_layer(int layer);  // ZeRO 3: gather (and prefetch the next)
   double run_pipeline(long step, const DataLoader& loader, StepOut& o);
   const Config& cfg_;
   Mesh& mesh_;
@@ -66,5 +76,11 @@ class Engine {
   std::unique_ptr<AdamW> opt_;
   std::unique_ptr<GradBuckets> buckets_;
   ActCkpt ckpt_mode_;
+  // ZeRO 3
+  Tensor master_;  // MemCat::Params, this rank's shard of the fp32 weights
+  std::unique_ptr<ParamGather> gather_;
+  int last_layer_ = 0, dir_ = 1;  // previous before_layer and walking direction
+  bool more_micro_ = false;       // another micro-batch follows this one
+  double gather_wait_s_ = 0;      // exposed all-gather seconds this step
 };
 }  // namespace st

@@ -142,7 +142,7 @@ int run_training(Runtime& rt, Config cfg) {
   // every checkpoint.interval steps in the background.
   TrainState tstate{engine.params(),    &engine.optimizer(), &cfg,
                     mesh.dpcp().rank(), mesh.dpcp().size(),  engine.zero_stage(),
-                    mesh.coords().tp,   &engine.buckets()};
+                    mesh.coords().tp,   &engine.buckets(),   engine.master_shard()};
   const std::string ckpt_dir =
       cfg.checkpoint.dir.empty() ? out + "/checkpoints" : cfg.checkpoint.dir;
   long start_step = 1;

@@ -164,6 +164,8 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"pp2_chunks2", 2, 1, "--set parallel.pp=2 --set parallel.num_model_chunks=2",
                "--set model.n_layers=4"},
         Layout{"cp2", 2, 1, "--set parallel.cp=2"}, Layout{"dp2xtp2", 4, 2, "--set parallel.tp=2"},
+        Layout{"dp2xtp2_zero3", 4, 2, Z + "3 --set parallel.tp=2"},
+        Layout{"cp2_zero3", 2, 1, Z + "3 --set parallel.cp=2"},
         Layout{"pp2xtp2", 4, 1, "--set parallel.pp=2 --set parallel.tp=2"},
         Layout{"dp2xpp2", 4, 2, "--set parallel.pp=2"},
         Layout{"cp2xtp2", 4, 1, "--set parallel.cp=2 --set parallel.tp=2"}),

@@ -1,7 +1,8 @@
 // Mesh and gradient buckets under real MPI (2 and 4 ranks): coordinates with
 // tp innermost, group membership, pipeline layer ranges, bucketed all-reduce
 // with gradients arriving out of order, and the ZeRO partition (every element
-// owned by exactly one rank, reduce-scatter sums, all-gather restores).
+// owned by exactly one rank, cuts on row boundaries, reduce-scatter sums,
+// all-gather restores).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -87,11 +88,12 @@ TEST(GradBuckets, AllReduceOutOfOrderReadiness) {
 TEST(GradBuckets, ReduceScatterPartitionAndGather) {
   MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
   const int n = world.size(), me = world.rank();
-  const std::vector<int64_t> sizes{5, 3, 11, 1, 9, 2};
+  // Some parameters are matrices (rows of 3 or 4): shard cuts fall on rows.
+  const std::vector<int64_t> sizes{6, 3, 12, 1, 9, 2}, rows{3, 1, 4, 1, 3, 1};
   auto g = make_grads(sizes, me);
   std::vector<GradView> v;
   for (size_t i = 0; i < g.size(); ++i)
-    v.push_back({g[i].data(), int64_t(g[i].size()), int(i / 2)});
+    v.push_back({g[i].data(), int64_t(g[i].size()), int(i / 2), rows[i]});
   BucketOptions o;
   o.bucket_mb = 40.0 / (1024 * 1024);
   o.reduce_scatter = true;
@@ -100,7 +102,13 @@ TEST(GradBuckets, ReduceScatterPartitionAndGather) {
   for (int k = 0; k < b.num_buckets(); ++k) {
     // split_groups: one group per bucket.
     for (size_t i = 0; i < sizes.size(); ++i)
-      if (b.bucket_of(int(i)) == k) EXPECT_EQ(int(i / 2), b.bucket_group(k));
+      if (b.bucket_of(int(i)) == k) {
+        EXPECT_EQ(int(i / 2), b.bucket_group(k));
+      }
+  }
+  for (const ShardPiece& p : b.pieces()) {
+    EXPECT_EQ(p.param_off % rows[size_t(p.param)], 0) << "piece of " << p.param;
+    EXPECT_EQ(p.len % rows[size_t(p.param)], 0) << "piece of " << p.param;
   }
   b.reduce_all();
   // Every element is owned by exactly one rank, and holds the sum.

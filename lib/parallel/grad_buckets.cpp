@@ -31,20 +31,42 @@ GradBuckets::GradBuckets(std::vector<GradView> grads, const BucketOptions& o, Co
     cur.n += v.n;
   }
   close();
-  // Partition and pieces.
+  // Partition and pieces: cuts near multiples of ceil(n / g), moved down to a
+  // row boundary of the parameter they fall in; slots of the longest part.
   for (int b = 0; b < int(buckets_.size()); ++b) {
     Bucket& bk = buckets_[size_t(b)];
-    bk.per_rank = (bk.n + gsize - 1) / gsize;
+    const int64_t even = (bk.n + gsize - 1) / gsize;
+    std::vector<int64_t> cut(size_t(gsize) + 1, bk.n);
+    cut[0] = 0;
+    for (int r = 1; r < gsize; ++r) {
+      int64_t t = std::min(bk.n, r * even);
+      for (size_t k = 0; k < bk.members.size(); ++k) {
+        const GradView& v = grads_[size_t(bk.members[k])];
+        if (t >= bk.offs[k] && t < bk.offs[k] + v.n) {
+          t = bk.offs[k] + (t - bk.offs[k]) / v.row * v.row;
+          break;
+        }
+      }
+      cut[size_t(r)] = std::max(cut[size_t(r) - 1], t);
+    }
+    bk.per_rank = 1;
+    for (int r = 0; r < gsize; ++r)
+      bk.per_rank = std::max(bk.per_rank, cut[size_t(r) + 1] - cut[size_t(r)]);
     bk.shard_off = shard_numel_;
     shard_numel_ += bk.per_rank;
     bk.flat = Tensor({bk.per_rank * gsize}, MemCat::Comm);
-    const int64_t lo = me * bk.per_rank, hi = std::min(bk.n, lo + bk.per_rank);
-    for (size_t k = 0; k < bk.members.size(); ++k) {
-      const int i = bk.members[k];
-      bucket_of_[size_t(i)] = b;
-      const int64_t a = std::max(lo, bk.offs[k]),
-                    e = std::min(hi, bk.offs[k] + grads_[size_t(i)].n);
-      if (a < e) pieces_.push_back({i, a - bk.offs[k], e - a, bk.shard_off + (a - lo), b});
+    if (o.reduce_scatter) bk.flat.release();  // only while the bucket is in flight
+    for (int r = 0; r < gsize; ++r) {
+      const int64_t lo = cut[size_t(r)], hi = cut[size_t(r) + 1];
+      for (size_t k = 0; k < bk.members.size(); ++k) {
+        const int i = bk.members[k];
+        bucket_of_[size_t(i)] = b;
+        const int64_t a = std::max(lo, bk.offs[k]),
+                      e = std::min(hi, bk.offs[k] + grads_[size_t(i)].n);
+        if (a >= e) continue;
+        bk.segs.push_back({i, a - bk.offs[k], e - a, r * bk.per_rank + (a - lo)});
+        if (r == me) pieces_.push_back({i, a - bk.offs[k], e - a, bk.shard_off + (a - lo), b});
+      }
     }
   }
   if (o.reduce_scatter) shard_grads_ = Tensor({std::max<int64_t>(shard_numel_, 1)}, MemCat::Grads);
@@ -63,11 +85,11 @@ void GradBuckets::start() {
 }
 
 void GradBuckets::launch(Bucket& b) {
+  if (!b.flat.allocated()) b.flat.allocate();  // zeroed: the padding sums to 0
   float* dst = b.flat.data();
-  for (size_t k = 0; k < b.members.size(); ++k) {
-    const GradView& v = grads_[size_t(b.members[k])];
-    std::memcpy(dst + b.offs[k], v.g, size_t(v.n) * sizeof(float));
-  }
+  for (const BucketSeg& sg : b.segs)
+    std::memcpy(dst + sg.flat_off, grads_[size_t(sg.param)].g + sg.param_off,
+                size_t(sg.len) * sizeof(float));
   b.launched = true;
   b.t_launch = wall_time();
   if (comm_->size() == 1) {
@@ -119,15 +141,16 @@ double GradBuckets::finish() {
   for (auto& b : buckets_) {
     if (opt_.reduce_scatter) {
       float* sh = shard_grads_.data() + b.shard_off;
-      if (comm_->size() == 1) std::memcpy(sh, b.flat.data(), size_t(b.n) * sizeof(float));
+      if (comm_->size() == 1) std::memcpy(sh, b.flat.data(), size_t(b.per_rank) * sizeof(float));
       for (int64_t j = 0; j < b.per_rank; ++j) sh[j] *= s;
+      b.flat.release();
       continue;
     }
     const float* src = b.flat.data();
-    for (size_t k = 0; k < b.members.size(); ++k) {
-      const GradView& v = grads_[size_t(b.members[k])];
-      const float* x = src + b.offs[k];
-      for (int64_t j = 0; j < v.n; ++j) v.g[j] = x[j] * s;
+    for (const BucketSeg& sg : b.segs) {
+      const float* x = src + sg.flat_off;
+      float* g = grads_[size_t(sg.param)].g + sg.param_off;
+      for (int64_t j = 0; j < sg.len; ++j) g[j] = x[j] * s;
     }
   }
   return waited;
@@ -147,16 +170,17 @@ void GradBuckets::pack_shard(const std::vector<const float*>& src, float* shard)
 
 void GradBuckets::all_gather_bucket(int bi, const float* shard, const std::vector<float*>& dst) {
   Bucket& b = buckets_[size_t(bi)];
+  const bool was = b.flat.allocated();
+  if (!was) b.flat.allocate();
   if (comm_->size() == 1) {
-    std::memcpy(b.flat.data(), shard + b.shard_off, size_t(b.n) * sizeof(float));
+    std::memcpy(b.flat.data(), shard + b.shard_off, size_t(b.per_rank) * sizeof(float));
   } else {
     std::vector<float> mine(shard + b.shard_off, shard + b.shard_off + b.per_rank);
     comm_->all_gather(mine.data(), b.flat.data(), b.per_rank);
   }
-  for (size_t k = 0; k < b.members.size(); ++k) {
-    const int i = b.members[k];
-    std::memcpy(dst[size_t(i)], b.flat.data() + b.offs[k],
-                size_t(grads_[size_t(i)].n) * sizeof(float));
-  }
+  for (const BucketSeg& sg : b.segs)
+    std::memcpy(dst[size_t(sg.param)] + sg.param_off, b.flat.data() + sg.flat_off,
+                size_t(sg.len) * sizeof(float));
+  if (!was) b.flat.release();
 }
 }  // namespace st

@@ -10,11 +10,16 @@
 // Two modes: all-reduce (ZeRO 0/1: every rank gets the whole averaged
 // gradient back in place) and reduce-scatter (ZeRO 2/3: each rank keeps only
 // its shard). Partition for ZeRO (per bucket, as Megatron's distributed
-// optimizer): bucket b of n_b elements is padded to a multiple of the group
-// size g; rank r owns elements [r*s_b, (r+1)*s_b) of it, s_b = ceil(n_b / g).
-// The rank's shard is the concatenation of its parts of every bucket; pieces()
+// optimizer, with row-aligned cuts): the n_b elements of bucket b are cut
+// into g consecutive parts near multiples of ceil(n_b / g), each cut moved
+// down to a row boundary of the parameter it falls in (GradView::row); every
+// part sits in a slot of s_b = the longest part's length, zero-padded, so the
+// flat buffer is g equal slots (what reduce-scatter and all-gather need). The
+// rank's shard is the concatenation of its slots of every bucket; pieces()
 // maps it back onto (parameter, offset) ranges for the optimizer, checkpoints
-// and the ZeRO-3 parameter gather.
+// and the ZeRO-3 parameter gather. Row alignment makes every piece whole rows
+// of its parameter's block: a rectangle of the global tensor even when tensor
+// parallelism splits the columns, so a checkpoint saves it as one hyperslab.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -27,7 +32,8 @@ namespace st {
 struct GradView {
   float* g;  // gradient (may be re-pointed with set_grad after a reallocation)
   int64_t n;
-  int group = 0;  // e.g. the layer; buckets never span groups when split_groups
+  int group = 0;    // e.g. the layer; buckets never span groups when split_groups
+  int64_t row = 1;  // elements per row (dim 0 index) of the tensor; shard cuts fall on rows
 };
 
 struct BucketOptions {
@@ -37,7 +43,15 @@ struct BucketOptions {
   float scale = 1.0f;           // multiplies the sum (1/dp for the mean)
 };
 
-// A contiguous part of parameter `param` that this rank's shard holds.
+// A contiguous part of parameter `param` in a bucket's flat (slotted) buffer.
+struct BucketSeg {
+  int param;
+  int64_t param_off, len;
+  int64_t flat_off;  // position in the bucket's flat buffer (rank r's slot: [r*s_b, (r+1)*s_b))
+};
+
+// A contiguous part of parameter `param` that this rank's shard holds (whole
+// rows of it).
 struct ShardPiece {
   int param;
   int64_t param_off;  // first element within the parameter (flat)
@@ -68,6 +82,12 @@ class GradBuckets {
   int num_buckets() const { return int(buckets_.size()); }
   int bucket_of(int param) const { return bucket_of_[size_t(param)]; }
   int bucket_group(int b) const { return buckets_[size_t(b)].group; }
+  // Bucket b's layout: where each part of its parameters sits in its flat
+  // buffer, and its slot size s_b (at shard_off in every rank's shard).
+  const std::vector<BucketSeg>& bucket_segments(int b) const { return buckets_[size_t(b)].segs; }
+  int64_t bucket_per_rank(int b) const { return buckets_[size_t(b)].per_rank; }
+  int64_t bucket_shard_off(int b) const { return buckets_[size_t(b)].shard_off; }
+  int64_t param_numel(int i) const { return grads_[size_t(i)].n; }
   void set_grad(int i, float* g);
 
   // ZeRO partition (defined in every mode).
@@ -83,14 +103,16 @@ class GradBuckets {
 
  private:
   struct Bucket {
-    std::vector<int> members;   // parameter indices, in bucket order
-    std::vector<int64_t> offs;  // offset of each member in the bucket
+    std::vector<int> members;     // parameter indices, in bucket order
+    std::vector<int64_t> offs;    // offset of each member in the bucket (unpadded)
+    std::vector<BucketSeg> segs;  // members cut at the rank boundaries, in slot layout
     int64_t n = 0, per_rank = 0, shard_off = 0;
     int group = 0;
     int ready = 0;
     bool launched = false, done = false;
     double t_launch = 0;
-    Tensor flat;  // padded to per_rank * group size, MemCat::Comm
+    Tensor flat;  // padded to per_rank * group size, MemCat::Comm (reduce-scatter
+                  // mode: allocated at launch, freed once reduced)
     CommHandle h;
   };
   void launch(Bucket& b);
