@@ -1,53 +1,71 @@
 #!/usr/bin/env bash
 # CPU layout study: the default model (configs/models/default.yaml, synthetic
-# data) at 1, 2 and 4 ranks for each parallel layout family, same global batch
-# (8 sequences x 256 tokens) everywhere. Prints a Markdown table of the median
-# step time and exposed / total communication per step (back half of the
-# steps, slowest rank). Layouts this build cannot run are listed as such.
+# data, sequences cut to SEQ tokens so a step is cheap) at 1, 2 and 4 ranks
+# for each parallel layout family, same global batch (GB sequences)
+# everywhere. Prints a Markdown table of the median step time and exposed /
+# total communication per step (back half of the steps, slowest rank), and
+# the load average before and after (other jobs on the machine skew it).
+# About 5 minutes on 2 cores with the defaults.
 #
-#   scripts/layout-study.sh [BUILD_DIR] [STEPS]      (default: build, 6)
+#   scripts/layout-study.sh [BUILD_DIR] [STEPS]      (default: build, 8)
 # Environment: MPIEXEC (default mpiexec), THREADS per rank (default 1),
+# GB global batch (default 4), SEQ tokens per sequence (default 128),
 # OUT (default a fresh folder under /tmp).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
+source "$src/scripts/cpu-env.sh"  # OpenBLAS kernel pick for unrecognised CPUs
 build=${1:-$src/build}
-steps=${2:-6}
+steps=${2:-8}
 bin=$build/app/scaletrain
 mpiexec=${MPIEXEC:-mpiexec}
 threads=${THREADS:-1}
+gb=${GB:-4}
+seq=${SEQ:-128}
 out=${OUT:-$(mktemp -d /tmp/layout-study.XXXXXX)}
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 
+Z="--set parallel.zero_stage"
+KV4="--set model.n_kv_heads=4"  # tp 4 needs n_kv_heads % 4 == 0 (default has 2)
 # name ranks dp grad_accum extra-sets
 layouts=(
-  "single 1 1 2 "
-  "dp2 2 2 2 "
-  "dp2_zero1 2 2 2 --set parallel.zero_stage=1"
-  "dp2_zero2 2 2 2 --set parallel.zero_stage=2"
-  "dp2_zero3 2 2 2 --set parallel.zero_stage=3"
-  "dp4 4 4 2 "
-  "dp4_zero2 4 4 2 --set parallel.zero_stage=2"
-  "tp2 2 1 2 --set parallel.tp=2"
-  "tp2_sp 2 1 2 --set parallel.tp=2 --set parallel.sp=true"
-  "tp4 4 1 2 --set parallel.tp=4 --set model.n_kv_heads=4"
-  "pp2 2 1 4 --set parallel.pp=2"
-  "pp4 4 1 4 --set parallel.pp=4"
-  "pp2_chunks2 2 1 4 --set parallel.pp=2 --set parallel.num_model_chunks=2"
-  "cp2 2 1 2 --set parallel.cp=2"
-  "dp2xtp2 4 2 2 --set parallel.tp=2"
+  "single 1 1 1 "
+  "dp2 2 2 1 "
+  "dp4 4 4 1 "
+  "dp2_zero1 2 2 1 $Z=1"
+  "dp4_zero1 4 4 1 $Z=1"
+  "dp2_zero2 2 2 1 $Z=2"
+  "dp4_zero2 4 4 1 $Z=2"
+  "dp2_zero3 2 2 1 $Z=3"
+  "dp4_zero3 4 4 1 $Z=3"
+  "tp2 2 1 1 --set parallel.tp=2"
+  "tp4_kv4 4 1 1 --set parallel.tp=4 $KV4"
+  "tp2_sp 2 1 1 --set parallel.tp=2 --set parallel.sp=true"
+  "tp4_sp_kv4 4 1 1 --set parallel.tp=4 --set parallel.sp=true $KV4"
+  "pp2_1f1b 2 1 4 --set parallel.pp=2"
+  "pp4_1f1b 4 1 4 --set parallel.pp=4"
+  "pp2_interleaved2 2 1 4 --set parallel.pp=2 --set parallel.num_model_chunks=2"
+  "pp4_interleaved2 4 1 4 --set parallel.pp=4 --set parallel.num_model_chunks=2"
+  "cp2 2 1 1 --set parallel.cp=2"
+  "cp4 4 1 1 --set parallel.cp=4"
+  "dp2xtp2 4 2 1 --set parallel.tp=2"
+  "dp2xtp2_zero3 4 2 1 --set parallel.tp=2 $Z=3"
   "dp2xpp2 4 2 2 --set parallel.pp=2"
+  "dp2xcp2 4 2 1 --set parallel.cp=2"
   "pp2xtp2 4 1 4 --set parallel.pp=2 --set parallel.tp=2"
-  "cp2xtp2 4 1 2 --set parallel.cp=2 --set parallel.tp=2"
+  "cp2xtp2 4 1 1 --set parallel.cp=2 --set parallel.tp=2"
 )
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(getconf _NPROCESSORS_ONLN) cores); $(date -u +%Y-%m-%dT%H:%MZ)"
+echo
 echo "| layout | ranks | step ms | exposed comm ms | total comm ms | comm MB/step/rank | note |"
 echo "|---|---|---|---|---|---|---|"
 for l in "${layouts[@]}"; do
   read -r name ranks dp accum sets <<<"$l"
-  mb=$((8 / accum / dp))
-  args="--config $src/configs/models/default.yaml --set train.steps=$steps --set train.micro_batch=$mb
-        --set train.grad_accum=$accum --set runtime.threads=$threads --set runtime.cpu_peak_gflops=1
+  mb=$((gb / accum / dp))
+  args="--config $src/configs/models/default.yaml --set model.seq_len=$seq
+        --set train.steps=$steps --set train.micro_batch=$mb --set train.grad_accum=$accum
+        --set runtime.threads=$threads --set runtime.cpu_peak_gflops=1 --set checkpoint.interval=0
         --set data.source=synthetic $sets --out $out/$name"
   if [ "$ranks" = 1 ]; then cmd="$bin $args"; else cmd="$mpiexec --oversubscribe --bind-to none -n $ranks $bin $args"; fi
   if ! $cmd >"$out/$name.log" 2>&1; then
@@ -78,4 +96,5 @@ print(f"| {name} | {ranks} | {step*1e3:.1f} | {exp*1e3:.1f} | {tot*1e3:.1f} | {m
 PY
 done
 echo
-echo "runs: $out (command: scripts/layout-study.sh $build $steps; THREADS=$threads)"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "runs: $out (command: scripts/layout-study.sh BUILD $steps; THREADS=$threads GB=$gb SEQ=$seq)"

@@ -64,7 +64,8 @@ TEST(BadInput, EachIsRefusedWithAClearMessage) {
       {"token id above vocab", 1, tiny() + data + d + "/bigid.bin", {"bigid.bin", "300", "vocab_size"}},
       {"file source without path", 1, tiny() + " --set data.source=file", {"data.path"}},
       {"world size not matching layout", 2, tiny() + " --set parallel.dp=4", {"world size", "2"}},
-      {"layout not built", 2, tiny() + " --set parallel.zero_stage=3", {"parallel.zero_stage=3"}},
+      {"zero3 with pp", 2, tiny() + " --set parallel.zero_stage=3 --set parallel.pp=2",
+       {"parallel.zero_stage=3", "parallel.pp=2"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
