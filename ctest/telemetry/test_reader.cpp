@@ -31,7 +31,8 @@ TEST(Reader, WriterRoundTrip) {
     w.open(p, {{"rank", 0},
                {"world_size", 1},
                {"host", "h0"},
-               {"mesh", {{"dp", 1}}},
+               // The trainer's mesh also describes itself; only sizes are read.
+               {"mesh", {{"dp", 1}, {"tp", 2}, {"order", "pp,dp,cp,tp"}, {"sp", false}}},
                {"coords", {{"dp", 0}}},
                {"device", "cpu"},
                {"slurm_job_id", nullptr}});
@@ -50,6 +51,7 @@ TEST(Reader, WriterRoundTrip) {
   ASSERT_TRUE(rt.ok()) << rt.errors[0];
   EXPECT_EQ(rt.header.schema, "scaletrain.telemetry/1");
   EXPECT_EQ(rt.header.host, "h0");
+  EXPECT_EQ(rt.header.mesh.at("tp"), 2);
   ASSERT_EQ(rt.steps.size(), 1u);
   EXPECT_DOUBLE_EQ(rt.steps[0].step_s, 0.25);
   EXPECT_EQ(rt.steps[0].tokens, 4096);

@@ -232,12 +232,17 @@ void parse_header(const nlohmann::json& j, RankTelemetry& rt) {
       rt.errors.push_back(w + ": field '" + k + "': expected an object, got " + it->dump());
       continue;
     }
+    const bool mesh = std::string(k) == "mesh";
     for (auto& [dim, v] : it->items()) {
+      // The mesh also describes itself (order, sp, zero_stage, ...): only the
+      // group sizes must be integers.
+      const bool size_key = dim == "dp" || dim == "tp" || dim == "pp" || dim == "cp";
+      if (mesh && !size_key) continue;
       if (!v.is_number_integer())
         rt.errors.push_back(w + ": field '" + k + "." + dim + "': expected an integer, got " +
                             v.dump());
       else
-        (std::string(k) == "mesh" ? h.mesh : h.coords)[dim] = v.get<int>();
+        (mesh ? h.mesh : h.coords)[dim] = v.get<int>();
     }
   }
 }
