@@ -80,13 +80,8 @@ LayoutMemory estimate_layout_memory(const Config& cfg, int rank) {
 void print_dry_run(const Runtime& rt, const Config& cfg) {
   if (rt.rank() != 0) return;
   const auto& p = cfg.parallel;
-  metrics::ModelShape s;
-  s.n_params = count_params(cfg.model);
-  s.n_layers = cfg.model.n_layers;
-  s.d_model = cfg.model.d_model;
-  s.n_heads = cfg.model.n_heads;
-  s.seq_len = cfg.model.seq_len;
-  const int64_t gb = int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * p.dp;
+  const metrics::ModelShape s = model_shape(cfg);
+  const int64_t gb = global_batch(cfg);
   const double flops_step = metrics::mpt_model_flops_per_seq(s) * double(gb);
   const double hw_step =
       metrics::mpt_hw_flops_per_seq(s, cfg.train.act_ckpt != "none") * double(gb);

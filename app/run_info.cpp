@@ -8,6 +8,7 @@
 
 #include "core/util.hpp"
 #include "scaletrain/build_config.hpp"
+#include "trainer.hpp"
 
 using nlohmann::json;
 
@@ -73,7 +74,7 @@ void write_run_json(const std::string& path, const RunInfo& info) {
   const Config& c = *info.cfg;
   json hosts = json::array();
   for (auto& [h, ranks] : rt.hosts()) hosts.push_back({{"host", h}, {"ranks", ranks}});
-  const int64_t gb = int64_t(c.train.micro_batch) * c.train.grad_accum * c.parallel.dp;
+  const int64_t gb = global_batch(c);
   unsigned h5maj = 0, h5min = 0, h5rel = 0;
   H5get_libversion(&h5maj, &h5min, &h5rel);
   json j = {

@@ -33,7 +33,7 @@ using nlohmann::json;
 
 namespace st {
 
-static metrics::ModelShape shape_of(const Config& cfg) {
+metrics::ModelShape model_shape(const Config& cfg) {
   metrics::ModelShape s;
   s.n_params = count_params(cfg.model);
   s.n_layers = cfg.model.n_layers;
@@ -43,7 +43,7 @@ static metrics::ModelShape shape_of(const Config& cfg) {
   return s;
 }
 
-static int64_t global_batch(const Config& cfg) {
+int64_t global_batch(const Config& cfg) {
   return int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * cfg.parallel.dp;
 }
 
@@ -127,7 +127,7 @@ int run_training(Runtime& rt, Config cfg) {
     peak_source = "measured sgemm (768^3, " + std::to_string(threads) + " threads/rank)";
   }
 
-  const auto mshape = shape_of(cfg);
+  const auto mshape = model_shape(cfg);
   const int64_t gb = global_batch(cfg);
   const bool recompute = cfg.train.act_ckpt != "none";
   const double model_flops_step = metrics::mpt_model_flops_per_seq(mshape) * double(gb);

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "checkpoint/checkpoint.hpp"
+#include "ckpt_util.hpp"
 #include "run_util.hpp"
 
 using namespace st::test;
@@ -32,21 +33,7 @@ std::string tiny(int steps, int ranks, int global_batch = 12) {
 
 // Every params/ and exp_avg*/ tensor of a committed step, read back whole.
 std::map<std::string, std::vector<float>> read_all(const std::string& step_dir) {
-  auto idx = nlohmann::json::parse(std::ifstream(step_dir + "/index.json"));
-  std::map<std::string, std::vector<float>> out;
-  std::vector<st::ShardView> want;
-  for (auto& [name, t] : idx["tensors"].items()) {
-    auto shape = t["global_shape"].get<std::vector<int64_t>>();
-    int64_t n = 1;
-    for (auto d : shape) n *= d;
-    out[name].resize(size_t(n));
-  }
-  for (auto& [name, buf] : out) {
-    auto shape = idx["tensors"][name]["global_shape"].get<std::vector<int64_t>>();
-    want.push_back({name, shape, std::vector<int64_t>(shape.size(), 0), shape, buf.data()});
-  }
-  st::load(step_dir, want, -1);
-  return out;
+  return read_checkpoint(step_dir);
 }
 
 std::string run_ok(int ranks, const std::string& args) {

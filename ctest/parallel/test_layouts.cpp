@@ -15,6 +15,7 @@
 #include <map>
 
 #include "checkpoint/checkpoint.hpp"
+#include "e2e/ckpt_util.hpp"
 #include "e2e/run_util.hpp"
 
 using namespace st::test;
@@ -42,23 +43,7 @@ std::string args(int dp, int accum, const std::string& sets, const std::string& 
 }
 
 std::map<std::string, std::vector<float>> read_params(const std::string& run) {
-  const std::string step = run + "/checkpoints/" + st::step_dir_name(kSteps);
-  auto idx = nlohmann::json::parse(std::ifstream(step + "/index.json"));
-  std::map<std::string, std::vector<float>> out;
-  std::vector<st::ShardView> want;
-  for (auto& [name, t] : idx["tensors"].items()) {
-    if (name.rfind("params/", 0) != 0) continue;
-    auto shape = t["global_shape"].get<std::vector<int64_t>>();
-    int64_t n = 1;
-    for (auto d : shape) n *= d;
-    out[name].resize(size_t(n));
-  }
-  for (auto& [name, buf] : out) {
-    auto shape = idx["tensors"][name]["global_shape"].get<std::vector<int64_t>>();
-    want.push_back({name, shape, std::vector<int64_t>(shape.size(), 0), shape, buf.data()});
-  }
-  st::load(step, want, -1);
-  return out;
+  return read_checkpoint(run + "/checkpoints/" + st::step_dir_name(kSteps), "params/");
 }
 
 nlohmann::json last_step(const std::string& run, int rank) {
