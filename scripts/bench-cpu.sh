@@ -23,7 +23,8 @@ mpirun --oversubscribe --bind-to none -np 2 "$build/app/scaletrain" "${common[@]
 read -r L D H KV F V T < <(/usr/bin/python3 -c "
 import json; m=json.load(open('$out/np1/run.json'))['model']
 print(m['n_layers'], m['d_model'], m['n_heads'], m['n_kv_heads'], m['ffn_hidden'], m['vocab_size'], m['seq_len'])")
-/usr/bin/python3 "$here/scripts/bench_torch_step.py" --layers "$L" --d "$D" --heads "$H" --kv "$KV" \
+# One thread for PyTorch too: OpenBLAS's own pool ignores torch.set_num_threads.
+OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "$here/scripts/bench_torch_step.py" --layers "$L" --d "$D" --heads "$H" --kv "$KV" \
   --ffn "$F" --vocab "$V" --seq "$T" --batch $mb --steps "$steps" --threads 1 > "$out/torch.json"
 /usr/bin/python3 - "$out" <<'PY'
 import json, statistics, sys
