@@ -9,12 +9,6 @@
 
 namespace st {
 
-void check_supported_layout(const Config& cfg) {
-  // Every layout lib/config/validate.cpp accepts is implemented (ZeRO-3 with
-  // pp > 1 is refused there, naming both knobs).
-  (void)cfg;
-}
-
 Engine::Engine(const Config& cfg, Mesh& mesh)
     : cfg_(cfg), mesh_(mesh), zero_(cfg.parallel.zero_stage) {
   const auto& pc = cfg.parallel;

@@ -38,10 +38,6 @@ struct StepOut {
   bool finite = true;
 };
 
-// Start-up check of what this build trains; throws UsageError naming the
-// knob and the valid choices.
-void check_supported_layout(const Config& cfg);
-
 class Engine {
  public:
   Engine(const Config& cfg, Mesh& mesh);

@@ -73,7 +73,6 @@ std::string fmt_eta(double s) {
 int run_training(Runtime& rt, Config cfg) {
   const int rank = rt.rank();
   MpiCommunicator world(MPI_COMM_WORLD, "world", cfg.runtime.timeout_s);
-  check_supported_layout(cfg);
   if (cfg.runtime.device != "cpu")
     throw UsageError("runtime.device: '" + cfg.runtime.device +
                      "' is not available in this build; valid: cpu");
@@ -82,6 +81,7 @@ int run_training(Runtime& rt, Config cfg) {
   const int dp = par.dp;
   const int dp_rank = mesh.coords().dp;
 
+  // Again after MPI start-up, in case the MPI library replaced the handlers.
   install_signal_handlers();
   const int threads = pick_threads(cfg.runtime.threads, rt.local_size());
   omp_set_num_threads(threads);
