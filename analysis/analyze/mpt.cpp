@@ -8,26 +8,11 @@
 
 #include "analyze/cli.hpp"
 #include "core/error.hpp"
+#include "core/util.hpp"
 #include "metrics/metrics.hpp"
 
 namespace st::analysis {
 namespace {
-
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool q = false;
-  for (char c : line) {
-    if (c == '"')
-      q = !q;
-    else if (c == ',' && !q)
-      out.push_back(cur), cur.clear();
-    else if (c != '\r')
-      cur += c;
-  }
-  out.push_back(cur);
-  return out;
-}
 
 struct Table {
   std::string path;
@@ -48,12 +33,12 @@ Table read_table(const std::string& path) {
   if (!f) throw UsageError("cannot open '" + path + "'");
   std::string line;
   if (!std::getline(f, line)) throw UsageError(path + ": empty file");
-  t.head = split_csv(line);
+  t.head = st::split_csv_line(line);
   int ln = 1;
   while (std::getline(f, line)) {
     ++ln;
     if (line.empty()) continue;
-    auto v = split_csv(line);
+    auto v = st::split_csv_line(line);
     if (v.size() != t.head.size())
       throw UsageError(path + ":" + std::to_string(ln) + ": " + std::to_string(v.size()) +
                        " columns, header has " + std::to_string(t.head.size()));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/util.hpp"
 #include "metrics/metrics.hpp"
 
 namespace sm = st::metrics;
@@ -20,32 +21,16 @@ std::string anchors_dir() {
   return std::string(src ? src : ".") + "/../shared/anchors";
 }
 
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool q = false;
-  for (char c : line) {
-    if (c == '"')
-      q = !q;
-    else if (c == ',' && !q)
-      out.push_back(cur), cur.clear();
-    else if (c != '\r')
-      cur += c;
-  }
-  out.push_back(cur);
-  return out;
-}
-
 std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
   std::ifstream f(path);
   EXPECT_TRUE(f.good()) << "cannot open " << path;
   std::string line;
   std::getline(f, line);
-  auto head = split_csv(line);
+  auto head = st::split_csv_line(line);
   std::vector<std::map<std::string, std::string>> rows;
   while (std::getline(f, line)) {
     if (line.empty()) continue;
-    auto v = split_csv(line);
+    auto v = st::split_csv_line(line);
     std::map<std::string, std::string> r;
     for (size_t i = 0; i < head.size() && i < v.size(); ++i) r[head[i]] = v[i];
     rows.push_back(r);

@@ -19,4 +19,7 @@ void write_file_atomic(const std::string& path, const std::string& text);  // tm
 void fsync_dir(const std::string& dir);
 std::string human_bytes(double bytes);
 std::vector<std::string> split(const std::string& s, char sep);
+// One CSV line into fields: commas inside double quotes do not split, the
+// quotes themselves and a trailing '\r' are dropped.
+std::vector<std::string> split_csv_line(const std::string& line);
 }  // namespace st
