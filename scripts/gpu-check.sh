@@ -3,12 +3,14 @@
 # (sized for one H200, under 8 minutes): configure with the `cuda` preset for
 # this GPU's architecture only (default sm_90), build the CUDA targets, run
 # the tests labelled gpu, run the probe and the cuBLASLt bf16 GEMM benchmark,
-# and print a table. The 1B/7B training-step rows say "not available" until
-# the model runs on CUDA; no number is printed that was not measured.
+# run the one-GPU bf16 training step (scaletrain-bench-step, full activation
+# checkpointing, a few steps) at the llama-1b and llama-7b shapes, and print a
+# table; no number is printed that was not measured.
 #
 # Usage: scripts/gpu-check.sh            (from anywhere in the repo)
 # Environment: SCALETRAIN_CUDA_ARCHS (default 90), JOBS (default nproc),
-#              GEMM_SIZE (default 8192).
+#              GEMM_SIZE (default 8192), STEPS (timed steps per model,
+#              default 4; one untimed warm-up step more).
 # Exit: 0 all gpu tests passed; 1 a build step or test failed; 77 no GPU
 # visible (everything built, tests skipped).
 set -uo pipefail
@@ -17,6 +19,7 @@ t0=$SECONDS
 archs=${SCALETRAIN_CUDA_ARCHS:-90}
 jobs=${JOBS:-$(nproc)}
 gemm=${GEMM_SIZE:-8192}
+steps=${STEPS:-4}
 build=build-cuda  # the cuda preset's binaryDir
 log=$(mktemp -d)/gpu-check
 mkdir -p "$log"
@@ -30,8 +33,8 @@ cmake --preset cuda -DSCALETRAIN_CUDA_ARCHS="$archs" >"$log/configure.txt" 2>&1 
 grep -E "CUDA backend" "$log/configure.txt"
 
 step "build (-j$jobs)"
-targets=(scaletrain-cuda-probe scaletrain-bench-gemm cuda_kernels_test cuda_libs_test nccl_comm_test
-  cuda_host_test)
+targets=(scaletrain-cuda-probe scaletrain-bench-gemm scaletrain-bench-step cuda_kernels_test
+  cuda_libs_test nccl_comm_test cuda_step_test cuda_host_test)
 timeout 420 cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$log/build.txt" 2>&1 ||
   { tail -40 "$log/build.txt"; die "build failed"; }
 echo "built: ${targets[*]}"
@@ -53,18 +56,38 @@ step "bf16 GEMM rate (cuBLASLt, ${gemm}^3)"
 "$build/kernels/cuda/scaletrain-bench-gemm" "$gemm" "$gemm" "$gemm" 50 | tee "$log/gemm.txt"
 tflops=$(sed -n 's/^bf16_gemm_tflops=//p' "$log/gemm.txt")
 
-na="not available: model not yet on CUDA"
+# micro-batch per model (7B: fp32 master, bf16 copy, fp32 grads and AdamW
+# moments are 18 bytes/param, ~113 GiB, so one 4096-token sequence per step).
+declare -A mbs=([llama-1b]=2 [llama-7b]=1)
+declare -A step_rc
+for m in llama-1b llama-7b; do
+  step "training step: $m, seq 4096, micro-batch ${mbs[$m]}, $steps steps, full act ckpt"
+  timeout 150 "$build/kernels/cuda/scaletrain-bench-step" --preset "$m" --seq 4096 \
+    --micro-batch "${mbs[$m]}" --steps "$steps" --warmup 1 >"$log/step-$m.txt" 2>&1
+  step_rc[$m]=$?
+  tail -14 "$log/step-$m.txt" | sed 's/^/  /'
+done
+
+val() { sed -n "s/^$2=//p" "$log/step-$1.txt" | head -1; }
 step "summary"
 printf '\n| item | value |\n|---|---|\n'
 printf '| device | %s |\n' "${device:-none visible}"
 printf '| gpu tests | %s; %s skipped |\n' "$summary" "$skipped"
 printf '| measured bf16 GEMM rate (cuBLASLt %s^3) | %s |\n' "$gemm" \
   "${tflops:+$tflops TFLOP/s}${tflops:-n/a}"
-printf '\n| model | seq_len | act_ckpt | tokens/s | MFU | HFU | peak memory | bf16 GEMM rate |\n'
-printf '|---|---|---|---|---|---|---|---|\n'
+printf '\n| model | seq_len | micro-batch | act_ckpt | tokens/s | MFU | HFU | peak memory | bf16 GEMM rate |\n'
+printf '|---|---|---|---|---|---|---|---|---|\n'
 for m in llama-1b llama-7b; do
-  printf '| %s | 4096 | full | %s | %s | %s | %s | %s |\n' "$m" "$na" "$na" "$na" "$na" \
-    "${tflops:+$tflops TFLOP/s}${tflops:-n/a}"
+  if [[ ${step_rc[$m]} -eq 0 ]]; then
+    printf '| %s | 4096 | %s | full | %s | %s | %s | %s GiB | %s |\n' "$m" "${mbs[$m]}" \
+      "$(val "$m" tokens_per_s)" "$(val "$m" mfu)" "$(val "$m" hfu)" "$(val "$m" peak_device_gib)" \
+      "${tflops:+$tflops TFLOP/s}${tflops:-n/a}"
+  elif [[ ${step_rc[$m]} -eq 77 ]]; then
+    printf '| %s | 4096 | %s | full | skipped: no GPU | | | | |\n' "$m" "${mbs[$m]}"
+  else
+    printf '| %s | 4096 | %s | full | failed (rc %s, see %s) | | | | |\n' "$m" "${mbs[$m]}" \
+      "${step_rc[$m]}" "$log/step-$m.txt"
+  fi
 done
 printf '\nelapsed: %ds; logs: %s\n' $((SECONDS - t0)) "$log"
 
@@ -72,5 +95,6 @@ if [[ $probe_rc -eq 77 ]]; then
   echo "no GPU visible: everything built, gpu tests skipped"
   exit 77
 fi
-[[ $ctest_rc -eq 0 && $probe_rc -eq 0 ]] || exit 1
+[[ $ctest_rc -eq 0 && $probe_rc -eq 0 && ${step_rc[llama-1b]} -eq 0 && ${step_rc[llama-7b]} -eq 0 ]] ||
+  exit 1
 exit 0

@@ -1,0 +1,380 @@
+// CudaLlama: see train_step.hpp. The block math mirrors lib/model/block.cpp
+// (single rank): RMSNorm, q/k/v GEMMs, interleaved RoPE on q and k, causal
+// GQA attention, wo GEMM added to the residual, RMSNorm, w1/w3 GEMMs,
+// SwiGLU, w2 GEMM added to the residual; then final RMSNorm, untied LM head,
+// mean cross-entropy. Linear weights are [out, in], y = x W^T.
+#include "kernels/cuda/train_step.hpp"
+
+#include <curand.h>
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+
+namespace st::kernels::cuda {
+using st::cuda::DeviceBuffer;
+
+namespace {
+DeviceBuffer bf16_buf(int64_t n) { return DeviceBuffer(size_t(n) * sizeof(bf16), MemCat::Activations); }
+DeviceBuffer f32_buf(int64_t n, MemCat c = MemCat::Activations) {
+  return DeviceBuffer(size_t(n) * sizeof(float), c);
+}
+
+#define ST_CURAND_CHECK(call)                                                   \
+  do {                                                                          \
+    curandStatus_t st_s_ = (call);                                              \
+    ST_CHECK(st_s_ == CURAND_STATUS_SUCCESS, #call, " failed: curand status ", int(st_s_)); \
+  } while (0)
+}  // namespace
+
+struct CudaLlama::Layer {
+  CudaParam *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w1, *w3, *w2;
+};
+
+// One block's activations (bf16 unless noted). Full checkpointing keeps x only.
+struct CudaLlama::Acts {
+  DeviceBuffer x, xn1, q, k, v, att, lse /*fp32*/, h2, xn2, g, u, a;
+  DeviceBuffer rstd1, rstd2;  // fp32
+  void drop_all_but_input() {
+    DeviceBuffer keep = std::move(x);
+    *this = Acts();
+    x = std::move(keep);
+  }
+};
+
+CudaLlama::CudaLlama(const ModelCfg& cfg, AdamWCfg opt) : cfg_(cfg), opt_(opt) {
+  const int64_t d = cfg.d_model, V = cfg.vocab_size, F = cfg.ffn_hidden;
+  ST_USAGE_CHECK(cfg.n_heads > 0 && d % cfg.n_heads == 0 && cfg.n_kv_heads > 0 &&
+                     cfg.n_heads % cfg.n_kv_heads == 0,
+                 "CudaLlama: bad head counts");
+  const int64_t hd = d / cfg.n_heads, qd = cfg.n_heads * hd, kd = cfg.n_kv_heads * hd;
+  tok_emb_ = add("tok_embeddings.weight", {V, d}, true);
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    Layer L{};
+    L.attn_norm = add(p + "attention_norm.weight", {d}, false);
+    L.wq = add(p + "attention.wq.weight", {qd, d}, true);
+    L.wk = add(p + "attention.wk.weight", {kd, d}, true);
+    L.wv = add(p + "attention.wv.weight", {kd, d}, true);
+    L.wo = add(p + "attention.wo.weight", {d, qd}, true);
+    L.ffn_norm = add(p + "ffn_norm.weight", {d}, false);
+    L.w1 = add(p + "feed_forward.w1.weight", {F, d}, true);
+    L.w3 = add(p + "feed_forward.w3.weight", {F, d}, true);
+    L.w2 = add(p + "feed_forward.w2.weight", {d, F}, true);
+    layers_.push_back(L);
+  }
+  norm_ = add("norm.weight", {d}, false);
+  output_ = add("output.weight", {V, d}, true);
+  sumsq_ = f32_buf(1, MemCat::Optim);
+  ST_CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
+
+CudaLlama::~CudaLlama() { cudaStreamSynchronize(stream()); }
+
+CudaParam* CudaLlama::add(const std::string& name, std::vector<int64_t> shape, bool decay) {
+  auto p = std::make_unique<CudaParam>();
+  p->name = name;
+  p->numel = 1;
+  for (int64_t s : shape) p->numel *= s;
+  p->shape = std::move(shape);
+  p->decay = decay;
+  const size_t n32 = size_t(p->numel + 1) * sizeof(float);  // +1: cuRAND normals come in pairs
+  p->w = DeviceBuffer(n32, MemCat::Params);
+  p->w16 = DeviceBuffer(size_t(p->numel) * sizeof(bf16), MemCat::Params);
+  p->g = DeviceBuffer(n32, MemCat::Grads);
+  p->m = DeviceBuffer(n32, MemCat::Optim);
+  p->v = DeviceBuffer(n32, MemCat::Optim);
+  for (DeviceBuffer* b : {&p->w, &p->w16, &p->g, &p->m, &p->v})
+    ST_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream()));
+  params_.push_back(std::move(p));
+  return params_.back().get();
+}
+
+int64_t CudaLlama::num_params() const {
+  int64_t n = 0;
+  for (const auto& p : params_) n += p->numel;
+  return n;
+}
+
+CudaParam& CudaLlama::param(const std::string& name) const {
+  for (const auto& p : params_)
+    if (p->name == name) return *p;
+  throw Error("CudaLlama: no parameter named '" + name + "'");
+}
+
+void CudaLlama::load_weights(const std::string& name, const std::vector<float>& host) {
+  CudaParam& p = param(name);
+  ST_CHECK(int64_t(host.size()) == p.numel, "CudaLlama::load_weights ", name, ": ", host.size(),
+           " values for ", p.numel, " elements");
+  ST_CUDA_CHECK(cudaMemcpyAsync(p.w.data(), host.data(), host.size() * sizeof(float),
+                                cudaMemcpyHostToDevice, stream()));
+  cast_f32_to_bf16(p.w.as<float>(), p.w16.as<bf16>(), p.numel, stream());
+  ST_CUDA_CHECK(cudaStreamSynchronize(stream()));  // `host` may go away
+}
+
+void CudaLlama::init_random(uint64_t seed) {
+  curandGenerator_t gen = nullptr;
+  ST_CURAND_CHECK(curandCreateGenerator(&gen, CURAND_RNG_PSEUDO_PHILOX4_32_10));
+  ST_CURAND_CHECK(curandSetStream(gen, stream()));
+  ST_CURAND_CHECK(curandSetPseudoRandomGeneratorSeed(gen, seed));
+  for (const auto& p : params_) {
+    if (!p->decay) {  // norm weight
+      std::vector<float> ones(size_t(p->numel), 1.f);
+      ST_CUDA_CHECK(cudaMemcpyAsync(p->w.data(), ones.data(), ones.size() * sizeof(float),
+                                    cudaMemcpyHostToDevice, stream()));
+      ST_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    } else {
+      const size_t n_even = size_t(p->numel + 1) / 2 * 2;
+      ST_CURAND_CHECK(
+          curandGenerateNormal(gen, p->w.as<float>(), n_even, 0.f, float(cfg_.init_std)));
+    }
+    cast_f32_to_bf16(p->w.as<float>(), p->w16.as<bf16>(), p->numel, stream());
+  }
+  ST_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  curandDestroyGenerator(gen);
+}
+
+void CudaLlama::rope_tables(int64_t T) {
+  if (T == rope_T_) return;
+  const int64_t hd = cfg_.d_model / cfg_.n_heads;
+  rope_cos_ = f32_buf(T * hd / 2, MemCat::Other);
+  rope_sin_ = f32_buf(T * hd / 2, MemCat::Other);
+  rope_table(T, hd, cfg_.rope_theta, 0, rope_cos_.as<float>(), rope_sin_.as<float>(), stream());
+  rope_T_ = T;
+}
+
+// ---- GEMM helpers (row-major, W [out, in]) ----
+namespace {
+// y[N, out] = x[N, in] W^T (+ y when beta = 1)
+void linear_fwd(GemmLt& g, const bf16* x, const CudaParam& W, int64_t N, float beta, bf16* y,
+                cudaStream_t s) {
+  const int64_t out = W.shape[0], in = W.shape[1];
+  g.gemm(false, true, N, out, in, 1.f, x, in, W.wb(), in, beta, y, out, s);
+}
+// dW[out, in] += dy^T x  (fp32 accumulate into the gradient)
+void linear_bwd_w(GemmLt& g, const bf16* dy, const bf16* x, const CudaParam& W, int64_t N,
+                  cudaStream_t s) {
+  const int64_t out = W.shape[0], in = W.shape[1];
+  g.gemm(true, false, out, in, N, 1.f, dy, out, x, in, 1.f, W.gf(), in, s);
+}
+// dx[N, in] = dy W (+ dx when beta = 1)
+void linear_bwd_x(GemmLt& g, const bf16* dy, const CudaParam& W, int64_t N, float beta, bf16* dx,
+                  cudaStream_t s) {
+  const int64_t out = W.shape[0], in = W.shape[1];
+  g.gemm(false, false, N, in, out, 1.f, dy, out, W.wb(), in, beta, dx, in, s);
+}
+}  // namespace
+
+void CudaLlama::block_forward(int l, int64_t B, int64_t T, Acts& a, bf16* out) {
+  const Layer& P = layers_[size_t(l)];
+  const cudaStream_t s = stream();
+  const int64_t N = B * T, d = cfg_.d_model, F = cfg_.ffn_hidden, Hq = cfg_.n_heads,
+                Hkv = cfg_.n_kv_heads, hd = d / Hq;
+  const float eps = float(cfg_.norm_eps), scale = 1.f / std::sqrt(float(hd));
+  const bf16* x = a.x.as<bf16>();
+  // Attention half.
+  a.rstd1 = f32_buf(N);
+  a.xn1 = bf16_buf(N * d);
+  rmsnorm_fwd(x, P.attn_norm->wb(), N, d, eps, a.xn1.as<bf16>(), a.rstd1.as<float>(), s);
+  a.q = bf16_buf(N * Hq * hd);
+  a.k = bf16_buf(N * Hkv * hd);
+  a.v = bf16_buf(N * Hkv * hd);
+  linear_fwd(gemm_, a.xn1.as<bf16>(), *P.wq, N, 0.f, a.q.as<bf16>(), s);
+  linear_fwd(gemm_, a.xn1.as<bf16>(), *P.wk, N, 0.f, a.k.as<bf16>(), s);
+  linear_fwd(gemm_, a.xn1.as<bf16>(), *P.wv, N, 0.f, a.v.as<bf16>(), s);
+  rope_fwd(a.q.as<bf16>(), B, T, Hq, hd, rope_cos_.as<float>(), rope_sin_.as<float>(), s);
+  rope_fwd(a.k.as<bf16>(), B, T, Hkv, hd, rope_cos_.as<float>(), rope_sin_.as<float>(), s);
+  a.att = bf16_buf(N * Hq * hd);
+  a.lse = f32_buf(B * Hq * T);
+  sdpa_.fwd(a.q.as<bf16>(), a.k.as<bf16>(), a.v.as<bf16>(), B, T, Hq, Hkv, hd, scale,
+            a.att.as<bf16>(), a.lse.as<float>(), s);
+  a.h2 = bf16_buf(N * d);  // h2 = x + att wo^T
+  ST_CUDA_CHECK(cudaMemcpyAsync(a.h2.data(), x, size_t(N * d) * sizeof(bf16),
+                                cudaMemcpyDeviceToDevice, s));
+  linear_fwd(gemm_, a.att.as<bf16>(), *P.wo, N, 1.f, a.h2.as<bf16>(), s);
+  // MLP half.
+  a.rstd2 = f32_buf(N);
+  a.xn2 = bf16_buf(N * d);
+  rmsnorm_fwd(a.h2.as<bf16>(), P.ffn_norm->wb(), N, d, eps, a.xn2.as<bf16>(), a.rstd2.as<float>(),
+              s);
+  a.g = bf16_buf(N * F);
+  a.u = bf16_buf(N * F);
+  linear_fwd(gemm_, a.xn2.as<bf16>(), *P.w1, N, 0.f, a.g.as<bf16>(), s);
+  linear_fwd(gemm_, a.xn2.as<bf16>(), *P.w3, N, 0.f, a.u.as<bf16>(), s);
+  a.a = bf16_buf(N * F);
+  swiglu_fwd(a.g.as<bf16>(), a.u.as<bf16>(), N * F, a.a.as<bf16>(), s);
+  if (!out) return;
+  ST_CUDA_CHECK(cudaMemcpyAsync(out, a.h2.data(), size_t(N * d) * sizeof(bf16),
+                                cudaMemcpyDeviceToDevice, s));
+  linear_fwd(gemm_, a.a.as<bf16>(), *P.w2, N, 1.f, out, s);
+}
+
+// dh: on entry d(loss)/d(block output), on return d(loss)/d(block input).
+void CudaLlama::block_backward(int l, int64_t B, int64_t T, Acts& a, bf16* dh) {
+  const Layer& P = layers_[size_t(l)];
+  const cudaStream_t s = stream();
+  const int64_t N = B * T, d = cfg_.d_model, F = cfg_.ffn_hidden, Hq = cfg_.n_heads,
+                Hkv = cfg_.n_kv_heads, hd = d / Hq;
+  const float scale = 1.f / std::sqrt(float(hd));
+  // MLP half: out = h2 + a w2^T.
+  linear_bwd_w(gemm_, dh, a.a.as<bf16>(), *P.w2, N, s);
+  a.a = DeviceBuffer();
+  {
+    DeviceBuffer da = bf16_buf(N * F);
+    linear_bwd_x(gemm_, dh, *P.w2, N, 0.f, da.as<bf16>(), s);
+    // In place: g, u become dg, du.
+    swiglu_bwd(a.g.as<bf16>(), a.u.as<bf16>(), da.as<bf16>(), N * F, a.g.as<bf16>(),
+               a.u.as<bf16>(), s);
+  }
+  linear_bwd_w(gemm_, a.g.as<bf16>(), a.xn2.as<bf16>(), *P.w1, N, s);
+  linear_bwd_w(gemm_, a.u.as<bf16>(), a.xn2.as<bf16>(), *P.w3, N, s);
+  a.xn2 = DeviceBuffer();
+  DeviceBuffer dxn = bf16_buf(N * d);
+  linear_bwd_x(gemm_, a.g.as<bf16>(), *P.w1, N, 0.f, dxn.as<bf16>(), s);
+  linear_bwd_x(gemm_, a.u.as<bf16>(), *P.w3, N, 1.f, dxn.as<bf16>(), s);
+  a.g = DeviceBuffer();
+  a.u = DeviceBuffer();
+  rmsnorm_bwd(a.h2.as<bf16>(), P.ffn_norm->wb(), a.rstd2.as<float>(), dxn.as<bf16>(), N, d, dh,
+              P.ffn_norm->gf(), /*accumulate=*/true, s);
+  a.h2 = DeviceBuffer();
+  // Attention half: h2 = x + att wo^T; dh now holds d/d(h2).
+  linear_bwd_w(gemm_, dh, a.att.as<bf16>(), *P.wo, N, s);
+  DeviceBuffer datt = bf16_buf(N * Hq * hd);
+  linear_bwd_x(gemm_, dh, *P.wo, N, 0.f, datt.as<bf16>(), s);
+  DeviceBuffer dq = bf16_buf(N * Hq * hd), dk = bf16_buf(N * Hkv * hd),
+               dv = bf16_buf(N * Hkv * hd);
+  sdpa_.bwd(a.q.as<bf16>(), a.k.as<bf16>(), a.v.as<bf16>(), a.att.as<bf16>(), a.lse.as<float>(),
+            datt.as<bf16>(), B, T, Hq, Hkv, hd, scale, dq.as<bf16>(), dk.as<bf16>(),
+            dv.as<bf16>(), s);
+  datt = DeviceBuffer();
+  rope_bwd(dq.as<bf16>(), B, T, Hq, hd, rope_cos_.as<float>(), rope_sin_.as<float>(), s);
+  rope_bwd(dk.as<bf16>(), B, T, Hkv, hd, rope_cos_.as<float>(), rope_sin_.as<float>(), s);
+  linear_bwd_w(gemm_, dq.as<bf16>(), a.xn1.as<bf16>(), *P.wq, N, s);
+  linear_bwd_w(gemm_, dk.as<bf16>(), a.xn1.as<bf16>(), *P.wk, N, s);
+  linear_bwd_w(gemm_, dv.as<bf16>(), a.xn1.as<bf16>(), *P.wv, N, s);
+  linear_bwd_x(gemm_, dq.as<bf16>(), *P.wq, N, 0.f, dxn.as<bf16>(), s);
+  linear_bwd_x(gemm_, dk.as<bf16>(), *P.wk, N, 1.f, dxn.as<bf16>(), s);
+  linear_bwd_x(gemm_, dv.as<bf16>(), *P.wv, N, 1.f, dxn.as<bf16>(), s);
+  rmsnorm_bwd(a.x.as<bf16>(), P.attn_norm->wb(), a.rstd1.as<float>(), dxn.as<bf16>(), N, d, dh,
+              P.attn_norm->gf(), /*accumulate=*/true, s);
+  a = Acts();
+}
+
+float CudaLlama::step_forward_backward(const int32_t* tokens, const int32_t* targets, int B,
+                                       int T, bool full_act_ckpt) {
+  ST_USAGE_CHECK(B >= 1 && T >= 1, "CudaLlama: batch must be at least 1x1, got B=", B, " T=", T);
+  const cudaStream_t s = stream();
+  const int64_t N = int64_t(B) * T, d = cfg_.d_model, V = cfg_.vocab_size;
+  const float eps = float(cfg_.norm_eps);
+  for (const auto& p : params_)
+    ST_CUDA_CHECK(cudaMemsetAsync(p->g.data(), 0, size_t(p->numel) * sizeof(float), s));
+  DeviceBuffer tok(size_t(N) * 4, MemCat::Other), tgt(size_t(N) * 4, MemCat::Other);
+  ST_CUDA_CHECK(cudaMemcpyAsync(tok.data(), tokens, size_t(N) * 4, cudaMemcpyHostToDevice, s));
+  ST_CUDA_CHECK(cudaMemcpyAsync(tgt.data(), targets, size_t(N) * 4, cudaMemcpyHostToDevice, s));
+  rope_tables(T);
+
+  // ---- forward ----
+  t_fwd_.start(s);
+  std::vector<Acts> acts(size_t(cfg_.n_layers));
+  DeviceBuffer h = bf16_buf(N * d);
+  embedding_fwd(tok.as<int32_t>(), N, tok_emb_->wb(), V, d, h.as<bf16>(), s);
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    Acts& a = acts[size_t(l)];
+    a.x = std::move(h);
+    h = bf16_buf(N * d);
+    block_forward(l, B, T, a, h.as<bf16>());
+    if (full_act_ckpt) a.drop_all_but_input();
+  }
+  DeviceBuffer rstd = f32_buf(N), xn = bf16_buf(N * d), logits = bf16_buf(N * V);
+  rmsnorm_fwd(h.as<bf16>(), norm_->wb(), N, d, eps, xn.as<bf16>(), rstd.as<float>(), s);
+  linear_fwd(gemm_, xn.as<bf16>(), *output_, N, 0.f, logits.as<bf16>(), s);
+  DeviceBuffer lse = f32_buf(N), row_loss = f32_buf(N);
+  cross_entropy_fwd(logits.as<bf16>(), tgt.as<int32_t>(), N, V, lse.as<float>(),
+                    row_loss.as<float>(), s);
+  t_fwd_.stop(s);
+  int64_t n_valid = 0;
+  const float loss = cross_entropy_loss(row_loss.as<float>(), tgt.as<int32_t>(), N, &n_valid, s);
+
+  // ---- backward ----
+  t_bwd_.start(s);
+  cross_entropy_bwd(logits.as<bf16>(), tgt.as<int32_t>(), lse.as<float>(), N, V, 0, n_valid, 1.f,
+                    logits.as<bf16>(), s);
+  linear_bwd_w(gemm_, logits.as<bf16>(), xn.as<bf16>(), *output_, N, s);
+  DeviceBuffer dxn = bf16_buf(N * d);
+  linear_bwd_x(gemm_, logits.as<bf16>(), *output_, N, 0.f, dxn.as<bf16>(), s);
+  logits = DeviceBuffer();
+  DeviceBuffer dh = bf16_buf(N * d);
+  rmsnorm_bwd(h.as<bf16>(), norm_->wb(), rstd.as<float>(), dxn.as<bf16>(), N, d, dh.as<bf16>(),
+              norm_->gf(), /*accumulate=*/false, s);
+  h = DeviceBuffer();
+  dxn = DeviceBuffer();
+  for (int l = cfg_.n_layers - 1; l >= 0; --l) {
+    Acts& a = acts[size_t(l)];
+    if (full_act_ckpt) block_forward(l, B, T, a, nullptr);  // recompute
+    block_backward(l, B, T, a, dh.as<bf16>());
+  }
+  embedding_bwd(tok.as<int32_t>(), N, dh.as<bf16>(), V, d, tok_emb_->gf(), s);
+  t_bwd_.stop(s);
+  ST_CUDA_CHECK(cudaStreamSynchronize(s));
+  return loss;
+}
+
+void CudaLlama::optimizer_step(float lr, float clip) {
+  const cudaStream_t s = stream();
+  t_opt_.start(s);
+  ++step_;
+  std::vector<const float*> grads;
+  std::vector<int64_t> sizes;
+  std::vector<AdamWTensor> ts;
+  for (const auto& p : params_) {
+    grads.push_back(p->gf());
+    sizes.push_back(p->numel);
+    AdamWTensor t;
+    t.w = p->w.as<float>();
+    t.g = p->gf();
+    t.m = p->m.as<float>();
+    t.v = p->v.as<float>();
+    t.w_bf16 = p->w16.as<bf16>();
+    t.n = p->numel;
+    t.weight_decay = p->decay ? opt_.weight_decay : 0.f;
+    ts.push_back(t);
+  }
+  const bool do_clip = clip > 0;
+  if (do_clip) multi_tensor_sumsq(grads, sizes, sumsq_.as<float>(), s);
+  adamw_multi(ts, lr, opt_.beta1, opt_.beta2, opt_.eps, step_,
+              do_clip ? sumsq_.as<float>() : nullptr, clip, s);
+  t_opt_.stop(s);
+}
+
+std::vector<float> CudaLlama::copy_grads_to_host(const std::string& name) const {
+  const CudaParam& p = param(name);
+  std::vector<float> h(size_t(p.numel));
+  ST_CUDA_CHECK(cudaMemcpyAsync(h.data(), p.g.data(), h.size() * sizeof(float),
+                                cudaMemcpyDeviceToHost, stream()));
+  ST_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  return h;
+}
+
+std::vector<float> CudaLlama::copy_weights_to_host(const std::string& name) const {
+  const CudaParam& p = param(name);
+  std::vector<float> h(size_t(p.numel));
+  ST_CUDA_CHECK(cudaMemcpyAsync(h.data(), p.w.data(), h.size() * sizeof(float),
+                                cudaMemcpyDeviceToHost, stream()));
+  ST_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  return h;
+}
+
+const StepTimes& CudaLlama::last_times() const {
+  ST_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  times_.fwd_s = t_fwd_.seconds();
+  times_.bwd_s = t_bwd_.seconds();
+  times_.opt_s = step_ > 0 ? t_opt_.seconds() : 0.0;
+  return times_;
+}
+
+int64_t CudaLlama::peak_device_bytes() const {
+  return st::cuda::DeviceAllocator::instance().stats().in_use_peak;
+}
+
+}  // namespace st::kernels::cuda
