@@ -155,6 +155,13 @@ nlohmann::json run_to_json(const RunSummary& s) {
   return j;
 }
 
+// The closing "Files" list of a report: what was written, and skipped plots.
+static void files_section(std::ostringstream& o, const Written& w) {
+  o << "\n## Files\n\n";
+  for (auto& x : w.files) o << "- " << x << "\n";
+  for (auto& x : w.skipped_plots) o << "- skipped " << x << "\n";
+}
+
 std::string run_markdown(const RunSummary& s, const Written& w) {
   std::ostringstream o;
   o << "# scaletrain run report: " << (s.name.empty() ? s.dir : s.name) << "\n\n";
@@ -214,9 +221,7 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
   if (!s.flagged_ranks.empty() || !s.warnings.empty()) o << "\n## Problems\n\n";
   for (auto& e : s.errors) o << "- error (rank excluded): " << e << "\n";
   for (auto& e : s.warnings) o << "- " << e << "\n";
-  o << "\n## Files\n\n";
-  for (auto& x : w.files) o << "- " << x << "\n";
-  for (auto& x : w.skipped_plots) o << "- skipped " << x << "\n";
+  files_section(o, w);
   return o.str();
 }
 
@@ -291,9 +296,7 @@ std::string campaign_markdown(const Campaign& c, const Written& w) {
   for (auto& x : c.warnings) o << "- " << x << "\n";
   for (auto& r : c.runs)
     for (auto& x : r.warnings) o << "- " << r.dir << ": " << x << "\n";
-  o << "\n## Files\n\n";
-  for (auto& x : w.files) o << "- " << x << "\n";
-  for (auto& x : w.skipped_plots) o << "- skipped " << x << "\n";
+  files_section(o, w);
   return o.str();
 }
 

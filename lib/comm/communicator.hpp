@@ -117,6 +117,7 @@ class MpiCommunicator final : public Communicator {
 
  private:
   CommHandle start(MPI_Request req, CollKind k, int64_t bytes);
+  void all_reduce_doubles(double* buf, int64_t n, MPI_Op op);
   MPI_Comm comm_;
   std::string name_;
   int rank_ = 0, size_ = 1;

@@ -116,25 +116,19 @@ void MpiCommunicator::all_reduce_sum(float* buf, int64_t n) {
   all_reduce_sum_async(buf, n).wait();
 }
 
-void MpiCommunicator::all_reduce_sum(double* buf, int64_t n) {
+void MpiCommunicator::all_reduce_doubles(double* buf, int64_t n, MPI_Op op) {
   if (size_ == 1) return;
   check_count(n);
   double t0 = wall_time();
   MPI_Request r;
-  ST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), MPI_DOUBLE, MPI_SUM, comm_, &r));
+  ST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), MPI_DOUBLE, op, comm_, &r));
   wait_request(&r, "all_reduce");
   add_stat(CollKind::AllReduce, n * 8, wall_time() - t0);
 }
 
-void MpiCommunicator::all_reduce_max(double* buf, int64_t n) {
-  if (size_ == 1) return;
-  check_count(n);
-  double t0 = wall_time();
-  MPI_Request r;
-  ST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), MPI_DOUBLE, MPI_MAX, comm_, &r));
-  wait_request(&r, "all_reduce");
-  add_stat(CollKind::AllReduce, n * 8, wall_time() - t0);
-}
+void MpiCommunicator::all_reduce_sum(double* buf, int64_t n) { all_reduce_doubles(buf, n, MPI_SUM); }
+
+void MpiCommunicator::all_reduce_max(double* buf, int64_t n) { all_reduce_doubles(buf, n, MPI_MAX); }
 
 CommHandle MpiCommunicator::reduce_scatter_sum_async(const float* send, float* recv, int64_t n) {
   check_count(n);
