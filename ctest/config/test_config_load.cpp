@@ -32,7 +32,7 @@ TEST(ConfigLoad, FileSetsEveryType) {
   auto f = t.write("run.yaml", R"(
 model: {n_layers: 4}
 parallel: {sp: true, tp: 2, zero_stage: 2, dp_bucket_mb: 12.5}
-train: {steps: 7, seed: 18446744073709551615, act_ckpt: full, precision: bf16}
+train: {steps: 7, seed: 18446744073709551615, act_ckpt: full, precision: fp32}
 optim: {lr: 1e-3, schedule: linear}
 data: {source: file, path: tokens.bin, dtype: uint32}
 checkpoint: {interval: 5, resume: none}
@@ -48,7 +48,7 @@ runtime: {name: my-run, out: ""}
   EXPECT_EQ(c.train.steps, 7);
   EXPECT_EQ(c.train.seed, 18446744073709551615ULL);
   EXPECT_EQ(c.train.act_ckpt, "full");
-  EXPECT_EQ(c.train.precision, "bf16");
+  EXPECT_EQ(c.train.precision, "fp32");
   EXPECT_DOUBLE_EQ(c.optim.lr, 1e-3);
   EXPECT_EQ(c.optim.schedule, "linear");
   EXPECT_EQ(c.data.path, "tokens.bin");

@@ -34,6 +34,7 @@ struct ParallelCfg {
   int zero_stage = 0;
   double dp_bucket_mb = 25.0;
   int num_model_chunks = 1;
+  std::string grad_reduce_dtype = "fp32";  // fp32|bf16 (bf16: runtime.device=cuda only)
 };
 
 struct TrainCfg {
@@ -82,6 +83,7 @@ struct RuntimeCfg {
   int threads = 0;             // OpenMP threads per rank; 0 = cores / local ranks
   double timeout_s = 600.0;    // collective / wait timeout
   double cpu_peak_gflops = 0;  // 0 = measure at start (for MFU on CPU)
+  double gpu_peak_tflops = 0;  // 0 = the device's entry in the metrics peak table
 };
 
 struct Config {

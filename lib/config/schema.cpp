@@ -91,6 +91,9 @@ std::vector<Key> build() {
       num(F(parallel, zero_stage), 0, 3,
           "ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters sharded over dp"),
       num(F(parallel, dp_bucket_mb), 0.001, 1e5, "gradient bucket size in MiB for the dp reduce"),
+      choice(F(parallel, grad_reduce_dtype), {"fp32", "bf16"},
+             "precision of the data-parallel gradient reduction (bf16 halves the bytes; "
+             "runtime.device=cuda only)"),
       num(F(parallel, num_model_chunks), 1, 1024,
           "model chunks per pipeline stage (> 1 = interleaved 1F1B)"),
       // train
@@ -140,6 +143,9 @@ std::vector<Key> build() {
       num(F(runtime, timeout_s), 1, 1e7, "timeout in seconds for collectives and waits"),
       num(F(runtime, cpu_peak_gflops), 0, 1e9,
           "peak GFLOP/s per rank for MFU on CPU; 0 = measure at start"),
+      num(F(runtime, gpu_peak_tflops), 0, 1e6,
+          "peak bf16 TFLOP/s per GPU for MFU with runtime.device=cuda; 0 = the device's dense "
+          "peak from the metrics table (start-up fails for a device not in it)"),
   };
 }
 #undef F
