@@ -3,6 +3,8 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include <cstdlib>
+
 #include "kernels/cuda/cuda_check.hpp"
 
 namespace st::cuda {
@@ -18,6 +20,54 @@ int device_count(std::string* why) {
     return 0;
   }
   return n;
+}
+
+std::string select_device(int local_rank, int local_size, int* ordinal, std::string* name) {
+  std::string why;
+  const int n = device_count(&why);
+  if (n == 0) return why;
+  const char* vis = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string visible = vis ? std::string(" (CUDA_VISIBLE_DEVICES=") + vis + ")" : "";
+  if (local_size > n)
+    return std::to_string(local_size) + " ranks on this node but " + std::to_string(n) +
+           " visible GPU(s)" + visible + "; launch at most " + std::to_string(n) +
+           " rank(s) per node (one GPU per rank)";
+  const int dev = local_rank % n;
+  cudaError_t e = cudaSetDevice(dev);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return "cudaSetDevice(" + std::to_string(dev) + ") failed: " + cudaGetErrorString(e) + visible;
+  }
+  cudaDeviceProp prop{};
+  e = cudaGetDeviceProperties(&prop, dev);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return "cudaGetDeviceProperties(" + std::to_string(dev) + ") failed: " + cudaGetErrorString(e);
+  }
+  if (prop.major < 8)
+    return std::string("GPU ") + std::to_string(dev) + " (" + prop.name + ") is sm_" +
+           std::to_string(prop.major) + std::to_string(prop.minor) +
+           "; the CUDA backend needs bf16 tensor cores (sm_80 or newer)";
+  *ordinal = dev;
+  *name = prop.name;
+  return "";
+}
+
+HostPin::HostPin(void* p, size_t bytes) {
+  if (!p || bytes == 0) return;
+  ST_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterDefault));
+  p_ = p;
+}
+HostPin::~HostPin() {
+  if (p_) cudaHostUnregister(p_);
+}
+HostPin& HostPin::operator=(HostPin&& o) noexcept {
+  if (this != &o) {
+    if (p_) cudaHostUnregister(p_);
+    p_ = o.p_;
+    o.p_ = nullptr;
+  }
+  return *this;
 }
 
 Stream::Stream(bool non_blocking, int priority) {

@@ -19,6 +19,12 @@ namespace st::cuda {
 // when 0, why.
 int device_count(std::string* why = nullptr);
 
+// One GPU per rank: the node-local rank's ordinal among the visible devices
+// (CUDA_VISIBLE_DEVICES narrows and renumbers them, the CUDA runtime's own
+// rule). Sets it current. Returns "" and fills *ordinal and *name, or the
+// reason it cannot (no device; more ranks on the node than visible GPUs).
+std::string select_device(int local_rank, int local_size, int* ordinal, std::string* name);
+
 class Stream {
  public:
   explicit Stream(bool non_blocking = true, int priority = 0);
@@ -99,6 +105,24 @@ class PinnedBuffer {
  private:
   void* p_ = nullptr;
   size_t cap_ = 0;
+};
+
+// Page-locks existing host memory in place (cudaHostRegister) for as long
+// as the object lives, so device <-> host copies into it are DMA and
+// asynchronous: the checkpoint snapshot's host views stay where the
+// checkpoint code reads them, without a second copy.
+class HostPin {
+ public:
+  HostPin() = default;
+  HostPin(void* p, size_t bytes);
+  ~HostPin();
+  HostPin(HostPin&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  HostPin& operator=(HostPin&& o) noexcept;
+  HostPin(const HostPin&) = delete;
+  HostPin& operator=(const HostPin&) = delete;
+
+ private:
+  void* p_ = nullptr;
 };
 
 // A dedicated stream for device -> pinned host copies (checkpoint snapshots)

@@ -49,43 +49,58 @@ CudaLlama::CudaLlama(const ModelCfg& cfg, AdamWCfg opt) : cfg_(cfg), opt_(opt) {
                      cfg.n_heads % cfg.n_kv_heads == 0,
                  "CudaLlama: bad head counts");
   const int64_t hd = d / cfg.n_heads, qd = cfg.n_heads * hd, kd = cfg.n_kv_heads * hd;
-  tok_emb_ = add("tok_embeddings.weight", {V, d}, true);
+  tok_emb_ = add("tok_embeddings.weight", {V, d}, true, -1);
   for (int l = 0; l < cfg.n_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     Layer L{};
-    L.attn_norm = add(p + "attention_norm.weight", {d}, false);
-    L.wq = add(p + "attention.wq.weight", {qd, d}, true);
-    L.wk = add(p + "attention.wk.weight", {kd, d}, true);
-    L.wv = add(p + "attention.wv.weight", {kd, d}, true);
-    L.wo = add(p + "attention.wo.weight", {d, qd}, true);
-    L.ffn_norm = add(p + "ffn_norm.weight", {d}, false);
-    L.w1 = add(p + "feed_forward.w1.weight", {F, d}, true);
-    L.w3 = add(p + "feed_forward.w3.weight", {F, d}, true);
-    L.w2 = add(p + "feed_forward.w2.weight", {d, F}, true);
+    L.attn_norm = add(p + "attention_norm.weight", {d}, false, l);
+    L.wq = add(p + "attention.wq.weight", {qd, d}, true, l);
+    L.wk = add(p + "attention.wk.weight", {kd, d}, true, l);
+    L.wv = add(p + "attention.wv.weight", {kd, d}, true, l);
+    L.wo = add(p + "attention.wo.weight", {d, qd}, true, l);
+    L.ffn_norm = add(p + "ffn_norm.weight", {d}, false, l);
+    L.w1 = add(p + "feed_forward.w1.weight", {F, d}, true, l);
+    L.w3 = add(p + "feed_forward.w3.weight", {F, d}, true, l);
+    L.w2 = add(p + "feed_forward.w2.weight", {d, F}, true, l);
     layers_.push_back(L);
   }
-  norm_ = add("norm.weight", {d}, false);
-  output_ = add("output.weight", {V, d}, true);
+  norm_ = add("norm.weight", {d}, false, cfg.n_layers);
+  output_ = add("output.weight", {V, d}, true, cfg.n_layers);
+  // One flat gradient buffer; every parameter's slice starts on a 256-byte
+  // boundary (cuBLASLt alignment), and a layer's slices are contiguous.
+  constexpr int64_t kAlign = 64;  // floats
+  layer_range_.assign(size_t(cfg.n_layers) + 2, {0, 0});
+  for (auto& p : params_) {
+    auto& r = layer_range_[size_t(p->layer + 1)];
+    if (r.second == 0) r.first = grads_n_;
+    p->g_off = grads_n_;
+    grads_n_ += (p->numel + kAlign - 1) / kAlign * kAlign;
+    r.second = grads_n_ - r.first;
+  }
+  grads_ = f32_buf(grads_n_, MemCat::Grads);
+  ST_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, size_t(grads_n_) * sizeof(float), stream()));
+  for (auto& p : params_) p->g = grads_.as<float>() + p->g_off;
   sumsq_ = f32_buf(1, MemCat::Optim);
   ST_CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 
 CudaLlama::~CudaLlama() { cudaStreamSynchronize(stream()); }
 
-CudaParam* CudaLlama::add(const std::string& name, std::vector<int64_t> shape, bool decay) {
+CudaParam* CudaLlama::add(const std::string& name, std::vector<int64_t> shape, bool decay,
+                          int layer) {
   auto p = std::make_unique<CudaParam>();
   p->name = name;
   p->numel = 1;
   for (int64_t s : shape) p->numel *= s;
   p->shape = std::move(shape);
   p->decay = decay;
+  p->layer = layer;
   const size_t n32 = size_t(p->numel + 1) * sizeof(float);  // +1: cuRAND normals come in pairs
   p->w = DeviceBuffer(n32, MemCat::Params);
   p->w16 = DeviceBuffer(size_t(p->numel) * sizeof(bf16), MemCat::Params);
-  p->g = DeviceBuffer(n32, MemCat::Grads);
   p->m = DeviceBuffer(n32, MemCat::Optim);
   p->v = DeviceBuffer(n32, MemCat::Optim);
-  for (DeviceBuffer* b : {&p->w, &p->w16, &p->g, &p->m, &p->v})
+  for (DeviceBuffer* b : {&p->w, &p->w16, &p->m, &p->v})
     ST_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), stream()));
   params_.push_back(std::move(p));
   return params_.back().get();
@@ -263,12 +278,23 @@ void CudaLlama::block_backward(int l, int64_t B, int64_t T, Acts& a, bf16* dh) {
 
 float CudaLlama::step_forward_backward(const int32_t* tokens, const int32_t* targets, int B,
                                        int T, bool full_act_ckpt) {
+  times_ = StepTimes();
+  const float loss = forward_backward(tokens, targets, B, T, full_act_ckpt, /*zero_grads=*/true,
+                                      1.f, GradsReadyFn());
+  ST_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  return loss;
+}
+
+float CudaLlama::forward_backward(const int32_t* tokens, const int32_t* targets, int B, int T,
+                                  bool full_act_ckpt, bool zero_grads, float grad_scale,
+                                  const GradsReadyFn& ready) {
   ST_USAGE_CHECK(B >= 1 && T >= 1, "CudaLlama: batch must be at least 1x1, got B=", B, " T=", T);
   const cudaStream_t s = stream();
   const int64_t N = int64_t(B) * T, d = cfg_.d_model, V = cfg_.vocab_size;
   const float eps = float(cfg_.norm_eps);
-  for (const auto& p : params_)
-    ST_CUDA_CHECK(cudaMemsetAsync(p->g.data(), 0, size_t(p->numel) * sizeof(float), s));
+  sumsq_valid_ = false;
+  if (zero_grads)
+    ST_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, size_t(grads_n_) * sizeof(float), s));
   DeviceBuffer tok(size_t(N) * 4, MemCat::Other), tgt(size_t(N) * 4, MemCat::Other);
   ST_CUDA_CHECK(cudaMemcpyAsync(tok.data(), tokens, size_t(N) * 4, cudaMemcpyHostToDevice, s));
   ST_CUDA_CHECK(cudaMemcpyAsync(tgt.data(), targets, size_t(N) * 4, cudaMemcpyHostToDevice, s));
@@ -278,13 +304,16 @@ float CudaLlama::step_forward_backward(const int32_t* tokens, const int32_t* tar
   t_fwd_.start(s);
   std::vector<Acts> acts(size_t(cfg_.n_layers));
   DeviceBuffer h = bf16_buf(N * d);
-  embedding_fwd(tok.as<int32_t>(), N, tok_emb_->wb(), V, d, h.as<bf16>(), s);
-  for (int l = 0; l < cfg_.n_layers; ++l) {
-    Acts& a = acts[size_t(l)];
-    a.x = std::move(h);
-    h = bf16_buf(N * d);
-    block_forward(l, B, T, a, h.as<bf16>());
-    if (full_act_ckpt) a.drop_all_but_input();
+  {
+    st::cuda::NvtxRange r("forward");
+    embedding_fwd(tok.as<int32_t>(), N, tok_emb_->wb(), V, d, h.as<bf16>(), s);
+    for (int l = 0; l < cfg_.n_layers; ++l) {
+      Acts& a = acts[size_t(l)];
+      a.x = std::move(h);
+      h = bf16_buf(N * d);
+      block_forward(l, B, T, a, h.as<bf16>());
+      if (full_act_ckpt) a.drop_all_but_input();
+    }
   }
   DeviceBuffer rstd = f32_buf(N), xn = bf16_buf(N * d), logits = bf16_buf(N * V);
   rmsnorm_fwd(h.as<bf16>(), norm_->wb(), N, d, eps, xn.as<bf16>(), rstd.as<float>(), s);
@@ -295,11 +324,16 @@ float CudaLlama::step_forward_backward(const int32_t* tokens, const int32_t* tar
   t_fwd_.stop(s);
   int64_t n_valid = 0;
   const float loss = cross_entropy_loss(row_loss.as<float>(), tgt.as<int32_t>(), N, &n_valid, s);
+  // The stream is idle here: this forward and any earlier backward are done.
+  times_.fwd_s += t_fwd_.seconds();
+  if (bwd_pending_) times_.bwd_s += t_bwd_.seconds();
+  bwd_pending_ = false;
 
   // ---- backward ----
+  st::cuda::NvtxRange r("backward");
   t_bwd_.start(s);
-  cross_entropy_bwd(logits.as<bf16>(), tgt.as<int32_t>(), lse.as<float>(), N, V, 0, n_valid, 1.f,
-                    logits.as<bf16>(), s);
+  cross_entropy_bwd(logits.as<bf16>(), tgt.as<int32_t>(), lse.as<float>(), N, V, 0, n_valid,
+                    grad_scale, logits.as<bf16>(), s);
   linear_bwd_w(gemm_, logits.as<bf16>(), xn.as<bf16>(), *output_, N, s);
   DeviceBuffer dxn = bf16_buf(N * d);
   linear_bwd_x(gemm_, logits.as<bf16>(), *output_, N, 0.f, dxn.as<bf16>(), s);
@@ -307,50 +341,96 @@ float CudaLlama::step_forward_backward(const int32_t* tokens, const int32_t* tar
   DeviceBuffer dh = bf16_buf(N * d);
   rmsnorm_bwd(h.as<bf16>(), norm_->wb(), rstd.as<float>(), dxn.as<bf16>(), N, d, dh.as<bf16>(),
               norm_->gf(), /*accumulate=*/false, s);
+  if (ready) ready(cfg_.n_layers);
   h = DeviceBuffer();
   dxn = DeviceBuffer();
   for (int l = cfg_.n_layers - 1; l >= 0; --l) {
     Acts& a = acts[size_t(l)];
     if (full_act_ckpt) block_forward(l, B, T, a, nullptr);  // recompute
     block_backward(l, B, T, a, dh.as<bf16>());
+    if (ready) ready(l);
   }
   embedding_bwd(tok.as<int32_t>(), N, dh.as<bf16>(), V, d, tok_emb_->gf(), s);
+  if (ready) ready(-1);
   t_bwd_.stop(s);
-  ST_CUDA_CHECK(cudaStreamSynchronize(s));
+  bwd_pending_ = true;
   return loss;
 }
 
-void CudaLlama::optimizer_step(float lr, float clip) {
+std::pair<int64_t, int64_t> CudaLlama::layer_grad_range(int layer) const {
+  ST_CHECK(layer >= -1 && layer <= cfg_.n_layers, "CudaLlama: no layer ", layer);
+  return layer_range_[size_t(layer + 1)];
+}
+
+double CudaLlama::grad_sumsq() {
+  std::vector<const float*> grads;
+  std::vector<int64_t> sizes;
+  for (const auto& p : params_) {
+    grads.push_back(p->gf());
+    sizes.push_back(p->numel);
+  }
+  multi_tensor_sumsq(grads, sizes, sumsq_.as<float>(), stream());
+  float h = 0.f;
+  ST_CUDA_CHECK(cudaMemcpyAsync(&h, sumsq_.data(), sizeof h, cudaMemcpyDeviceToHost, stream()));
+  ST_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  sumsq_valid_ = true;
+  return double(h);
+}
+
+void CudaLlama::optimizer_step(float lr, float clip, int64_t t) {
   const cudaStream_t s = stream();
+  st::cuda::NvtxRange r("optimizer");
   t_opt_.start(s);
   ++step_;
+  if (t <= 0) t = step_;
   std::vector<const float*> grads;
   std::vector<int64_t> sizes;
   std::vector<AdamWTensor> ts;
   for (const auto& p : params_) {
     grads.push_back(p->gf());
     sizes.push_back(p->numel);
-    AdamWTensor t;
-    t.w = p->w.as<float>();
-    t.g = p->gf();
-    t.m = p->m.as<float>();
-    t.v = p->v.as<float>();
-    t.w_bf16 = p->w16.as<bf16>();
-    t.n = p->numel;
-    t.weight_decay = p->decay ? opt_.weight_decay : 0.f;
-    ts.push_back(t);
+    AdamWTensor a;
+    a.w = p->w.as<float>();
+    a.g = p->gf();
+    a.m = p->m.as<float>();
+    a.v = p->v.as<float>();
+    a.w_bf16 = p->w16.as<bf16>();
+    a.n = p->numel;
+    a.weight_decay = p->decay ? opt_.weight_decay : 0.f;
+    ts.push_back(a);
   }
   const bool do_clip = clip > 0;
-  if (do_clip) multi_tensor_sumsq(grads, sizes, sumsq_.as<float>(), s);
-  adamw_multi(ts, lr, opt_.beta1, opt_.beta2, opt_.eps, step_,
+  if (do_clip && !sumsq_valid_) multi_tensor_sumsq(grads, sizes, sumsq_.as<float>(), s);
+  adamw_multi(ts, lr, opt_.beta1, opt_.beta2, opt_.eps, t,
               do_clip ? sumsq_.as<float>() : nullptr, clip, s);
   t_opt_.stop(s);
+  opt_pending_ = true;
+}
+
+void CudaLlama::state_to_host(const CudaParam& p, float* w, float* m, float* v,
+                              st::cuda::CopyStream& copy) const {
+  const size_t bytes = size_t(p.numel) * sizeof(float);
+  if (w) copy.copy_to_host(w, p.w.data(), bytes, stream());
+  if (m) copy.copy_to_host(m, p.m.data(), bytes, stream());
+  if (v) copy.copy_to_host(v, p.v.data(), bytes, stream());
+}
+
+void CudaLlama::state_from_host(CudaParam& p, const float* w, const float* m, const float* v) {
+  const size_t bytes = size_t(p.numel) * sizeof(float);
+  const cudaStream_t s = stream();
+  if (w) {
+    ST_CUDA_CHECK(cudaMemcpyAsync(p.w.data(), w, bytes, cudaMemcpyHostToDevice, s));
+    cast_f32_to_bf16(p.w.as<float>(), p.w16.as<bf16>(), p.numel, s);
+  }
+  if (m) ST_CUDA_CHECK(cudaMemcpyAsync(p.m.data(), m, bytes, cudaMemcpyHostToDevice, s));
+  if (v) ST_CUDA_CHECK(cudaMemcpyAsync(p.v.data(), v, bytes, cudaMemcpyHostToDevice, s));
+  ST_CUDA_CHECK(cudaStreamSynchronize(s));  // the host buffers may go away
 }
 
 std::vector<float> CudaLlama::copy_grads_to_host(const std::string& name) const {
   const CudaParam& p = param(name);
   std::vector<float> h(size_t(p.numel));
-  ST_CUDA_CHECK(cudaMemcpyAsync(h.data(), p.g.data(), h.size() * sizeof(float),
+  ST_CUDA_CHECK(cudaMemcpyAsync(h.data(), p.g, h.size() * sizeof(float),
                                 cudaMemcpyDeviceToHost, stream()));
   ST_CUDA_CHECK(cudaStreamSynchronize(stream()));
   return h;
@@ -367,10 +447,16 @@ std::vector<float> CudaLlama::copy_weights_to_host(const std::string& name) cons
 
 const StepTimes& CudaLlama::last_times() const {
   ST_CUDA_CHECK(cudaStreamSynchronize(stream()));
-  times_.fwd_s = t_fwd_.seconds();
-  times_.bwd_s = t_bwd_.seconds();
-  times_.opt_s = step_ > 0 ? t_opt_.seconds() : 0.0;
+  if (bwd_pending_) times_.bwd_s += t_bwd_.seconds();
+  bwd_pending_ = false;
+  if (opt_pending_) times_.opt_s = t_opt_.seconds();
+  opt_pending_ = false;
   return times_;
+}
+
+void CudaLlama::reset_times() {
+  last_times();
+  times_ = StepTimes();
 }
 
 int64_t CudaLlama::peak_device_bytes() const {

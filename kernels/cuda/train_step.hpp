@@ -18,6 +18,7 @@
 // memory comes from the process-wide caching allocator (device.hpp).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,19 +31,28 @@
 
 namespace st::kernels::cuda {
 
-// One parameter on the device.
+// One parameter on the device. Gradients of all parameters live in one flat
+// fp32 buffer (param order, each start aligned to 256 B), so the gradients
+// of one layer are one contiguous range: a gradient bucket for NCCL.
 struct CudaParam {
   std::string name;            // e.g. "layers.3.attention.wq.weight" (model.hpp's names)
   std::vector<int64_t> shape;  // row-major, linear weights [out, in]
   int64_t numel = 0;
   bool decay = true;  // false for norm weights
+  int layer = 0;      // -1 embedding, 0..n_layers-1 blocks, n_layers final norm + head
   st::cuda::DeviceBuffer w;     // fp32 master
   st::cuda::DeviceBuffer w16;   // bf16 compute copy
-  st::cuda::DeviceBuffer g;     // fp32 gradient
+  float* g = nullptr;            // fp32 gradient: a slice of the flat gradient buffer
+  int64_t g_off = 0;             // its offset in that buffer (elements)
   st::cuda::DeviceBuffer m, v;  // fp32 AdamW moments
   const bf16* wb() const { return w16.as<const bf16>(); }
-  float* gf() const { return g.as<float>(); }
+  float* gf() const { return g; }
 };
+
+// Called (on the host, in backward order) once the backward work producing
+// a layer's gradients has been enqueued on the model's stream: layer
+// n_layers (final norm + LM head), n_layers-1 .. 0, then -1 (embedding).
+using GradsReadyFn = std::function<void(int layer)>;
 
 struct StepTimes {  // seconds of the last step, from CUDA events
   double fwd_s = 0, bwd_s = 0, opt_s = 0;
@@ -76,14 +86,49 @@ class CudaLlama {
   // tokens, targets: host [B, T] int32. Returns the loss (synchronises).
   float step_forward_backward(const int32_t* tokens, const int32_t* targets, int B, int T,
                               bool full_act_ckpt);
+  // One micro-batch: as above, but the gradients are zeroed only when
+  // `zero_grads`, and d(loss) is `grad_scale` instead of 1 (1/grad_accum/dp
+  // for a mean over micro-batches and data-parallel ranks). `ready` (may be
+  // empty) hears each layer's gradients as their backward is enqueued.
+  // Returns this micro-batch's mean loss (synchronises after forward only;
+  // backward is left running on stream()).
+  float forward_backward(const int32_t* tokens, const int32_t* targets, int B, int T,
+                         bool full_act_ckpt, bool zero_grads, float grad_scale,
+                         const GradsReadyFn& ready);
+  // Sum of squares of every gradient, computed on the device after the work
+  // enqueued on stream() so far (kept there for optimizer_step's clip),
+  // returned on the host (synchronises).
+  double grad_sumsq();
   // Global gradient norm clipped to `clip` (<= 0: no clip) on the device,
-  // then AdamW on every parameter; refreshes the bf16 copies.
-  void optimizer_step(float lr, float clip);
+  // then AdamW on every parameter; refreshes the bf16 copies. `t` is the
+  // 1-based optimizer step for bias correction (0: an internal counter).
+  // Uses the squared norm of grad_sumsq() when it was called since the last
+  // backward, else computes it.
+  void optimizer_step(float lr, float clip, int64_t t = 0);
+
+  // The flat gradient buffer and the range [off, off+n) of layer `layer`
+  // (-1 embedding, 0..n_layers-1 blocks, n_layers final norm + head).
+  float* grads() const { return grads_.as<float>(); }
+  int64_t grads_numel() const { return grads_n_; }
+  std::pair<int64_t, int64_t> layer_grad_range(int layer) const;
+
+  // Optimizer state of one parameter to and from host memory (fp32, numel
+  // values each; m or v may be null to skip). to_host enqueues the copies on
+  // `copy` ordered after stream()'s work (pinned destinations make them
+  // asynchronous DMA; call copy.sync() before reading); from_host
+  // synchronises and refreshes the bf16 copy.
+  void state_to_host(const CudaParam& p, float* w, float* m, float* v,
+                     st::cuda::CopyStream& copy) const;
+  void state_from_host(CudaParam& p, const float* w, const float* m, const float* v);
 
   std::vector<float> copy_grads_to_host(const std::string& name) const;
   std::vector<float> copy_weights_to_host(const std::string& name) const;
 
-  const StepTimes& last_times() const;  // synchronises
+  // Seconds of forward and backward summed over the micro-batches since
+  // reset_times() (or the last step_forward_backward), and of the last
+  // optimizer step; synchronises.
+  const StepTimes& last_times() const;
+  void reset_times();
   int64_t peak_device_bytes() const;    // caching allocator's in-use peak
   cudaStream_t stream() const { return stream_.get(); }
 
@@ -91,7 +136,7 @@ class CudaLlama {
   struct Layer;
   struct Acts;
   CudaParam& param(const std::string& name) const;
-  CudaParam* add(const std::string& name, std::vector<int64_t> shape, bool decay);
+  CudaParam* add(const std::string& name, std::vector<int64_t> shape, bool decay, int layer);
   void block_forward(int l, int64_t B, int64_t T, Acts& a, bf16* out);
   void block_backward(int l, int64_t B, int64_t T, Acts& a, bf16* dh);
   void rope_tables(int64_t T);
@@ -104,11 +149,16 @@ class CudaLlama {
   std::vector<std::unique_ptr<CudaParam>> params_;
   CudaParam *tok_emb_ = nullptr, *norm_ = nullptr, *output_ = nullptr;
   std::vector<Layer> layers_;
+  st::cuda::DeviceBuffer grads_;  // flat fp32 gradients of every parameter
+  int64_t grads_n_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> layer_range_;  // index layer + 1
+  bool sumsq_valid_ = false;
   st::cuda::DeviceBuffer rope_cos_, rope_sin_, sumsq_;
   int64_t rope_T_ = 0;
   int64_t step_ = 0;
   st::cuda::EventTimer t_fwd_, t_bwd_, t_opt_;
   mutable StepTimes times_;
+  mutable bool bwd_pending_ = false, opt_pending_ = false;
 };
 
 }  // namespace st::kernels::cuda
