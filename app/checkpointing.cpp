@@ -11,14 +11,14 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace st {
-namespace {
-// Rows [lo, hi) of dim 0 that dp rank r of n owns.
-std::pair<int64_t, int64_t> row_range(int64_t rows, int r, int n) {
+std::pair<int64_t, int64_t> replica_rows(int64_t rows, int r, int n) {
   int64_t base = rows / n, rem = rows % n;
   int64_t lo = r * base + std::min<int64_t>(r, rem);
   int64_t hi = lo + base + (r < rem ? 1 : 0);
   return {lo, hi};
 }
+
+namespace {
 
 // Rows [lo, hi) of dim 0 of this rank's block of `p` (its tp slice of the
 // global tensor), as a hyperslab of the global tensor.
@@ -27,7 +27,7 @@ ShardView slice(const std::string& name, const Param* p, float* data, int r, int
   ShardView v;
   v.name = name;
   v.global_shape = p->global_shape.empty() ? shape : p->global_shape;
-  auto [lo, hi] = row_range(shape[0], r, n);
+  auto [lo, hi] = replica_rows(shape[0], r, n);
   int64_t row = 1;
   for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
   v.offset = p->offset.empty() ? std::vector<int64_t>(shape.size(), 0) : p->offset;

@@ -13,6 +13,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
@@ -33,6 +34,10 @@ struct TrainState {
   const GradBuckets* zero = nullptr;  // the ZeRO partition (pieces() <-> optimizer slots)
   float* master = nullptr;            // ZeRO 3: the master weight shard (Param::w is not resident)
 };
+
+// Rows [lo, hi) of a replicated tensor's dim 0 that replica r of n writes
+// (checkpoint_state splits replicated tensors this way).
+std::pair<int64_t, int64_t> replica_rows(int64_t rows, int r, int n);
 
 // The state this rank saves at the end of `step` (views into live tensors;
 // save() snapshots them before returning).

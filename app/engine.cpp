@@ -83,6 +83,28 @@ Engine::Engine(const Config& cfg, Mesh& mesh)
     for (Param* p : params_) p->g.release();  // allocated per step, freed after the reduction
 }
 
+std::unique_ptr<StepEngine> make_cpu_engine(const Config& cfg, Mesh& mesh) {
+  return std::make_unique<Engine>(cfg, mesh);
+}
+
+TrainState Engine::train_state() {
+  return TrainState{params_,          opt_.get(),        &cfg_,          mesh_.dpcp().rank(),
+                    mesh_.dpcp().size(), zero_,          mesh_.coords().tp, buckets_.get(),
+                    master_shard()};
+}
+
+void Engine::begin_step() { MemStats::reset_peaks(); }
+
+EngineMemory Engine::memory() const {
+  EngineMemory m;
+  m.peak_total = MemStats::peak_total();
+  m.params = MemStats::current(MemCat::Params);
+  m.grads = MemStats::current(MemCat::Grads);
+  m.optim = MemStats::current(MemCat::Optim);
+  m.activations_peak = MemStats::peak(MemCat::Activations);
+  return m;
+}
+
 int64_t Engine::num_params() const {
   int64_t n = 0;
   for (auto& m : chunks_) n += m->num_params();

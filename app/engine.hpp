@@ -27,26 +27,26 @@
 #include "parallel/mesh.hpp"
 #include "parallel/pipeline.hpp"
 #include "parallel/zero3.hpp"
+#include "step_engine.hpp"
 
 namespace st {
 
-struct StepOut {
-  double loss = 0, grad_norm = 0;
-  double data_s = 0, fwd_s = 0, bwd_s = 0, optim_s = 0;
-  double exposed_s = 0;      // seconds the step waited for communication
-  double async_total_s = 0;  // seconds the bucket collectives were in flight
-  bool finite = true;
-};
-
-class Engine {
+class Engine final : public StepEngine {
  public:
   Engine(const Config& cfg, Mesh& mesh);
   // Forward/backward over grad_accum micro-batches, gradient reduction, norm.
   // Does not update the weights (see apply).
-  StepOut forward_backward(long step, const DataLoader& loader);
+  StepOut forward_backward(long step, const DataLoader& loader) override;
   // Clip and AdamW with learning rate lr (skipped when `skip`); ZeRO shards
   // are gathered back into the parameters. Returns seconds spent.
-  double apply(long step, double lr, double grad_norm, bool skip, double* exposed_s);
+  double apply(long step, double lr, double grad_norm, bool skip, double* exposed_s) override;
+  // Views into the live tensors (nothing to copy on CPU ranks).
+  TrainState train_state() override;
+  void begin_step() override;
+  EngineMemory memory() const override;  // MemStats (host allocator)
+  int num_buckets() const override { return buckets_->num_buckets(); }
+  std::string device_name() const override { return "cpu"; }
+  std::string device_id() const override { return "cpu"; }
 
   // Every parameter this rank holds (all its model chunks, chunk order).
   std::vector<Param*>& params() { return params_; }

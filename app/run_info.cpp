@@ -62,7 +62,8 @@ json telemetry_header(const RunInfo& info) {
             {"world_size", rt.world_size()}, {"local_rank", rt.local_rank()},
             {"local_size", rt.local_size()}, {"host", rt.host()},
             {"mesh", mesh_json(c)},          {"coords", coords_json(info.mesh->coords())},
-            {"device", c.runtime.device},    {"threads", info.threads},
+            {"device", info.device_id},      {"device_name", info.device_name},
+            {"threads", info.threads},
             {"start_time", iso_time_utc()}};
   j["layers"] = ranks_json(c, rt.world_size())[size_t(rt.rank())]["layers"];
   j["slurm_job_id"] = rt.slurm().present() ? json(rt.slurm().job_id) : json(nullptr);
@@ -103,7 +104,7 @@ void write_run_json(const std::string& path, const RunInfo& info) {
       {"global_batch", gb},
       {"global_batch_tokens", gb * c.model.seq_len},
       {"device",
-       {{"name", c.runtime.device == "cpu" ? "cpu" : c.runtime.device},
+       {{"name", info.device_name},
         {"kind", c.runtime.device},
         {"precision", c.train.precision},
         {"peak_flops", info.peak_flops},
@@ -132,7 +133,7 @@ std::string run_banner(const RunInfo& info) {
                 SCALETRAIN_VERSION, SCALETRAIN_GIT_COMMIT, c.model.name.c_str(),
                 info.n_params / 1e6, c.model.n_layers, c.model.d_model, info.rt->world_size(),
                 c.parallel.pp, c.parallel.dp, c.parallel.cp, c.parallel.tp, c.parallel.zero_stage,
-                info.threads, c.runtime.device.c_str(), info.peak_flops / 1e9);
+                info.threads, info.device_name.c_str(), info.peak_flops / 1e9);
   return b;
 }
 }  // namespace st

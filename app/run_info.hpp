@@ -17,6 +17,8 @@ struct RunInfo {
   std::string peak_source;
   int threads;
   const Mesh* mesh;  // this rank's coordinates
+  std::string device_name = "cpu";  // "cpu" or the GPU's name (rank 0's in run.json)
+  std::string device_id = "cpu";    // "cpu" or "cuda:<ordinal>" (telemetry header)
 };
 double epoch_seconds();
 std::string telemetry_path(const std::string& out, int rank);

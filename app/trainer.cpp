@@ -20,7 +20,7 @@
 #include "core/util.hpp"
 #include "cpu_peak.hpp"
 #include "data/data.hpp"
-#include "engine.hpp"
+#include "step_engine.hpp"
 #include "metrics/metrics.hpp"
 #include "model/model.hpp"
 #include "optim/optim.hpp"
@@ -73,11 +73,12 @@ std::string fmt_eta(double s) {
 int run_training(Runtime& rt, Config cfg) {
   const int rank = rt.rank();
   MpiCommunicator world(MPI_COMM_WORLD, "world", cfg.runtime.timeout_s);
-  if (cfg.runtime.device != "cpu")
-    throw UsageError("runtime.device: '" + cfg.runtime.device +
-                     "' is not available in this build; valid: cpu");
   const auto& par = cfg.parallel;
   Mesh mesh(world, MeshDims{par.pp, par.dp, par.cp, par.tp});
+  // The backend: a GPU per rank must exist (and the build must have CUDA)
+  // on every rank before any of them starts NCCL.
+  const bool on_gpu = cfg.runtime.device == "cuda";
+  if (on_gpu) agree_on_setup(world, cuda_engine_preflight(cfg, rt));
   const int dp = par.dp;
   const int dp_rank = mesh.coords().dp;
 
@@ -114,12 +115,17 @@ int run_training(Runtime& rt, Config cfg) {
 
   DataLoader loader(std::move(src), cfg.model.seq_len, cfg.train.micro_batch, cfg.train.grad_accum,
                     dp, dp_rank);
-  Engine engine(cfg, mesh);
+  std::unique_ptr<StepEngine> engine =
+      on_gpu ? make_cuda_engine(cfg, mesh, world, rt) : make_cpu_engine(cfg, mesh);
 
-  // The peak MFU is reported against: measured sgemm rate on CPU ranks.
+  // The peak MFU is reported against: the GPU's dense bf16 peak, or the
+  // measured sgemm rate on CPU ranks.
   double peak = cfg.runtime.cpu_peak_gflops * 1e9;
   std::string peak_source = "config runtime.cpu_peak_gflops";
-  if (peak <= 0) {
+  if (auto dp = engine->device_peak()) {
+    peak = dp->flops;
+    peak_source = dp->source;
+  } else if (peak <= 0) {
     world.barrier();  // measure on all ranks at once: they share the cores
     peak = measure_sgemm_flops(768, 1.0);
     world.all_reduce_sum(&peak, 1);
@@ -133,16 +139,15 @@ int run_training(Runtime& rt, Config cfg) {
   const double model_flops_step = metrics::mpt_model_flops_per_seq(mshape) * double(gb);
   const double hw_flops_step = metrics::mpt_hw_flops_per_seq(mshape, recompute) * double(gb);
 
-  RunInfo info{&rt, &cfg, count_params(cfg.model), peak, peak_source, threads, &mesh};
+  RunInfo info{&rt,    &cfg, count_params(cfg.model), peak, peak_source, threads,
+               &mesh, engine->device_name(), engine->device_id()};
   if (rank == 0) write_run_json(out + "/run.json", info);
   TelemetryWriter tel;
   tel.open(telemetry_path(out, rank), telemetry_header(info));
 
   // Checkpointing: resume first (any layout may have written it), then save
   // every checkpoint.interval steps in the background.
-  TrainState tstate{engine.params(),    &engine.optimizer(), &cfg,
-                    mesh.dpcp().rank(), mesh.dpcp().size(),  engine.zero_stage(),
-                    mesh.coords().tp,   &engine.buckets(),   engine.master_shard()};
+  TrainState tstate = engine->train_state();
   const std::string ckpt_dir =
       cfg.checkpoint.dir.empty() ? out + "/checkpoints" : cfg.checkpoint.dir;
   long start_step = 1;
@@ -164,6 +169,7 @@ int run_training(Runtime& rt, Config cfg) {
         err = e.what();
       }
       agree_on_setup(world, err);
+      engine->sync_state_from_host();
       start_step = at + 1;
       tel.event("ckpt_resume", at,
                 {{"path", *from}, {"from_step", at}, {"load_s", wall_time() - tr}});
@@ -201,7 +207,7 @@ int run_training(Runtime& rt, Config cfg) {
 
   log0("scaletrain ", run_banner(info));
   log0("data: ", loader.source().describe(), "; global batch ", gb, " x ", cfg.model.seq_len,
-       " tokens; ", engine.buckets().num_buckets(), " gradient bucket(s); mesh ", mesh.describe());
+       " tokens; ", engine->num_buckets(), " gradient bucket(s); mesh ", mesh.describe());
   log0("run folder: ", out);
 
   const long total = cfg.train.steps;
@@ -212,13 +218,15 @@ int run_training(Runtime& rt, Config cfg) {
   if (start_step > last) log0("nothing to do: checkpoint is at step ", start_step - 1);
   long step = start_step;
   for (; step <= last; ++step) {
-    MemStats::reset_peaks();
+    engine->begin_step();
+    std::vector<Communicator*> comms = mesh.groups();
+    for (Communicator* c : engine->extra_comms()) comms.push_back(c);
     world.reset_stats();
-    for (Communicator* g : mesh.groups()) g->reset_stats();
+    for (Communicator* g : comms) g->reset_stats();
     const double t_start_epoch = epoch_seconds();
     const double t0 = wall_time();
 
-    StepOut so = engine.forward_backward(step, loader);
+    StepOut so = engine->forward_backward(step, loader);
     const double loss = so.loss, gnorm = so.grad_norm;
     const double lr = lr_at(cfg.optim, step, total);
     bool skipped = !so.finite;
@@ -227,7 +235,7 @@ int run_training(Runtime& rt, Config cfg) {
       logw("step ", step, ": loss ", loss, " grad_norm ", gnorm, " not finite; update skipped");
     }
     double exposed = so.exposed_s;
-    const double optim_s = engine.apply(step, lr, gnorm, skipped, &exposed);
+    const double optim_s = engine->apply(step, lr, gnorm, skipped, &exposed);
     const double data_s = so.data_s, fwd_s = so.fwd_s, bwd_s = so.bwd_s;
 
     // Signals (Slurm preemption): every rank must agree to stop together.
@@ -241,18 +249,23 @@ int run_training(Runtime& rt, Config cfg) {
     // Checkpoint: the loop waits only for the snapshot (and a previous save
     // still in flight); the write happens in the background.
     double ckpt_stall = 0;
+    const bool saving =
+        sig > 0 || (cfg.checkpoint.interval > 0 && step % cfg.checkpoint.interval == 0);
+    // A device backend first copies its state into the host views (pinned,
+    // on a copy stream); that copy is part of the stall.
+    const double t_sync = saving ? engine->sync_state_to_host() : 0.0;
     if (sig > 0) {
       tel.event("signal", step, {{"signal", signal_name(int(sig))}});
       log0("received ", signal_name(int(sig)), " at step ", step, "; emergency checkpoint");
       SaveStats ss =
           ckpt->emergency_save(step, checkpoint_state(tstate, step, loader.samples_consumed(step)));
-      ckpt_stall = ss.stall_s;
+      ckpt_stall = t_sync + ss.stall_s;
       log0(ss.committed ? "emergency checkpoint committed" : "emergency checkpoint FAILED", " (",
            ss.stall_s, " s)");
-    } else if (cfg.checkpoint.interval > 0 && step % cfg.checkpoint.interval == 0) {
+    } else if (saving) {
       SaveStats ss =
           ckpt->save(step, checkpoint_state(tstate, step, loader.samples_consumed(step)));
-      ckpt_stall = ss.stall_s;
+      ckpt_stall = t_sync + ss.stall_s;
     }
     const double step_s = wall_time() - t0;
 
@@ -261,7 +274,7 @@ int run_training(Runtime& rt, Config cfg) {
     double comm_s = 0;
     for (int k = 0; k < int(CollKind::kCount); ++k) {
       CollStats s = world.stats(CollKind(k));
-      for (Communicator* g : mesh.groups()) {
+      for (Communicator* g : comms) {
         const CollStats& w = g->stats(CollKind(k));
         s.seconds += w.seconds;
         s.bytes += w.bytes;
@@ -271,6 +284,7 @@ int run_training(Runtime& rt, Config cfg) {
       comm[coll_name(CollKind(k))] = {{"s", s.seconds}, {"bytes", s.bytes}, {"calls", s.calls}};
       comm_s += s.seconds;
     }
+    const EngineMemory mem = engine->memory();
     const int64_t tokens =
         int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * cfg.model.seq_len;
     tel.step({{"step", step},
@@ -290,12 +304,12 @@ int run_training(Runtime& rt, Config cfg) {
               {"loss", loss},
               {"grad_norm", gnorm},
               {"lr", lr},
-              {"mem_peak_bytes", MemStats::peak_total()},
+              {"mem_peak_bytes", mem.peak_total},
               {"mem_bytes",
-               {{"params", MemStats::current(MemCat::Params)},
-                {"grads", MemStats::current(MemCat::Grads)},
-                {"optim", MemStats::current(MemCat::Optim)},
-                {"activations", MemStats::peak(MemCat::Activations)}}}});
+               {{"params", mem.params},
+                {"grads", mem.grads},
+                {"optim", mem.optim},
+                {"activations", mem.activations_peak}}}});
 
     // Progress (rank 0): the slowest rank's step time sets the pace.
     double slow = step_s;
@@ -313,7 +327,7 @@ int run_training(Runtime& rt, Config cfg) {
                     "step %5ld/%ld | loss %.4f | %8.0f tok/s | MFU %5.1f%% | %7.1f ms | mem %s | "
                     "lr %.2e | ETA %s",
                     step, total, loss, tok_s, 100.0 * mfu, slow * 1e3,
-                    human_bytes(double(MemStats::peak_total())).c_str(), lr,
+                    human_bytes(double(mem.peak_total)).c_str(), lr,
                     fmt_eta(avg * double(total - step)).c_str());
       log0(line);
     }

@@ -33,8 +33,8 @@ cmake --preset cuda -DSCALETRAIN_CUDA_ARCHS="$archs" >"$log/configure.txt" 2>&1 
 grep -E "CUDA backend" "$log/configure.txt"
 
 step "build (-j$jobs)"
-targets=(scaletrain-cuda-probe scaletrain-bench-gemm scaletrain-bench-step cuda_kernels_test
-  cuda_libs_test nccl_comm_test cuda_step_test cuda_host_test)
+targets=(scaletrain scaletrain-cuda-probe scaletrain-bench-gemm scaletrain-bench-step
+  cuda_kernels_test cuda_libs_test nccl_comm_test cuda_step_test cuda_train_test cuda_host_test)
 timeout 420 cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$log/build.txt" 2>&1 ||
   { tail -40 "$log/build.txt"; die "build failed"; }
 echo "built: ${targets[*]}"

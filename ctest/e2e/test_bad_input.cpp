@@ -66,6 +66,11 @@ TEST(BadInput, EachIsRefusedWithAClearMessage) {
       {"world size not matching layout", 2, tiny() + " --set parallel.dp=4", {"world size", "2"}},
       {"zero3 with pp", 2, tiny() + " --set parallel.zero_stage=3 --set parallel.pp=2",
        {"parallel.zero_stage=3", "parallel.pp=2"}},
+      {"bf16 on cpu ranks", 1, tiny() + " --set train.precision=bf16",
+       {"train.precision=bf16", "runtime.device=cuda"}},
+      {"cuda with tensor parallelism", 2,
+       tiny() + " --set runtime.device=cuda --set train.precision=bf16 --set parallel.tp=2",
+       {"parallel.tp=2", "runtime.device=cuda"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -75,6 +80,31 @@ TEST(BadInput, EachIsRefusedWithAClearMessage) {
     EXPECT_EQ(r.exit_code, 2) << r.output;
     for (const auto& e : c.expect) EXPECT_NE(r.output.find(e), std::string::npos)
         << "message should name '" << e << "':\n" << r.output;
+    EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+  }
+  fs::remove_all(d);
+}
+
+// runtime.device=cuda where it cannot run (a build without the CUDA backend,
+// or no visible GPU) stops every rank at start-up with exit 2 and the reason,
+// before any run folder content is written. Where a GPU is visible the same
+// command trains (and says so in run.json).
+TEST(BadInput, CudaWithoutAGpuIsRefusedOnEveryRank) {
+  const std::string d = fresh_dir("nocuda");
+  for (int ranks : {1, 2}) {
+    const std::string out = d + "/run-np" + std::to_string(ranks);
+    auto r = run_scaletrain(ranks, tiny() + " --set runtime.device=cuda --set train.precision=bf16" +
+                                       " --set train.steps=2 --out " + out);
+    EXPECT_EQ(r.term_signal, 0) << "crashed: " << r.output;
+    if (r.exit_code == 0) {  // a GPU machine
+      std::ifstream rj(out + "/run.json");
+      EXPECT_EQ(nlohmann::json::parse(rj)["device"]["kind"], "cuda") << r.output;
+      continue;
+    }
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("runtime.device=cuda"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("runtime.device=cpu"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(out + "/run.json")) << "nothing is written before the check";
     EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
   }
   fs::remove_all(d);
