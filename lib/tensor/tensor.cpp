@@ -91,8 +91,13 @@ Tensor& Tensor::operator=(Tensor&& o) noexcept {
 void Tensor::allocate() {
   release();
   if (numel_ == 0) return;
-  size_t bytes = (size_t(numel_) * sizeof(float) + 63) / 64 * 64;
-  data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+  // Large tensors own whole pages (kPageOwnedBytes), so they can be
+  // page-locked in place (the CUDA engine's checkpoint views) without
+  // sharing a page with another allocation.
+  const size_t raw = size_t(numel_) * sizeof(float);
+  const size_t align = raw >= kPageOwnedBytes ? 4096 : 64;
+  size_t bytes = (raw + align - 1) / align * align;
+  data_ = static_cast<float*>(std::aligned_alloc(align, bytes));
   if (!data_) throw std::bad_alloc();
   std::memset(data_, 0, bytes);
   MemStats::add(cat_, int64_t(size_t(numel_) * sizeof(float)));

@@ -28,8 +28,11 @@ struct MemStats {
 };
 
 // Owning, contiguous, CPU fp32 tensor. Moves are cheap; copies are explicit.
+// Storage of kPageOwnedBytes or more starts on a 4 KiB page and is padded to
+// whole pages (no other allocation shares them: safe to page-lock in place).
 class Tensor {
  public:
+  static constexpr size_t kPageOwnedBytes = size_t(64) << 10;
   Tensor() = default;
   Tensor(std::vector<int64_t> shape, MemCat cat = MemCat::Other);
   ~Tensor();
