@@ -1,13 +1,18 @@
 // The CUDA engine (step_engine.hpp): one GPU per rank, the bf16 training
-// step of kernels/cuda/train_step.hpp (CudaLlama), data parallelism over
-// NCCL, and host views of the fp32 state for checkpoints.
+// step of kernels/cuda/train_step.hpp (CudaLlama), data and tensor
+// parallelism over NCCL, and host views of the fp32 state for checkpoints.
 //
 //  - Device: the node-local rank's GPU (select_device; CUDA_VISIBLE_DEVICES
 //    respected). Peak for MFU: runtime.gpu_peak_tflops, else the device's
 //    dense bf16 entry in lib/metrics' table.
 //  - Weights start as the CPU model's (st::Model built on the host with the
-//    same seed, then copied up), so a GPU run and a CPU run of one config
-//    start from the same parameters, whatever the layout.
+//    same seed and this rank's tp slice, then copied up), so a GPU run and a
+//    CPU run of one config start from the same parameters, whatever the
+//    layout.
+//  - NCCL: one world communicator from MPI, split into the tp group (ranks
+//    of one dp index) and the dp group (ranks of one tp index). Tensor
+//    parallelism lives in CudaLlama (Megatron split, no sequence
+//    parallelism); the engine reduces gradients over dp.
 //  - Gradients: every micro-batch's d(loss) is 1/(grad_accum * dp), so a SUM
 //    over dp is the global mean. During the last micro-batch's backward,
 //    finished layers are packed into buckets of parallel.dp_bucket_mb (the
@@ -54,6 +59,13 @@ std::string select(const Runtime& rt, int* ordinal, std::string* name) {
   return "";
 }
 
+int select_or_throw(const Runtime& rt, std::string* name) {
+  int ordinal = 0;
+  const std::string why = select(rt, &ordinal, name);
+  if (!why.empty()) throw UsageError(why);
+  return ordinal;
+}
+
 class CudaEngine final : public StepEngine {
  public:
   CudaEngine(const Config& cfg, Mesh& mesh, MpiCommunicator& world, const Runtime& rt);
@@ -68,8 +80,10 @@ class CudaEngine final : public StepEngine {
   EngineMemory memory() const override;
   int num_buckets() const override { return int(buckets_.size()); }
   std::vector<Communicator*> extra_comms() override {
-    if (dp_) return {dp_.get()};
-    return {};
+    std::vector<Communicator*> c;
+    if (dp_) c.push_back(dp_.get());
+    if (tp_) c.push_back(tp_.get());
+    return c;
   }
   std::optional<DevicePeak> device_peak() const override { return peak_; }
   std::string device_name() const override { return name_; }
@@ -81,12 +95,16 @@ class CudaEngine final : public StepEngine {
 
   const Config& cfg_;
   Mesh& mesh_;
-  int ordinal_ = 0;
+  // First: selecting the device (again: the same answer as preflight) must
+  // precede every member that creates CUDA objects (streams, events).
   std::string name_;
+  int ordinal_;
   DevicePeak peak_;
   bool full_ckpt_ = false;
   bool bf16_reduce_ = false;
-  std::unique_ptr<DeviceCommunicator> dp_;  // NCCL over the dp group (null for dp = 1)
+  std::unique_ptr<DeviceCommunicator> world_;  // NCCL over every rank (null for 1 rank)
+  std::unique_ptr<DeviceCommunicator> dp_;     // over the dp group (null for dp = 1)
+  std::unique_ptr<DeviceCommunicator> tp_;     // over the tp group (null for tp = 1)
   std::unique_ptr<kc::CudaLlama> model_;
   // Host views: the CPU model's tensors (weights) and a host AdamW (moments).
   std::unique_ptr<Model> host_;
@@ -108,11 +126,7 @@ class CudaEngine final : public StepEngine {
 };
 
 CudaEngine::CudaEngine(const Config& cfg, Mesh& mesh, MpiCommunicator& world, const Runtime& rt)
-    : cfg_(cfg), mesh_(mesh) {
-  // The device was picked in preflight; pick it again (the same answer) so
-  // every CUDA call below runs on it.
-  const std::string why = select(rt, &ordinal_, &name_);
-  if (!why.empty()) throw UsageError(why);
+    : cfg_(cfg), mesh_(mesh), ordinal_(select_or_throw(rt, &name_)) {
   full_ckpt_ = cfg.train.act_ckpt == "full";
   bf16_reduce_ = cfg.parallel.grad_reduce_dtype == "bf16";
 
@@ -127,9 +141,22 @@ CudaEngine::CudaEngine(const Config& cfg, Mesh& mesh, MpiCommunicator& world, co
                      "TFLOP/s for MFU");
   }
 
+  ST_CHECK(mesh.dims().pp == 1 && mesh.dims().cp == 1,
+           "CUDA engine: pipeline and context parallelism are refused at config load");
+  // NCCL: the world, then the tp and dp groups (collective, same order on
+  // every rank).
+  const auto& co = mesh.coords();
+  if (world.size() > 1) {
+    world_ = make_nccl_communicator(world, "world", cfg.runtime.timeout_s);
+    if (mesh.dims().tp > 1) tp_ = world_->split(co.dp, co.tp, "tp");
+    if (mesh.dims().dp > 1) dp_ = world_->split(co.tp, co.dp, "dp");
+  }
+
   // Host model: the initial weights (same seed, same values as on CPU ranks)
   // and the checkpoint views. Its gradient buffers are never used.
-  host_ = std::make_unique<Model>(cfg.model, cfg.train.seed, ModelParallel{});
+  ModelParallel hp;
+  hp.tp = &mesh.tp();
+  host_ = std::make_unique<Model>(cfg.model, cfg.train.seed, hp);
   hparams_ = host_->params();
   host_opt_ = std::make_unique<AdamW>(cfg.optim);
   for (Param* p : hparams_) {
@@ -141,7 +168,9 @@ CudaEngine::CudaEngine(const Config& cfg, Mesh& mesh, MpiCommunicator& world, co
   oc.beta2 = float(cfg.optim.beta2);
   oc.eps = float(cfg.optim.eps);
   oc.weight_decay = float(cfg.optim.weight_decay);
-  model_ = std::make_unique<kc::CudaLlama>(cfg.model, oc);
+  kc::TensorParallel tpar;
+  tpar.comm = tp_.get();
+  model_ = std::make_unique<kc::CudaLlama>(cfg.model, oc, tpar);
   std::unordered_map<std::string, kc::CudaParam*> by_name;
   for (const auto& p : model_->params()) by_name[p->name] = p.get();
   for (Param* p : hparams_) {
@@ -153,20 +182,22 @@ CudaEngine::CudaEngine(const Config& cfg, Mesh& mesh, MpiCommunicator& world, co
   ST_CHECK(dev_.size() == model_->params().size(), "CUDA engine: ", model_->params().size(),
            " device parameters for ", dev_.size(), " host ones");
   // Page-lock the host views so snapshot copies are DMA on the copy stream.
+  // Only tensors that own whole pages (tensor.hpp); the small ones (norm
+  // weights) share pages with other allocations and are copied pageable.
   auto& slots = host_opt_->slots();
+  auto pin = [this](Tensor& t) {
+    if (t.bytes() >= Tensor::kPageOwnedBytes) pins_.emplace_back(t.data(), t.bytes());
+  };
   for (size_t i = 0; i < hparams_.size(); ++i) {
-    pins_.emplace_back(hparams_[i]->w.data(), hparams_[i]->w.bytes());
-    pins_.emplace_back(slots[i].m.data(), slots[i].m.bytes());
-    pins_.emplace_back(slots[i].v.data(), slots[i].v.bytes());
+    pin(hparams_[i]->w);
+    pin(slots[i].m);
+    pin(slots[i].v);
   }
   for (size_t i = 0; i < hparams_.size(); ++i)
     model_->state_from_host(*dev_[i], hparams_[i]->w.data(), nullptr, nullptr);
 
-  // NCCL for the gradient reduction (dp-only layouts: the dp group is the world).
-  if (mesh.dims().dp > 1) {
-    ST_CHECK(mesh.dims().tp == 1 && mesh.dims().pp == 1 && mesh.dims().cp == 1,
-             "CUDA engine: only data-parallel layouts (validated at load)");
-    dp_ = make_nccl_communicator(world, "dp", cfg.runtime.timeout_s);
+  // Gradient reduction over dp, in buckets.
+  if (dp_) {
     dp_->set_compute_stream(model_->stream());
     plan_buckets();
     if (bf16_reduce_)
@@ -176,7 +207,8 @@ CudaEngine::CudaEngine(const Config& cfg, Mesh& mesh, MpiCommunicator& world, co
 
 CudaEngine::~CudaEngine() {
   if (model_) cudaStreamSynchronize(model_->stream());
-  if (dp_) dp_->synchronize();
+  for (auto* c : {dp_.get(), tp_.get()})
+    if (c) c->synchronize();
   copy_.sync();
 }
 
@@ -283,7 +315,7 @@ double CudaEngine::apply(long step, double lr, double /*grad_norm*/, bool skip,
 TrainState CudaEngine::train_state() {
   TrainState t{hparams_, host_opt_.get(), &cfg_, mesh_.dpcp().rank(), mesh_.dpcp().size()};
   t.zero_stage = 0;
-  t.tp_rank = 0;
+  t.tp_rank = mesh_.coords().tp;
   return t;
 }
 
@@ -294,6 +326,7 @@ double CudaEngine::sync_state_to_host() {
   const int r = mesh_.dpcp().rank(), n = mesh_.dpcp().size();
   for (size_t i = 0; i < hparams_.size(); ++i) {
     Param* p = hparams_[i];
+    if (!p->tp_sharded && mesh_.coords().tp != 0) continue;  // tp rank 0 saves replicated ones
     const auto& shape = p->w.shape();
     auto [lo, hi] = replica_rows(shape[0], r, n);
     if (hi <= lo) continue;

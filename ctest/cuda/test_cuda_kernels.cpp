@@ -61,6 +61,37 @@ TEST(CudaKernels, Embedding) {
   }
 }
 
+// Vocab-parallel shard: rows of other shards are 0 in forward and untouched
+// in backward (the CPU twin's rule), for the first, a middle and the last
+// shard of 4.
+TEST(CudaKernels, EmbeddingShard) {
+  const int64_t rows = 300, vocab = 1000, d = 64, tp = 4, vl = vocab / tp;
+  std::vector<int32_t> tok(rows);
+  for (int64_t r = 0; r < rows; ++r) tok[r] = int32_t((r * 7919 + 13) % vocab);
+  auto dtok = upload(tok);
+  for (int64_t part : {0, 2, 3}) {
+    const int64_t v0 = part * vl;
+    auto table = round_bf16(randn(vl * d, 5 + int(part)));
+    std::vector<float> ref(rows * d);
+    kk::embedding_fwd_shard(tok.data(), rows, table.data(), v0, vl, d, ref.data());
+    auto dtab = upload(to_bf16(table));
+    auto dout = poisoned(rows * d * 2);
+    kc::embedding_fwd_shard(dtok.as<int32_t>(), rows, dtab.as<bf16>(), v0, vl, d, dout.as<bf16>(),
+                            s0);
+    EXPECT_TRUE(close(download_bf16(dout, rows * d), ref, 0, "embedding_fwd_shard"));
+
+    auto dy = round_bf16(randn(rows * d, 9));
+    auto g0 = randn(vl * d, 10);
+    auto gref = g0;
+    kk::embedding_bwd_shard(tok.data(), rows, dy.data(), v0, vl, d, gref.data());
+    auto ddy = upload(to_bf16(dy));
+    auto dg = upload(g0);
+    kc::embedding_bwd_shard(dtok.as<int32_t>(), rows, ddy.as<bf16>(), v0, vl, d, dg.as<float>(),
+                            s0);
+    EXPECT_TRUE(close(download<float>(dg, vl * d), gref, 1e-5, "embedding_bwd_shard"));
+  }
+}
+
 TEST(CudaKernels, RmsNorm) {
   struct S {
     int64_t rows, d;

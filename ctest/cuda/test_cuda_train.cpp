@@ -10,7 +10,8 @@
 //    straight run within 1e-3) and on CPU ranks (within 5e-2: the state is
 //    fp32 whatever device wrote it).
 //  - With two GPUs: dp2 against one GPU at the same global batch, with fp32
-//    and with bf16 gradient reduction (skipped with fewer GPUs).
+//    and with bf16 gradient reduction; tp2 against one GPU, and a tp2
+//    checkpoint resumed on one GPU (skipped with fewer GPUs).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -110,5 +111,21 @@ TEST(CudaTrainer, DataParallelTwoGpusMatchesOne) {
   expect_close(two, one, 2e-2, "dp2 vs 1 GPU");
   expect_close(two16, one, 3e-2, "dp2 bf16 reduction vs 1 GPU");
   EXPECT_EQ(read_series(d + "/np2", 1, "loss"), two) << "both ranks record the global loss";
+  fs::remove_all(d);
+}
+
+TEST(CudaTrainer, TensorParallelTwoGpusMatchesOne) {
+  if (st::cuda::device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  const std::string d = fresh_dir("cuda-tp");
+  const std::string common = " --set train.steps=10 --set checkpoint.interval=5" + std::string(kGpu);
+  auto one = run_losses(1, common, d + "/np1");
+  auto tp2 = run_losses(2, common + " --set parallel.tp=2", d + "/tp2");
+  expect_close(tp2, one, 2e-2, "tp2 vs 1 GPU");
+  EXPECT_EQ(read_series(d + "/tp2", 1, "loss"), tp2) << "both tp ranks record the same loss";
+  // The tp2 checkpoint (each rank its slices) resumes on one GPU.
+  auto resumed = run_losses(
+      1, common + " --set checkpoint.resume=" + d + "/tp2/checkpoints/step_00000005", d + "/re1");
+  std::vector<double> tail(one.begin() + 5, one.end());
+  expect_close(resumed, tail, 2e-2, "tp2 checkpoint resumed on 1 GPU vs 1 GPU");
   fs::remove_all(d);
 }

@@ -56,6 +56,15 @@ TEST(Nccl, CollectivesMatchMpi) {
     nccl->wait_on(s.get());
     s.sync();
     EXPECT_TRUE(close(download_bf16(db, h.size()), ref, 1e-2, "nccl all_reduce bf16"));
+    // fp32 max (vocab-parallel cross-entropy's row max)
+    std::vector<double> mref(h.begin(), h.end());
+    g_world->all_reduce_max(mref.data(), int64_t(mref.size()));
+    auto dm = upload(h);
+    nccl->all_reduce_max_typed(dm.data(), int64_t(h.size()), st::CommDType::F32);
+    nccl->wait_on(s.get());
+    s.sync();
+    EXPECT_TRUE(close(download<float>(dm, h.size()), std::vector<float>(mref.begin(), mref.end()),
+                      0, "nccl all_reduce max"));
   }
   // broadcast from the last rank
   std::vector<float> b = rank_data(4096, R), bref = rank_data(4096, P - 1);

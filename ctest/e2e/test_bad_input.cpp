@@ -68,9 +68,9 @@ TEST(BadInput, EachIsRefusedWithAClearMessage) {
        {"parallel.zero_stage=3", "parallel.pp=2"}},
       {"bf16 on cpu ranks", 1, tiny() + " --set train.precision=bf16",
        {"train.precision=bf16", "runtime.device=cuda"}},
-      {"cuda with tensor parallelism", 2,
-       tiny() + " --set runtime.device=cuda --set train.precision=bf16 --set parallel.tp=2",
-       {"parallel.tp=2", "runtime.device=cuda"}},
+      {"cuda with pipeline parallelism", 2,
+       tiny() + " --set runtime.device=cuda --set train.precision=bf16 --set parallel.pp=2",
+       {"parallel.pp=2", "runtime.device=cuda"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

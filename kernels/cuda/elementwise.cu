@@ -25,23 +25,26 @@ __global__ void k_add(bf16* y, const bf16* x, int64_t n) {
   GRID_STRIDE(i, n) y[i] = to_bf(to_f(y[i]) + to_f(x[i]));
 }
 
-__global__ void k_embedding_fwd(const int32_t* tokens, const bf16* table, int64_t vocab, int64_t d,
-                                bf16* out) {
+// table holds vocabulary rows [v0, v0 + vocab). A token outside gives NaN
+// (whole table: an invalid id) or 0 (a shard: another rank owns it).
+__global__ void k_embedding_fwd(const int32_t* tokens, const bf16* table, int64_t v0,
+                                int64_t vocab, int64_t d, bool shard, bf16* out) {
   const int64_t r = blockIdx.x;
-  const int32_t t = tokens[r];
+  const int64_t t = int64_t(tokens[r]) - v0;
   const bool ok = t >= 0 && t < vocab;
+  const bf16 miss = to_bf(shard ? 0.f : NAN);
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-    out[r * d + j] = ok ? table[int64_t(t) * d + j] : to_bf(NAN);
+    out[r * d + j] = ok ? table[t * d + j] : miss;
 }
 
 // One thread per column walks the rows in order: no races, fixed order.
-__global__ void k_embedding_bwd(const int32_t* tokens, int64_t rows, const bf16* dout,
+__global__ void k_embedding_bwd(const int32_t* tokens, int64_t rows, const bf16* dout, int64_t v0,
                                 int64_t vocab, int64_t d, float* dtable) {
   const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (j >= d) return;
   for (int64_t r = 0; r < rows; ++r) {
-    const int32_t t = tokens[r];
-    if (t >= 0 && t < vocab) dtable[int64_t(t) * d + j] += to_f(dout[r * d + j]);
+    const int64_t t = int64_t(tokens[r]) - v0;
+    if (t >= 0 && t < vocab) dtable[t * d + j] += to_f(dout[r * d + j]);
   }
 }
 
@@ -164,13 +167,26 @@ void add_inplace(bf16* y, const bf16* x, int64_t n, cudaStream_t s) {
 void embedding_fwd(const int32_t* tokens, int64_t rows, const bf16* table, int64_t vocab, int64_t d,
                    bf16* out, cudaStream_t s) {
   if (rows <= 0) return;
-  k_embedding_fwd<<<unsigned(rows), kThreads, 0, s>>>(tokens, table, vocab, d, out);
+  k_embedding_fwd<<<unsigned(rows), kThreads, 0, s>>>(tokens, table, 0, vocab, d, false, out);
+  ST_CUDA_CHECK_LAUNCH();
+}
+void embedding_fwd_shard(const int32_t* tokens, int64_t rows, const bf16* table, int64_t v0,
+                         int64_t vl, int64_t d, bf16* out, cudaStream_t s) {
+  if (rows <= 0) return;
+  k_embedding_fwd<<<unsigned(rows), kThreads, 0, s>>>(tokens, table, v0, vl, d, true, out);
   ST_CUDA_CHECK_LAUNCH();
 }
 void embedding_bwd(const int32_t* tokens, int64_t rows, const bf16* dout, int64_t vocab, int64_t d,
                    float* dtable, cudaStream_t s) {
   if (rows <= 0 || d <= 0) return;
-  k_embedding_bwd<<<unsigned((d + 127) / 128), 128, 0, s>>>(tokens, rows, dout, vocab, d, dtable);
+  k_embedding_bwd<<<unsigned((d + 127) / 128), 128, 0, s>>>(tokens, rows, dout, 0, vocab, d,
+                                                            dtable);
+  ST_CUDA_CHECK_LAUNCH();
+}
+void embedding_bwd_shard(const int32_t* tokens, int64_t rows, const bf16* dout, int64_t v0,
+                         int64_t vl, int64_t d, float* dtable, cudaStream_t s) {
+  if (rows <= 0 || d <= 0) return;
+  k_embedding_bwd<<<unsigned((d + 127) / 128), 128, 0, s>>>(tokens, rows, dout, v0, vl, d, dtable);
   ST_CUDA_CHECK_LAUNCH();
 }
 

@@ -37,6 +37,14 @@ void embedding_fwd(const int32_t* tokens, int64_t rows, const bf16* table, int64
 // dtable[tokens[r], :] += dout[r, :] in row order per column (deterministic).
 void embedding_bwd(const int32_t* tokens, int64_t rows, const bf16* dout, int64_t vocab, int64_t d,
                    float* dtable, cudaStream_t stream);
+// Vocab-parallel shard (tensor parallelism): table holds rows [v0, v0+vl);
+// rows whose token is outside get 0 (the tp all-reduce fills them from the
+// owning rank); backward adds only the owned rows. Twins of
+// kernels::embedding_fwd_shard / embedding_bwd_shard.
+void embedding_fwd_shard(const int32_t* tokens, int64_t rows, const bf16* table, int64_t v0,
+                         int64_t vl, int64_t d, bf16* out, cudaStream_t stream);
+void embedding_bwd_shard(const int32_t* tokens, int64_t rows, const bf16* dout, int64_t v0,
+                         int64_t vl, int64_t d, float* dtable, cudaStream_t stream);
 
 // y = x * rstd * w; rstd [rows] fp32.
 void rmsnorm_fwd(const bf16* x, const bf16* w, int64_t rows, int64_t d, float eps, bf16* y,

@@ -43,12 +43,29 @@ struct CudaLlama::Acts {
   }
 };
 
-CudaLlama::CudaLlama(const ModelCfg& cfg, AdamWCfg opt) : cfg_(cfg), opt_(opt) {
-  const int64_t d = cfg.d_model, V = cfg.vocab_size, F = cfg.ffn_hidden;
-  ST_USAGE_CHECK(cfg.n_heads > 0 && d % cfg.n_heads == 0 && cfg.n_kv_heads > 0 &&
+CudaLlama::CudaLlama(const ModelCfg& cfg, AdamWCfg opt, TensorParallel tp)
+    : cfg_(cfg), opt_(opt) {
+  if (tp.comm && tp.comm->size() > 1) {
+    tp_ = tp.comm;
+    tp_size_ = tp_->size();
+    tp_rank_ = tp_->rank();
+    tp_->set_compute_stream(stream());
+  }
+  ST_USAGE_CHECK(cfg.n_heads > 0 && cfg.d_model % cfg.n_heads == 0 && cfg.n_kv_heads > 0 &&
                      cfg.n_heads % cfg.n_kv_heads == 0,
                  "CudaLlama: bad head counts");
-  const int64_t hd = d / cfg.n_heads, qd = cfg.n_heads * hd, kd = cfg.n_kv_heads * hd;
+  ST_USAGE_CHECK(cfg.n_heads % tp_size_ == 0 && cfg.n_kv_heads % tp_size_ == 0 &&
+                     cfg.ffn_hidden % tp_size_ == 0 && cfg.vocab_size % tp_size_ == 0,
+                 "CudaLlama: n_heads, n_kv_heads, ffn_hidden and vocab_size must divide by tp=",
+                 tp_size_);
+  hq_ = cfg.n_heads / tp_size_;
+  hkv_ = cfg.n_kv_heads / tp_size_;
+  ffn_ = cfg.ffn_hidden / tp_size_;
+  vocab_ = cfg.vocab_size / tp_size_;
+  v0_ = vocab_ * tp_rank_;
+  // Local shapes: this rank's tp slice (the whole tensor without tp).
+  const int64_t d = cfg.d_model, V = vocab_, F = ffn_;
+  const int64_t hd = d / cfg.n_heads, qd = hq_ * hd, kd = hkv_ * hd;
   tok_emb_ = add("tok_embeddings.weight", {V, d}, true, -1);
   for (int l = 0; l < cfg.n_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
@@ -80,7 +97,7 @@ CudaLlama::CudaLlama(const ModelCfg& cfg, AdamWCfg opt) : cfg_(cfg), opt_(opt) {
   grads_ = f32_buf(grads_n_, MemCat::Grads);
   ST_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, size_t(grads_n_) * sizeof(float), stream()));
   for (auto& p : params_) p->g = grads_.as<float>() + p->g_off;
-  sumsq_ = f32_buf(1, MemCat::Optim);
+  sumsq_ = f32_buf(2, MemCat::Optim);
   ST_CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 
@@ -95,6 +112,7 @@ CudaParam* CudaLlama::add(const std::string& name, std::vector<int64_t> shape, b
   p->shape = std::move(shape);
   p->decay = decay;
   p->layer = layer;
+  p->tp_sharded = decay && tp_size_ > 1;  // every weight but the norms is split
   const size_t n32 = size_t(p->numel + 1) * sizeof(float);  // +1: cuRAND normals come in pairs
   p->w = DeviceBuffer(n32, MemCat::Params);
   p->w16 = DeviceBuffer(size_t(p->numel) * sizeof(bf16), MemCat::Params);
@@ -184,8 +202,8 @@ void linear_bwd_x(GemmLt& g, const bf16* dy, const CudaParam& W, int64_t N, floa
 void CudaLlama::block_forward(int l, int64_t B, int64_t T, Acts& a, bf16* out) {
   const Layer& P = layers_[size_t(l)];
   const cudaStream_t s = stream();
-  const int64_t N = B * T, d = cfg_.d_model, F = cfg_.ffn_hidden, Hq = cfg_.n_heads,
-                Hkv = cfg_.n_kv_heads, hd = d / Hq;
+  const int64_t N = B * T, d = cfg_.d_model, F = ffn_, Hq = hq_, Hkv = hkv_,
+                hd = d / cfg_.n_heads;
   const float eps = float(cfg_.norm_eps), scale = 1.f / std::sqrt(float(hd));
   const bf16* x = a.x.as<bf16>();
   // Attention half.
@@ -204,10 +222,17 @@ void CudaLlama::block_forward(int l, int64_t B, int64_t T, Acts& a, bf16* out) {
   a.lse = f32_buf(B * Hq * T);
   sdpa_.fwd(a.q.as<bf16>(), a.k.as<bf16>(), a.v.as<bf16>(), B, T, Hq, Hkv, hd, scale,
             a.att.as<bf16>(), a.lse.as<float>(), s);
-  a.h2 = bf16_buf(N * d);  // h2 = x + att wo^T
+  a.h2 = bf16_buf(N * d);  // h2 = x + att wo^T (row-parallel: summed over tp)
   ST_CUDA_CHECK(cudaMemcpyAsync(a.h2.data(), x, size_t(N * d) * sizeof(bf16),
                                 cudaMemcpyDeviceToDevice, s));
-  linear_fwd(gemm_, a.att.as<bf16>(), *P.wo, N, 1.f, a.h2.as<bf16>(), s);
+  if (tp_) {
+    DeviceBuffer part = bf16_buf(N * d);
+    linear_fwd(gemm_, a.att.as<bf16>(), *P.wo, N, 0.f, part.as<bf16>(), s);
+    tp_sum(part.as<bf16>(), N * d);
+    add_inplace(a.h2.as<bf16>(), part.as<bf16>(), N * d, s);
+  } else {
+    linear_fwd(gemm_, a.att.as<bf16>(), *P.wo, N, 1.f, a.h2.as<bf16>(), s);
+  }
   // MLP half.
   a.rstd2 = f32_buf(N);
   a.xn2 = bf16_buf(N * d);
@@ -222,15 +247,22 @@ void CudaLlama::block_forward(int l, int64_t B, int64_t T, Acts& a, bf16* out) {
   if (!out) return;
   ST_CUDA_CHECK(cudaMemcpyAsync(out, a.h2.data(), size_t(N * d) * sizeof(bf16),
                                 cudaMemcpyDeviceToDevice, s));
-  linear_fwd(gemm_, a.a.as<bf16>(), *P.w2, N, 1.f, out, s);
+  if (tp_) {
+    DeviceBuffer part = bf16_buf(N * d);
+    linear_fwd(gemm_, a.a.as<bf16>(), *P.w2, N, 0.f, part.as<bf16>(), s);
+    tp_sum(part.as<bf16>(), N * d);
+    add_inplace(out, part.as<bf16>(), N * d, s);
+  } else {
+    linear_fwd(gemm_, a.a.as<bf16>(), *P.w2, N, 1.f, out, s);
+  }
 }
 
 // dh: on entry d(loss)/d(block output), on return d(loss)/d(block input).
 void CudaLlama::block_backward(int l, int64_t B, int64_t T, Acts& a, bf16* dh) {
   const Layer& P = layers_[size_t(l)];
   const cudaStream_t s = stream();
-  const int64_t N = B * T, d = cfg_.d_model, F = cfg_.ffn_hidden, Hq = cfg_.n_heads,
-                Hkv = cfg_.n_kv_heads, hd = d / Hq;
+  const int64_t N = B * T, d = cfg_.d_model, F = ffn_, Hq = hq_, Hkv = hkv_,
+                hd = d / cfg_.n_heads;
   const float scale = 1.f / std::sqrt(float(hd));
   // MLP half: out = h2 + a w2^T.
   linear_bwd_w(gemm_, dh, a.a.as<bf16>(), *P.w2, N, s);
@@ -250,6 +282,7 @@ void CudaLlama::block_backward(int l, int64_t B, int64_t T, Acts& a, bf16* dh) {
   linear_bwd_x(gemm_, a.u.as<bf16>(), *P.w3, N, 1.f, dxn.as<bf16>(), s);
   a.g = DeviceBuffer();
   a.u = DeviceBuffer();
+  tp_sum(dxn.as<bf16>(), N * d);  // column-parallel input gradient
   rmsnorm_bwd(a.h2.as<bf16>(), P.ffn_norm->wb(), a.rstd2.as<float>(), dxn.as<bf16>(), N, d, dh,
               P.ffn_norm->gf(), /*accumulate=*/true, s);
   a.h2 = DeviceBuffer();
@@ -271,6 +304,7 @@ void CudaLlama::block_backward(int l, int64_t B, int64_t T, Acts& a, bf16* dh) {
   linear_bwd_x(gemm_, dq.as<bf16>(), *P.wq, N, 0.f, dxn.as<bf16>(), s);
   linear_bwd_x(gemm_, dk.as<bf16>(), *P.wk, N, 1.f, dxn.as<bf16>(), s);
   linear_bwd_x(gemm_, dv.as<bf16>(), *P.wv, N, 1.f, dxn.as<bf16>(), s);
+  tp_sum(dxn.as<bf16>(), N * d);
   rmsnorm_bwd(a.x.as<bf16>(), P.attn_norm->wb(), a.rstd1.as<float>(), dxn.as<bf16>(), N, d, dh,
               P.attn_norm->gf(), /*accumulate=*/true, s);
   a = Acts();
@@ -290,7 +324,7 @@ float CudaLlama::forward_backward(const int32_t* tokens, const int32_t* targets,
                                   const GradsReadyFn& ready) {
   ST_USAGE_CHECK(B >= 1 && T >= 1, "CudaLlama: batch must be at least 1x1, got B=", B, " T=", T);
   const cudaStream_t s = stream();
-  const int64_t N = int64_t(B) * T, d = cfg_.d_model, V = cfg_.vocab_size;
+  const int64_t N = int64_t(B) * T, d = cfg_.d_model, V = vocab_;
   const float eps = float(cfg_.norm_eps);
   sumsq_valid_ = false;
   if (zero_grads)
@@ -306,7 +340,12 @@ float CudaLlama::forward_backward(const int32_t* tokens, const int32_t* targets,
   DeviceBuffer h = bf16_buf(N * d);
   {
     st::cuda::NvtxRange r("forward");
-    embedding_fwd(tok.as<int32_t>(), N, tok_emb_->wb(), V, d, h.as<bf16>(), s);
+    if (tp_) {  // vocab-parallel: each rank fills the rows it owns
+      embedding_fwd_shard(tok.as<int32_t>(), N, tok_emb_->wb(), v0_, V, d, h.as<bf16>(), s);
+      tp_sum(h.as<bf16>(), N * d);
+    } else {
+      embedding_fwd(tok.as<int32_t>(), N, tok_emb_->wb(), V, d, h.as<bf16>(), s);
+    }
     for (int l = 0; l < cfg_.n_layers; ++l) {
       Acts& a = acts[size_t(l)];
       a.x = std::move(h);
@@ -319,8 +358,7 @@ float CudaLlama::forward_backward(const int32_t* tokens, const int32_t* targets,
   rmsnorm_fwd(h.as<bf16>(), norm_->wb(), N, d, eps, xn.as<bf16>(), rstd.as<float>(), s);
   linear_fwd(gemm_, xn.as<bf16>(), *output_, N, 0.f, logits.as<bf16>(), s);
   DeviceBuffer lse = f32_buf(N), row_loss = f32_buf(N);
-  cross_entropy_fwd(logits.as<bf16>(), tgt.as<int32_t>(), N, V, lse.as<float>(),
-                    row_loss.as<float>(), s);
+  loss_fwd(logits.as<bf16>(), tgt.as<int32_t>(), N, lse.as<float>(), row_loss.as<float>());
   t_fwd_.stop(s);
   int64_t n_valid = 0;
   const float loss = cross_entropy_loss(row_loss.as<float>(), tgt.as<int32_t>(), N, &n_valid, s);
@@ -332,11 +370,12 @@ float CudaLlama::forward_backward(const int32_t* tokens, const int32_t* targets,
   // ---- backward ----
   st::cuda::NvtxRange r("backward");
   t_bwd_.start(s);
-  cross_entropy_bwd(logits.as<bf16>(), tgt.as<int32_t>(), lse.as<float>(), N, V, 0, n_valid,
+  cross_entropy_bwd(logits.as<bf16>(), tgt.as<int32_t>(), lse.as<float>(), N, V, v0_, n_valid,
                     grad_scale, logits.as<bf16>(), s);
   linear_bwd_w(gemm_, logits.as<bf16>(), xn.as<bf16>(), *output_, N, s);
   DeviceBuffer dxn = bf16_buf(N * d);
   linear_bwd_x(gemm_, logits.as<bf16>(), *output_, N, 0.f, dxn.as<bf16>(), s);
+  tp_sum(dxn.as<bf16>(), N * d);  // vocab-parallel head: partial over tp
   logits = DeviceBuffer();
   DeviceBuffer dh = bf16_buf(N * d);
   rmsnorm_bwd(h.as<bf16>(), norm_->wb(), rstd.as<float>(), dxn.as<bf16>(), N, d, dh.as<bf16>(),
@@ -350,7 +389,10 @@ float CudaLlama::forward_backward(const int32_t* tokens, const int32_t* targets,
     block_backward(l, B, T, a, dh.as<bf16>());
     if (ready) ready(l);
   }
-  embedding_bwd(tok.as<int32_t>(), N, dh.as<bf16>(), V, d, tok_emb_->gf(), s);
+  if (tp_)
+    embedding_bwd_shard(tok.as<int32_t>(), N, dh.as<bf16>(), v0_, V, d, tok_emb_->gf(), s);
+  else
+    embedding_bwd(tok.as<int32_t>(), N, dh.as<bf16>(), V, d, tok_emb_->gf(), s);
   if (ready) ready(-1);
   t_bwd_.stop(s);
   bwd_pending_ = true;
@@ -363,18 +405,74 @@ std::pair<int64_t, int64_t> CudaLlama::layer_grad_range(int layer) const {
 }
 
 double CudaLlama::grad_sumsq() {
-  std::vector<const float*> grads;
-  std::vector<int64_t> sizes;
-  for (const auto& p : params_) {
-    grads.push_back(p->gf());
-    sizes.push_back(p->numel);
+  const cudaStream_t s = stream();
+  if (!tp_) {
+    std::vector<const float*> grads;
+    std::vector<int64_t> sizes;
+    for (const auto& p : params_) {
+      grads.push_back(p->gf());
+      sizes.push_back(p->numel);
+    }
+    multi_tensor_sumsq(grads, sizes, sumsq_.as<float>(), s);
+    float h = 0.f;
+    ST_CUDA_CHECK(cudaMemcpyAsync(&h, sumsq_.data(), sizeof h, cudaMemcpyDeviceToHost, s));
+    ST_CUDA_CHECK(cudaStreamSynchronize(s));
+    sumsq_valid_ = true;
+    return double(h);
   }
-  multi_tensor_sumsq(grads, sizes, sumsq_.as<float>(), stream());
-  float h = 0.f;
-  ST_CUDA_CHECK(cudaMemcpyAsync(&h, sumsq_.data(), sizeof h, cudaMemcpyDeviceToHost, stream()));
-  ST_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  // Tensor parallelism: slices summed over tp, replicated tensors once.
+  std::vector<const float*> g[2];
+  std::vector<int64_t> n[2];
+  for (const auto& p : params_) {
+    g[p->tp_sharded ? 0 : 1].push_back(p->gf());
+    n[p->tp_sharded ? 0 : 1].push_back(p->numel);
+  }
+  float* sq = sumsq_.as<float>();
+  for (int k = 0; k < 2; ++k) multi_tensor_sumsq(g[k], n[k], sq + k, s);
+  tp_sum(sq, 1);
+  float h[2] = {0.f, 0.f};
+  ST_CUDA_CHECK(cudaMemcpyAsync(h, sq, sizeof h, cudaMemcpyDeviceToHost, s));
+  ST_CUDA_CHECK(cudaStreamSynchronize(s));
+  const float total = h[0] + h[1];
+  ST_CUDA_CHECK(cudaMemcpyAsync(sq, &total, sizeof total, cudaMemcpyHostToDevice, s));
+  ST_CUDA_CHECK(cudaStreamSynchronize(s));  // `total` is on this stack
   sumsq_valid_ = true;
-  return double(h);
+  return double(total);
+}
+
+void CudaLlama::tp_sum(bf16* x, int64_t n) {
+  if (!tp_) return;
+  tp_->all_reduce_sum_typed(x, n, CommDType::BF16);
+  tp_->wait_on(stream());
+}
+void CudaLlama::tp_sum(float* x, int64_t n) {
+  if (!tp_) return;
+  tp_->all_reduce_sum_typed(x, n, CommDType::F32);
+  tp_->wait_on(stream());
+}
+
+// Mean-loss statistics per row: lse and row_loss. Vocab-parallel: the row
+// max, then the rescaled sum of exponentials and the target logit, reduced
+// over tp (Megatron's cross-entropy; the logits are never gathered).
+void CudaLlama::loss_fwd(const bf16* logits, const int32_t* tgt, int64_t N, float* lse,
+                         float* row_loss) {
+  const cudaStream_t s = stream();
+  if (!tp_) {
+    cross_entropy_fwd(logits, tgt, N, vocab_, lse, row_loss, s);
+    return;
+  }
+  DeviceBuffer mx = f32_buf(N), gmax = f32_buf(N), sumexp = f32_buf(N), tl = f32_buf(N);
+  cross_entropy_vp_partial(logits, tgt, N, vocab_, v0_, mx.as<float>(), sumexp.as<float>(),
+                           tl.as<float>(), s);
+  ST_CUDA_CHECK(cudaMemcpyAsync(gmax.data(), mx.data(), size_t(N) * sizeof(float),
+                                cudaMemcpyDeviceToDevice, s));
+  tp_->all_reduce_max_typed(gmax.data(), N, CommDType::F32);
+  tp_->wait_on(s);
+  cross_entropy_vp_rescale(mx.as<float>(), gmax.as<float>(), sumexp.as<float>(), N, s);
+  tp_sum(sumexp.as<float>(), N);
+  tp_sum(tl.as<float>(), N);
+  cross_entropy_vp_finish(gmax.as<float>(), sumexp.as<float>(), tl.as<float>(), tgt, N, lse,
+                          row_loss, s);
 }
 
 void CudaLlama::optimizer_step(float lr, float clip, int64_t t) {
@@ -400,7 +498,12 @@ void CudaLlama::optimizer_step(float lr, float clip, int64_t t) {
     ts.push_back(a);
   }
   const bool do_clip = clip > 0;
-  if (do_clip && !sumsq_valid_) multi_tensor_sumsq(grads, sizes, sumsq_.as<float>(), s);
+  if (do_clip && !sumsq_valid_) {
+    if (tp_)
+      grad_sumsq();  // needs the tp reduction (and a host round trip)
+    else
+      multi_tensor_sumsq(grads, sizes, sumsq_.as<float>(), s);
+  }
   adamw_multi(ts, lr, opt_.beta1, opt_.beta2, opt_.eps, t,
               do_clip ? sumsq_.as<float>() : nullptr, clip, s);
   t_opt_.stop(s);

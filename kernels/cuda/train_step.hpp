@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/nccl_communicator.hpp"
 #include "config/config.hpp"
 #include "kernels/cuda/device.hpp"
 #include "kernels/cuda/gemm_lt.hpp"
@@ -40,6 +41,7 @@ struct CudaParam {
   int64_t numel = 0;
   bool decay = true;  // false for norm weights
   int layer = 0;      // -1 embedding, 0..n_layers-1 blocks, n_layers final norm + head
+  bool tp_sharded = false;  // this rank's slice of a tensor split over tp (else replicated)
   st::cuda::DeviceBuffer w;     // fp32 master
   st::cuda::DeviceBuffer w16;   // bf16 compute copy
   float* g = nullptr;            // fp32 gradient: a slice of the flat gradient buffer
@@ -54,6 +56,18 @@ struct CudaParam {
 // n_layers (final norm + LM head), n_layers-1 .. 0, then -1 (embedding).
 using GradsReadyFn = std::function<void(int layer)>;
 
+// Megatron tensor parallelism over an NCCL group (the CPU model's split, so
+// the CPU model's tp slices load one to one): wq/wk/wv and w1/w3 by rows
+// (heads, ffn), wo and w2 by columns with their outputs all-reduced,
+// tok_embeddings and output by vocabulary rows (vocab-parallel embedding,
+// head and cross-entropy); norm weights replicated. The column-parallel
+// GEMMs' input gradients are all-reduced in backward. No sequence
+// parallelism. Collectives are bf16 (activations) or fp32 (statistics), on
+// the communicator's stream, ordered with the model's stream both ways.
+struct TensorParallel {
+  DeviceCommunicator* comm = nullptr;  // null or size 1: no tensor parallelism
+};
+
 struct StepTimes {  // seconds of the last step, from CUDA events
   double fwd_s = 0, bwd_s = 0, opt_s = 0;
 };
@@ -65,7 +79,7 @@ struct AdamWCfg {
 class CudaLlama {
  public:
   // Allocates every parameter (weights zero until load_weights/init_random).
-  explicit CudaLlama(const ModelCfg& cfg, AdamWCfg opt = {});
+  explicit CudaLlama(const ModelCfg& cfg, AdamWCfg opt = {}, TensorParallel tp = {});
   ~CudaLlama();
   CudaLlama(const CudaLlama&) = delete;
   CudaLlama& operator=(const CudaLlama&) = delete;
@@ -140,9 +154,16 @@ class CudaLlama {
   void block_forward(int l, int64_t B, int64_t T, Acts& a, bf16* out);
   void block_backward(int l, int64_t B, int64_t T, Acts& a, bf16* dh);
   void rope_tables(int64_t T);
+  // Sum over the tp group in place, in stream order (no-op without tp).
+  void tp_sum(bf16* x, int64_t n);
+  void tp_sum(float* x, int64_t n);
+  void loss_fwd(const bf16* logits, const int32_t* tgt, int64_t N, float* lse, float* row_loss);
 
   ModelCfg cfg_;
   AdamWCfg opt_;
+  DeviceCommunicator* tp_ = nullptr;  // null: no tensor parallelism
+  int tp_size_ = 1, tp_rank_ = 0;
+  int64_t hq_ = 0, hkv_ = 0, ffn_ = 0, vocab_ = 0, v0_ = 0;  // this rank's share
   st::cuda::Stream stream_;
   GemmLt gemm_;
   CudnnSdpa sdpa_;

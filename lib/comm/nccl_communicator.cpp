@@ -119,6 +119,12 @@ class NcclCommunicator final : public DeviceCommunicator {
                   comm_);
     end(t);
   }
+  void all_reduce_max_typed(void* buf, int64_t n, CommDType dt) override {
+    auto t = begin(CollKind::AllReduce, n * type_bytes(dt));
+    ST_NCCL_CHECK(ncclAllReduce(buf, buf, size_t(n), nccl_type(dt), ncclMax, comm_, stream_),
+                  comm_);
+    end(t);
+  }
   void reduce_scatter_sum_typed(const void* send, void* recv, int64_t n, CommDType dt) override {
     auto t = begin(CollKind::ReduceScatter, n * size_ * type_bytes(dt));
     ST_NCCL_CHECK(ncclReduceScatter(send, recv, size_t(n), nccl_type(dt), ncclSum, comm_, stream_),

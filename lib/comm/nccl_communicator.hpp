@@ -44,6 +44,7 @@ class DeviceCommunicator : public Communicator {
 
   // Non-blocking, in place / into recv, in fp32 or bf16 (gradient buckets).
   virtual void all_reduce_sum_typed(void* buf, int64_t n, CommDType dt) = 0;
+  virtual void all_reduce_max_typed(void* buf, int64_t n, CommDType dt) = 0;
   // send holds size()*n elements, recv gets this rank's n.
   virtual void reduce_scatter_sum_typed(const void* send, void* recv, int64_t n, CommDType dt) = 0;
   virtual void all_gather_typed(const void* send, void* recv, int64_t n, CommDType dt) = 0;

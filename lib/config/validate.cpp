@@ -113,14 +113,16 @@ void validate(const Config& c) {
       throw UsageError(
           "train.act_ckpt=selective is not implemented by the CUDA engine; valid with "
           "runtime.device=cuda: none or full");
-    for (auto [key, v] : {std::pair<const char*, int>{"parallel.tp", p.tp},
-                          {"parallel.pp", p.pp},
-                          {"parallel.cp", p.cp}})
+    for (auto [key, v] : {std::pair<const char*, int>{"parallel.pp", p.pp}, {"parallel.cp", p.cp}})
       if (v != 1)
         throw UsageError(kv(key, v) +
                          " is not available with runtime.device=cuda: the CUDA engine runs "
-                         "data parallelism (parallel.dp) only; set " +
-                         key + "=1, or runtime.device=cpu for tensor/pipeline/context parallelism");
+                         "data and tensor parallelism (parallel.dp, parallel.tp); set " +
+                         key + "=1, or runtime.device=cpu for pipeline/context parallelism");
+    if (p.sp)
+      throw UsageError(
+          "parallel.sp=true is not available with runtime.device=cuda (tensor parallelism "
+          "without sequence parallelism); set parallel.sp=false, or runtime.device=cpu");
     if (p.zero_stage != 0)
       throw UsageError(kv("parallel.zero_stage", p.zero_stage) +
                        " is not available with runtime.device=cuda (replicated fp32 optimizer "
