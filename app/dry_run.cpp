@@ -55,7 +55,11 @@ LayoutMemory estimate_layout_memory(const Config& cfg, int rank) {
   if (c.pp == 0) n += double(m.vocab_size) * dm / tp;
   if (c.pp == p.pp - 1) n += double(m.vocab_size) * dm / tp + dm;
   const double z = double(p.dp) * p.cp;  // ZeRO shards over dp x cp
-  r.params = 4 * n / (p.zero_stage >= 3 ? z : 1);
+  // On GPUs (bf16): fp32 master weights plus a bf16 compute copy, and bf16
+  // activations; gradients and moments stay fp32 on either device.
+  const bool gpu = cfg.runtime.device == "cuda";
+  const double wb = gpu ? 6 : 4, ab = gpu ? 2 : 4;
+  r.params = wb * n / (p.zero_stage >= 3 ? z : 1);
   r.grads = 4 * n / (p.zero_stage >= 2 ? z : 1);
   r.optim = 8 * n / (p.zero_stage >= 1 ? z : 1);
   // Activations: tokens of one micro-batch on this rank, times the
@@ -63,7 +67,7 @@ LayoutMemory estimate_layout_memory(const Config& cfg, int rank) {
   // warm-up count in chunk units).
   const PerTok pt = per_token(m, cfg.train.act_ckpt);
   const double toks = double(cfg.train.micro_batch) * m.seq_len / p.cp;
-  const double per_micro_layer = toks * (pt.resid / (p.sp ? tp : 1) + pt.split / tp) * 4;
+  const double per_micro_layer = toks * (pt.resid / (p.sp ? tp : 1) + pt.split / tp) * ab;
   const int M = cfg.train.grad_accum, v = p.num_model_chunks;
   double in_flight;  // in units of "one micro-batch through all this stage's layers"
   if (p.pp == 1)
@@ -73,7 +77,7 @@ LayoutMemory estimate_layout_memory(const Config& cfg, int rank) {
   else
     in_flight = double(std::min(M * v, (p.pp - c.pp - 1) * 2 + (v - 1) * p.pp + 1)) / v;
   r.activations = per_micro_layer * nl * in_flight;
-  if (c.pp == p.pp - 1) r.activations += toks * (2.0 * dm + 2.0 * m.vocab_size / tp) * 4;
+  if (c.pp == p.pp - 1) r.activations += toks * (2.0 * dm + 2.0 * m.vocab_size / tp) * ab;
   return r;
 }
 
