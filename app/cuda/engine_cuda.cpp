@@ -136,9 +136,8 @@ CudaEngine::CudaEngine(const Config& cfg, Mesh& mesh, MpiCommunicator& world, co
   } else if (auto p = metrics::peak_flops(name_, "bf16")) {
     peak_ = {p->flops, "table: " + p->device + " " + p->precision + " (" + p->source + ")"};
   } else {
-    throw UsageError("runtime.device=cuda: no peak bf16 FLOP/s is known for '" + name_ +
-                     "' (lib/metrics peak table); set runtime.gpu_peak_tflops to its dense bf16 "
-                     "TFLOP/s for MFU");
+    throw UsageError("runtime.device=cuda: no peak bf16 FLOP/s for '" + name_ +
+                     "'; set runtime.gpu_peak_tflops");  // preflight said so already
   }
 
   ST_CHECK(mesh.dims().pp == 1 && mesh.dims().cp == 1,
@@ -363,10 +362,15 @@ EngineMemory CudaEngine::memory() const {
 }
 }  // namespace
 
-std::string cuda_engine_preflight(const Config& /*cfg*/, const Runtime& rt) {
+std::string cuda_engine_preflight(const Config& cfg, const Runtime& rt) {
   int ordinal = 0;
   std::string name;
-  return select(rt, &ordinal, &name);
+  std::string why = select(rt, &ordinal, &name);
+  if (why.empty() && cfg.runtime.gpu_peak_tflops <= 0 && !metrics::peak_flops(name, "bf16"))
+    why = "runtime.device=cuda: no peak bf16 FLOP/s is known for '" + name +
+          "' (lib/metrics peak table); set runtime.gpu_peak_tflops to its dense bf16 TFLOP/s "
+          "for MFU";
+  return why;
 }
 
 std::unique_ptr<StepEngine> make_cuda_engine(const Config& cfg, Mesh& mesh, MpiCommunicator& world,
