@@ -43,6 +43,7 @@
 #include "metrics/metrics.hpp"
 #include "model/model.hpp"
 #include "optim/optim.hpp"
+#include "parallel/grad_buckets.hpp"
 #include "step_engine.hpp"
 
 namespace st {
@@ -113,13 +114,8 @@ class CudaEngine final : public StepEngine {
   std::vector<kc::CudaParam*> dev_;  // device twin of hparams_[i]
   std::vector<st::cuda::HostPin> pins_;
   st::cuda::CopyStream copy_;
-  // Buckets: ranges of the flat gradient buffer, in backward order, each
-  // closed when the layer `last_layer` has its gradients.
-  struct Bucket {
-    int64_t off = 0, n = 0;
-    int last_layer = 0;
-  };
-  std::vector<Bucket> buckets_;
+  // Buckets: ranges of the flat gradient buffer, in backward order.
+  std::vector<LayerBucket> buckets_;
   std::vector<int> bucket_of_layer_;  // index layer + 1 -> bucket closed by it, or -1
   DeviceBuffer red16_;                // bf16 staging (grad_reduce_dtype=bf16)
   st::cuda::Event bwd_done_{true}, comm_done_{true};
@@ -211,34 +207,21 @@ CudaEngine::~CudaEngine() {
   copy_.sync();
 }
 
-// Consecutive layers in backward order (head, L-1, ..., 0, embedding) are
-// adjacent in the flat buffer, so a bucket is one range growing downwards.
+// Buckets over the flat gradient buffer, filled in backward order
+// (parallel/grad_buckets.hpp: plan_layer_buckets).
 void CudaEngine::plan_buckets() {
   const int L = cfg_.model.n_layers;
-  const int64_t cap = std::max<int64_t>(1, int64_t(cfg_.parallel.dp_bucket_mb * 1048576.0 / 4));
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int l = -1; l <= L; ++l) ranges.push_back(model_->layer_grad_range(l));
+  buckets_ = plan_layer_buckets(
+      ranges, std::max<int64_t>(1, int64_t(cfg_.parallel.dp_bucket_mb * 1048576.0 / 4)));
   bucket_of_layer_.assign(size_t(L) + 2, -1);
-  Bucket cur;
-  bool open = false;
-  for (int l = L; l >= -1; --l) {
-    auto [off, n] = model_->layer_grad_range(l);
-    if (!open) {
-      cur = Bucket{off + n, 0, l};
-      open = true;
-    }
-    ST_CHECK(off + n == cur.off, "CUDA engine: layer ", l, " gradients not adjacent to the bucket");
-    cur.off = off;
-    cur.n += n;
-    cur.last_layer = l;
-    if (cur.n >= cap || l == -1) {
-      bucket_of_layer_[size_t(l + 1)] = int(buckets_.size());
-      buckets_.push_back(cur);
-      open = false;
-    }
-  }
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    bucket_of_layer_[size_t(buckets_[b].close_layer + 1)] = int(b);
 }
 
 void CudaEngine::launch_bucket(int b) {
-  const Bucket& k = buckets_[size_t(b)];
+  const LayerBucket& k = buckets_[size_t(b)];
   float* g = model_->grads() + k.off;
   if (bf16_reduce_) {
     kc::bf16* h = red16_.as<kc::bf16>() + k.off;
@@ -275,7 +258,7 @@ StepOut CudaEngine::forward_backward(long step, const DataLoader& loader) {
   if (dp_) {
     dp_->wait_on(s);
     if (bf16_reduce_)
-      for (const Bucket& k : buckets_)
+      for (const LayerBucket& k : buckets_)
         kc::cast_bf16_to_f32(red16_.as<kc::bf16>() + k.off, model_->grads() + k.off, k.n, s);
   }
   comm_done_.record(s);

@@ -183,4 +183,32 @@ void GradBuckets::all_gather_bucket(int bi, const float* shard, const std::vecto
                 size_t(sg.len) * sizeof(float));
   if (!was) b.flat.release();
 }
+
+std::vector<LayerBucket> plan_layer_buckets(const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                            int64_t cap_elems) {
+  ST_CHECK(ranges.size() >= 2, "plan_layer_buckets: need the embedding and head ranges, got ",
+           ranges.size());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    ST_CHECK(ranges[i].first == ranges[i - 1].first + ranges[i - 1].second,
+             "plan_layer_buckets: layer ", int(i) - 1, " starts at ", ranges[i].first,
+             ", not where layer ", int(i) - 2, " ends (",
+             ranges[i - 1].first + ranges[i - 1].second, ")");
+  const int64_t cap = std::max<int64_t>(1, cap_elems);
+  std::vector<LayerBucket> out;
+  LayerBucket cur;
+  bool open = false;
+  for (int i = int(ranges.size()) - 1; i >= 0; --i) {  // backward order
+    const auto [off, n] = ranges[size_t(i)];
+    if (!open) cur = LayerBucket{off + n, 0, 0};
+    open = true;
+    cur.off = off;
+    cur.n += n;
+    cur.close_layer = i - 1;
+    if (cur.n >= cap || i == 0) {
+      out.push_back(cur);
+      open = false;
+    }
+  }
+  return out;
+}
 }  // namespace st

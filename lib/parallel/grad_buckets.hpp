@@ -127,4 +127,20 @@ class GradBuckets {
   int next_launch_ = 0;
   double async_s_ = 0;
 };
+
+// Buckets for a flat gradient buffer in which each layer's gradients are one
+// contiguous range and layers are stored in forward order (embedding, blocks,
+// head), so that backward finishes them from the end of the buffer towards
+// its start (the CUDA engine's layout). ranges[layer + 1] = {offset, length}
+// for layer -1 (embedding) .. n_layers (final norm + head); every range
+// starts where the previous one ends. Consecutive layers in backward order
+// join one bucket until it holds at least cap_elems elements; the last
+// bucket takes what is left. A bucket is launched once its lowest layer
+// (close_layer) has its gradients. Throws if the ranges are not contiguous.
+struct LayerBucket {
+  int64_t off = 0, n = 0;  // range of the flat buffer
+  int close_layer = 0;     // the last layer backward finishes in it
+};
+std::vector<LayerBucket> plan_layer_buckets(const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                            int64_t cap_elems);
 }  // namespace st
