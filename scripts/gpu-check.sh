@@ -4,8 +4,9 @@
 # this GPU's architecture only (default sm_90), build the CUDA targets, run
 # the tests labelled gpu, run the probe and the cuBLASLt bf16 GEMM benchmark,
 # run the one-GPU bf16 training step (scaletrain-bench-step, full activation
-# checkpointing, a few steps) at the llama-1b and llama-7b shapes, and print a
-# table; no number is printed that was not measured.
+# checkpointing, a few steps) at the llama-1b and llama-7b shapes, run the
+# trainer itself (runtime.device=cuda) on llama-1b with one asynchronous
+# checkpoint, and print a table; no number is printed that was not measured.
 #
 # Usage: scripts/gpu-check.sh            (from anywhere in the repo)
 # Environment: SCALETRAIN_CUDA_ARCHS (default 90), JOBS (default nproc),
@@ -68,6 +69,26 @@ for m in llama-1b llama-7b; do
   tail -14 "$log/step-$m.txt" | sed 's/^/  /'
 done
 
+# The trainer on the GPU: llama-1b, the same shape as the step benchmark, 8
+# steps (2 left out of the steady state), an async HDF5 checkpoint at step 4.
+step "trainer: llama-1b, runtime.device=cuda, seq 4096, micro-batch 2, 8 steps, checkpoint at 4"
+run=$log/trainer-run
+timeout 240 "$build/app/scaletrain" --config configs/default.yaml --set model.preset=llama-1b \
+  --set model.seq_len=4096 --set runtime.device=cuda --set train.precision=bf16 \
+  --set train.act_ckpt=full --set train.micro_batch=2 --set train.steps=8 \
+  --set train.warmup_steps_excluded=2 --set checkpoint.interval=4 --set checkpoint.keep_last_n=1 \
+  --out "$run" >"$log/trainer.txt" 2>&1
+trainer_rc=$?
+tail -6 "$log/trainer.txt" | sed 's/^/  /'
+done_line=$(grep -E "done: .* steady state" "$log/trainer.txt" | tail -1)
+tr_toks=$(sed -n 's/.*steady state \([0-9.e+]*\) tok\/s.*/\1/p' <<<"$done_line")
+tr_mfu=$(sed -n 's/.*tok\/s, MFU \([0-9.e+]*\)%.*/\1/p' <<<"$done_line")
+tr_stall=$(grep -o '"event":"ckpt_commit"[^}]*' "$run/telemetry/rank_00000.jsonl" 2>/dev/null |
+  grep -o '"stall_s":[0-9.e+-]*' | head -1 | cut -d: -f2)
+tr_write=$(grep -o '"event":"ckpt_commit"[^}]*' "$run/telemetry/rank_00000.jsonl" 2>/dev/null |
+  grep -o '"write_s":[0-9.e+-]*' | head -1 | cut -d: -f2)
+rm -rf "$run/checkpoints"  # ~15 GB
+
 val() { sed -n "s/^$2=//p" "$log/step-$1.txt" | head -1; }
 step "summary"
 printf '\n| item | value |\n|---|---|\n'
@@ -89,12 +110,21 @@ for m in llama-1b llama-7b; do
       "${step_rc[$m]}" "$log/step-$m.txt"
   fi
 done
+printf '\n| trainer (runtime.device=cuda) | tokens/s | MFU | checkpoint stall | background write |\n'
+printf '|---|---|---|---|---|\n'
+if [[ $trainer_rc -eq 0 ]]; then
+  printf '| llama-1b, seq 4096, micro-batch 2, full act ckpt | %s | %s%% | %s s | %s s |\n' \
+    "${tr_toks:-n/a}" "${tr_mfu:-n/a}" "${tr_stall:-n/a}" "${tr_write:-n/a}"
+else
+  printf '| llama-1b | failed (rc %s, see %s) | | | |\n' "$trainer_rc" "$log/trainer.txt"
+fi
 printf '\nelapsed: %ds; logs: %s\n' $((SECONDS - t0)) "$log"
 
 if [[ $probe_rc -eq 77 ]]; then
   echo "no GPU visible: everything built, gpu tests skipped"
   exit 77
 fi
-[[ $ctest_rc -eq 0 && $probe_rc -eq 0 && ${step_rc[llama-1b]} -eq 0 && ${step_rc[llama-7b]} -eq 0 ]] ||
+[[ $ctest_rc -eq 0 && $probe_rc -eq 0 && ${step_rc[llama-1b]} -eq 0 && ${step_rc[llama-7b]} -eq 0 &&
+  $trainer_rc -eq 0 ]] ||
   exit 1
 exit 0
