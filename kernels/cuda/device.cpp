@@ -28,11 +28,14 @@ std::string select_device(int local_rank, int local_size, int* ordinal, std::str
   if (n == 0) return why;
   const char* vis = std::getenv("CUDA_VISIBLE_DEVICES");
   const std::string visible = vis ? std::string(" (CUDA_VISIBLE_DEVICES=") + vis + ")" : "";
-  if (local_size > n)
+  // Either every rank sees the node's GPUs (take the local rank's), or the
+  // launcher bound one GPU to each rank (srun --gpus-per-task=1 sets
+  // CUDA_VISIBLE_DEVICES per task: each rank sees exactly one).
+  if (local_size > n && n != 1)
     return std::to_string(local_size) + " ranks on this node but " + std::to_string(n) +
            " visible GPU(s)" + visible + "; launch at most " + std::to_string(n) +
-           " rank(s) per node (one GPU per rank)";
-  const int dev = local_rank % n;
+           " rank(s) per node, or bind one GPU per rank (one GPU per rank)";
+  const int dev = local_size > n ? 0 : local_rank;
   cudaError_t e = cudaSetDevice(dev);
   if (e != cudaSuccess) {
     cudaGetLastError();

@@ -21,8 +21,10 @@ int device_count(std::string* why = nullptr);
 
 // One GPU per rank: the node-local rank's ordinal among the visible devices
 // (CUDA_VISIBLE_DEVICES narrows and renumbers them, the CUDA runtime's own
-// rule). Sets it current. Returns "" and fills *ordinal and *name, or the
-// reason it cannot (no device; more ranks on the node than visible GPUs).
+// rule), or device 0 when each rank sees exactly one (a launcher binding a
+// GPU per task). Sets it current. Returns "" and fills *ordinal and *name,
+// or the reason it cannot (no device; more ranks on the node than visible
+// GPUs; a GPU older than sm_80).
 std::string select_device(int local_rank, int local_size, int* ordinal, std::string* name);
 
 class Stream {
