@@ -83,8 +83,10 @@ tail -6 "$log/trainer.txt" | sed 's/^/  /'
 done_line=$(grep -E "done: .* steady state" "$log/trainer.txt" | tail -1)
 tr_toks=$(sed -n 's/.*steady state \([0-9.e+]*\) tok\/s.*/\1/p' <<<"$done_line")
 tr_mfu=$(sed -n 's/.*tok\/s, MFU \([0-9.e+]*\)%.*/\1/p' <<<"$done_line")
-tr_stall=$(grep -o '"event":"ckpt_commit"[^}]*' "$run/telemetry/rank_00000.jsonl" 2>/dev/null |
-  grep -o '"stall_s":[0-9.e+-]*' | head -1 | cut -d: -f2)
+# The loop's stall at the checkpoint step (device-to-pinned-host copy plus the
+# snapshot), from the step record; the write time from the commit event.
+tr_stall=$(grep '"type":"step"' "$run/telemetry/rank_00000.jsonl" 2>/dev/null | grep '"step":4,' |
+  grep -o '"ckpt_stall_s":[0-9.e+-]*' | head -1 | cut -d: -f2)
 tr_write=$(grep -o '"event":"ckpt_commit"[^}]*' "$run/telemetry/rank_00000.jsonl" 2>/dev/null |
   grep -o '"write_s":[0-9.e+-]*' | head -1 | cut -d: -f2)
 rm -rf "$run/checkpoints"  # ~15 GB
