@@ -60,6 +60,21 @@ std::string select(const Runtime& rt, int* ordinal, std::string* name) {
   return "";
 }
 
+// The peak MFU is reported against: runtime.gpu_peak_tflops, else the
+// device's dense bf16 row of the metrics table; "" or why there is none.
+std::string gpu_peak(const Config& cfg, const std::string& name, DevicePeak* out) {
+  if (cfg.runtime.gpu_peak_tflops > 0) {
+    *out = {cfg.runtime.gpu_peak_tflops * 1e12, "config runtime.gpu_peak_tflops"};
+  } else if (auto p = metrics::peak_flops(name, "bf16")) {
+    *out = {p->flops, "table: " + p->device + " " + p->precision + " (" + p->source + ")"};
+  } else {
+    return "runtime.device=cuda: no peak bf16 FLOP/s is known for '" + name +
+           "' (lib/metrics peak table); set runtime.gpu_peak_tflops to its dense bf16 TFLOP/s "
+           "for MFU";
+  }
+  return "";
+}
+
 int select_or_throw(const Runtime& rt, std::string* name) {
   int ordinal = 0;
   const std::string why = select(rt, &ordinal, name);
@@ -126,15 +141,8 @@ CudaEngine::CudaEngine(const Config& cfg, Mesh& mesh, MpiCommunicator& world, co
   full_ckpt_ = cfg.train.act_ckpt == "full";
   bf16_reduce_ = cfg.parallel.grad_reduce_dtype == "bf16";
 
-  // Peak for MFU.
-  if (cfg.runtime.gpu_peak_tflops > 0) {
-    peak_ = {cfg.runtime.gpu_peak_tflops * 1e12, "config runtime.gpu_peak_tflops"};
-  } else if (auto p = metrics::peak_flops(name_, "bf16")) {
-    peak_ = {p->flops, "table: " + p->device + " " + p->precision + " (" + p->source + ")"};
-  } else {
-    throw UsageError("runtime.device=cuda: no peak bf16 FLOP/s for '" + name_ +
-                     "'; set runtime.gpu_peak_tflops");  // preflight said so already
-  }
+  const std::string no_peak = gpu_peak(cfg, name_, &peak_);  // preflight checked it
+  if (!no_peak.empty()) throw UsageError(no_peak);
 
   ST_CHECK(mesh.dims().pp == 1 && mesh.dims().cp == 1,
            "CUDA engine: pipeline and context parallelism are refused at config load");
@@ -349,10 +357,8 @@ std::string cuda_engine_preflight(const Config& cfg, const Runtime& rt) {
   int ordinal = 0;
   std::string name;
   std::string why = select(rt, &ordinal, &name);
-  if (why.empty() && cfg.runtime.gpu_peak_tflops <= 0 && !metrics::peak_flops(name, "bf16"))
-    why = "runtime.device=cuda: no peak bf16 FLOP/s is known for '" + name +
-          "' (lib/metrics peak table); set runtime.gpu_peak_tflops to its dense bf16 TFLOP/s "
-          "for MFU";
+  DevicePeak peak;
+  if (why.empty()) why = gpu_peak(cfg, name, &peak);
   return why;
 }
 
