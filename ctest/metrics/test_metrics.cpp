@@ -1,5 +1,5 @@
 // Tests of lib/metrics: the MPT MFU/HFU formulas reproduce all 216 published
-// rows of shared/anchors/mpt_benchmarks.csv within 0.05 points, the 6N+12LHQT
+// rows of analysis/reference/mpt_benchmarks.csv within 0.05 points, the 6N+12LHQT
 // form agrees with the MPT count, and device names map to the right peak.
 #include <gtest/gtest.h>
 
@@ -16,9 +16,9 @@
 namespace sm = st::metrics;
 
 namespace {
-std::string anchors_dir() {
+std::string reference_dir() {
   const char* src = std::getenv("SCALETRAIN_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/../shared/anchors";
+  return std::string(src ? src : ".") + "/analysis/reference";
 }
 
 std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
@@ -40,10 +40,10 @@ std::vector<std::map<std::string, std::string>> read_csv(const std::string& path
 }  // namespace
 
 TEST(Metrics, MptTableMfuHfuWithin005Points) {
-  auto models = read_csv(anchors_dir() + "/mpt_models.csv");
+  auto models = read_csv(reference_dir() + "/mpt_models.csv");
   std::map<std::string, std::pair<int, int>> shape;
   for (auto& m : models) shape[m["model"]] = {std::stoi(m["n_layers"]), std::stoi(m["d_model"])};
-  auto rows = read_csv(anchors_dir() + "/mpt_benchmarks.csv");
+  auto rows = read_csv(reference_dir() + "/mpt_benchmarks.csv");
   ASSERT_EQ(rows.size(), 216u);
   double worst_mfu = 0, worst_hfu = 0;
   for (auto& r : rows) {

@@ -1,5 +1,5 @@
 // Check macros for the CUDA libraries (CUDA runtime, cuBLAS(Lt), cuDNN), one
-// per library as DESIGN.md asks: each failure throws st::Error with host,
+// per library as docs/design.md asks: each failure throws st::Error with host,
 // rank, file:line, the call and the library's own error string. NCCL's macro
 // lives with the communicator (lib/comm/nccl_communicator.cpp), the only
 // code that links NCCL directly.

@@ -1,7 +1,7 @@
 // The resolved, validated run configuration. Every key lives in one schema
 // (schema.cpp) with type, default, range and doc; loading, --set overrides,
 // --help, validation errors and docs/config.md are all generated from it.
-// Sections and key names follow DESIGN.md.
+// Sections and key names follow docs/design.md.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -26,7 +26,7 @@ struct Key {
   std::string full() const { return section + "." + name; }
 };
 
-// Every key, in the order of DESIGN.md's sections.
+// Every key, in the order of docs/design.md's sections.
 const std::vector<Key>& schema();
 // The section names, in order.
 const std::vector<std::string>& sections();

@@ -17,7 +17,7 @@ struct ModelShape {
   int seq_len = 0;
 };
 
-// llm-foundry/MPT per-sequence FLOPs (see shared/anchors/README.md and
+// llm-foundry/MPT per-sequence FLOPs (see analysis/reference/README.md and
 // llm-foundry's callbacks: flops_per_seq = 2*N*T, attn = L*2*2*d*T^2).
 // Forward pass only: 2*N*T + n_layers*2*2*d_model*T^2.
 double mpt_flops_per_seq_fwd(const ModelShape& m);

@@ -27,7 +27,7 @@ const std::vector<Peak>& peak_table() {
   // Sources:
   //  A100: NVIDIA A100 datasheet: BF16/FP16 tensor 312 TFLOPS dense (624
   //        sparse), FP32 19.5 TFLOPS, TF32 156 TFLOPS dense. llm-foundry uses
-  //        312e12 for the MPT tables (shared/anchors/README.md).
+  //        312e12 for the MPT tables (analysis/reference/README.md).
   //  H100 SXM: NVIDIA H100 datasheet: BF16 1,979 TFLOPS *with sparsity* ->
   //        989 dense; FP8 3,958 sparse -> 1,979 dense; FP32 67; TF32 494.7
   //        dense (also glennklockwood.com/garden/processors/h100: BF16 matrix
