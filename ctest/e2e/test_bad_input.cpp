@@ -66,11 +66,9 @@ TEST(BadInput, EachIsRefusedWithAClearMessage) {
       {"world size not matching layout", 2, tiny() + " --set parallel.dp=4", {"world size", "2"}},
       {"zero3 with pp", 2, tiny() + " --set parallel.zero_stage=3 --set parallel.pp=2",
        {"parallel.zero_stage=3", "parallel.pp=2"}},
-      {"bf16 on cpu ranks", 1, tiny() + " --set train.precision=bf16",
-       {"train.precision=bf16", "runtime.device=cuda"}},
-      {"cuda with pipeline parallelism", 2,
-       tiny() + " --set runtime.device=cuda --set train.precision=bf16 --set parallel.pp=2",
-       {"parallel.pp=2", "runtime.device=cuda"}},
+      {"strict device on cuda", 1,
+       tiny() + " --set runtime.device=cuda --set runtime.strict_device=true",
+       {"runtime.strict_device=true", "runtime.device=cpu"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -106,6 +104,44 @@ TEST(BadInput, CudaWithoutAGpuIsRefusedOnEveryRank) {
     EXPECT_NE(r.output.find("runtime.device=cpu"), std::string::npos) << r.output;
     EXPECT_FALSE(fs::exists(out + "/run.json")) << "nothing is written before the check";
     EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+  }
+  fs::remove_all(d);
+}
+
+// The CUDA backend is a library loaded at run time: a missing or broken one
+// is a one-line error naming it, exit 2, on every rank; and what the backend
+// cannot run of a config is its answer, not a list in the config code.
+TEST(BadInput, CudaBackendLibraryMissingOrBroken) {
+  const std::string d = fresh_dir("backend");
+  fs::create_directories(d + "/empty");
+  fs::create_directories(d + "/broken");
+  std::ofstream(d + "/broken/libscaletrain_cuda.so") << "not an ELF file\n";
+  const std::string args = tiny() + " --set runtime.device=cuda --set train.precision=bf16";
+  for (int ranks : {1, 2}) {
+    auto r = run_cmd("SCALETRAIN_BACKEND_DIR=" + d + "/empty " +
+                     (ranks > 1 ? mpiexec() + " --oversubscribe -n 2 " : std::string()) + bin() +
+                     args + " --out " + d + "/r1");
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(d + "/empty/libscaletrain_cuda.so"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
+    auto b = run_cmd("SCALETRAIN_BACKEND_DIR=" + d + "/broken " +
+                     (ranks > 1 ? mpiexec() + " --oversubscribe -n 2 " : std::string()) + bin() +
+                     args + " --out " + d + "/r2");
+    EXPECT_EQ(b.exit_code, 2) << b.output;
+    EXPECT_NE(b.output.find("cannot load the CUDA backend library"), std::string::npos)
+        << b.output;
+    EXPECT_NE(b.output.find(d + "/broken/libscaletrain_cuda.so"), std::string::npos) << b.output;
+    for (auto* x : {&r, &b}) EXPECT_EQ(x->output.find("terminate called"), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(d + "/r1/run.json"));
+  // With the real library (a CUDA build): fp32 is the backend's refusal.
+  const std::string lib = env_or("SCALETRAIN_BUILD_DIR", ".") + "/lib/libscaletrain_cuda.so";
+  if (fs::exists(lib)) {
+    auto f = run_scaletrain(1, tiny() + " --set runtime.device=cuda --set train.precision=fp32 " +
+                                   "--dry-run");
+    EXPECT_EQ(f.exit_code, 2) << f.output;
+    EXPECT_NE(f.output.find("train.precision=fp32"), std::string::npos) << f.output;
+    EXPECT_NE(f.output.find("train.precision=bf16"), std::string::npos) << f.output;
   }
   fs::remove_all(d);
 }
