@@ -194,6 +194,8 @@ class MpiCommunicator final : public Communicator {
   CommHandle launch(Stream& after, CollKind k, int64_t bytes, const char* what,
                     std::function<void(std::vector<MPI_Request>&)> start);
   void all_reduce_doubles(double* buf, int64_t n, MPI_Op op);
+  void blocking(CollKind k, int64_t bytes, const char* what,
+                const std::function<void(MPI_Request*)>& start);
   MPI_Comm comm_;
   std::string name_;
   int rank_ = 0, size_ = 1;

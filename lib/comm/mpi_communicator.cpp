@@ -326,14 +326,23 @@ CommHandle MpiCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Str
 
 // ---- host collectives ----
 
+// Starts one non-blocking call on host buffers, waits for it with the
+// timeout and counts it.
+void MpiCommunicator::blocking(CollKind k, int64_t bytes, const char* what,
+                               const std::function<void(MPI_Request*)>& start) {
+  const double t0 = wall_time();
+  MPI_Request r;
+  start(&r);
+  wait_request(&r, what);
+  add_stat(k, bytes, wall_time() - t0);
+}
+
 void MpiCommunicator::all_reduce_doubles(double* buf, int64_t n, MPI_Op op) {
   if (size_ == 1) return;
   const int cnt = as_count(n);
-  double t0 = wall_time();
-  MPI_Request r;
-  ST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, cnt, MPI_DOUBLE, op, comm_, &r));
-  wait_request(&r, "all_reduce");
-  add_stat(CollKind::AllReduce, n * 8, wall_time() - t0);
+  blocking(CollKind::AllReduce, n * 8, "all_reduce", [&](MPI_Request* r) {
+    ST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, cnt, MPI_DOUBLE, op, comm_, r));
+  });
 }
 
 void MpiCommunicator::all_reduce_sum(double* buf, int64_t n) { all_reduce_doubles(buf, n, MPI_SUM); }
@@ -343,39 +352,31 @@ void MpiCommunicator::all_reduce_max(double* buf, int64_t n) { all_reduce_double
 void MpiCommunicator::all_reduce_sum(float* buf, int64_t n) {
   if (size_ == 1) return;
   const int cnt = as_count(n);
-  double t0 = wall_time();
-  MPI_Request r;
-  ST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, cnt, MPI_FLOAT, MPI_SUM, comm_, &r));
-  wait_request(&r, "all_reduce");
-  add_stat(CollKind::AllReduce, n * 4, wall_time() - t0);
+  blocking(CollKind::AllReduce, n * 4, "all_reduce", [&](MPI_Request* r) {
+    ST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, cnt, MPI_FLOAT, MPI_SUM, comm_, r));
+  });
 }
 
 void MpiCommunicator::broadcast_bytes(void* buf, int64_t n, int root) {
   if (size_ == 1) return;
   const int cnt = as_count(n);
-  double t0 = wall_time();
-  MPI_Request r;
-  ST_MPI_CHECK(MPI_Ibcast(buf, cnt, MPI_BYTE, root, comm_, &r));
-  wait_request(&r, "broadcast");
-  add_stat(CollKind::Broadcast, n, wall_time() - t0);
+  blocking(CollKind::Broadcast, n, "broadcast", [&](MPI_Request* r) {
+    ST_MPI_CHECK(MPI_Ibcast(buf, cnt, MPI_BYTE, root, comm_, r));
+  });
 }
 
 void MpiCommunicator::send(const float* buf, int64_t n, int peer, int tag) {
   const int cnt = as_count(n);
-  double t0 = wall_time();
-  MPI_Request r;
-  ST_MPI_CHECK(MPI_Isend(buf, cnt, MPI_FLOAT, peer, tag, comm_, &r));
-  wait_request(&r, "send");
-  add_stat(CollKind::SendRecv, n * 4, wall_time() - t0);
+  blocking(CollKind::SendRecv, n * 4, "send", [&](MPI_Request* r) {
+    ST_MPI_CHECK(MPI_Isend(buf, cnt, MPI_FLOAT, peer, tag, comm_, r));
+  });
 }
 
 void MpiCommunicator::recv(float* buf, int64_t n, int peer, int tag) {
   const int cnt = as_count(n);
-  double t0 = wall_time();
-  MPI_Request r;
-  ST_MPI_CHECK(MPI_Irecv(buf, cnt, MPI_FLOAT, peer, tag, comm_, &r));
-  wait_request(&r, "recv");
-  add_stat(CollKind::SendRecv, n * 4, wall_time() - t0);
+  blocking(CollKind::SendRecv, n * 4, "recv", [&](MPI_Request* r) {
+    ST_MPI_CHECK(MPI_Irecv(buf, cnt, MPI_FLOAT, peer, tag, comm_, r));
+  });
 }
 
 void MpiCommunicator::barrier() {
