@@ -274,7 +274,7 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
       collect_ = m == accum - 1;  // reductions start during the last backward
       more_micro_ = m + 1 < accum;
       model.stage_forward(m, mb.tokens.data(), nullptr, mb.targets.data(), mb.B, mb.T, ckpt_mode_,
-                          nullptr);
+                          scale, nullptr);
       model.stage_backward(m, nullptr, scale, nullptr);
     }
   } else {

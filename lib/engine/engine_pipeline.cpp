@@ -88,7 +88,7 @@ double Engine::run_pipeline(long step, const DataLoader& loader, StepOut& o) {
       if (!first) in = receive(pp_link(true, prev), prev, nb);
       Tensor out;
       model.stage_forward(op.micro, mb.tokens.data(), first ? nullptr : &in, mb.targets.data(),
-                          mb.B, mb.T, ckpt_mode_, &out);
+                          mb.B, mb.T, ckpt_mode_, scale, &out);
       if (!last) send(pp_link(true, s), next, std::move(out));
     } else {
       Tensor dy;

@@ -464,7 +464,7 @@ float Model::forward_backward(const int32_t* tokens, const int32_t* targets, int
                  "use stage_forward / stage_backward");
   constexpr int kMicro = std::numeric_limits<int>::min();  // reserved id
   take_loss();
-  stage_forward(kMicro, tokens, nullptr, targets, B, T, mode, nullptr);
+  stage_forward(kMicro, tokens, nullptr, targets, B, T, mode, grad_scale, nullptr);
   stage_backward(kMicro, nullptr, grad_scale, nullptr);
   return float(take_loss());
 }
