@@ -61,10 +61,18 @@ struct F32Span {
   int group = 0;
 };
 
+// Seconds spent in each kind of kernel since the last take_kernel_seconds()
+// (backends that time their kernels: the CPU one; others report nothing).
+struct KernelSeconds {
+  double gemm = 0, attention = 0, elementwise = 0, optimizer = 0;
+  bool known = false;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
   virtual std::string describe() const = 0;  // what the GEMM and attention run on
+  virtual KernelSeconds take_kernel_seconds() { return {}; }
 
   // C[M,N] = alpha * op(A) op(B) + beta * C; op(A) is [M,K], op(B) is [K,N];
   // lda/ldb/ldc are row strides as stored. A and B have dtype `ab`; C has

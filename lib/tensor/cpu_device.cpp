@@ -221,6 +221,7 @@ class CpuDevice final : public Device {
   bool host_accessible() const override { return true; }
 
   void* allocate(size_t bytes, MemCat cat) override {
+    const double t0 = wall_time();
     void* p = nullptr;
     if (strict_) {
       p = host_alloc(bytes);
@@ -229,16 +230,20 @@ class CpuDevice final : public Device {
       p = cache_->allocate(bytes, cat);
     }
     MemStats::add(cat, int64_t(bytes));
+    add_alloc_seconds(wall_time() - t0);
     return p;
   }
   void deallocate(void* p, size_t bytes, MemCat cat) override {
     if (!p) return;
+    const double t0 = wall_time();
     MemStats::add(cat, -int64_t(bytes));
     if (strict_)
       compute_->enqueue([p] { std::free(p); });
     else
       cache_->free(p);
+    add_alloc_seconds(wall_time() - t0);
   }
+  double take_alloc_seconds() override { return alloc_s_.exchange(0.0); }
   MemoryStats memory() const override { return MemStats::snapshot(); }
   void reset_peaks() override { MemStats::reset_peaks(); }
 
@@ -276,9 +281,15 @@ class CpuDevice final : public Device {
   void free_pinned(void* p) override { std::free(p); }
 
  private:
+  void add_alloc_seconds(double s) {
+    double cur = alloc_s_.load();
+    while (!alloc_s_.compare_exchange_weak(cur, cur + s)) {
+    }
+  }
   bool strict_;
   std::unique_ptr<Stream> compute_;
   std::unique_ptr<BlockCache> cache_;  // inline device only
+  std::atomic<double> alloc_s_{0.0};
 };
 }  // namespace
 
