@@ -141,8 +141,15 @@ int run_training(Runtime& rt, Config cfg) {
   const double model_flops_step = metrics::mpt_model_flops_per_seq(mshape) * double(gb);
   const double hw_flops_step = metrics::mpt_hw_flops_per_seq(mshape, recompute) * double(gb);
 
-  RunInfo info{&rt,  &cfg, count_params(cfg.model), peak, peak_source, threads,
-               &mesh, be.device().name(), be.device().id()};
+  RunInfo info{&rt,
+               &cfg,
+               count_params(cfg.model),
+               peak,
+               peak_source,
+               threads,
+               &mesh,
+               be.device().name(),
+               be.device().id()};
   if (rank == 0) write_run_json(out + "/run.json", info);
   TelemetryWriter tel;
   tel.open(telemetry_path(out, rank), telemetry_header(info));

@@ -90,8 +90,7 @@ void attention_fwd_block(const float* q, const float* k, const float* v, int64_t
           // The tile sees at most the keys its last row sees.
           int64_t n = 0;
           for (int64_t t = 0; t < rows; ++t) n = std::max(n, visible(kpos, Tk, qpos[t0 + t]));
-          if (n > 0)
-            gemm(false, true, rows, n, hd, scale, qt, qs, kb, ks, 0.f, S, n);
+          if (n > 0) gemm(false, true, rows, n, hd, scale, qt, qs, kb, ks, 0.f, S, n);
           for (int64_t t = 0; t < rows; ++t) {
             const int64_t nt = visible(kpos, Tk, qpos[t0 + t]);
             float* s = S + t * n;

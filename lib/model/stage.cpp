@@ -58,8 +58,8 @@ Tensor Model::Impl::embed_forward(const Dims& D, const Tensor& tok) {
 void Model::Impl::embed_backward(const Dims& D, const Tensor& tok, const Tensor& dh) {
   if (sp) {
     Tensor full = gather_rows(dh, D);
-    ops->embedding_bwd(cs(), tok.as<int32_t>(), D.N, full.raw(), D.v0, D.V, D.d,
-                       tok_emb->g.data(), cdt);
+    ops->embedding_bwd(cs(), tok.as<int32_t>(), D.N, full.raw(), D.v0, D.V, D.d, tok_emb->g.data(),
+                       cdt);
   } else {
     ops->embedding_bwd(cs(), tok.as<int32_t>(), D.N, dh.raw(), D.v0, D.V, D.d, tok_emb->g.data(),
                        cdt);
@@ -132,12 +132,12 @@ void Model::Impl::head_forward(MicroState& ms, Tensor h, bool train) {
   if (sp) {
     Tensor dw = f32({D.d});
     dw.zero();
-    ops->rmsnorm_bwd(s, h.raw(), norm->w.raw(), rstd.data(), dxn.raw(), D.Ns, D.d,
-                     ms.dh_head.raw(), dw.data(), /*accumulate=*/false, cdt);
+    ops->rmsnorm_bwd(s, h.raw(), norm->w.raw(), rstd.data(), dxn.raw(), D.Ns, D.d, ms.dh_head.raw(),
+                     dw.data(), /*accumulate=*/false, cdt);
     add_norm_grad(norm, dw);
   } else {
-    ops->rmsnorm_bwd(s, h.raw(), norm->w.raw(), rstd.data(), dxn.raw(), D.Ns, D.d,
-                     ms.dh_head.raw(), norm->g.data(), /*accumulate=*/false, cdt);
+    ops->rmsnorm_bwd(s, h.raw(), norm->w.raw(), rstd.data(), dxn.raw(), D.Ns, D.d, ms.dh_head.raw(),
+                     norm->g.data(), /*accumulate=*/false, cdt);
   }
 }
 

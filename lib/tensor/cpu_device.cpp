@@ -56,9 +56,7 @@ class InlineEvent final : public Event {
   void record(Stream&) override { t_ = wall_time(); }
   bool query() override { return true; }
   void synchronize() override {}
-  double seconds_since(Event& start) override {
-    return t_ - static_cast<InlineEvent&>(start).t_;
-  }
+  double seconds_since(Event& start) override { return t_ - static_cast<InlineEvent&>(start).t_; }
 
  private:
   double t_ = 0;
@@ -211,8 +209,9 @@ class CpuDevice final : public Device {
       compute_ = std::make_unique<WorkerStream>("compute");
     } else {
       compute_ = std::make_unique<InlineStream>("compute");
-      cache_ = std::make_unique<BlockCache>(&host_alloc, [](void* p) { std::free(p); },
-                                            /*feed_memstats=*/false);
+      cache_ = std::make_unique<BlockCache>(
+          &host_alloc, [](void* p) { std::free(p); },
+          /*feed_memstats=*/false);
     }
   }
   DeviceKind kind() const override { return DeviceKind::CPU; }
