@@ -149,7 +149,8 @@ int run_training(Runtime& rt, Config cfg) {
                threads,
                &mesh,
                be.device().name(),
-               be.device().id()};
+               be.device().id(),
+               be.ops().describe()};
   if (rank == 0) write_run_json(out + "/run.json", info);
   TelemetryWriter tel;
   tel.open(telemetry_path(out, rank), telemetry_header(info));
@@ -217,6 +218,7 @@ int run_training(Runtime& rt, Config cfg) {
   log0("scaletrain ", run_banner(info));
   log0("data: ", loader.source().describe(), "; global batch ", gb, " x ", cfg.model.seq_len,
        " tokens; ", engine->num_buckets(), " gradient bucket(s); mesh ", mesh.describe());
+  log0("compute: ", info.compute);
   log0("run folder: ", out);
 
   const long total = cfg.train.steps;
