@@ -79,6 +79,46 @@ __device__ __forceinline__ float dot_row(const float* a, const bf162* b, int hal
   return s;
 }
 
+// What a block of k_fwd / k_bwd_dq works on: batch b, query head h, query
+// rows [t0, t0 + kRows); row strides of q-shaped (qs) and k-shaped (ks)
+// tensors, the offset of (b, h) in q-shaped ones, and (b, its kv head) in k, v.
+struct QueryRows {
+  int b, h, t0;
+  int64_t qs, ks, qoff;
+  const bf16 *kb, *vb;
+};
+__device__ QueryRows query_rows(const bf16* k, const bf16* v, int Tq, int Tk, int Hq, int Hkv,
+                                int hd) {
+  QueryRows r;
+  r.b = blockIdx.y / Hq;
+  r.h = blockIdx.y % Hq;
+  r.t0 = blockIdx.x * kRows;
+  r.qs = int64_t(Hq) * hd;
+  r.ks = int64_t(Hkv) * hd;
+  r.qoff = int64_t(r.b) * Tq * r.qs + int64_t(r.h) * hd;
+  const int64_t koff = int64_t(r.b) * Tk * r.ks + int64_t(r.h / (Hq / Hkv)) * hd;
+  r.kb = k + koff;
+  r.vb = v + koff;
+  return r;
+}
+
+// n[i]: keys visible to this warp's row i; returns the block's maximum
+// (*nmax is 0 and that is visible to every thread on entry).
+__device__ int count_visible(int (&n)[kRowsPerWarp], const QueryRows& r, int Tq, int Tk,
+                             const int32_t* qpos, const int32_t* kpos, int* nmax) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int t = r.t0 + warp * kRowsPerWarp + i;
+    int nv = 0;
+    if (lane == 0 && t < Tq) nv = visible(kpos, Tk, qpos[t]);
+    n[i] = __shfl_sync(kFull, nv, 0);
+    if (lane == 0) atomicMax(nmax, n[i]);  // integer: the order does not matter
+  }
+  __syncthreads();
+  return *nmax;
+}
+
 // acc[dd] += sum over tile rows jj < cnt of w_jj * tile[jj][lane + 32 dd],
 // w_jj being lane jj's w, rows in order (the tile is padded as load_tile's).
 __device__ __forceinline__ void add_rows(float (&acc)[kDims], float w, const bf162* tile,
@@ -106,34 +146,25 @@ __global__ void __launch_bounds__(kWarps * 32)
   float* Qs = reinterpret_cast<float*>(Vs + kTile * stride);
   __shared__ int nmax;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int b = blockIdx.y / Hq, h = blockIdx.y % Hq, kh = h / (Hq / Hkv);
-  const int t0 = blockIdx.x * kRows;
-  const int64_t qs = int64_t(Hq) * hd, ks = int64_t(Hkv) * hd;
-  const bf16* kb = k + int64_t(b) * Tk * ks + int64_t(kh) * hd;
-  const bf16* vb = v + int64_t(b) * Tk * ks + int64_t(kh) * hd;
+  const QueryRows R = query_rows(k, v, Tq, Tk, Hq, Hkv, hd);
+  const int b = R.b, h = R.h, t0 = R.t0;
   if (threadIdx.x == 0) nmax = 0;
-  load_rows(Qs, q + int64_t(b) * Tq * qs + int64_t(h) * hd, qs, t0, min(kRows, Tq - t0), hd);
+  load_rows(Qs, q + R.qoff, R.qs, t0, min(kRows, Tq - t0), hd);
   __syncthreads();
   int n[kRowsPerWarp];
+  const int ntot = count_visible(n, R, Tq, Tk, qpos, kpos, &nmax);
   float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kDims];
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int t = t0 + warp * kRowsPerWarp + i;
-    int nv = 0;
-    if (lane == 0 && t < Tq) nv = visible(kpos, Tk, qpos[t]);
-    n[i] = __shfl_sync(kFull, nv, 0);
-    if (lane == 0) atomicMax(&nmax, n[i]);  // integer: order does not matter
     m[i] = -INFINITY;
     l[i] = 0.f;
 #pragma unroll
     for (int dd = 0; dd < kDims; ++dd) acc[i][dd] = 0.f;
   }
-  __syncthreads();
-  const int ntot = nmax;
   for (int j0 = 0; j0 < ntot; j0 += kTile) {
     __syncthreads();  // the previous tile is consumed
-    load_tile(Ks, kb, ks, j0, min(kTile, Tk - j0), hd);
-    load_tile(Vs, vb, ks, j0, min(kTile, Tk - j0), hd);
+    load_tile(Ks, R.kb, R.ks, j0, min(kTile, Tk - j0), hd);
+    load_tile(Vs, R.vb, R.ks, j0, min(kTile, Tk - j0), hd);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
@@ -156,7 +187,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int t = t0 + warp * kRowsPerWarp + i;
     if (t >= Tq) continue;
-    bf16* o = out + (int64_t(b) * Tq + t) * qs + int64_t(h) * hd;
+    bf16* o = out + R.qoff + int64_t(t) * R.qs;
     const float inv = n[i] > 0 ? 1.f / l[i] : 0.f;
 #pragma unroll
     for (int dd = 0; dd < kDims; ++dd) {
@@ -204,25 +235,19 @@ __global__ void __launch_bounds__(kWarps * 32)
   float* Gs = Qs + kRows * hd;  // dout rows
   __shared__ int nmax;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int b = blockIdx.y / Hq, h = blockIdx.y % Hq, kh = h / (Hq / Hkv);
-  const int t0 = blockIdx.x * kRows;
-  const int64_t qs = int64_t(Hq) * hd, ks = int64_t(Hkv) * hd;
-  const bf16* kb = k + int64_t(b) * Tk * ks + int64_t(kh) * hd;
-  const bf16* vb = v + int64_t(b) * Tk * ks + int64_t(kh) * hd;
-  const int64_t qoff = int64_t(b) * Tq * qs + int64_t(h) * hd;
+  const QueryRows R = query_rows(k, v, Tq, Tk, Hq, Hkv, hd);
+  const int b = R.b, h = R.h, t0 = R.t0;
+  const int64_t qs = R.qs, qoff = R.qoff;
   if (threadIdx.x == 0) nmax = 0;
   load_rows(Qs, q + qoff, qs, t0, min(kRows, Tq - t0), hd);
   load_rows(Gs, dout + qoff, qs, t0, min(kRows, Tq - t0), hd);
   __syncthreads();
   int n[kRowsPerWarp];
+  const int ntot = count_visible(n, R, Tq, Tk, qpos, kpos, &nmax);
   float L[kRowsPerWarp], D[kRowsPerWarp], acc[kRowsPerWarp][kDims];
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int r = warp * kRowsPerWarp + i, t = t0 + r;
-    int nv = 0;
-    if (lane == 0 && t < Tq) nv = visible(kpos, Tk, qpos[t]);
-    n[i] = __shfl_sync(kFull, nv, 0);
-    if (lane == 0) atomicMax(&nmax, n[i]);
     float part = 0.f;
     if (t < Tq)
       for (int d = lane; d < hd; d += 32) part += Gs[r * hd + d] * to_f(out[qoff + t * qs + d]);
@@ -233,12 +258,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int dd = 0; dd < kDims; ++dd) acc[i][dd] = 0.f;
   }
-  __syncthreads();
-  const int ntot = nmax;
   for (int j0 = 0; j0 < ntot; j0 += kTile) {
     __syncthreads();
-    load_tile(Ks, kb, ks, j0, min(kTile, Tk - j0), hd);
-    load_tile(Vs, vb, ks, j0, min(kTile, Tk - j0), hd);
+    load_tile(Ks, R.kb, R.ks, j0, min(kTile, Tk - j0), hd);
+    load_tile(Vs, R.vb, R.ks, j0, min(kTile, Tk - j0), hd);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
