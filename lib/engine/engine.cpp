@@ -31,6 +31,7 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
       cdt_(parse_float_dtype(cfg.train.precision, "train.precision")) {
   const auto& pc = cfg.parallel;
   dpcp_ = &be.communicator(mesh.dpcp());
+  used_ = {dpcp_, &be.communicator(mesh.tp()), &be.communicator(mesh.cp())};
   const auto ranges =
       stage_layers(cfg.model.n_layers, pc.pp, pc.num_model_chunks, mesh.coords().pp);
   std::vector<int64_t> seg_len;
@@ -215,11 +216,11 @@ std::vector<Communicator*> Engine::comms() {
       if (o == c) return;
     out.push_back(c);
   };
+  // The MPI groups carry the host scalars; the device communicators (the
+  // same objects on CPU ranks) are only those already made, so asking for
+  // statistics creates no NCCL communicator.
   for (Communicator* g : mesh_.groups()) add(g);
-  add(dpcp_);
-  for (MpiCommunicator* g : {&mesh_.tp(), &mesh_.cp(), &mesh_.dp(), &mesh_.pp()})
-    add(&be_.communicator(*g));
-  for (auto& l : pp_links_) add(&be_.communicator(*l));
+  for (Communicator* c : used_) add(c);
   return out;
 }
 
