@@ -1,55 +1,68 @@
 #!/usr/bin/env bash
-# CPU benchmark of a training step (not a test): scaletrain's default model on
-# this machine at 1 rank and at 2 data-parallel ranks (1 thread each), beside,
-# measured in the same run, the machine's single-precision GEMM rate (sgemm,
-# as scaletrain measures it at start, and torch.mm) and PyTorch's training
-# step (python3-torch, same model, batch and AdamW) at 1 thread.
+# CPU benchmark of a training step (not a test): scaletrain against PyTorch
+# eager (python3-torch: the same model, batch and AdamW, ctest/model's
+# independent implementation) on two shapes, all measured in one run:
+#   default  configs/models/default.yaml (8 layers, d 512, vocab 256), micro-batch 2
+#   d384     6 layers, d 384, 6 heads, ffn 1024, vocab 8192, seq 256, micro-batch 8
+# For each shape:
+#   1 core : scaletrain 1 rank x 1 thread      vs PyTorch 1 thread
+#   2 cores: scaletrain 2 ranks x 1 thread     vs PyTorch's best of 2 threads
+#            and scaletrain 1 rank x 2 threads    or 2 processes of 1 thread
+# with the per-rank work fixed (each rank or process runs the whole
+# micro-batch), tokens/s as ratios, model FLOP/s (MPT formula) as a share of
+# the sgemm rate scaletrain measures at start in the same run, and the step's
+# breakdown from scaletrain's telemetry (kernel_s: gemm, attention,
+# elementwise, optimizer, allocation; communication; the rest).
 # Usage: scripts/bench-cpu.sh [BUILD_DIR] [STEPS]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
 steps=${2:-8}
-mb=2
 cd "$here"
 source scripts/cpu-env.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=$(mktemp -d /tmp/scaletrain-bench.XXXXXX)
-common=(--config configs/models/default.yaml --set data.source=synthetic --set train.steps="$steps"
-        --set train.micro_batch=$mb --set runtime.threads=1 --set checkpoint.interval=0
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<library default>}; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+shape_args() {  # name -> scaletrain --set arguments
+  case $1 in
+    default) echo "--config configs/models/default.yaml --set train.micro_batch=2" ;;
+    d384) echo "--config configs/models/default.yaml --set model.n_layers=6 --set model.d_model=384
+      --set model.n_heads=6 --set model.n_kv_heads=6 --set model.ffn_hidden=1024
+      --set model.vocab_size=8192 --set model.seq_len=256 --set train.micro_batch=8" ;;
+  esac
+}
+common=(--set data.source=synthetic --set train.steps="$steps" --set checkpoint.interval=0
         --set train.warmup_steps_excluded=2)
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<library default>}"
-"$build/app/scaletrain" "${common[@]}" --out "$out/np1" > "$out/np1.log"
-mpirun --oversubscribe --bind-to none -np 2 "$build/app/scaletrain" "${common[@]}" --out "$out/np2" > "$out/np2.log"
-read -r L D H KV F V T < <(/usr/bin/python3 -c "
-import json; m=json.load(open('$out/np1/run.json'))['model']
-print(m['n_layers'], m['d_model'], m['n_heads'], m['n_kv_heads'], m['ffn_hidden'], m['vocab_size'], m['seq_len'])")
-# One thread for PyTorch too: OpenBLAS's own pool ignores torch.set_num_threads.
-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "$here/scripts/bench_torch_step.py" --layers "$L" --d "$D" --heads "$H" --kv "$KV" \
-  --ffn "$F" --vocab "$V" --seq "$T" --batch $mb --steps "$steps" --threads 1 > "$out/torch.json"
-/usr/bin/python3 - "$out" <<'PY'
-import json, statistics, sys
-out = sys.argv[1]
-def run(name):
-    r = json.load(open(f"{out}/{name}/run.json"))
-    steps = [json.loads(l) for l in open(f"{out}/{name}/telemetry/rank_00000.jsonl")]
-    steps = [s for s in steps if s.get("type") == "step"][2:]
-    return r, statistics.median(s["step_s"] for s in steps)
-r1, s1 = run("np1"); r2, s2 = run("np2")
-t = json.load(open(f"{out}/torch.json"))
-m = r1["model"]; N, L, d, T = m["n_params"], m["n_layers"], m["d_model"], m["seq_len"]
-B = r1["config"]["train"]["micro_batch"]
-flops_seq = 3 * (2 * N * T + 4 * L * d * T * T)   # MPT/llm-foundry model FLOPs
-def row(name, step_s, seqs_per_rank, peak):
-    gf = flops_seq * seqs_per_rank / step_s / 1e9
-    return f"| {name} | {step_s*1e3:8.1f} | {seqs_per_rank*T/step_s:8.0f} | {gf:6.1f} | {100*gf*1e9/peak:5.1f}% |"
-peak1 = r1["device"]["peak_flops"]; peak2 = r2["device"]["peak_flops"]
-print(f"\nmodel: {N/1e6:.2f}M params, {L} layers, d={d}, seq {T}, micro-batch {B} per rank, fp32, 1 thread per rank")
-print(f"sgemm rate (scaletrain, 768^3): 1 rank {peak1/1e9:.1f} GFLOP/s; 2 ranks at once {peak2/1e9:.1f} GFLOP/s each; torch.mm {t['torch_sgemm_flops']/1e9:.1f} GFLOP/s")
-print("\n| engine | step ms | tok/s per rank | GFLOP/s per rank | of sgemm |\n|---|---|---|---|---|")
-print(row("scaletrain, 1 rank", s1, B, peak1))
-print(row("scaletrain, 2 ranks (dp2), per rank", s2, B, peak2))
-print(row(f"PyTorch {t['torch']} (same model, AdamW)", t["step_s"], B, peak1))
-print(f"\nscaletrain / PyTorch step-time ratio (1 rank): {s1 / t['step_s']:.2f} (below 1: scaletrain faster)")
-print(f"dp2 per-rank throughput vs 1 rank: {s1 / s2:.2f}")
-PY
+st_run() {  # shape name ranks threads
+  local shape=$1 name=$2 ranks=$3 threads=$4
+  # shellcheck disable=SC2046
+  if [[ $ranks == 1 ]]; then
+    "$build/app/scaletrain" $(shape_args "$shape") "${common[@]}" --set runtime.threads="$threads" \
+      --out "$out/$shape-$name" > "$out/$shape-$name.log"
+  else
+    mpirun --oversubscribe --bind-to none -np "$ranks" "$build/app/scaletrain" $(shape_args "$shape") \
+      "${common[@]}" --set runtime.threads="$threads" --out "$out/$shape-$name" > "$out/$shape-$name.log"
+  fi
+}
+torch_run() {  # shape name threads -> json
+  local shape=$1 name=$2 threads=$3
+  read -r L D H KV F V T B < <(/usr/bin/python3 -c "
+import json; r=json.load(open('$out/$shape-st1/run.json')); m=r['model']
+print(m['n_layers'], m['d_model'], m['n_heads'], m['n_kv_heads'], m['ffn_hidden'], m['vocab_size'], m['seq_len'], r['config']['train']['micro_batch'])")
+  # OpenBLAS's own pool ignores torch.set_num_threads: pin it too.
+  OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads /usr/bin/python3 "$here/scripts/bench_torch_step.py" \
+    --layers "$L" --d "$D" --heads "$H" --kv "$KV" --ffn "$F" --vocab "$V" --seq "$T" --batch "$B" \
+    --steps "$steps" --threads "$threads" > "$out/$shape-$name.json"
+}
+for shape in default d384; do
+  st_run "$shape" st1 1 1
+  st_run "$shape" st2r 2 1
+  st_run "$shape" st2t 1 2
+  torch_run "$shape" pt1 1
+  torch_run "$shape" pt2t 2
+  # Two PyTorch processes at once, one thread each.
+  torch_run "$shape" pt2p_a 1 & torch_run "$shape" pt2p_b 1; wait
+done
+/usr/bin/python3 "$here/scripts/bench_cpu_report.py" "$out"
 echo "raw output: $out"
