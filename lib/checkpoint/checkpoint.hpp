@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace st {
@@ -155,6 +156,16 @@ struct LoadResult {
 // naming file and dataset on any failure, UsageError on an unknown tensor or
 // incomplete coverage.
 LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int rank = -1);
+
+// Committed step folders (step_N, no suffix) under `dir`, newest first.
+std::vector<std::pair<long, std::string>> committed_steps(const std::string& dir);
+
+// Start-up check on every rank, before the first step: `dir` can be created
+// and this rank can write in it; and a run that does not resume (`resuming`
+// false: checkpoint.resume=none, or auto that found nothing loadable) finds
+// no committed step there that its saves would write over. Returns "" or the
+// reason, naming the folder and what to change.
+std::string check_checkpoint_dir(const std::string& dir, bool resuming, int rank);
 
 // "step_00000042" for 42; parse_step_dir returns -1 for anything else.
 std::string step_dir_name(long step);

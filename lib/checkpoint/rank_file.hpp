@@ -33,4 +33,8 @@ nlohmann::json write_rank_file(const std::string& path, long step, int rank, int
 
 void fsync_path(const std::string& path);  // throws Error naming the file
 
+// Renames an existing step folder to the first free `<step_dir>.replaced-N`
+// (a name the loader and retention never touch) and returns that path.
+std::string keep_aside(const std::string& step_dir);
+
 }  // namespace st::ckpt
