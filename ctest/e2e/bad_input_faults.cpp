@@ -3,6 +3,7 @@
 // stopped (not dead) during a checkpoint, a disk that fills up during a
 // save, and runtime.device=cuda where there is no GPU.
 #include <filesystem>
+#include <tuple>
 
 #include "bad_input.hpp"
 
@@ -36,22 +37,17 @@ std::function<std::string(Ctx&, const RunResult&)> resumable() {
 
 std::vector<Case> fault_cases() {
   std::vector<Case> v;
-  {
+  // Ctrl-C reaches the launcher's whole process group; kill reaches it alone.
+  for (auto [sig, target, how] :
+       {std::tuple{"INT", "group", "Ctrl-C (SIGINT to its process group)"},
+        std::tuple{"TERM", "leader", "SIGTERM"}}) {
     Case c;
-    c.name = "Ctrl-C to scripts/launch.sh (SIGINT to its process group)";
-    c.command = [](Ctx& x) { return launched(x, "INT", "group"); };
+    c.name = std::string(how) + " to scripts/launch.sh";
+    c.command = [sig = std::string(sig), target = std::string(target)](Ctx& x) {
+      return launched(x, sig, target);
+    };
     c.exit_code = 3;
-    c.expect = {"SIGINT: every rank writes an emergency checkpoint",
-                "emergency checkpoint committed"};
-    c.check = resumable();
-    v.push_back(c);
-  }
-  {
-    Case c;
-    c.name = "SIGTERM to scripts/launch.sh";
-    c.command = [](Ctx& x) { return launched(x, "TERM", "leader"); };
-    c.exit_code = 3;
-    c.expect = {"SIGTERM: every rank writes an emergency checkpoint",
+    c.expect = {"SIG" + std::string(sig) + ": every rank writes an emergency checkpoint",
                 "emergency checkpoint committed"};
     c.check = resumable();
     v.push_back(c);

@@ -175,6 +175,19 @@ std::string escape_bytes(const std::string& s) {
   return out;
 }
 
+int write_generated_doc(int argc, char** argv, const char* prog, const std::string& text) {
+  try {
+    if (argc > 1)
+      write_file_atomic(argv[1], text);
+    else
+      std::fputs(text.c_str(), stdout);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", prog, e.what());
+    return 1;
+  }
+}
+
 std::vector<std::string> split_csv_line(const std::string& line) {
   std::vector<std::string> out;
   std::string cur;
