@@ -154,7 +154,9 @@ std::string verify_checkpoint(const std::string& step_dir, const VerifyOptions& 
     try {
       h5::Handle f = h5::open_file_readonly(path);
       check_binding(f, idx, rf.rank);
-      for (const auto& [name, s] : by_file[rf.file]) {
+      for (const auto& entry : by_file[rf.file]) {  // (clang 14 cannot capture bindings)
+        const std::string& name = entry.first;
+        const ckpt::IndexShard* s = entry.second;
         ds = name;
         h5::Handle d(ST_HDF5_CHECK(H5Dopen2(f, name.c_str(), H5P_DEFAULT)));
         Dims shape = h5::dataset_shape(d);
