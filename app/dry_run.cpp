@@ -55,11 +55,16 @@ LayoutMemory estimate_layout_memory(const Config& cfg, int rank) {
   if (c.pp == 0) n += double(m.vocab_size) * dm / tp;
   if (c.pp == p.pp - 1) n += double(m.vocab_size) * dm / tp + dm;
   const double z = double(p.dp) * p.cp;  // ZeRO shards over dp x cp
-  // On GPUs (bf16): fp32 master weights plus a bf16 compute copy, and bf16
-  // activations; gradients and moments stay fp32 on either device.
-  const bool gpu = cfg.runtime.device == "cuda";
-  const double wb = gpu ? 6 : 4, ab = gpu ? 2 : 4;
-  r.params = wb * n / (p.zero_stage >= 3 ? z : 1);
+  // Weights (lib/engine): with fp32 compute the compute weights are the
+  // master weights (ZeRO 3 keeps only the shard); with bf16 compute a bf16
+  // copy (the shard under ZeRO 3) plus the fp32 master (the shard under ZeRO
+  // >= 1). Activations are in the compute precision; gradients and moments
+  // stay fp32.
+  const bool bf16 = cfg.train.precision == "bf16";
+  const double ab = bf16 ? 2 : 4;
+  const double compute_copy = (bf16 ? 2 : 4) * n / (p.zero_stage >= 3 ? z : 1);
+  const double master = bf16 || p.zero_stage >= 3 ? 4 * n / (p.zero_stage >= 1 ? z : 1) : 0;
+  r.params = compute_copy + (p.zero_stage >= 3 && !bf16 ? 0 : master);
   r.grads = 4 * n / (p.zero_stage >= 2 ? z : 1);
   r.optim = 8 * n / (p.zero_stage >= 1 ? z : 1);
   // Activations: tokens of one micro-batch on this rank, times the

@@ -42,11 +42,23 @@ for n in "${names[@]}"; do
   log=$build/fuzz-$n.log
   echo "fuzz.sh: $n for ${secs}s (log $log)"
   rc=0
+  # -fork=1 with -ignore_*: one crash does not end the run; every finding
+  # lands in $crashes and the run lasts SECONDS. A generous -timeout, since a
+  # loaded machine starves a niced fuzzer; timeouts are re-run alone below.
   nice -n 10 "$build/ctest/fuzz/fuzz_$n" "$corpus" "ctest/fuzz/corpus/$n" \
-    -max_total_time="$secs" -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
+    -max_total_time="$secs" -timeout=30 -rss_limit_mb=4096 -max_len=65536 \
+    -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
     -artifact_prefix="$crashes/" -print_final_stats=1 >"$log" 2>&1 || rc=$?
-  execs=$(grep -m1 'stat::number_of_executed_units' "$log" | awk '{print $2}')
-  found=$(find "$crashes" -type f | wc -l)
+  # A timeout that does not repeat when its input runs alone was the load.
+  for t in "$crashes"/timeout-*; do
+    [[ -e $t ]] || continue
+    if timeout 60 "$build/ctest/fuzz/fuzz_$n" -timeout=10 "$t" >/dev/null 2>&1; then
+      mkdir -p "$crashes/not-repeated" && mv "$t" "$crashes/not-repeated/"
+    fi
+  done
+  execs=$(grep 'stat::number_of_executed_units' "$log" | awk '{s += $2} END {print s}')
+  [[ -z $execs || $execs == 0 ]] && execs=$(grep -o '#[0-9]*' "$log" | tail -1 | tr -d '#')
+  found=$(find "$crashes" -maxdepth 1 -type f | wc -l)
   line="$n: ${secs}s, ${execs:-?} execs, corpus $(find "$corpus" -type f | wc -l) files, $found crash/timeout/oom file(s) in $crashes, exit $rc"
   echo "$line" | tee -a "$summary"
   if ((rc != 0 || found > 0)); then status=1; fi

@@ -94,6 +94,43 @@ std::vector<Case> fault_cases() {
     };
     v.push_back(c);
   }
+  // The CUDA backend is a library loaded at run time: a missing or broken
+  // one is a one-line error naming it, on every rank.
+  for (int ranks : {1, 2})
+    for (const char* kind : {"missing", "broken"}) {
+      Case c;
+      c.name =
+          std::string("CUDA backend library ") + kind + ", " + std::to_string(ranks) + " rank(s)";
+      const bool broken = std::string(kind) == "broken";
+      c.command = [ranks, broken](Ctx& x) {
+        fs::create_directories(x.dir + "/lib");
+        if (broken) put(x.dir + "/lib/libscaletrain_cuda.so", "not an ELF file\n");
+        return "SCALETRAIN_BACKEND_DIR=" + x.dir + "/lib " +
+               trainer(ranks, tiny() + " --set runtime.device=cuda --set train.precision=bf16" +
+                                  " --out " + x.dir + "/run");
+      };
+      c.expect = {"/lib/libscaletrain_cuda.so",
+                  broken ? "cannot load the CUDA backend library" : "does not exist"};
+      c.check = [](Ctx& x, const RunResult&) {
+        return fs::exists(x.dir + "/run/run.json") ? "run.json was written" : "";
+      };
+      v.push_back(c);
+    }
+  {
+    // With the real library (a CUDA build), what it cannot run is its refusal.
+    Case c;
+    c.name = "CUDA backend refuses fp32";
+    c.command = [](Ctx&) {
+      return trainer(1, tiny() + " --set runtime.device=cuda --set train.precision=fp32 --dry-run");
+    };
+    c.expect = {"train.precision=fp32", "train.precision=bf16"};
+    c.skip_if = [] {
+      return fs::exists(env_or("SCALETRAIN_BUILD_DIR", ".") + "/lib/libscaletrain_cuda.so")
+                 ? ""
+                 : "no CUDA backend library in this build";
+    };
+    v.push_back(c);
+  }
   for (int ranks : {1, 2}) {
     Case c;
     c.name = "runtime.device=cuda without a GPU, " + std::to_string(ranks) + " rank(s)";

@@ -160,6 +160,18 @@ std::vector<Case> checkpoint_rows() {
               fs::copy_file(r + kStep3 + f, r + kStep6 + f, fs::copy_options::overwrite_existing);
             return resume(x, r + kStep6);
           },
+          {"step_00000006/rank_00000.h5", "file checksum mismatch", "another checkpoint's"}),
+      row("index re-checksummed for another step's rank files",
+          [](Ctx& x) {
+            // Step 3's files with step 3's sizes and checksums in step 6's
+            // index: only the files' own step attribute can tell.
+            const std::string r = run_copy(x);
+            for (const char* f : {"/rank_00000.h5", "/rank_00001.h5"})
+              fs::copy_file(r + kStep3 + f, r + kStep6 + f, fs::copy_options::overwrite_existing);
+            const auto files3 = nlohmann::json::parse(slurp(r + kStep3 + "/index.json"))["files"];
+            edit_json(r + kStep6 + "/index.json", [&](nlohmann::json& j) { j["files"] = files3; });
+            return resume(x, r + kStep6);
+          },
           {"step_00000006/rank_00000.h5", "written at step 3", "index.json' is step 6"}),
   };
   // checkpoint.resume=auto: a damaged newest index is named and skipped.

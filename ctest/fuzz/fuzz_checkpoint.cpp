@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (parts.size() > 1) fuzz::write(step + "/rank_00000.h5", parts[1]);
 
   const std::string why = verify_checkpoint(step);
-  (void)find_latest_good(dir, {false, 0, 1});
+  (void)find_latest_good(dir);
   check_no_open_ids("verify_checkpoint");
   if (!why.empty()) return 0;
   // Verified: load every tensor whole, within a memory bound.

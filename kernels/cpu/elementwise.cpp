@@ -1,13 +1,14 @@
 // CPU row-wise and elementwise ops for kernels/ops.hpp: residual add,
-// embedding, RMSNorm, RoPE, SwiGLU, AdamW. OpenMP over rows / elements;
+// embedding, RMSNorm, RoPE, SwiGLU, AdamW (the one optimizer formula of
+// kernels/ops.hpp, which training on CPU ranks runs). OpenMP over rows / elements;
 // reductions into parameter gradients are split by columns so their result
 // does not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
 #include "kernels/cpu/parallel.hpp"
-#include "kernels/ops.hpp"
 
 namespace st::kernels {
 namespace {
@@ -192,18 +193,18 @@ void swiglu_bwd(const float* gate, const float* up, const float* dout, int64_t n
 }
 
 void adamw_step(float* w, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
-                float beta2, float eps, float weight_decay, int64_t step) {
+                float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
   ST_CHECK(step >= 1, "adamw step counts from 1, got ", step);
   const float bc1 = 1.f - float(std::pow(double(beta1), double(step)));
   const float bc2 = 1.f - float(std::pow(double(beta2), double(step)));
 #pragma omp parallel for schedule(static) if (8 * n > kMinParallelWork)
   for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];
-    m[i] = beta1 * m[i] + (1.f - beta1) * gi;
-    v[i] = beta2 * v[i] + (1.f - beta2) * gi * gi;
-    const float mh = m[i] / bc1;
-    const float vh = v[i] / bc2;
-    w[i] -= lr * (weight_decay * w[i] + mh / (std::sqrt(vh) + eps));
+    const float gi = g[i] * grad_scale;
+    const float mi = beta1 * m[i] + (1.f - beta1) * gi;
+    const float vi = beta2 * v[i] + (1.f - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = w[i] - lr * (weight_decay * w[i] + (mi / bc1) / (std::sqrt(vi / bc2) + eps));
   }
 }
 }  // namespace st::kernels

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "kernels/ops.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
 
 namespace st::kernels {
 namespace {

@@ -18,6 +18,8 @@ namespace st {
 
 class TelemetryWriter;
 
+class Device;
+
 // One shard of a global fp32 tensor held by this rank.
 struct ShardView {
   std::string name;                   // global tensor name, '/' separates groups
@@ -30,6 +32,10 @@ struct ShardView {
 // Everything one rank saves.
 struct CkptState {
   std::vector<ShardView> tensors;
+  // Where `data` of the shards lives: null for host memory, else a Device
+  // whose compute stream produced it; save() copies it from there into its
+  // (pinned) snapshot buffers after the work enqueued so far.
+  Device* device = nullptr;
   nlohmann::json scalars = nlohmann::json::object();  // step, lr position, data loader, ...
   std::vector<uint8_t> rng;                           // per-rank RNG state bytes
 };
@@ -110,7 +116,8 @@ class Checkpointer {
   bool finalized_ = false;
   CheckpointOptions opt_;
   TelemetryWriter* tel_ = nullptr;
-  std::vector<std::vector<float>> bufs_;  // snapshot buffers, reused across saves
+  struct HostBuf;                               // a snapshot buffer (pinned on a device)
+  std::vector<std::unique_ptr<HostBuf>> bufs_;  // reused across saves
   std::unique_ptr<Job> job_;
   mutable std::mutex mu_;  // guards last_ and pending_error_ (the writer thread sets them)
   SaveOutcome last_;
@@ -120,13 +127,18 @@ class Checkpointer {
 // ---- loading ----------------------------------------------------------------
 
 struct VerifyOptions {
-  bool checksums = true;     // read every dataset and compare its CRC32C (else structure only)
+  // Read every rank file whole and compare its CRC32C with index.json before
+  // HDF5 opens it. false: compare sizes only, and let HDF5 parse the bytes
+  // unchecked (for files known to be intact).
+  bool checksums = true;
   int part = 0, nparts = 1;  // verify only rank files with index % nparts == part
 };
 
-// Checks one committed step folder: index.json, every rank file opens, every
-// dataset exists with the indexed shape and checksum attribute, and (checksums)
-// its data matches. Returns "" when good, else the reason naming file and dataset.
+// Checks one committed step folder: index.json (read_index), every rank
+// file's size and (checksums) CRC32C before HDF5 parses it, its binding to
+// the index, every dataset with the indexed shape and checksum attribute,
+// and the per-rank meta blobs. Returns "" when good, else the reason naming
+// the file (and dataset).
 std::string verify_checkpoint(const std::string& step_dir, const VerifyOptions& o = {});
 
 // Newest committed step folder under `dir` that verifies, as a full path.

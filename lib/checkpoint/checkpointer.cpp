@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/crc32c.hpp"
 #include "checkpoint/index.hpp"
 #include "checkpoint/rank_file.hpp"
 #include "core/error.hpp"
@@ -17,10 +18,32 @@
 #include "core/util.hpp"
 #include "runtime/watchdog.hpp"
 #include "telemetry/writer.hpp"
+#include "tensor/device.hpp"
 
 namespace fs = std::filesystem;
 
 namespace st {
+
+// A snapshot buffer: page-locked memory from the device when the state lives
+// on one (fast, asynchronous copies), plain host memory otherwise.
+struct Checkpointer::HostBuf {
+  HostBuf(size_t n_, Device* d) : n(n_), dev(d) {
+    const size_t bytes = std::max<size_t>(n, 1) * sizeof(float);
+    p = static_cast<float*>(dev ? dev->allocate_pinned(bytes) : std::malloc(bytes));
+    if (!p) throw std::bad_alloc();
+  }
+  ~HostBuf() {
+    if (dev)
+      dev->free_pinned(p);
+    else
+      std::free(p);
+  }
+  HostBuf(const HostBuf&) = delete;
+  HostBuf& operator=(const HostBuf&) = delete;
+  size_t n;
+  Device* dev;
+  float* p = nullptr;
+};
 
 struct Checkpointer::Job {
   long step = 0;
@@ -33,6 +56,8 @@ struct Checkpointer::Job {
   double wait_prev_s = 0, snapshot_s = 0;
   double t_write0 = 0;
   int64_t bytes = 0;
+  int64_t file_bytes = 0;  // the rank file's size and CRC32C, for index.json
+  uint32_t file_crc = 0;
   std::string error;  // this rank's write error
   nlohmann::json entries;
   bool finished = false;
@@ -211,22 +236,29 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
   j->tmp_dir = j->final_dir + ".tmp";
   if (tel_) tel_->event("ckpt_begin", step, {{"mode", sync ? "sync" : "async"}});
 
-  // Snapshot: the only part of an async save the loop waits for.
+  // Snapshot: the only part of an async save the loop waits for. Device
+  // state is copied after the work enqueued on its compute stream (the
+  // optimizer step), straight into the reused (pinned) host buffers.
   double t1 = wall_time();
+  Device* dev = s.device;
+  const bool staged = dev && !dev->host_accessible();
+  if (dev && !staged) dev->synchronize();  // host-accessible: the data is current after a sync
   bufs_.resize(s.tensors.size());
   j->shards.resize(s.tensors.size());
   for (size_t i = 0; i < s.tensors.size(); ++i) {
     const ShardView& v = s.tensors[i];
     size_t n = size_t(ckpt::numel(v.shape));
-    if (bufs_[i].size() != n) {
-      bufs_[i].clear();
-      bufs_[i].shrink_to_fit();
-      bufs_[i].resize(n);
-    }
-    if (n) std::memcpy(bufs_[i].data(), v.data, n * sizeof(float));
-    j->shards[i] = {v.name, v.global_shape, v.offset, v.shape, bufs_[i].data()};
+    if (!bufs_[i] || bufs_[i]->n != n || bufs_[i]->dev != dev)
+      bufs_[i] = std::make_unique<HostBuf>(n, dev);
+    float* dst = bufs_[i]->p;
+    if (n && staged)
+      dev->copy_to_host(dst, v.data, n * sizeof(float), dev->compute_stream());
+    else if (n)
+      std::memcpy(dst, v.data, n * sizeof(float));
+    j->shards[i] = {v.name, v.global_shape, v.offset, v.shape, dst};
     st.bytes += int64_t(n * sizeof(float));
   }
+  if (staged) dev->synchronize();
   j->scalars = s.scalars.dump();
   j->rng = s.rng;
   st.snapshot_s = j->snapshot_s = wall_time() - t1;
@@ -243,6 +275,9 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
       };
       jb.entries = ckpt::write_rank_file(path, jb.step, rank_, size_, jb.shards, jb.scalars, jb.rng,
                                          jb.bytes, hook);
+      // The whole file's checksum, so a reader can refuse a damaged file
+      // before HDF5 parses any of it (read back from the page cache).
+      jb.file_crc = crc32c_file(path, jb.file_bytes);
       fsync_dir(jb.tmp_dir);
       hook("written");
     } catch (const std::exception& e) {
@@ -297,6 +332,8 @@ void Checkpointer::finish(Job& j) {
       nlohmann::json me = {{"rank", rank_},
                            {"file", ckpt::rank_file_name(rank_)},
                            {"bytes", j.bytes},
+                           {"file_bytes", j.file_bytes},
+                           {"file_crc32c", j.file_crc},
                            {"shards", j.entries}};
       std::string buf = me.dump();
       int len = int(buf.size());

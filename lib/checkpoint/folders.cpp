@@ -56,7 +56,7 @@ std::string check_checkpoint_dir(const std::string& dir, bool resuming, int rank
   for (size_t i = 0; i < steps.size() && i < 4; ++i)
     names += (i ? ", " : "") + fs::path(steps[i].second).filename().string();
   if (steps.size() > 4) names += ", ...";
-  const std::string why = verify_checkpoint(steps.front().second, {false, 0, 1});
+  const std::string why = verify_checkpoint(steps.front().second);
   return "checkpoint.dir '" + dir + "' already holds committed checkpoints (" + names +
          ") that this run does not resume from" +
          (why.empty() ? "" : "; the newest is not loadable: " + why) +

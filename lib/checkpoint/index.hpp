@@ -34,7 +34,9 @@ struct IndexTensor {
 struct IndexRankFile {
   int rank = 0;
   std::string file;  // always rank_file_name(rank)
-  int64_t bytes = 0;
+  int64_t bytes = 0;       // tensor bytes in it
+  int64_t file_bytes = 0;  // the file's size
+  uint32_t file_crc = 0;   // CRC32C of the whole file
 };
 struct Index {
   std::string path;  // .../index.json, for messages

@@ -171,6 +171,11 @@ Index read_index(const std::string& step_dir) {
   }
   c.object(j, "<document>");
   const std::string format = c.string(c.member(j, "", "format"), "format");
+  if (format == kFormatV1)
+    throw UsageError("checkpoint index '" + idx.path + "': format is '" + format +
+                     "', written by an older scaletrain whose rank files carry no checksum of "
+                     "their own; this version reads '" +
+                     kFormat + "', which lets it refuse a damaged file before HDF5 parses it");
   if (format != kFormat)
     throw UsageError("checkpoint index '" + idx.path + "': format is '" + format + "', expected '" +
                      kFormat + "'");
@@ -211,6 +216,10 @@ Index read_index(const std::string& step_dir) {
     if (!seen.insert(rf.rank).second) c.fail(f + ".rank", "listed twice", &files[i]["rank"]);
     if (auto it = files[i].find("bytes"); it != files[i].end())
       rf.bytes = c.integer(*it, f + ".bytes", 0, std::numeric_limits<int64_t>::max());
+    rf.file_bytes = c.integer(c.member(files[i], f, "file_bytes"), f + ".file_bytes", 0,
+                              std::numeric_limits<int64_t>::max());
+    rf.file_crc = uint32_t(
+        c.integer(c.member(files[i], f, "file_crc32c"), f + ".file_crc32c", 0, UINT32_MAX));
     idx.files.push_back(rf);
   }
 

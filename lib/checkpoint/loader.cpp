@@ -44,33 +44,6 @@ void check_binding(hid_t f, const ckpt::Index& idx, int rank) {
 
 std::vector<hsize_t> hs(const Dims& d) { return {d.begin(), d.end()}; }
 
-// Reads rows [r0, r1) of dimension 0 of a float dataset into buf.
-void read_rows(hid_t d, const Dims& shape, int64_t r0, int64_t r1, float* buf) {
-  Dims start(shape.size(), 0), count = shape;
-  start[0] = r0;
-  count[0] = r1 - r0;
-  h5::Handle fsp(ST_HDF5_CHECK(H5Dget_space(d)));
-  auto s = hs(start), c = hs(count);
-  ST_HDF5_CHECK(H5Sselect_hyperslab(fsp, H5S_SELECT_SET, s.data(), nullptr, c.data(), nullptr));
-  h5::Handle msp(ST_HDF5_CHECK(H5Screate_simple(int(c.size()), c.data(), nullptr)));
-  ST_HDF5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, buf));
-}
-
-// CRC32C of a whole float dataset, read in blocks of rows (bounded memory).
-uint32_t dataset_crc(hid_t d, const Dims& shape, std::vector<float>& buf) {
-  int64_t row = 1;
-  for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
-  int64_t rows_per = std::max<int64_t>(1, (int64_t(16) << 20) / std::max<int64_t>(row, 1));
-  uint32_t crc = 0;
-  for (int64_t r = 0; r < shape[0]; r += rows_per) {
-    int64_t r1 = std::min(shape[0], r + rows_per);
-    buf.resize(size_t((r1 - r) * row));
-    if (!buf.empty()) read_rows(d, shape, r, r1, buf.data());
-    crc = crc32c_update(crc, buf.data(), buf.size() * sizeof(float));
-  }
-  return crc;
-}
-
 std::vector<uint8_t> read_meta(hid_t f, const std::string& path, const char* name) {
   try {
     auto v = h5::read_bytes(f, name);
@@ -142,7 +115,6 @@ std::string verify_checkpoint(const std::string& step_dir, const VerifyOptions& 
   std::map<std::string, std::vector<std::pair<std::string, const ckpt::IndexShard*>>> by_file;
   for (const auto& [name, t] : idx.tensors)
     for (const auto& s : t.shards) by_file[s.file].push_back({name, &s});
-  std::vector<float> buf;
   for (size_t i = 0; i < idx.files.size(); ++i) {
     if (int(i % size_t(std::max(1, o.nparts))) != o.part) continue;
     const auto& rf = idx.files[i];
@@ -150,6 +122,24 @@ std::string verify_checkpoint(const std::string& step_dir, const VerifyOptions& 
     std::error_code ec;
     if (!fs::exists(path, ec)) return "'" + path + "': missing";
     if (!fs::is_regular_file(path, ec)) return "'" + path + "': not a regular file";
+    // The whole file against index.json before HDF5 parses any of it: a
+    // damaged or swapped file never reaches the HDF5 library's parser.
+    const int64_t size = int64_t(fs::file_size(path, ec));
+    if (ec || size != rf.file_bytes)
+      return detail::cat("'", path, "': ", size, " bytes but index.json says ", rf.file_bytes,
+                         " (truncated or changed)");
+    if (o.checksums) {
+      int64_t n = 0;
+      uint32_t crc = 0;
+      try {
+        crc = crc32c_file(path, n);
+      } catch (const std::exception& e) {
+        return e.what();
+      }
+      if (crc != rf.file_crc || n != rf.file_bytes)
+        return detail::cat("'", path, "': file checksum mismatch: index.json says ", rf.file_crc,
+                           ", data ", crc, " (the file was damaged, or is another checkpoint's)");
+    }
     std::string ds;
     try {
       h5::Handle f = h5::open_file_readonly(path);
@@ -167,12 +157,6 @@ std::string verify_checkpoint(const std::string& step_dir, const VerifyOptions& 
         if (stored != s->checksum)
           throw Error(
               detail::cat("checksum attribute ", stored, " but index.json says ", s->checksum));
-        if (o.checksums) {
-          uint32_t got = dataset_crc(d, shape, buf);
-          if (got != stored)
-            throw Error(detail::cat("checksum mismatch: stored ", stored, ", data ", got,
-                                    " (corrupt data)"));
-        }
       }
       ds.clear();
       if (o.checksums) {
@@ -227,6 +211,10 @@ LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int r
       const std::string path = (fs::path(step_dir) / f).string();
       std::error_code ec;
       if (!fs::is_regular_file(path, ec)) throw Error("missing or not a regular file");
+      for (const auto& rf : idx.files)
+        if (rf.file == f && int64_t(fs::file_size(path, ec)) != rf.file_bytes)
+          throw Error(detail::cat("size ", fs::file_size(path, ec), " bytes but index.json says ",
+                                  rf.file_bytes, " (truncated or changed)"));
       h5::Handle h = h5::open_file_readonly(path);
       check_binding(h, idx, frank);
       it = files.emplace(f, std::move(h)).first;

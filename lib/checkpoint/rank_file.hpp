@@ -9,7 +9,10 @@
 
 namespace st::ckpt {
 
-inline constexpr const char* kFormat = "scaletrain.checkpoint/1";
+// /2: index.json carries each rank file's size and CRC32C (checked before
+// HDF5 parses the file). /1 indexes had neither and are refused by name.
+inline constexpr const char* kFormat = "scaletrain.checkpoint/2";
+inline constexpr const char* kFormatV1 = "scaletrain.checkpoint/1";
 inline constexpr const char* kScalarsDataset = "_meta/scalars.json";
 inline constexpr const char* kRngDataset = "_meta/rng";
 
