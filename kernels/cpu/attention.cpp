@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "kernels/cpu/cpu_kernels.hpp"
 #include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
 
 // The score/output loops are dot products and axpys over hd; the portable
 // build targets baseline x86-64, so compile AVX2 and AVX-512 clones as well

@@ -32,8 +32,8 @@ void ce_rescale(const float* max, const float* gmax, float* sumexp, int64_t rows
   for (int64_t r = 0; r < rows; ++r) sumexp[r] *= std::exp(max[r] - gmax[r]);
 }
 
-void ce_finish(const float* gmax, const float* sumexp, const float* tlogit, const int32_t* targets,
-               int64_t rows, float* lse, float* row_loss) {
+void ce_finish(const float* gmax, const float* sumexp, const float* tlogit,
+               const int32_t* targets, int64_t rows, float* lse, float* row_loss) {
   for (int64_t r = 0; r < rows; ++r) {
     const float L = gmax[r] + std::log(sumexp[r]);
     lse[r] = L;

@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "core/error.hpp"
-#include "kernels/cpu/cpu_kernels.hpp"
 #include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
 
 namespace st::kernels {
 namespace {

@@ -105,8 +105,7 @@ class CpuOps final : public Ops {
       auto extent = [](int64_t rows, int64_t cols, int64_t ld) {
         return rows > 0 ? (rows - 1) * ld + cols : 0;
       };
-      In a(A, extent(ta ? K : M, ta ? M : K, lda), ab),
-          b(B, extent(tb ? N : K, tb ? K : N, ldb), ab);
+      In a(A, extent(ta ? K : M, ta ? M : K, lda), ab), b(B, extent(tb ? N : K, tb ? K : N, ldb), ab);
       if (c == DType::F32) {
         k::gemm(ta, tb, M, N, K, alpha, a.get(), lda, b.get(), ldb, beta, static_cast<float*>(C),
                 ldc);
@@ -248,9 +247,9 @@ class CpuOps final : public Ops {
   }
 
   void attention_fwd_block(Stream& s, const void* q, const void* k_, const void* v, int64_t B,
-                           int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
-                           const int32_t* qpos, const int32_t* kpos, void* out, float* lse,
-                           DType t) override {
+                           int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd,
+                           float scale, const int32_t* qpos, const int32_t* kpos, void* out,
+                           float* lse, DType t) override {
     s.enqueue([=] {
       In qi(q, B * Tq * Hq * hd, t), ki(k_, B * Tk * Hkv * hd, t), vi(v, B * Tk * Hkv * hd, t);
       Out o(out, B * Tq * Hq * hd, t, false);
@@ -270,10 +269,11 @@ class CpuOps final : public Ops {
     });
   }
 
-  void attention_bwd_block(Stream& s, const void* q, const void* k_, const void* v, const void* out,
-                           const float* lse, const void* dout, int64_t B, int64_t Tq, int64_t Tk,
-                           int64_t Hq, int64_t Hkv, int64_t hd, float scale, const int32_t* qpos,
-                           const int32_t* kpos, float* dq, float* dk, float* dv, DType t) override {
+  void attention_bwd_block(Stream& s, const void* q, const void* k_, const void* v,
+                           const void* out, const float* lse, const void* dout, int64_t B,
+                           int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd,
+                           float scale, const int32_t* qpos, const int32_t* kpos, float* dq,
+                           float* dk, float* dv, DType t) override {
     s.enqueue([=] {
       const int64_t nq = B * Tq * Hq * hd, nk = B * Tk * Hkv * hd;
       In qi(q, nq, t), ki(k_, nk, t), vi(v, nk, t), oi(out, nq, t), gi(dout, nq, t);
@@ -301,8 +301,8 @@ class CpuOps final : public Ops {
                        double scale, double* acc) override {
     s.enqueue([=] { acc[0] += scale * k::loss_sum(row_loss, targets, rows); });
   }
-  void ce_bwd(Stream& s, const void* logits, const int32_t* targets, const float* lse, int64_t rows,
-              int64_t V, int64_t v0, float scale, void* dlogits, DType t) override {
+  void ce_bwd(Stream& s, const void* logits, const int32_t* targets, const float* lse,
+              int64_t rows, int64_t V, int64_t v0, float scale, void* dlogits, DType t) override {
     s.enqueue([=] {
       In x(logits, rows * V, t);
       Out o(dlogits, rows * V, t, false);

@@ -64,14 +64,10 @@ void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::F32:
-      return MPI_FLOAT;
-    case DType::BF16:
-      return MPI_UINT16_T;
-    case DType::F64:
-      return MPI_DOUBLE;
-    default:
-      return MPI_INT32_T;
+    case DType::F32: return MPI_FLOAT;
+    case DType::BF16: return MPI_UINT16_T;
+    case DType::F64: return MPI_DOUBLE;
+    default: return MPI_INT32_T;
   }
 }
 
@@ -277,7 +273,8 @@ CommHandle MpiCommunicator::reduce_scatter(const void* send, void* recv,
 }
 
 CommHandle MpiCommunicator::all_gather(const void* send, void* recv,
-                                       const std::vector<int64_t>& counts, DType t, Stream& after) {
+                                       const std::vector<int64_t>& counts, DType t,
+                                       Stream& after) {
   ST_CHECK(int(counts.size()) == size_, "all_gather on '", name_, "': ", counts.size(),
            " counts for ", size_, " ranks");
   const size_t es = dtype_size(t);
@@ -295,13 +292,13 @@ CommHandle MpiCommunicator::all_gather(const void* send, void* recv,
     return {};
   }
   if (total == 0) return {};
-  return launch(
-      after, CollKind::AllGather, total * int64_t(es), "all_gather",
-      [=, this](std::vector<MPI_Request>& r) {
-        r.emplace_back();
-        ST_MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : send, c[size_t(rank_)], mpi_type(t),
-                                     recv, c.data(), displ.data(), mpi_type(t), comm_, &r.back()));
-      });
+  return launch(after, CollKind::AllGather, total * int64_t(es), "all_gather",
+                [=, this](std::vector<MPI_Request>& r) {
+                  r.emplace_back();
+                  ST_MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : send, c[size_t(rank_)],
+                                               mpi_type(t), recv, c.data(), displ.data(),
+                                               mpi_type(t), comm_, &r.back()));
+                });
 }
 
 CommHandle MpiCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Stream& after) {
@@ -313,18 +310,18 @@ CommHandle MpiCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Str
     as_count(o.n);
     bytes += o.n * int64_t(dtype_size(t));
   }
-  return launch(
-      after, CollKind::SendRecv, bytes, "send/recv", [=, this](std::vector<MPI_Request>& r) {
-        for (const P2POp& o : ops) {
-          r.emplace_back();
-          if (o.send)
-            ST_MPI_CHECK(
-                MPI_Isend(o.buf, int(o.n), mpi_type(t), o.peer, kP2PTag, comm_, &r.back()));
-          else
-            ST_MPI_CHECK(
-                MPI_Irecv(o.buf, int(o.n), mpi_type(t), o.peer, kP2PTag, comm_, &r.back()));
-        }
-      });
+  return launch(after, CollKind::SendRecv, bytes, "send/recv",
+                [=, this](std::vector<MPI_Request>& r) {
+                  for (const P2POp& o : ops) {
+                    r.emplace_back();
+                    if (o.send)
+                      ST_MPI_CHECK(MPI_Isend(o.buf, int(o.n), mpi_type(t), o.peer, kP2PTag, comm_,
+                                             &r.back()));
+                    else
+                      ST_MPI_CHECK(MPI_Irecv(o.buf, int(o.n), mpi_type(t), o.peer, kP2PTag, comm_,
+                                             &r.back()));
+                  }
+                });
 }
 
 // ---- host collectives ----
@@ -348,13 +345,9 @@ void MpiCommunicator::all_reduce_doubles(double* buf, int64_t n, MPI_Op op) {
   });
 }
 
-void MpiCommunicator::all_reduce_sum(double* buf, int64_t n) {
-  all_reduce_doubles(buf, n, MPI_SUM);
-}
+void MpiCommunicator::all_reduce_sum(double* buf, int64_t n) { all_reduce_doubles(buf, n, MPI_SUM); }
 
-void MpiCommunicator::all_reduce_max(double* buf, int64_t n) {
-  all_reduce_doubles(buf, n, MPI_MAX);
-}
+void MpiCommunicator::all_reduce_max(double* buf, int64_t n) { all_reduce_doubles(buf, n, MPI_MAX); }
 
 void MpiCommunicator::all_reduce_sum(float* buf, int64_t n) {
   if (size_ == 1) return;
@@ -367,8 +360,9 @@ void MpiCommunicator::all_reduce_sum(float* buf, int64_t n) {
 void MpiCommunicator::broadcast_bytes(void* buf, int64_t n, int root) {
   if (size_ == 1) return;
   const int cnt = as_count(n);
-  blocking(CollKind::Broadcast, n, "broadcast",
-           [&](MPI_Request* r) { ST_MPI_CHECK(MPI_Ibcast(buf, cnt, MPI_BYTE, root, comm_, r)); });
+  blocking(CollKind::Broadcast, n, "broadcast", [&](MPI_Request* r) {
+    ST_MPI_CHECK(MPI_Ibcast(buf, cnt, MPI_BYTE, root, comm_, r));
+  });
 }
 
 void MpiCommunicator::send(const float* buf, int64_t n, int peer, int tag) {

@@ -170,16 +170,8 @@ void Engine::init_masters() {
 }
 
 TrainState Engine::train_state() {
-  TrainState t{params_,
-               opt_.get(),
-               &cfg_,
-               mesh_.dpcp().rank(),
-               mesh_.dpcp().size(),
-               zero_,
-               mesh_.coords().tp,
-               buckets_.get(),
-               {},
-               &dev_};
+  TrainState t{params_,           opt_.get(), &cfg_, mesh_.dpcp().rank(), mesh_.dpcp().size(),
+               zero_,             mesh_.coords().tp, buckets_.get(), {},   &dev_};
   if (zero_ == 0)
     for (auto& slot : opt_->slots()) t.master.push_back(slot.w);
   return t;

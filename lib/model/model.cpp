@@ -49,6 +49,7 @@ float normal_at(uint64_t s_init, int64_t i, double std) {
                     : float(std * r * std::sin(two_pi * u2));
 }
 
+
 void check_cfg(const ModelCfg& c) {
   ST_USAGE_CHECK(c.n_layers >= 1, "model.n_layers must be >= 1, got ", c.n_layers);
   ST_USAGE_CHECK(c.n_heads >= 1 && c.d_model % c.n_heads == 0, "model.d_model (", c.d_model,

@@ -182,7 +182,7 @@ class Model {
   // The compute weights of the flat range starting at `flat_off` (inside a
   // resident layer with per_layer_weights).
   void* weights_at(int64_t flat_off);
-  float* grads();                          // the flat fp32 gradient buffer (null while released)
+  float* grads();  // the flat fp32 gradient buffer (null while released)
   void allocate_layer_weights(int layer);  // per_layer_weights: contents undefined
   void release_layer_weights(int layer);
   bool layer_resident(int layer) const;

@@ -96,11 +96,11 @@ struct Model::Impl {
   // Flat buffers: spans[layer + 1] = {offset, length}; total length.
   std::vector<std::pair<int64_t, int64_t>> spans;
   int64_t flat_n = 0;
-  Tensor weights;                 // contiguous compute weights (unless per_layer)
-  std::map<int, Tensor> layer_w;  // per_layer: resident layers' compute weights
-  Tensor grads;                   // fp32 gradients
-  Tensor loss_acc;                // fp64 [1] on the device
-  PhaseTimes times_done;          // resolved phase seconds
+  Tensor weights;                   // contiguous compute weights (unless per_layer)
+  std::map<int, Tensor> layer_w;    // per_layer: resident layers' compute weights
+  Tensor grads;                     // fp32 gradients
+  Tensor loss_acc;                  // fp64 [1] on the device
+  PhaseTimes times_done;            // resolved phase seconds
   struct Span {
     std::unique_ptr<Event> a, b;
     bool fwd;
@@ -113,7 +113,7 @@ struct Model::Impl {
   // (ring attention needs the other blocks' positions).
   int64_t rope_T = -1;
   Tensor rope_cos, rope_sin;
-  std::vector<Tensor> pos_dev;            // per cp rank
+  std::vector<Tensor> pos_dev;           // per cp rank
   std::vector<std::vector<int32_t>> pos;  // host copies
 
   Stream& cs() { return dev->compute_stream(); }

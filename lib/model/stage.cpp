@@ -56,8 +56,8 @@ Tensor Model::Impl::embed_forward(const Dims& D, const Tensor& tok) {
 void Model::Impl::embed_backward(const Dims& D, const Tensor& tok, const Tensor& dh) {
   if (sp) {
     Tensor full = gather_rows(dh, D);
-    ops->embedding_bwd(cs(), tok.as<int32_t>(), D.N, full.raw(), D.v0, D.V, D.d, tok_emb->g.data(),
-                       cdt);
+    ops->embedding_bwd(cs(), tok.as<int32_t>(), D.N, full.raw(), D.v0, D.V, D.d,
+                       tok_emb->g.data(), cdt);
   } else {
     ops->embedding_bwd(cs(), tok.as<int32_t>(), D.N, dh.raw(), D.v0, D.V, D.d, tok_emb->g.data(),
                        cdt);

@@ -52,7 +52,9 @@ class InlineEvent final : public Event {
   void record(Stream&) override { t_ = wall_time(); }
   bool query() override { return true; }
   void synchronize() override {}
-  double seconds_since(Event& start) override { return t_ - static_cast<InlineEvent&>(start).t_; }
+  double seconds_since(Event& start) override {
+    return t_ - static_cast<InlineEvent&>(start).t_;
+  }
 
  private:
   double t_ = 0;
