@@ -19,6 +19,7 @@ struct RunInfo {
   const Mesh* mesh;  // this rank's coordinates
   std::string device_name = "cpu";  // "cpu" or the GPU's name (rank 0's in run.json)
   std::string device_id = "cpu";    // "cpu" or "cuda:<ordinal>" (telemetry header)
+  std::string compute;              // what the kernels run on (Ops::describe: BLAS, core, threads)
   std::string run_id;               // run.json and every header (run_id_for)
 };
 // The run folder's run id: the one its run.json already holds (a resumed run

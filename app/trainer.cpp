@@ -157,6 +157,7 @@ int run_training(Runtime& rt, Config cfg) {
                &mesh,
                be.device().name(),
                be.device().id(),
+               be.ops().describe(),
                run_id};
   if (rank == 0) write_run_json(out + "/run.json", info);
   TelemetryWriter tel;
@@ -229,6 +230,7 @@ int run_training(Runtime& rt, Config cfg) {
   log0("scaletrain ", run_banner(info));
   log0("data: ", loader.source().describe(), "; global batch ", gb, " x ", cfg.model.seq_len,
        " tokens; ", engine->num_buckets(), " gradient bucket(s); mesh ", mesh.describe());
+  log0("compute: ", info.compute);
   log0("run folder: ", out);
 
   const long total = cfg.train.steps;
@@ -302,6 +304,16 @@ int run_training(Runtime& rt, Config cfg) {
       comm_s += s.seconds;
     }
     const EngineMemory mem = engine->memory();
+    // Where the step's time went by kind of kernel, when the backend times them.
+    const KernelSeconds ks = be.ops().take_kernel_seconds();
+    const double alloc_s = be.device().take_alloc_seconds();
+    json kernel = json::object();
+    if (ks.known)
+      kernel = {{"gemm", ks.gemm},
+                {"attention", ks.attention},
+                {"elementwise", ks.elementwise},
+                {"optimizer", ks.optimizer},
+                {"alloc", alloc_s}};
     const int64_t tokens =
         int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * cfg.model.seq_len;
     tel.step({{"step", step},
@@ -315,6 +327,7 @@ int run_training(Runtime& rt, Config cfg) {
               {"comm_exposed_s", exposed},
               {"comm_bucket_s", so.async_total_s},
               {"comm", comm},
+              {"kernel_s", kernel},
               {"ckpt_stall_s", ckpt_stall},
               {"tokens", tokens},
               {"global_tokens", gb * cfg.model.seq_len},

@@ -61,10 +61,18 @@ struct F32Span {
   int group = 0;
 };
 
+// Seconds spent in each kind of kernel since the last take_kernel_seconds()
+// (backends that time their kernels: the CPU one; others report nothing).
+struct KernelSeconds {
+  double gemm = 0, attention = 0, elementwise = 0, optimizer = 0;
+  bool known = false;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
   virtual std::string describe() const = 0;  // what the GEMM and attention run on
+  virtual KernelSeconds take_kernel_seconds() { return {}; }
 
   // C[M,N] = alpha * op(A) op(B) + beta * C; op(A) is [M,K], op(B) is [K,N];
   // lda/ldb/ldc are row strides as stored. A and B have dtype `ab`; C has
@@ -108,16 +116,16 @@ class Ops {
   // gate and up (both or neither).
   virtual void swiglu_fwd(Stream& s, const void* gate, const void* up, int64_t n, void* out,
                           DType t) = 0;
-  virtual void swiglu_bwd(Stream& s, const void* gate, const void* up, const void* dout,
-                          int64_t n, void* dgate, void* dup, DType t) = 0;
+  virtual void swiglu_bwd(Stream& s, const void* gate, const void* up, const void* dout, int64_t n,
+                          void* dgate, void* dup, DType t) = 0;
 
   // Causal grouped-query attention over the whole sequence, softmax(q k^T *
   // scale) v; query head h reads kv head h / (Hq / Hkv); lse [B, Hq, T] is
   // the log-sum-exp of the scaled scores (kept for backward). Backward
   // overwrites dq, dk, dv.
   virtual void attention_fwd(Stream& s, const void* q, const void* k, const void* v, int64_t B,
-                             int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
-                             void* out, float* lse, DType t) = 0;
+                             int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale, void* out,
+                             float* lse, DType t) = 0;
   virtual void attention_bwd(Stream& s, const void* q, const void* k, const void* v,
                              const void* out, const float* lse, const void* dout, int64_t B,
                              int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale, void* dq,
@@ -140,8 +148,8 @@ class Ops {
   virtual void attention_bwd_block(Stream& s, const void* q, const void* k, const void* v,
                                    const void* out, const float* lse, const void* dout, int64_t B,
                                    int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd,
-                                   float scale, const int32_t* qpos, const int32_t* kpos,
-                                   float* dq, float* dk, float* dv, DType t) = 0;
+                                   float scale, const int32_t* qpos, const int32_t* kpos, float* dq,
+                                   float* dk, float* dv, DType t) = 0;
 
   // Softmax cross-entropy over a vocabulary shard: logits [rows, V] hold
   // columns [v0, v0 + V) of the vocabulary (v0 = 0 and V the whole
@@ -167,8 +175,7 @@ class Ops {
   // dlogits = (softmax - onehot(target)) * scale, 0 for ignored rows; may
   // alias logits.
   virtual void ce_bwd(Stream& s, const void* logits, const int32_t* targets, const float* lse,
-                      int64_t rows, int64_t V, int64_t v0, float scale, void* dlogits,
-                      DType t) = 0;
+                      int64_t rows, int64_t V, int64_t v0, float scale, void* dlogits, DType t) = 0;
 
   // out[g] = sum of squares of the spans of group g, g < groups (device
   // doubles, overwritten), for gradient norms.

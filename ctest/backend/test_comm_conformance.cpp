@@ -62,7 +62,8 @@ class BackendEnv : public ::testing::Environment {
     if (any) {
       int r = 0;
       MPI_Comm_rank(MPI_COMM_WORLD, &r);
-      if (r == 0) std::printf("skipped: backend '%s' cannot run here: %s\n", name.c_str(), why.c_str());
+      if (r == 0)
+        std::printf("skipped: backend '%s' cannot run here: %s\n", name.c_str(), why.c_str());
       MPI_Finalize();
       std::exit(77);
     }
@@ -103,7 +104,8 @@ std::vector<double> read(const Tensor& x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     if (t == DType::F32) r[static_cast<size_t>(i)] = reinterpret_cast<float*>(h.data())[i];
     if (t == DType::F64) r[static_cast<size_t>(i)] = reinterpret_cast<double*>(h.data())[i];
-    if (t == DType::BF16) r[static_cast<size_t>(i)] = bf16_to_f32(reinterpret_cast<uint16_t*>(h.data())[i]);
+    if (t == DType::BF16)
+      r[static_cast<size_t>(i)] = bf16_to_f32(reinterpret_cast<uint16_t*>(h.data())[i]);
   }
   return r;
 }
@@ -152,7 +154,8 @@ TEST(Comm, ReduceScatterEqualAndUnevenCounts) {
         for (int64_t i = 0; i < counts[static_cast<size_t>(me)]; ++i) {
           double want = 0;
           for (int r = 0; r < P; ++r) want += val(r, off + i);
-          ASSERT_EQ(got[static_cast<size_t>(i)], want) << dtype_name(t) << " n " << n << " even " << even;
+          ASSERT_EQ(got[static_cast<size_t>(i)], want)
+              << dtype_name(t) << " n " << n << " even " << even;
         }
       }
 }
@@ -171,11 +174,14 @@ TEST(Comm, AllGatherEqualUnevenAndInPlace) {
           // (bf16: the index mod 200, exact).
           auto owned = [](int64_t i) { return double(i % 200); };
           Tensor recv = make(total, t, [&](int64_t i) {
-            return in_place && i >= off && i < off + counts[static_cast<size_t>(me)] ? owned(i) : -3.0;
+            return in_place && i >= off && i < off + counts[static_cast<size_t>(me)] ? owned(i)
+                                                                                     : -3.0;
           });
-          Tensor mine = make(counts[static_cast<size_t>(me)], t, [&](int64_t i) { return owned(off + i); });
+          Tensor mine =
+              make(counts[static_cast<size_t>(me)], t, [&](int64_t i) { return owned(off + i); });
           const void* send =
-              in_place ? static_cast<char*>(recv.raw()) + static_cast<size_t>(off) * dtype_size(t) : mine.raw();
+              in_place ? static_cast<char*>(recv.raw()) + static_cast<size_t>(off) * dtype_size(t)
+                       : mine.raw();
           comm().all_gather(send, recv.raw(), counts, t, cs()).wait(cs());
           const auto got = read(recv, total);
           for (int64_t i = 0; i < total; ++i)
@@ -204,7 +210,8 @@ TEST(Comm, ExchangeRingShiftsInOrder) {
       for (int k = 0; k < 3; ++k) {
         const auto got = read(in[static_cast<size_t>(k)], n);
         for (int64_t i = 0; i < n; ++i)
-          ASSERT_EQ(got[static_cast<size_t>(i)], val((me + P - 1) % P, i) + k) << dtype_name(t) << " k " << k;
+          ASSERT_EQ(got[static_cast<size_t>(i)], val((me + P - 1) % P, i) + k)
+              << dtype_name(t) << " k " << k;
       }
     }
 }

@@ -45,7 +45,8 @@ TEST_P(Ops, Gemm) {
     for (bool tb : {false, true})
       for (float beta : {0.f, 1.f})
         for (DType c : {DType::F32, t()}) {
-          const Vec A = stored(randn(static_cast<size_t>(M * K), 1), t()), B = stored(randn(static_cast<size_t>(K * N), 2), t());
+          const Vec A = stored(randn(static_cast<size_t>(M * K), 1), t()),
+                    B = stored(randn(static_cast<size_t>(K * N), 2), t());
           const Vec C0 = stored(randn(static_cast<size_t>(M * N), 3), c);
           Vec want = C0;
           k::gemm(ta, tb, M, N, K, 1.f, A.data(), B.data(), beta, want.data());
@@ -78,7 +79,8 @@ TEST_P(Ops, EmbeddingShards) {
   const int64_t rows = 20, V = 32, d = 24, v0 = 8, vl = 16;
   std::vector<int32_t> tok(rows);
   for (int64_t r = 0; r < rows; ++r) tok[static_cast<size_t>(r)] = int32_t((r * 7) % V);
-  const Vec table = stored(randn(static_cast<size_t>(vl * d), 6), t()), dout = stored(randn(static_cast<size_t>(rows * d), 7), t());
+  const Vec table = stored(randn(static_cast<size_t>(vl * d), 6), t()),
+            dout = stored(randn(static_cast<size_t>(rows * d), 7), t());
   Vec want(static_cast<size_t>(rows * d)), dwant(static_cast<size_t>(vl * d), 0.5f);
   k::embedding_fwd_shard(tok.data(), rows, table.data(), v0, vl, d, want.data());
   k::embedding_bwd_shard(tok.data(), rows, dout.data(), v0, vl, d, dwant.data());
@@ -92,18 +94,22 @@ TEST_P(Ops, EmbeddingShards) {
 
 TEST_P(Ops, RmsNorm) {
   const int64_t rows = 16, d = 48;
-  const Vec x = stored(randn(static_cast<size_t>(rows * d), 8), t()), w = stored(randn(static_cast<size_t>(d), 9), t());
-  const Vec dy = stored(randn(static_cast<size_t>(rows * d), 10), t()), dx0 = stored(randn(static_cast<size_t>(rows * d), 11), t());
+  const Vec x = stored(randn(static_cast<size_t>(rows * d), 8), t()),
+            w = stored(randn(static_cast<size_t>(d), 9), t());
+  const Vec dy = stored(randn(static_cast<size_t>(rows * d), 10), t()),
+            dx0 = stored(randn(static_cast<size_t>(rows * d), 11), t());
   Vec y(x.size()), rstd(static_cast<size_t>(rows));
   k::rmsnorm_fwd(x.data(), w.data(), rows, d, 1e-5f, y.data(), rstd.data());
-  auto xd = b.up(x, t()), wd = b.up(w, t()), yd = b.empty(x.size(), t()), rd = b.empty(static_cast<size_t>(rows), DType::F32);
+  auto xd = b.up(x, t()), wd = b.up(w, t()), yd = b.empty(x.size(), t()),
+       rd = b.empty(static_cast<size_t>(rows), DType::F32);
   b.ops().rmsnorm_fwd(b.s(), xd.raw(), wd.raw(), rows, d, 1e-5f, yd.raw(), rd.data(), t());
   EXPECT_LT(rel(b.down(yd), y), tol());
   EXPECT_LT(rel(b.down(rd), rstd), t() == DType::F32 ? 2e-6 : 1e-5);
   for (bool acc : {false, true}) {
     Vec dx = dx0, dw(static_cast<size_t>(d), 0.25f);
     k::rmsnorm_bwd(x.data(), w.data(), rstd.data(), dy.data(), rows, d, dx.data(), dw.data(), acc);
-    auto dyd = b.up(dy, t()), dxd = b.up(dx0, t()), dwd = b.up(Vec(static_cast<size_t>(d), 0.25f), DType::F32);
+    auto dyd = b.up(dy, t()), dxd = b.up(dx0, t()),
+         dwd = b.up(Vec(static_cast<size_t>(d), 0.25f), DType::F32);
     auto rs = b.up(rstd, DType::F32);
     b.ops().rmsnorm_bwd(b.s(), xd.raw(), wd.raw(), rs.data(), dyd.raw(), rows, d, dxd.raw(),
                         dwd.data(), acc, t());
@@ -115,7 +121,8 @@ TEST_P(Ops, RmsNorm) {
 TEST_P(Ops, RopeAndItsInverse) {
   const int64_t B = 2, T = 12, H = 3, hd = 16;
   std::vector<int32_t> pos(static_cast<size_t>(T));
-  for (int64_t i = 0; i < T; ++i) pos[static_cast<size_t>(i)] = int32_t(3 * i + 1);  // any positions
+  for (int64_t i = 0; i < T; ++i)
+    pos[static_cast<size_t>(i)] = int32_t(3 * i + 1);  // any positions
   Vec c(static_cast<size_t>(T * hd / 2)), s(c.size());
   st::rope_tables(pos.data(), T, hd, 10000.0, c.data(), s.data());
   const Vec x = stored(randn(static_cast<size_t>(B * T * H * hd), 12), t());
@@ -130,12 +137,14 @@ TEST_P(Ops, RopeAndItsInverse) {
 
 TEST_P(Ops, SwigluInPlaceBackward) {
   const int64_t n = 999;
-  const Vec g = stored(randn(static_cast<size_t>(n), 13, 2.f), t()), u = stored(randn(static_cast<size_t>(n), 14), t());
+  const Vec g = stored(randn(static_cast<size_t>(n), 13, 2.f), t()),
+            u = stored(randn(static_cast<size_t>(n), 14), t());
   const Vec dout = stored(randn(static_cast<size_t>(n), 15), t());
   Vec out(static_cast<size_t>(n)), dg(static_cast<size_t>(n)), du(static_cast<size_t>(n));
   k::swiglu_fwd(g.data(), u.data(), n, out.data());
   k::swiglu_bwd(g.data(), u.data(), dout.data(), n, dg.data(), du.data());
-  auto gd = b.up(g, t()), ud = b.up(u, t()), od = b.empty(static_cast<size_t>(n), t()), dd = b.up(dout, t());
+  auto gd = b.up(g, t()), ud = b.up(u, t()), od = b.empty(static_cast<size_t>(n), t()),
+       dd = b.up(dout, t());
   b.ops().swiglu_fwd(b.s(), gd.raw(), ud.raw(), n, od.raw(), t());
   EXPECT_LT(rel(b.down(od), out), tol());
   b.ops().swiglu_bwd(b.s(), gd.raw(), ud.raw(), dd.raw(), n, gd.raw(), ud.raw(), t());  // in place
@@ -157,13 +166,14 @@ struct Attn {
 
 TEST_P(Ops, CausalAttention) {
   Attn a(t());
-  Vec out(a.q.size()), lse(static_cast<size_t>(a.B * a.Hq * a.T)), dq(a.q.size()), dk(a.k.size()), dv(a.v.size());
+  Vec out(a.q.size()), lse(static_cast<size_t>(a.B * a.Hq * a.T)), dq(a.q.size()), dk(a.k.size()),
+      dv(a.v.size());
   k::attention_fwd(a.q.data(), a.k.data(), a.v.data(), a.B, a.T, a.Hq, a.Hkv, a.hd, a.scale,
                    out.data(), lse.data());
   // The backward from the stored (rounded) output, as the model keeps it.
   const Vec out_s = stored(out, t());
-  k::attention_bwd(a.q.data(), a.k.data(), a.v.data(), out_s.data(), lse.data(), a.dout.data(),
-                   a.B, a.T, a.Hq, a.Hkv, a.hd, a.scale, dq.data(), dk.data(), dv.data());
+  k::attention_bwd(a.q.data(), a.k.data(), a.v.data(), out_s.data(), lse.data(), a.dout.data(), a.B,
+                   a.T, a.Hq, a.Hkv, a.hd, a.scale, dq.data(), dk.data(), dv.data());
   auto q = b.up(a.q, t()), kk = b.up(a.k, t()), v = b.up(a.v, t()), go = b.up(a.dout, t());
   auto o = b.empty(a.q.size(), t()), l = b.empty(lse.size(), DType::F32);
   b.ops().attention_fwd(b.s(), q.raw(), kk.raw(), v.raw(), a.B, a.T, a.Hq, a.Hkv, a.hd, a.scale,
@@ -185,9 +195,11 @@ TEST_P(Ops, CausalAttention) {
 TEST_P(Ops, AttentionBlocksAndMerge) {
   Attn a(t());
   const int64_t Th = a.T / 2;
-  std::vector<int32_t> qpos(static_cast<size_t>(a.T)), kpos0(static_cast<size_t>(Th)), kpos1(static_cast<size_t>(Th));
+  std::vector<int32_t> qpos(static_cast<size_t>(a.T)), kpos0(static_cast<size_t>(Th)),
+      kpos1(static_cast<size_t>(Th));
   for (int64_t i = 0; i < a.T; ++i) qpos[static_cast<size_t>(i)] = int32_t(i);
-  for (int64_t i = 0; i < Th; ++i) kpos0[static_cast<size_t>(i)] = int32_t(i), kpos1[static_cast<size_t>(i)] = int32_t(Th + i);
+  for (int64_t i = 0; i < Th; ++i)
+    kpos0[static_cast<size_t>(i)] = int32_t(i), kpos1[static_cast<size_t>(i)] = int32_t(Th + i);
   auto half = [&](const Vec& x, int64_t H, int64_t part) {  // keys [part*Th, (part+1)*Th)
     Vec r;
     for (int64_t bb = 0; bb < a.B; ++bb)
@@ -213,9 +225,11 @@ TEST_P(Ops, AttentionBlocksAndMerge) {
   auto go0 = b.empty(nq, t()), gl0 = b.empty(nl, DType::F32), go1 = b.empty(nq, t()),
        gl1 = b.empty(nl, DType::F32);
   b.ops().attention_fwd_block(b.s(), q.raw(), kd0.raw(), vd0.raw(), a.B, a.T, Th, a.Hq, a.Hkv, a.hd,
-                              a.scale, qp.as<int32_t>(), kp0.as<int32_t>(), go0.raw(), gl0.data(), t());
+                              a.scale, qp.as<int32_t>(), kp0.as<int32_t>(), go0.raw(), gl0.data(),
+                              t());
   b.ops().attention_fwd_block(b.s(), q.raw(), kd1.raw(), vd1.raw(), a.B, a.T, Th, a.Hq, a.Hkv, a.hd,
-                              a.scale, qp.as<int32_t>(), kp1.as<int32_t>(), go1.raw(), gl1.data(), t());
+                              a.scale, qp.as<int32_t>(), kp1.as<int32_t>(), go1.raw(), gl1.data(),
+                              t());
   const Vec g_l0 = b.down(gl0);
   EXPECT_LT(rel(b.down(go0), o0), tol());
   EXPECT_LT(rel(b.down(go1), o1), tol());
@@ -234,9 +248,9 @@ TEST_P(Ops, AttentionBlocksAndMerge) {
   // that already hold something.
   const Vec oms = stored(om, t());
   Vec dq(nq, 0.5f), dk(k1.size(), 0.25f), dv(v1.size(), -0.25f);
-  k::attention_bwd_block(a.q.data(), k1.data(), v1.data(), oms.data(), lm.data(), a.dout.data(), a.B,
-                         a.T, Th, a.Hq, a.Hkv, a.hd, a.scale, qpos.data(), kpos1.data(), dq.data(),
-                         dk.data(), dv.data());
+  k::attention_bwd_block(a.q.data(), k1.data(), v1.data(), oms.data(), lm.data(), a.dout.data(),
+                         a.B, a.T, Th, a.Hq, a.Hkv, a.hd, a.scale, qpos.data(), kpos1.data(),
+                         dq.data(), dk.data(), dv.data());
   auto mo = b.up(oms, t()), ml = b.up(lm, DType::F32), go = b.up(a.dout, t());
   auto gdq = b.up(Vec(nq, 0.5f), DType::F32), gdk = b.up(Vec(k1.size(), 0.25f), DType::F32),
        gdv = b.up(Vec(v1.size(), -0.25f), DType::F32);
@@ -254,7 +268,8 @@ TEST_P(Ops, AttentionBlocksAndMerge) {
 TEST_P(Ops, CrossEntropyShards) {
   const int64_t rows = 10, V = 64, P = 2, Vl = V / P;
   std::vector<int32_t> tg(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) tg[static_cast<size_t>(r)] = r == 4 ? -1 : int32_t((r * 13) % V);
+  for (int64_t r = 0; r < rows; ++r)
+    tg[static_cast<size_t>(r)] = r == 4 ? -1 : int32_t((r * 13) % V);
   Vec logits = stored(randn(static_cast<size_t>(rows * V), 20, 3.f), t());
   const size_t R = static_cast<size_t>(rows);
   Vec mx(R), se(R), tl(R), lse(R), rl(R), dl(logits.size());
@@ -284,7 +299,8 @@ TEST_P(Ops, CrossEntropyShards) {
   for (int64_t p = 0; p < P; ++p) {
     Vec part;
     for (int64_t r = 0; r < rows; ++r)
-      part.insert(part.end(), logits.begin() + r * V + p * Vl, logits.begin() + r * V + (p + 1) * Vl);
+      part.insert(part.end(), logits.begin() + r * V + p * Vl,
+                  logits.begin() + r * V + (p + 1) * Vl);
     xs.push_back(b.up(part, t()));
     auto stats = b.empty(3 * R, DType::F32);
     float* q = stats.data();
@@ -306,12 +322,13 @@ TEST_P(Ops, CrossEntropyShards) {
   }
   auto g = b.up(gmax, DType::F32), s = b.up(se_sum, DType::F32), tt = b.up(tl_sum, DType::F32);
   auto l2 = b.empty(R, DType::F32), r2 = b.empty(R, DType::F32);
-  b.ops().ce_finish(b.s(), g.data(), s.data(), tt.data(), tgd.as<int32_t>(), rows, l2.data(), r2.data());
+  b.ops().ce_finish(b.s(), g.data(), s.data(), tt.data(), tgd.as<int32_t>(), rows, l2.data(),
+                    r2.data());
   EXPECT_LT(rel(b.down(l2), lse), 1e-6);
   Vec dl2(logits.size());
   for (int64_t p = 0; p < P; ++p) {
-    b.ops().ce_bwd(b.s(), xs[static_cast<size_t>(p)].raw(), tgd.as<int32_t>(), l2.data(), rows, Vl, p * Vl,
-                   0.125f, xs[static_cast<size_t>(p)].raw(), t());
+    b.ops().ce_bwd(b.s(), xs[static_cast<size_t>(p)].raw(), tgd.as<int32_t>(), l2.data(), rows, Vl,
+                   p * Vl, 0.125f, xs[static_cast<size_t>(p)].raw(), t());
     const Vec h = b.down(xs[static_cast<size_t>(p)]);
     for (int64_t r = 0; r < rows; ++r)
       std::copy(h.begin() + r * Vl, h.begin() + (r + 1) * Vl, dl2.begin() + r * V + p * Vl);
@@ -322,24 +339,29 @@ TEST_P(Ops, CrossEntropyShards) {
 TEST_P(Ops, SumSquaresAndAdamw) {
   const Vec g0 = randn(5000, 21), g1 = randn(37, 22);
   auto a = b.up(g0, DType::F32), c = b.up(g1, DType::F32), out = b.empty(2, DType::F64);
-  b.ops().sumsq(b.s(), {{a.data(), 5000, 1}, {c.data(), 37, 0}, {a.data(), 10, 1}}, 2, out.as<double>());
+  b.ops().sumsq(b.s(), {{a.data(), 5000, 1}, {c.data(), 37, 0}, {a.data(), 10, 1}}, 2,
+                out.as<double>());
   double s0 = 0, s1 = 0;
   for (float x : g0) s1 += double(x) * x;
-  for (int i = 0; i < 10; ++i) s1 += double(g0[static_cast<size_t>(i)]) * g0[static_cast<size_t>(i)];
+  for (int i = 0; i < 10; ++i)
+    s1 += double(g0[static_cast<size_t>(i)]) * g0[static_cast<size_t>(i)];
   for (float x : g1) s0 += double(x) * x;
   const auto sq = b.down_f64(out);
   EXPECT_NEAR(sq[0], s0, 1e-6 * s0);
   EXPECT_NEAR(sq[1], s1, 1e-6 * s1);
   // AdamW: three steps, one span with decay and a compute copy, one without.
   const int64_t n = 300;
-  Vec w = randn(static_cast<size_t>(n), 23), m(static_cast<size_t>(n), 0.f), v(static_cast<size_t>(n), 0.f), w2 = w, m2 = m, v2 = v;
+  Vec w = randn(static_cast<size_t>(n), 23), m(static_cast<size_t>(n), 0.f),
+      v(static_cast<size_t>(n), 0.f), w2 = w, m2 = m, v2 = v;
   auto wd = b.up(w, DType::F32), md = b.up(m, DType::F32), vd = b.up(v, DType::F32);
   auto wd2 = b.up(w2, DType::F32), md2 = b.up(m2, DType::F32), vd2 = b.up(v2, DType::F32);
   auto wc = b.empty(static_cast<size_t>(n), t());
   for (int step = 1; step <= 3; ++step) {
     const Vec g = randn(static_cast<size_t>(n), uint32_t(30 + step));
-    k::adamw_step(w.data(), g.data(), m.data(), v.data(), n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f);
-    k::adamw_step(w2.data(), g.data(), m2.data(), v2.data(), n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.f, step, 0.5f);
+    k::adamw_step(w.data(), g.data(), m.data(), v.data(), n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step,
+                  0.5f);
+    k::adamw_step(w2.data(), g.data(), m2.data(), v2.data(), n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.f,
+                  step, 0.5f);
     auto gd = b.up(g, DType::F32);
     st::AdamWHyper h;
     h.lr = 1e-2f, h.beta1 = 0.9f, h.beta2 = 0.95f, h.eps = 1e-8f, h.weight_decay = 0.1f;

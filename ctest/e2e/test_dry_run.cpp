@@ -19,7 +19,8 @@ namespace {
 std::vector<double> rank0_memory(const std::string& out) {
   std::istringstream in(out);
   std::string line;
-  const std::regex row(R"(^\s+0\s+0\s+0\s+0\s+0\s+\S+\s+([0-9.]+) GiB\s+([0-9.]+) GiB\s+([0-9.]+) GiB\s+([0-9.]+) GiB\s+([0-9.]+) GiB)");
+  const std::regex row(
+      R"(^\s+0\s+0\s+0\s+0\s+0\s+\S+\s+([0-9.]+) GiB\s+([0-9.]+) GiB\s+([0-9.]+) GiB\s+([0-9.]+) GiB\s+([0-9.]+) GiB)");
   std::smatch m;
   while (std::getline(in, line))
     if (std::regex_search(line, m, row))
@@ -52,19 +53,22 @@ TEST(DryRun, Bf16EstimateCountsBf16Storage) {
 // rank's layout and memory printed, no GPU touched.
 TEST(DryRun, EveryLayoutFamilyIsAcceptedOnCuda) {
   const std::string lib = env_or("SCALETRAIN_BUILD_DIR", ".") + "/lib/libscaletrain_cuda.so";
-  if (!std::filesystem::exists(lib)) GTEST_SKIP() << "built without the CUDA backend (" << lib << ")";
+  if (!std::filesystem::exists(lib))
+    GTEST_SKIP() << "built without the CUDA backend (" << lib << ")";
   const std::string base = "--dry-run --config " + src_dir() +
                            "/configs/models/llama-7b.yaml --set runtime.device=cuda"
                            " --set train.precision=bf16";
-  for (const char* layout : {" --set parallel.zero_stage=3 --set parallel.tp=2 --set parallel.sp=true",
-                             " --set parallel.pp=2 --set parallel.num_model_chunks=2"
-                             " --set parallel.zero_stage=1 --set train.grad_accum=2",
-                             " --set parallel.cp=2 --set parallel.tp=2"}) {
+  for (const char* layout :
+       {" --set parallel.zero_stage=3 --set parallel.tp=2 --set parallel.sp=true",
+        " --set parallel.pp=2 --set parallel.num_model_chunks=2"
+        " --set parallel.zero_stage=1 --set train.grad_accum=2",
+        " --set parallel.cp=2 --set parallel.tp=2"}) {
     auto r = run_scaletrain(8, base + layout);
     EXPECT_EQ(r.exit_code, 0) << layout << "\n" << r.output;
     for (int rank = 0; rank < 8; ++rank)
       EXPECT_TRUE(std::regex_search(r.output, std::regex("\\n\\s+" + std::to_string(rank) +
                                                          "\\s+\\d+\\s+\\d+\\s+\\d+\\s+\\d+\\s+")))
-          << "no memory row for rank " << rank << ":\n" << r.output;
+          << "no memory row for rank " << rank << ":\n"
+          << r.output;
   }
 }

@@ -45,8 +45,8 @@ double worst_rel(const std::vector<double>& a, const std::vector<double>& b) {
 TEST(GpuTrain, OneGpuMatchesCpuAndLearns) {
   const std::string d = fresh_dir("gpu1");
   auto cpu = run_scaletrain(1, base_args(20, 1, 4, d + "/cpu") + " --set optim.lr=3e-3");
-  auto gpu = run_scaletrain(1, base_args(20, 1, 4, d + "/gpu") +
-                                   " --set optim.lr=3e-3 --set runtime.device=cuda");
+  auto gpu = run_scaletrain(
+      1, base_args(20, 1, 4, d + "/gpu") + " --set optim.lr=3e-3 --set runtime.device=cuda");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
   ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
   const auto lc = read_series(d + "/cpu", 0, "loss"), lg = read_series(d + "/gpu", 0, "loss");
@@ -66,15 +66,17 @@ TEST(GpuTrain, OneGpuMatchesCpuAndLearns) {
 TEST(GpuTrain, CheckpointResumesOnGpuAndOnCpu) {
   const std::string d = fresh_dir("gpuckpt");
   const std::string ck = " --set checkpoint.interval=10 --set checkpoint.dir=" + d + "/ckpt";
-  auto straight = run_scaletrain(1, base_args(20, 1, 4, d + "/straight") + " --set runtime.device=cuda");
+  auto straight =
+      run_scaletrain(1, base_args(20, 1, 4, d + "/straight") + " --set runtime.device=cuda");
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
   auto first = run_scaletrain(1, base_args(20, 1, 4, d + "/a") + ck +
                                      " --set runtime.device=cuda --set train.stop_after=10");
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  auto on_gpu = run_scaletrain(1, base_args(20, 1, 4, d + "/b") + ck + " --set runtime.device=cuda" +
-                                      " --set checkpoint.resume=" + d + "/ckpt/step_00000010");
-  auto on_cpu = run_scaletrain(2, base_args(20, 2, 4, d + "/c") + " --set checkpoint.resume=" + d +
-                                      "/ckpt/step_00000010");
+  auto on_gpu =
+      run_scaletrain(1, base_args(20, 1, 4, d + "/b") + ck + " --set runtime.device=cuda" +
+                            " --set checkpoint.resume=" + d + "/ckpt/step_00000010");
+  auto on_cpu = run_scaletrain(
+      2, base_args(20, 2, 4, d + "/c") + " --set checkpoint.resume=" + d + "/ckpt/step_00000010");
   ASSERT_EQ(on_gpu.exit_code, 0) << on_gpu.output;
   ASSERT_EQ(on_cpu.exit_code, 0) << on_cpu.output;
   auto tail = [](std::vector<double> v) { return std::vector<double>(v.end() - 10, v.end()); };
@@ -96,14 +98,16 @@ class GpuLayouts : public ::testing::TestWithParam<Family> {};
 
 TEST_P(GpuLayouts, MatchesTheCpuRun) {
   const Family& f = GetParam();
-  if (g_gpus < f.ranks) GTEST_SKIP() << f.name << " needs " << f.ranks << " GPUs, " << g_gpus << " visible";
+  if (g_gpus < f.ranks)
+    GTEST_SKIP() << f.name << " needs " << f.ranks << " GPUs, " << g_gpus << " visible";
   const std::string d = fresh_dir(std::string("gpulayout-") + f.name);
   auto cpu = run_scaletrain(1, base_args(10, 1, 4, d + "/cpu") + " " + f.model);
   auto gpu = run_scaletrain(f.ranks, base_args(10, f.dp, f.accum, d + "/gpu") + " " + f.sets + " " +
                                          f.model + " --set runtime.device=cuda");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
   ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
-  const double w = worst_rel(read_series(d + "/gpu", 0, "loss"), read_series(d + "/cpu", 0, "loss"));
+  const double w =
+      worst_rel(read_series(d + "/gpu", 0, "loss"), read_series(d + "/cpu", 0, "loss"));
   std::printf("[ gpu ] %s vs 1-rank CPU bf16: worst loss rel %.3g\n", f.name, w);
   EXPECT_LT(w, 2e-2);
   fs::remove_all(d);
@@ -132,7 +136,8 @@ int main(int argc, char** argv) {
   }
   auto smi = run_cmd("nvidia-smi -L");
   if (smi.exit_code == 0)
-    for (size_t p = smi.output.find("GPU "); p != std::string::npos; p = smi.output.find("GPU ", p + 1))
+    for (size_t p = smi.output.find("GPU "); p != std::string::npos;
+         p = smi.output.find("GPU ", p + 1))
       ++g_gpus;
   if (g_gpus == 0) {
     std::printf("skipped: no GPU visible (nvidia-smi -L: %s)\n", smi.output.c_str());

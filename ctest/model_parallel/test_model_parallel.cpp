@@ -83,7 +83,7 @@ void run_layout(const Layout& L) {
     st::Tensor x_in({nb}), x_out;
     if (!par.has_embedding) pp->recv(x_in.data(), nb, pp_i - 1, i);
     m.stage_forward(i, mb[size_t(i)].tokens.data(), &x_in, mb[size_t(i)].targets.data(), B, T,
-                    L.mode, &x_out);
+                    L.mode, gs, &x_out);
     loss[size_t(i)] = m.take_loss();
     if (!par.has_head) {
       ASSERT_EQ(x_out.numel(), nb);

@@ -128,8 +128,8 @@ TEST_P(Layouts, MatchesSingleRank) {
   ASSERT_EQ(ref_loss.size(), size_t(kSteps));
   const std::string dir = base_ + "/" + l.name + "_" + suite_name(l.suite);
   const std::string strict = l.suite == Suite::Strict ? " --set runtime.strict_device=true" : "";
-  auto r = run_scaletrain(l.ranks,
-                          args(l.dp, l.accum, l.global, l.sets + " " + l.model + prec + strict, dir));
+  auto r = run_scaletrain(
+      l.ranks, args(l.dp, l.accum, l.global, l.sets + " " + l.model + prec + strict, dir));
   if (r.exit_code == 2 && r.output.find("not supported by this build yet") != std::string::npos)
     GTEST_SKIP() << l.name << ": " << r.output.substr(r.output.find("error:"));
   ASSERT_EQ(r.exit_code, 0) << r.output;

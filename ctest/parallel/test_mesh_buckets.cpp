@@ -143,7 +143,9 @@ TEST_P(GradBucketsTest, PlanCoversEveryParameterOnceInBackwardOrder) {
         EXPECT_LE(f.params[i].off + f.params[i].n, b.bucket_lo(k) + b.bucket_len(k));
       }
     // Within the cap unless one parameter alone exceeds it.
-    if (members > 1) EXPECT_LE(b.bucket_len(k), 256 + 64) << k;
+    if (members > 1) {
+      EXPECT_LE(b.bucket_len(k), 256 + 64) << k;
+    }
     int64_t total = 0;
     for (int64_t c : b.bucket_counts(k)) total += c;
     EXPECT_EQ(total, b.bucket_len(k));
@@ -165,7 +167,9 @@ TEST_P(GradBucketsTest, ReduceScatterPartitionAndGather) {
   GradBuckets b(f.params, f.seg_len, o, comm, be());
   for (int k = 0; k < b.num_buckets(); ++k)
     for (size_t i = 0; i < f.params.size(); ++i)
-      if (b.bucket_of(int(i)) == k) EXPECT_EQ(f.params[i].group, b.bucket_group(k));
+      if (b.bucket_of(int(i)) == k) {
+        EXPECT_EQ(f.params[i].group, b.bucket_group(k));
+      }
   for (const ShardPiece& p : b.pieces()) {
     EXPECT_EQ(p.param_off % rows[size_t(p.param)], 0) << "piece of " << p.param;
     EXPECT_EQ(p.len % rows[size_t(p.param)], 0) << "piece of " << p.param;

@@ -117,8 +117,8 @@ void attention_bwd_block(const float* q, const float* k, const float* v, const f
 void ce_partial(const float* logits, const int32_t* targets, int64_t rows, int64_t V, int64_t v0,
                 float* max, float* sumexp, float* tlogit);
 void ce_rescale(const float* max, const float* gmax, float* sumexp, int64_t rows);
-void ce_finish(const float* gmax, const float* sumexp, const float* tlogit,
-               const int32_t* targets, int64_t rows, float* lse, float* row_loss);
+void ce_finish(const float* gmax, const float* sumexp, const float* tlogit, const int32_t* targets,
+               int64_t rows, float* lse, float* row_loss);
 // sum over rows with a target of row_loss (double, fixed order).
 double loss_sum(const float* row_loss, const int32_t* targets, int64_t rows);
 // dlogits = (softmax - onehot) * scale from the global lse; ignored rows 0;

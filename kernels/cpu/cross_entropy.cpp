@@ -9,18 +9,21 @@
 #include "core/error.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
 #include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/simd.hpp"
 
 namespace st::kernels {
 
-void ce_partial(const float* logits, const int32_t* targets, int64_t rows, int64_t V, int64_t v0,
-                float* max, float* sumexp, float* tlogit) {
+ST_CPU_CLONES void ce_partial(const float* logits, const int32_t* targets, int64_t rows, int64_t V,
+                              int64_t v0, float* max, float* sumexp, float* tlogit) {
 #pragma omp parallel for schedule(static) if (rows * V > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = logits + r * V;
     float m = x[0];
+#pragma omp simd reduction(max : m)
     for (int64_t j = 1; j < V; ++j) m = std::max(m, x[j]);
     float sum = 0.f;
-    for (int64_t j = 0; j < V; ++j) sum += std::exp(x[j] - m);
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < V; ++j) sum += exp_fast(x[j] - m);
     max[r] = m;
     sumexp[r] = sum;
     const int64_t t = int64_t(targets[r]) - v0;
@@ -32,8 +35,8 @@ void ce_rescale(const float* max, const float* gmax, float* sumexp, int64_t rows
   for (int64_t r = 0; r < rows; ++r) sumexp[r] *= std::exp(max[r] - gmax[r]);
 }
 
-void ce_finish(const float* gmax, const float* sumexp, const float* tlogit,
-               const int32_t* targets, int64_t rows, float* lse, float* row_loss) {
+void ce_finish(const float* gmax, const float* sumexp, const float* tlogit, const int32_t* targets,
+               int64_t rows, float* lse, float* row_loss) {
   for (int64_t r = 0; r < rows; ++r) {
     const float L = gmax[r] + std::log(sumexp[r]);
     lse[r] = L;
@@ -48,8 +51,8 @@ double loss_sum(const float* row_loss, const int32_t* targets, int64_t rows) {
   return total;
 }
 
-void ce_bwd(const float* logits, const int32_t* targets, const float* lse, int64_t rows, int64_t V,
-            int64_t v0, float scale, float* dlogits) {
+ST_CPU_CLONES void ce_bwd(const float* logits, const int32_t* targets, const float* lse,
+                          int64_t rows, int64_t V, int64_t v0, float scale, float* dlogits) {
 #pragma omp parallel for schedule(static) if (rows * V > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = logits + r * V;
@@ -59,7 +62,8 @@ void ce_bwd(const float* logits, const int32_t* targets, const float* lse, int64
       continue;
     }
     const float L = lse[r];
-    for (int64_t j = 0; j < V; ++j) dx[j] = std::exp(x[j] - L) * scale;
+#pragma omp simd
+    for (int64_t j = 0; j < V; ++j) dx[j] = exp_fast(x[j] - L) * scale;
     const int64_t t = int64_t(targets[r]) - v0;
     if (t >= 0 && t < V) dx[t] -= scale;
   }

@@ -1,23 +1,15 @@
-// NCCL implementation of DeviceCommunicator (see nccl_communicator.hpp):
-// unique id over MPI, ncclCommSplit for groups, a dedicated stream ordered
-// after the compute stream with events, and a watchdog thread that turns a
-// dead peer or an NCCL error into an abort that names the rank.
-#include "comm/nccl_communicator.hpp"
+// NCCL implementation of the Communicator seam (see nccl_communicator.hpp).
+#include "kernels/cuda/nccl_communicator.hpp"
 
-#include <cuda_runtime_api.h>
-#include <nccl.h>
-
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <deque>
-#include <mutex>
-#include <thread>
+#include <cstdlib>
 
 #include "core/error.hpp"
 #include "core/util.hpp"
+#include "kernels/cuda/cuda_check.hpp"
 
+// NCCL: the message includes NCCL's error string and its last error text.
 #define ST_NCCL_CHECK(call, comm)                                                              \
   do {                                                                                         \
     ncclResult_t st_nccl_rc_ = (call);                                                         \
@@ -27,305 +19,299 @@
                                           ": ", ncclGetLastError(comm)));                      \
   } while (0)
 
-#define ST_CUDA_RT_CHECK(call)                                                                   \
-  do {                                                                                           \
-    cudaError_t st_cuda_rc_ = (call);                                                            \
-    if (st_cuda_rc_ != cudaSuccess)                                                              \
-      ::st::throw_error("CUDA", __FILE__, __LINE__,                                              \
-                        ::st::detail::cat(#call, " failed: ", cudaGetErrorString(st_cuda_rc_))); \
-  } while (0)
-
-namespace st {
+namespace st::cuda {
 namespace {
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return ncclFloat32;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::F64:
+      return ncclFloat64;
+    default:
+      return ncclInt32;
+  }
+}
+const char* offset(const void* p, int64_t elems, DType t) {
+  return static_cast<const char*>(p) + size_t(elems) * dtype_size(t);
+}
+char* offset(void* p, int64_t elems, DType t) {
+  return static_cast<char*>(p) + size_t(elems) * dtype_size(t);
+}
+}  // namespace
 
-ncclDataType_t nccl_type(CommDType t) { return t == CommDType::BF16 ? ncclBfloat16 : ncclFloat32; }
-int64_t type_bytes(CommDType t) { return t == CommDType::BF16 ? 2 : 4; }
+struct NcclCommunicator::Coll {
+  Coll(CollKind k, int64_t b, const char* w) : kind(k), bytes(b), what(w) {}
+  CudaEvent start{true}, end{true};
+  CollKind kind;
+  int64_t bytes;
+  const char* what;
+  std::atomic<double> started{0};  // host time it was first seen running (0: not yet)
+};
 
-class NcclCommunicator final : public DeviceCommunicator {
+class NcclCommunicator::Op final : public CommOp {
  public:
-  NcclCommunicator(ncclComm_t comm, std::string name, double timeout_s)
-      : comm_(comm), name_(std::move(name)) {
-    timeout_s_ = timeout_s;
-    ST_NCCL_CHECK(ncclCommCount(comm_, &size_), comm_);
-    ST_NCCL_CHECK(ncclCommUserRank(comm_, &rank_), comm_);
-    ST_CUDA_RT_CHECK(cudaGetDevice(&device_));
-    int lo = 0, hi = 0;
-    ST_CUDA_RT_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
-    // Highest priority: collectives should not queue behind compute kernels.
-    ST_CUDA_RT_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, hi));
-    ST_CUDA_RT_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-    ST_CUDA_RT_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
-    ST_CUDA_RT_CHECK(cudaMalloc(&scratch_, 16));
-    on_abort_ = [](const std::string&) { MPI_Abort(MPI_COMM_WORLD, 1); };
-    watchdog_ = std::thread([this] { watch(); });
+  Op(NcclCommunicator* c, std::shared_ptr<Coll> coll) : c_(c), coll_(std::move(coll)) {}
+  bool test() override {
+    const bool done = coll_->end.query();
+    if (done) c_->reap();
+    return done;
   }
-
-  ~NcclCommunicator() override {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (watchdog_.joinable()) watchdog_.join();
-    if (!aborted_) {
-      cudaStreamSynchronize(stream_);
-      ncclCommDestroy(comm_);
-    }
-    for (auto& p : pending_) {
-      cudaEventDestroy(p.start);
-      cudaEventDestroy(p.end);
-    }
-    cudaFree(scratch_);
-    cudaEventDestroy(ready_);
-    cudaEventDestroy(done_);
-    cudaStreamDestroy(stream_);
-  }
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const std::string& name() const override { return name_; }
-
-  void set_compute_stream(StreamHandle s) override { compute_ = static_cast<cudaStream_t>(s); }
-  StreamHandle stream() const override { return stream_; }
-  void set_abort_handler(std::function<void(const std::string&)> f) override {
-    std::lock_guard<std::mutex> g(mu_);
-    on_abort_ = std::move(f);
-  }
-
-  void wait_on(StreamHandle s) override {
-    ST_CUDA_RT_CHECK(cudaEventRecord(done_, stream_));
-    ST_CUDA_RT_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), done_, 0));
-    reap(false);
-  }
-
-  void synchronize() override {
-    const double t0 = wall_time();
-    while (true) {
-      const cudaError_t e = cudaStreamQuery(stream_);
-      if (e == cudaSuccess) break;
-      if (e != cudaErrorNotReady) ST_CUDA_RT_CHECK(e);
-      check_async("waiting for collectives");
-      if (wall_time() - t0 > timeout_s_)
-        fail(detail::cat("collectives not finished after ", timeout_s_, " s"));
-      std::this_thread::yield();
-    }
-    reap(true);
-  }
-
-  // ---- typed, non-blocking ----
-  void all_reduce_sum_typed(void* buf, int64_t n, CommDType dt) override {
-    auto t = begin(CollKind::AllReduce, n * type_bytes(dt));
-    ST_NCCL_CHECK(ncclAllReduce(buf, buf, size_t(n), nccl_type(dt), ncclSum, comm_, stream_),
-                  comm_);
-    end(t);
-  }
-  void all_reduce_max_typed(void* buf, int64_t n, CommDType dt) override {
-    auto t = begin(CollKind::AllReduce, n * type_bytes(dt));
-    ST_NCCL_CHECK(ncclAllReduce(buf, buf, size_t(n), nccl_type(dt), ncclMax, comm_, stream_),
-                  comm_);
-    end(t);
-  }
-  void reduce_scatter_sum_typed(const void* send, void* recv, int64_t n, CommDType dt) override {
-    auto t = begin(CollKind::ReduceScatter, n * size_ * type_bytes(dt));
-    ST_NCCL_CHECK(ncclReduceScatter(send, recv, size_t(n), nccl_type(dt), ncclSum, comm_, stream_),
-                  comm_);
-    end(t);
-  }
-  void all_gather_typed(const void* send, void* recv, int64_t n, CommDType dt) override {
-    auto t = begin(CollKind::AllGather, n * size_ * type_bytes(dt));
-    ST_NCCL_CHECK(ncclAllGather(send, recv, size_t(n), nccl_type(dt), comm_, stream_), comm_);
-    end(t);
-  }
-
-  // ---- Communicator ----
-  void all_reduce_sum(float* buf, int64_t n) override {
-    all_reduce_sum_typed(buf, n, CommDType::F32);
-    synchronize();
-  }
-  CommHandle all_reduce_sum_async(float* buf, int64_t n) override {
-    all_reduce_sum_typed(buf, n, CommDType::F32);
-    return CommHandle{};
-  }
-  void all_reduce_sum(double* buf, int64_t n) override {
-    auto t = begin(CollKind::AllReduce, n * 8);
-    ST_NCCL_CHECK(ncclAllReduce(buf, buf, size_t(n), ncclFloat64, ncclSum, comm_, stream_), comm_);
-    end(t);
-    synchronize();
-  }
-  void all_reduce_max(double* buf, int64_t n) override {
-    auto t = begin(CollKind::AllReduce, n * 8);
-    ST_NCCL_CHECK(ncclAllReduce(buf, buf, size_t(n), ncclFloat64, ncclMax, comm_, stream_), comm_);
-    end(t);
-    synchronize();
-  }
-  void reduce_scatter_sum(const float* send, float* recv, int64_t n) override {
-    reduce_scatter_sum_typed(send, recv, n, CommDType::F32);
-    synchronize();
-  }
-  CommHandle reduce_scatter_sum_async(const float* send, float* recv, int64_t n) override {
-    reduce_scatter_sum_typed(send, recv, n, CommDType::F32);
-    return CommHandle{};
-  }
-  void all_gather(const float* send, float* recv, int64_t n) override {
-    all_gather_typed(send, recv, n, CommDType::F32);
-    synchronize();
-  }
-  void broadcast(float* buf, int64_t n, int root) override { broadcast_bytes(buf, n * 4, root); }
-  void broadcast_bytes(void* buf, int64_t n, int root) override {
-    auto t = begin(CollKind::Broadcast, n);
-    ST_NCCL_CHECK(ncclBroadcast(buf, buf, size_t(n), ncclInt8, root, comm_, stream_), comm_);
-    end(t);
-    synchronize();
-  }
-  void send(const float* buf, int64_t n, int peer, int) override {
-    auto t = begin(CollKind::SendRecv, n * 4);
-    ST_NCCL_CHECK(ncclSend(buf, size_t(n), ncclFloat32, peer, comm_, stream_), comm_);
-    end(t);
-    synchronize();
-  }
-  void recv(float* buf, int64_t n, int peer, int) override {
-    auto t = begin(CollKind::SendRecv, n * 4);
-    ST_NCCL_CHECK(ncclRecv(buf, size_t(n), ncclFloat32, peer, comm_, stream_), comm_);
-    end(t);
-    synchronize();
-  }
-  void barrier() override {
-    auto t = begin(CollKind::AllReduce, 4);
-    ST_NCCL_CHECK(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_), comm_);
-    end(t);
-    synchronize();
-  }
-
-  std::unique_ptr<DeviceCommunicator> split(int color, int key, const std::string& name) override {
-    synchronize();
-    ncclComm_t sub = nullptr;
-    ST_NCCL_CHECK(ncclCommSplit(comm_, color, key, &sub, nullptr), comm_);
-    ST_CHECK(sub != nullptr, "ncclCommSplit gave no communicator for group '", name, "' (color ",
-             color, ")");
-    return std::make_unique<NcclCommunicator>(sub, name, timeout_s_);
+  void wait_host() override { c_->wait_host(*coll_); }
+  void wait_stream(Stream& s) override { s.wait(coll_->end); }
+  double seconds() override {
+    return coll_->end.query() ? coll_->end.seconds_since(coll_->start) : 0.0;
   }
 
  private:
-  struct Pending {
-    cudaEvent_t start = nullptr, end = nullptr;
-    CollKind kind = CollKind::AllReduce;
-    int64_t bytes = 0;
-    double t0 = 0;  // host time of the enqueue
-  };
+  NcclCommunicator* c_;
+  std::shared_ptr<Coll> coll_;
+};
 
-  Pending begin(CollKind k, int64_t bytes) {
-    check_async("before a collective");
-    Pending p;
-    p.kind = k;
-    p.bytes = bytes;
-    p.t0 = wall_time();
-    ST_CUDA_RT_CHECK(cudaEventRecord(ready_, compute_));
-    ST_CUDA_RT_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
-    ST_CUDA_RT_CHECK(cudaEventCreate(&p.start));
-    ST_CUDA_RT_CHECK(cudaEventCreate(&p.end));
-    ST_CUDA_RT_CHECK(cudaEventRecord(p.start, stream_));
-    return p;
-  }
-  void end(Pending& p) {
-    ST_CUDA_RT_CHECK(cudaEventRecord(p.end, stream_));
-    std::lock_guard<std::mutex> g(mu_);
-    pending_.push_back(p);
-  }
+NcclCommunicator::NcclCommunicator(MpiCommunicator& group, CudaDevice& dev)
+    : dev_(dev), name_(group.name()), rank_(group.rank()), size_(group.size()) {
+  timeout_s_ = group.timeout_s();
+  dev_.make_current();
+  int lo = 0, hi = 0;
+  ST_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+  // Highest priority: collectives should not queue behind compute kernels.
+  stream_ = std::make_unique<CudaStream>("nccl:" + name_, hi);
+  ready_ = std::make_unique<CudaEvent>(false);
+  if (size_ == 1) return;  // no NCCL communicator for a group of one
+  ncclUniqueId id{};
+  if (rank_ == 0) ST_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+  group.broadcast_bytes(&id, int64_t(sizeof id), 0);
+  ST_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_), nullptr);
+  watchdog_ = std::thread([this] { watch(); });
+}
 
-  // Count finished collectives into the stats (device time between events).
-  void reap(bool all_done) {
+NcclCommunicator::~NcclCommunicator() {
+  {
     std::lock_guard<std::mutex> g(mu_);
-    while (!pending_.empty()) {
-      Pending& p = pending_.front();
-      if (!all_done && cudaEventQuery(p.end) != cudaSuccess) break;
-      float ms = 0.f;
-      cudaEventElapsedTime(&ms, p.start, p.end);
-      add_stat(p.kind, p.bytes, double(ms) * 1e-3);
-      cudaEventDestroy(p.start);
-      cudaEventDestroy(p.end);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  if (stream_) cudaStreamSynchronize(stream_->get());
+  try {
+    reap();
+  } catch (...) {  // destructors do not throw; the job is ending anyway
+  }
+  if (comm_ && !aborted_) ncclCommDestroy(comm_);
+}
+
+CommHandle NcclCommunicator::launch(Stream& after, CollKind k, int64_t bytes, const char* what,
+                                    const std::function<void()>& enqueue) {
+  check_async(what);
+  auto c = std::make_shared<Coll>(k, bytes, what);
+  ready_->record(after);
+  ST_CUDA_CHECK(cudaStreamWaitEvent(stream_->get(), ready_->get(), 0));
+  c->start.record(stream_->get());
+  enqueue();
+  c->end.record(stream_->get());
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    pending_.push_back(c);
+  }
+  return CommHandle(std::make_shared<Op>(this, std::move(c)));
+}
+
+void NcclCommunicator::reap() {
+  std::vector<std::shared_ptr<Coll>> done;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    while (!pending_.empty() && pending_.front()->end.query()) {
+      done.push_back(std::move(pending_.front()));
       pending_.pop_front();
     }
   }
-
-  void check_async(const char* when) {
-    ncclResult_t r = ncclSuccess;
-    if (ncclCommGetAsyncError(comm_, &r) == ncclSuccess && r != ncclSuccess && r != ncclInProgress)
-      fail(detail::cat("NCCL error ", when, ": ", ncclGetErrorString(r), ": ",
-                       ncclGetLastError(comm_)));
-  }
-
-  [[noreturn]] void fail(const std::string& why) {
-    const std::string msg = detail::cat(error_prefix(__FILE__, __LINE__), "NCCL group '", name_,
-                                        "' (rank ", rank_, " of ", size_, "): ", why,
-                                        "; a peer is dead or stuck. Aborting the communicator.");
-    std::fprintf(stderr, "%s\n", msg.c_str());
-    std::fflush(stderr);
-    std::function<void(const std::string&)> h;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      h = on_abort_;
-    }
-    if (!aborted_.exchange(true)) ncclCommAbort(comm_);
-    if (h) h(msg);
-    throw Error(msg);
-  }
-
-  void watch() {
-    cudaSetDevice(device_);
-    const auto period = std::chrono::milliseconds(timeout_s_ < 1.0 ? 10 : 100);
-    std::unique_lock<std::mutex> lk(mu_);
-    while (!stop_) {
-      cv_.wait_for(lk, period);
-      if (stop_ || aborted_) break;
-      std::string why;
-      ncclResult_t r = ncclSuccess;
-      if (ncclCommGetAsyncError(comm_, &r) == ncclSuccess && r != ncclSuccess &&
-          r != ncclInProgress) {
-        why = detail::cat("NCCL asynchronous error: ", ncclGetErrorString(r));
-      } else if (!pending_.empty()) {
-        const Pending& p = pending_.front();
-        if (cudaEventQuery(p.end) == cudaErrorNotReady && wall_time() - p.t0 > timeout_s_)
-          why = detail::cat(coll_name(p.kind), " of ", p.bytes, " bytes not finished after ",
-                            timeout_s_, " s (runtime.timeout_s)");
-      }
-      if (!why.empty()) {
-        lk.unlock();
-        try {
-          fail(why);
-        } catch (const Error&) {
-          // the message is printed; the handler decided what happens to the job
-        }
-        return;
-      }
-    }
-  }
-
-  ncclComm_t comm_;
-  std::string name_;
-  int rank_ = 0, size_ = 1, device_ = 0;
-  cudaStream_t stream_ = nullptr, compute_ = nullptr;
-  cudaEvent_t ready_ = nullptr, done_ = nullptr;
-  void* scratch_ = nullptr;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending> pending_;
-  std::function<void(const std::string&)> on_abort_;
-  std::thread watchdog_;
-  bool stop_ = false;
-  std::atomic<bool> aborted_{false};
-};
-}  // namespace
-
-bool nccl_built() { return true; }
-
-std::unique_ptr<DeviceCommunicator> make_nccl_communicator(MpiCommunicator& bootstrap,
-                                                           const std::string& name,
-                                                           double timeout_s) {
-  ncclUniqueId id{};
-  if (bootstrap.rank() == 0) ST_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
-  ST_MPI_CHECK(MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, bootstrap.mpi()));
-  ncclComm_t comm = nullptr;
-  ST_NCCL_CHECK(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()), nullptr);
-  return std::make_unique<NcclCommunicator>(comm, name, timeout_s);
+  for (auto& c : done) add_stat(c->kind, c->bytes, c->end.seconds_since(c->start));
 }
-}  // namespace st
+
+void NcclCommunicator::wait_host(Coll& c) {
+  for (long spin = 0;; ++spin) {
+    if (c.end.query()) {
+      reap();
+      return;
+    }
+    check_async(c.what);
+    if (c.started == 0 && c.start.query()) c.started = wall_time();
+    if (c.started > 0 && wall_time() - c.started > timeout_s_)
+      fail(detail::cat(c.what, " of ", c.bytes, " bytes not finished after ", timeout_s_,
+                       " s (runtime.timeout_s)"));
+    if (spin < 1000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void NcclCommunicator::check_async(const char* when) {
+  if (!comm_) return;
+  ncclResult_t r = ncclSuccess;
+  if (ncclCommGetAsyncError(comm_, &r) == ncclSuccess && r != ncclSuccess && r != ncclInProgress)
+    fail(detail::cat("NCCL error (at ", when, "): ", ncclGetErrorString(r), ": ",
+                     ncclGetLastError(comm_)));
+}
+
+std::string NcclCommunicator::overdue() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (pending_.empty()) return "";
+  Coll& c = *pending_.front();
+  if (c.end.query()) return "";
+  const double now = wall_time();
+  if (c.started == 0 && c.start.query()) c.started = now;
+  if (c.started > 0 && now - c.started > timeout_s_)
+    return detail::cat(c.what, " of ", c.bytes, " bytes not finished ", now - c.started,
+                       " s after it started on the device (runtime.timeout_s=", timeout_s_, ")");
+  return "";
+}
+
+void NcclCommunicator::fail(const std::string& why) {
+  const std::string msg =
+      detail::cat(error_prefix(__FILE__, __LINE__), "NCCL group '", name_, "' (rank ", rank_,
+                  " of ", size_, "): ", why, "; a peer is dead or stuck. Aborting the job.");
+  std::fprintf(stderr, "%s\n", msg.c_str());
+  std::fflush(stderr);
+  if (!aborted_.exchange(true) && comm_) ncclCommAbort(comm_);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] honest
+}
+
+void NcclCommunicator::watch() {
+  dev_.make_current();
+  const auto period = std::chrono::milliseconds(std::max(10, std::min(100, int(timeout_s_ * 100))));
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!stop_) {
+    cv_.wait_for(lk, period);
+    if (stop_) break;
+    lk.unlock();
+    std::string why;
+    try {
+      check_async("watchdog");
+      reap();
+      why = overdue();
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (!why.empty()) fail(why);
+    lk.lock();
+  }
+}
+
+CommHandle NcclCommunicator::all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) {
+  if (size_ == 1 || n == 0) return {};
+  return launch(after, CollKind::AllReduce, n * int64_t(dtype_size(t)), "all_reduce", [&] {
+    ST_NCCL_CHECK(ncclAllReduce(buf, buf, size_t(n), nccl_type(t),
+                                op == ReduceOp::Sum ? ncclSum : ncclMax, comm_, stream_->get()),
+                  comm_);
+  });
+}
+
+CommHandle NcclCommunicator::reduce_scatter(const void* send, void* recv,
+                                            const std::vector<int64_t>& counts, DType t,
+                                            Stream& after) {
+  ST_CHECK(int(counts.size()) == size_, "reduce_scatter on '", name_, "': ", counts.size(),
+           " counts for ", size_, " ranks");
+  if (size_ == 1) {
+    if (counts[0] && send != recv) dev_.copy(recv, send, size_t(counts[0]) * dtype_size(t), after);
+    return {};
+  }
+  int64_t total = 0;
+  bool equal = true;
+  for (int64_t c : counts) total += c, equal = equal && c == counts[0];
+  if (total == 0) return {};
+  return launch(
+      after, CollKind::ReduceScatter, total * int64_t(dtype_size(t)), "reduce_scatter", [&] {
+        const cudaStream_t s = stream_->get();
+        if (equal) {
+          ST_NCCL_CHECK(
+              ncclReduceScatter(send, recv, size_t(counts[0]), nccl_type(t), ncclSum, comm_, s),
+              comm_);
+          return;
+        }
+        // Each rank's part reduced to it (recvbuff is used on the root only).
+        ST_NCCL_CHECK(ncclGroupStart(), comm_);
+        int64_t off = 0;
+        for (int r = 0; r < size_; ++r) {
+          if (counts[size_t(r)] > 0)
+            ST_NCCL_CHECK(ncclReduce(offset(send, off, t), r == rank_ ? recv : nullptr,
+                                     size_t(counts[size_t(r)]), nccl_type(t), ncclSum, r, comm_, s),
+                          comm_);
+          off += counts[size_t(r)];
+        }
+        ST_NCCL_CHECK(ncclGroupEnd(), comm_);
+      });
+}
+
+CommHandle NcclCommunicator::all_gather(const void* send, void* recv,
+                                        const std::vector<int64_t>& counts, DType t,
+                                        Stream& after) {
+  ST_CHECK(int(counts.size()) == size_, "all_gather on '", name_, "': ", counts.size(),
+           " counts for ", size_, " ranks");
+  std::vector<int64_t> displ;
+  int64_t total = 0;
+  bool equal = true;
+  for (int64_t c : counts) displ.push_back(total), total += c, equal = equal && c == counts[0];
+  char* mine = offset(recv, displ[size_t(rank_)], t);
+  if (size_ == 1) {
+    if (send != mine && counts[0]) dev_.copy(mine, send, size_t(counts[0]) * dtype_size(t), after);
+    return {};
+  }
+  if (total == 0) return {};
+  return launch(after, CollKind::AllGather, total * int64_t(dtype_size(t)), "all_gather", [&] {
+    const cudaStream_t s = stream_->get();
+    if (equal) {  // in place when send == recv + rank * count (NCCL's rule too)
+      ST_NCCL_CHECK(ncclAllGather(send, recv, size_t(counts[0]), nccl_type(t), comm_, s), comm_);
+      return;
+    }
+    // Each rank's part broadcast from it (in place on the root when send == mine).
+    ST_NCCL_CHECK(ncclGroupStart(), comm_);
+    for (int r = 0; r < size_; ++r) {
+      if (counts[size_t(r)] == 0) continue;
+      char* dst = offset(recv, displ[size_t(r)], t);
+      ST_NCCL_CHECK(ncclBroadcast(r == rank_ ? send : dst, dst, size_t(counts[size_t(r)]),
+                                  nccl_type(t), r, comm_, s),
+                    comm_);
+    }
+    ST_NCCL_CHECK(ncclGroupEnd(), comm_);
+  });
+}
+
+CommHandle NcclCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Stream& after) {
+  int64_t bytes = 0;
+  std::vector<const P2POp*> sends, recvs;
+  for (const P2POp& o : ops) {
+    ST_CHECK(o.peer >= 0 && o.peer < size_, "exchange on '", name_, "': peer ", o.peer,
+             " outside the group of ", size_);
+    ST_CHECK(o.n >= 0, "exchange on '", name_, "': ", o.n, " elements");
+    bytes += o.n * int64_t(dtype_size(t));
+    (o.send ? sends : recvs).push_back(&o);
+  }
+  if (size_ == 1) {  // to and from itself: the k-th receive gets the k-th send
+    ST_CHECK(sends.size() == recvs.size(), "exchange on '", name_, "' (one rank): ", sends.size(),
+             " sends and ", recvs.size(), " receives");
+    for (size_t i = 0; i < sends.size(); ++i) {
+      ST_CHECK(sends[i]->n == recvs[i]->n, "exchange on '", name_, "' (one rank): a send of ",
+               sends[i]->n, " elements matched with a receive of ", recvs[i]->n);
+      if (sends[i]->buf != recvs[i]->buf)
+        dev_.copy(recvs[i]->buf, sends[i]->buf, size_t(sends[i]->n) * dtype_size(t), after);
+    }
+    return {};
+  }
+  if (bytes == 0) return {};
+  return launch(after, CollKind::SendRecv, bytes, "send/recv", [&] {
+    const cudaStream_t s = stream_->get();
+    ST_NCCL_CHECK(ncclGroupStart(), comm_);
+    for (const P2POp& o : ops) {
+      if (o.n == 0) continue;
+      if (o.send)
+        ST_NCCL_CHECK(ncclSend(o.buf, size_t(o.n), nccl_type(t), o.peer, comm_, s), comm_);
+      else
+        ST_NCCL_CHECK(ncclRecv(o.buf, size_t(o.n), nccl_type(t), o.peer, comm_, s), comm_);
+    }
+    ST_NCCL_CHECK(ncclGroupEnd(), comm_);
+  });
+}
+}  // namespace st::cuda

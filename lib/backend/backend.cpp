@@ -61,8 +61,8 @@ Backend* load_cuda() {
   }
   auto entry = reinterpret_cast<BackendEntry>(dlsym(h, kCudaBackendEntry));
   if (!entry)
-    throw UsageError("runtime.device=cuda: '" + path + "' has no entry point " +
-                     kCudaBackendEntry + " (not a scaletrain backend library)");
+    throw UsageError("runtime.device=cuda: '" + path + "' has no entry point " + kCudaBackendEntry +
+                     " (not a scaletrain backend library)");
   std::string why;
   Backend* b = entry(kBackendAbi, &why);
   if (!b) throw UsageError("runtime.device=cuda: '" + path + "': " + why);

@@ -248,7 +248,8 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
   for (size_t i = 0; i < s.tensors.size(); ++i) {
     const ShardView& v = s.tensors[i];
     size_t n = size_t(ckpt::numel(v.shape));
-    if (!bufs_[i] || bufs_[i]->n != n || bufs_[i]->dev != dev) bufs_[i] = std::make_unique<HostBuf>(n, dev);
+    if (!bufs_[i] || bufs_[i]->n != n || bufs_[i]->dev != dev)
+      bufs_[i] = std::make_unique<HostBuf>(n, dev);
     float* dst = bufs_[i]->p;
     if (n && staged)
       dev->copy_to_host(dst, v.data, n * sizeof(float), dev->compute_stream());

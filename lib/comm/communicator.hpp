@@ -108,8 +108,8 @@ class Communicator {
   virtual CommHandle all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) = 0;
   // Sum-reduce `send` (sum(counts) elements, rank-ordered parts) and leave
   // this rank's part (counts[rank()] elements) in `recv`.
-  virtual CommHandle reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
-                                    DType t, Stream& after) = 0;
+  virtual CommHandle reduce_scatter(const void* send, void* recv,
+                                    const std::vector<int64_t>& counts, DType t, Stream& after) = 0;
   // Every rank's part (counts[r] elements from `send` on rank r) into `recv`
   // in rank order. In place when send == recv + offset of this rank's part.
   virtual CommHandle all_gather(const void* send, void* recv, const std::vector<int64_t>& counts,

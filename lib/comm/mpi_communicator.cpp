@@ -24,22 +24,31 @@ namespace st {
 
 const char* coll_name(CollKind k) {
   switch (k) {
-    case CollKind::AllReduce: return "all_reduce";
-    case CollKind::ReduceScatter: return "reduce_scatter";
-    case CollKind::AllGather: return "all_gather";
-    case CollKind::Broadcast: return "broadcast";
-    case CollKind::SendRecv: return "send_recv";
-    default: return "?";
+    case CollKind::AllReduce:
+      return "all_reduce";
+    case CollKind::ReduceScatter:
+      return "reduce_scatter";
+    case CollKind::AllGather:
+      return "all_gather";
+    case CollKind::Broadcast:
+      return "broadcast";
+    case CollKind::SendRecv:
+      return "send_recv";
+    default:
+      return "?";
   }
 }
 
 double busbw_factor(CollKind k, int n) {
   if (n <= 1) return 1.0;
   switch (k) {
-    case CollKind::AllReduce: return 2.0 * (n - 1) / n;
+    case CollKind::AllReduce:
+      return 2.0 * (n - 1) / n;
     case CollKind::ReduceScatter:
-    case CollKind::AllGather: return double(n - 1) / n;
-    default: return 1.0;
+    case CollKind::AllGather:
+      return double(n - 1) / n;
+    default:
+      return 1.0;
   }
 }
 
@@ -64,10 +73,14 @@ void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::F32: return MPI_FLOAT;
-    case DType::BF16: return MPI_UINT16_T;
-    case DType::F64: return MPI_DOUBLE;
-    default: return MPI_INT32_T;
+    case DType::F32:
+      return MPI_FLOAT;
+    case DType::BF16:
+      return MPI_UINT16_T;
+    case DType::F64:
+      return MPI_DOUBLE;
+    default:
+      return MPI_INT32_T;
   }
 }
 
@@ -273,8 +286,7 @@ CommHandle MpiCommunicator::reduce_scatter(const void* send, void* recv,
 }
 
 CommHandle MpiCommunicator::all_gather(const void* send, void* recv,
-                                       const std::vector<int64_t>& counts, DType t,
-                                       Stream& after) {
+                                       const std::vector<int64_t>& counts, DType t, Stream& after) {
   ST_CHECK(int(counts.size()) == size_, "all_gather on '", name_, "': ", counts.size(),
            " counts for ", size_, " ranks");
   const size_t es = dtype_size(t);
@@ -292,13 +304,13 @@ CommHandle MpiCommunicator::all_gather(const void* send, void* recv,
     return {};
   }
   if (total == 0) return {};
-  return launch(after, CollKind::AllGather, total * int64_t(es), "all_gather",
-                [=, this](std::vector<MPI_Request>& r) {
-                  r.emplace_back();
-                  ST_MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : send, c[size_t(rank_)],
-                                               mpi_type(t), recv, c.data(), displ.data(),
-                                               mpi_type(t), comm_, &r.back()));
-                });
+  return launch(
+      after, CollKind::AllGather, total * int64_t(es), "all_gather",
+      [=, this](std::vector<MPI_Request>& r) {
+        r.emplace_back();
+        ST_MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : send, c[size_t(rank_)], mpi_type(t),
+                                     recv, c.data(), displ.data(), mpi_type(t), comm_, &r.back()));
+      });
 }
 
 CommHandle MpiCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Stream& after) {
@@ -310,18 +322,18 @@ CommHandle MpiCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Str
     as_count(o.n);
     bytes += o.n * int64_t(dtype_size(t));
   }
-  return launch(after, CollKind::SendRecv, bytes, "send/recv",
-                [=, this](std::vector<MPI_Request>& r) {
-                  for (const P2POp& o : ops) {
-                    r.emplace_back();
-                    if (o.send)
-                      ST_MPI_CHECK(MPI_Isend(o.buf, int(o.n), mpi_type(t), o.peer, kP2PTag, comm_,
-                                             &r.back()));
-                    else
-                      ST_MPI_CHECK(MPI_Irecv(o.buf, int(o.n), mpi_type(t), o.peer, kP2PTag, comm_,
-                                             &r.back()));
-                  }
-                });
+  return launch(
+      after, CollKind::SendRecv, bytes, "send/recv", [=, this](std::vector<MPI_Request>& r) {
+        for (const P2POp& o : ops) {
+          r.emplace_back();
+          if (o.send)
+            ST_MPI_CHECK(
+                MPI_Isend(o.buf, int(o.n), mpi_type(t), o.peer, kP2PTag, comm_, &r.back()));
+          else
+            ST_MPI_CHECK(
+                MPI_Irecv(o.buf, int(o.n), mpi_type(t), o.peer, kP2PTag, comm_, &r.back()));
+        }
+      });
 }
 
 // ---- host collectives ----
@@ -345,9 +357,13 @@ void MpiCommunicator::all_reduce_doubles(double* buf, int64_t n, MPI_Op op) {
   });
 }
 
-void MpiCommunicator::all_reduce_sum(double* buf, int64_t n) { all_reduce_doubles(buf, n, MPI_SUM); }
+void MpiCommunicator::all_reduce_sum(double* buf, int64_t n) {
+  all_reduce_doubles(buf, n, MPI_SUM);
+}
 
-void MpiCommunicator::all_reduce_max(double* buf, int64_t n) { all_reduce_doubles(buf, n, MPI_MAX); }
+void MpiCommunicator::all_reduce_max(double* buf, int64_t n) {
+  all_reduce_doubles(buf, n, MPI_MAX);
+}
 
 void MpiCommunicator::all_reduce_sum(float* buf, int64_t n) {
   if (size_ == 1) return;
@@ -360,9 +376,8 @@ void MpiCommunicator::all_reduce_sum(float* buf, int64_t n) {
 void MpiCommunicator::broadcast_bytes(void* buf, int64_t n, int root) {
   if (size_ == 1) return;
   const int cnt = as_count(n);
-  blocking(CollKind::Broadcast, n, "broadcast", [&](MPI_Request* r) {
-    ST_MPI_CHECK(MPI_Ibcast(buf, cnt, MPI_BYTE, root, comm_, r));
-  });
+  blocking(CollKind::Broadcast, n, "broadcast",
+           [&](MPI_Request* r) { ST_MPI_CHECK(MPI_Ibcast(buf, cnt, MPI_BYTE, root, comm_, r)); });
 }
 
 void MpiCommunicator::send(const float* buf, int64_t n, int peer, int tag) {

@@ -46,7 +46,7 @@ struct TrainCfg {
   std::string precision = "fp32";  // fp32|bf16
   int log_every = 1;
   int warmup_steps_excluded = 3;  // steps ignored by throughput summaries
-  int stop_after = 0;  // stop cleanly after this global step (0: run all steps)
+  int stop_after = 0;             // stop cleanly after this global step (0: run all steps)
 };
 
 struct OptimCfg {

@@ -97,8 +97,10 @@ void validate(const Config& c) {
   // What a device can run is the backend's answer (lib/backend: Backend::supports),
   // asked by the trainer and the dry run; nothing device-specific is refused here.
   if (c.runtime.strict_device && c.runtime.device != "cpu")
-    throw UsageError("runtime.strict_device=true is a CPU device for tests; it needs "
-                     "runtime.device=cpu (got runtime.device=" + c.runtime.device + ")");
+    throw UsageError(
+        "runtime.strict_device=true is a CPU device for tests; it needs "
+        "runtime.device=cpu (got runtime.device=" +
+        c.runtime.device + ")");
 
   // Checkpoint, runtime.
   if (c.checkpoint.keep_last_n < 1)

@@ -31,6 +31,7 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
       cdt_(parse_float_dtype(cfg.train.precision, "train.precision")) {
   const auto& pc = cfg.parallel;
   dpcp_ = &be.communicator(mesh.dpcp());
+  used_ = {dpcp_, &be.communicator(mesh.tp()), &be.communicator(mesh.cp())};
   const auto ranges =
       stage_layers(cfg.model.n_layers, pc.pp, pc.num_model_chunks, mesh.coords().pp);
   std::vector<int64_t> seg_len;
@@ -170,8 +171,16 @@ void Engine::init_masters() {
 }
 
 TrainState Engine::train_state() {
-  TrainState t{params_,           opt_.get(), &cfg_, mesh_.dpcp().rank(), mesh_.dpcp().size(),
-               zero_,             mesh_.coords().tp, buckets_.get(), {},   &dev_};
+  TrainState t{params_,
+               opt_.get(),
+               &cfg_,
+               mesh_.dpcp().rank(),
+               mesh_.dpcp().size(),
+               zero_,
+               mesh_.coords().tp,
+               buckets_.get(),
+               {},
+               &dev_};
   if (zero_ == 0)
     for (auto& slot : opt_->slots()) t.master.push_back(slot.w);
   return t;
@@ -207,11 +216,11 @@ std::vector<Communicator*> Engine::comms() {
       if (o == c) return;
     out.push_back(c);
   };
+  // The MPI groups carry the host scalars; the device communicators (the
+  // same objects on CPU ranks) are only those already made, so asking for
+  // statistics creates no NCCL communicator.
   for (Communicator* g : mesh_.groups()) add(g);
-  add(dpcp_);
-  for (MpiCommunicator* g : {&mesh_.tp(), &mesh_.cp(), &mesh_.dp(), &mesh_.pp()})
-    add(&be_.communicator(*g));
-  for (auto& l : pp_links_) add(&be_.communicator(*l));
+  for (Communicator* c : used_) add(c);
   return out;
 }
 
@@ -274,7 +283,7 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
       collect_ = m == accum - 1;  // reductions start during the last backward
       more_micro_ = m + 1 < accum;
       model.stage_forward(m, mb.tokens.data(), nullptr, mb.targets.data(), mb.B, mb.T, ckpt_mode_,
-                          nullptr);
+                          scale, nullptr);
       model.stage_backward(m, nullptr, scale, nullptr);
     }
   } else {

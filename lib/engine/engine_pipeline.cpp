@@ -34,7 +34,7 @@ void Engine::make_pp_links() {
   for (const char* dir : {"fwd", "bwd"})
     for (int k = 0; k < colours(P); ++k) {
       pp_links_.push_back(mesh_.pp().dup(std::string("pp_") + dir + std::to_string(k)));
-      be_.communicator(*pp_links_.back());  // collective: NCCL creates it here
+      used_.push_back(&be_.communicator(*pp_links_.back()));  // collective: NCCL creates it here
     }
 }
 
@@ -88,7 +88,7 @@ double Engine::run_pipeline(long step, const DataLoader& loader, StepOut& o) {
       if (!first) in = receive(pp_link(true, prev), prev, nb);
       Tensor out;
       model.stage_forward(op.micro, mb.tokens.data(), first ? nullptr : &in, mb.targets.data(),
-                          mb.B, mb.T, ckpt_mode_, &out);
+                          mb.B, mb.T, ckpt_mode_, scale, &out);
       if (!last) send(pp_link(true, s), next, std::move(out));
     } else {
       Tensor dy;

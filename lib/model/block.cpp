@@ -42,13 +42,12 @@ void drop_activations(BlockActs& a, ActCkpt mode) {
 
 // Norm of the residual-stream rows [Ns, d], then the GEMM rows [N, d] of its
 // output (all-gathered over tp under sp); rstd kept.
-#define ST_NORM_ROWS(x, p, rstd)                                                            \
-  [&] {                                                                                     \
-    rstd = f32({D.Ns});                                                                     \
-    Tensor y_ = act(D.Ns, D.d);                                                             \
-    ops->rmsnorm_fwd(cs(), (x).raw(), (p)->w.raw(), D.Ns, D.d, eps, y_.raw(), rstd.data(), \
-                     cdt);                                                                  \
-    return sp ? gather_rows(y_, D) : std::move(y_);                                         \
+#define ST_NORM_ROWS(x, p, rstd)                                                                 \
+  [&] {                                                                                          \
+    rstd = f32({D.Ns});                                                                          \
+    Tensor y_ = act(D.Ns, D.d);                                                                  \
+    ops->rmsnorm_fwd(cs(), (x).raw(), (p)->w.raw(), D.Ns, D.d, eps, y_.raw(), rstd.data(), cdt); \
+    return sp ? gather_rows(y_, D) : std::move(y_);                                              \
   }()
 
 Tensor Model::Impl::block_forward(int l, const Dims& D, BlockActs& a, bool want_output) {

@@ -49,7 +49,6 @@ float normal_at(uint64_t s_init, int64_t i, double std) {
                     : float(std * r * std::sin(two_pi * u2));
 }
 
-
 void check_cfg(const ModelCfg& c) {
   ST_USAGE_CHECK(c.n_layers >= 1, "model.n_layers must be >= 1, got ", c.n_layers);
   ST_USAGE_CHECK(c.n_heads >= 1 && c.d_model % c.n_heads == 0, "model.d_model (", c.d_model,
@@ -464,7 +463,7 @@ float Model::forward_backward(const int32_t* tokens, const int32_t* targets, int
                  "use stage_forward / stage_backward");
   constexpr int kMicro = std::numeric_limits<int>::min();  // reserved id
   take_loss();
-  stage_forward(kMicro, tokens, nullptr, targets, B, T, mode, nullptr);
+  stage_forward(kMicro, tokens, nullptr, targets, B, T, mode, grad_scale, nullptr);
   stage_backward(kMicro, nullptr, grad_scale, nullptr);
   return float(take_loss());
 }

@@ -131,9 +131,12 @@ struct ModelHooks {
   // params()[param_index].g holds its complete contribution from this
   // backward call (stage_backward / forward_backward) as far as the compute
   // stream is concerned: called once per parameter per call, layer by layer
-  // in backward order, between that layer's before_layer and after_layer, as
-  // soon as the work producing it is enqueued (bucketed gradient reduction
-  // starts here, ordered after the compute stream). Any reduction over tp has
+  // in backward order, as soon as the work producing it is enqueued
+  // (bucketed gradient reduction starts here, ordered after the compute
+  // stream). For the blocks and the embedding this is between the layer's
+  // before_layer and after_layer; the head (layer n_layers), whose backward
+  // runs inside its forward, reports at the start of stage_backward without
+  // hook calls (its weights are not needed again). Any reduction over tp has
   // already been enqueued.
   std::function<void(int param_index)> grad_ready;
 };
@@ -182,7 +185,7 @@ class Model {
   // The compute weights of the flat range starting at `flat_off` (inside a
   // resident layer with per_layer_weights).
   void* weights_at(int64_t flat_off);
-  float* grads();  // the flat fp32 gradient buffer (null while released)
+  float* grads();                          // the flat fp32 gradient buffer (null while released)
   void allocate_layer_weights(int layer);  // per_layer_weights: contents undefined
   void release_layer_weights(int layer);
   bool layer_resident(int layer) const;
@@ -207,14 +210,18 @@ class Model {
   // elements of the compute dtype); targets [B, T] host: last stage (< 0
   // ignored). Keeps what `mode` says for the backward. Non-last stages move
   // their output into *x_out; the last stage adds its loss share to the loss
-  // accumulator (take_loss).
+  // accumulator (take_loss) and, since the loss is the last op, also runs
+  // the head's backward right away (d(loss) times grad_scale): the LM head
+  // and the cross-entropy go through the vocabulary in row chunks, each
+  // chunk's logits turned into their gradient in place, so the [rows,
+  // vocab] logits never exist whole and are never stored for the backward.
   void stage_forward(int micro, const int32_t* tokens, const Tensor* x_in, const int32_t* targets,
-                     int B, int T, ActCkpt mode, Tensor* x_out);
+                     int B, int T, ActCkpt mode, float grad_scale, Tensor* x_out);
   // Backward of a micro-batch forwarded earlier. dy: d(loss)/d(x_out) from
   // the next stage (non-last stages; already includes grad_scale); the last
-  // stage starts from its loss times grad_scale. ADDS into every Param::g;
-  // non-first stages move d(loss)/d(x_in) into *dx_in. Frees the micro's
-  // activations.
+  // stage continues from its forward (grad_scale must equal the forward's).
+  // ADDS into every Param::g; non-first stages move d(loss)/d(x_in) into
+  // *dx_in. Frees the micro's activations.
   void stage_backward(int micro, const Tensor* dy, float grad_scale, Tensor* dx_in);
   // Elements of x_in / x_out / dy / dx_in per micro-batch on this rank:
   // B * T / cp (/ tp under sp) * d_model.

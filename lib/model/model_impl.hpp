@@ -66,8 +66,8 @@ struct MicroState {
   Tensor tokens;                // local rows [N] int32 (first stage)
   Tensor targets;               // local rows [N] int32 (last stage)
   std::vector<BlockActs> acts;  // this stage's layers
-  Tensor hL, rstd, xn;          // head: final norm input [Ns, d], rstd, output [N, d]
-  Tensor logits, lse;           // [N, V] (local vocab), [N]
+  Tensor dh_head;               // last stage: d(loss)/d(head input) [Ns, d], from the forward
+  float grad_scale = 1.f;       // last stage: the d(loss) the forward used
   int64_t n_valid = 0;          // valid targets of the whole micro-batch (over cp)
 };
 
@@ -96,11 +96,11 @@ struct Model::Impl {
   // Flat buffers: spans[layer + 1] = {offset, length}; total length.
   std::vector<std::pair<int64_t, int64_t>> spans;
   int64_t flat_n = 0;
-  Tensor weights;                   // contiguous compute weights (unless per_layer)
-  std::map<int, Tensor> layer_w;    // per_layer: resident layers' compute weights
-  Tensor grads;                     // fp32 gradients
-  Tensor loss_acc;                  // fp64 [1] on the device
-  PhaseTimes times_done;            // resolved phase seconds
+  Tensor weights;                 // contiguous compute weights (unless per_layer)
+  std::map<int, Tensor> layer_w;  // per_layer: resident layers' compute weights
+  Tensor grads;                   // fp32 gradients
+  Tensor loss_acc;                // fp64 [1] on the device
+  PhaseTimes times_done;          // resolved phase seconds
   struct Span {
     std::unique_ptr<Event> a, b;
     bool fwd;
@@ -113,7 +113,7 @@ struct Model::Impl {
   // (ring attention needs the other blocks' positions).
   int64_t rope_T = -1;
   Tensor rope_cos, rope_sin;
-  std::vector<Tensor> pos_dev;           // per cp rank
+  std::vector<Tensor> pos_dev;            // per cp rank
   std::vector<std::vector<int32_t>> pos;  // host copies
 
   Stream& cs() { return dev->compute_stream(); }
@@ -176,13 +176,15 @@ struct Model::Impl {
   // Embedding (first stage): local token rows -> residual stream [Ns, d].
   Tensor embed_forward(const Dims& D, const Tensor& tok);
   void embed_backward(const Dims& D, const Tensor& tok, const Tensor& dh);
-  // Head (last stage): final norm, LM head, cross-entropy; adds this rank's
-  // loss share to loss_acc. keep: leave what the backward needs in ms.
-  void head_forward(MicroState& ms, Tensor h, bool keep);
-  Tensor head_backward(MicroState& ms, float grad_scale);  // returns d/d(head input)
+  // Head (last stage): final norm, LM head, cross-entropy in row chunks;
+  // adds this rank's loss share to loss_acc. train: also the head's backward
+  // (weight gradients added, d(loss)/d(head input) left in ms.dh_head).
+  void head_forward(MicroState& ms, Tensor h, bool train);
 
   void forward(MicroState& ms, const int32_t* tokens, const Tensor* x_in, const int32_t* targets,
                bool keep, Tensor* x_out);
+  // Rows of the LM head's logits computed at once (bounds the logits buffer).
+  int64_t head_chunk_rows(const Dims& D) const;
 
   // Storage.
   void bind_layer(int layer, void* base);  // re-point the layer's weight views

@@ -1,10 +1,12 @@
 // The pipeline-stage API (stage_forward / stage_backward with several
 // micro-batches in flight), the first stage's vocab-parallel embedding, the
 // last stage's final norm, vocab-parallel LM head and cross-entropy (tp = 1
-// is its one-shard case), and the tensor-parallel plumbing (gather / reduce
+// is its one-shard case) fused in row chunks with their backward, and the
+// tensor-parallel plumbing (gather / reduce
 // of the residual stream rows, norm-weight gradient reduction under
 // sequence parallelism). Collectives are enqueued after the compute stream
 // and the compute stream waits for them.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -56,15 +58,28 @@ Tensor Model::Impl::embed_forward(const Dims& D, const Tensor& tok) {
 void Model::Impl::embed_backward(const Dims& D, const Tensor& tok, const Tensor& dh) {
   if (sp) {
     Tensor full = gather_rows(dh, D);
-    ops->embedding_bwd(cs(), tok.as<int32_t>(), D.N, full.raw(), D.v0, D.V, D.d,
-                       tok_emb->g.data(), cdt);
+    ops->embedding_bwd(cs(), tok.as<int32_t>(), D.N, full.raw(), D.v0, D.V, D.d, tok_emb->g.data(),
+                       cdt);
   } else {
     ops->embedding_bwd(cs(), tok.as<int32_t>(), D.N, dh.raw(), D.v0, D.V, D.d, tok_emb->g.data(),
                        cdt);
   }
 }
 
-void Model::Impl::head_forward(MicroState& ms, Tensor h, bool keep) {
+int64_t Model::Impl::head_chunk_rows(const Dims& D) const {
+  // About 4M logits per chunk (16 MB in fp32): big enough for GEMM efficiency
+  // on either device, small next to the full [rows, vocab] matrix.
+  constexpr int64_t kChunkElems = int64_t(1) << 22;
+  return std::min<int64_t>(D.N, std::max<int64_t>(64, kChunkElems / std::max<int64_t>(D.V, 1)));
+}
+
+// Final norm, LM head and vocab-parallel cross-entropy over row chunks of
+// the (gathered) normed rows. Per chunk: logits = xn W^T; the row statistics
+// (ce_partial; across the tp group: max, rescale, sums); lse and row loss;
+// when training, the chunk's logits become d(loss)/d(logits) in place and
+// give dW += dlogits^T xn and dxn = dlogits W right away. The loss is the
+// last op, so nothing downstream can change those gradients.
+void Model::Impl::head_forward(MicroState& ms, Tensor h, bool train) {
   const Dims& D = ms.D;
   Stream& s = cs();
   const int32_t* tg = ms.targets.as<int32_t>();
@@ -73,67 +88,57 @@ void Model::Impl::head_forward(MicroState& ms, Tensor h, bool keep) {
                    rstd.data(), cdt);
   Tensor xn = sp ? gather_rows(xnl, D) : std::move(xnl);
   xnl = Tensor();
-  Tensor logits = act(D.N, D.V);
-  ops->gemm(s, false, true, D.N, D.V, D.d, 1.f, xn.raw(), D.d, output->w.raw(), D.d, cdt, 0.f,
-            logits.raw(), D.V, cdt);
-  // Row statistics: [max | sumexp | target logit | global max | row loss].
-  Tensor st = f32({5, D.N});
+  // Row statistics: [max | sumexp | target logit | global max | lse | row loss].
+  Tensor st = f32({6, D.N});
   float* mx = st.data();
-  float *se = mx + D.N, *tl = se + D.N, *gmax = tl + D.N, *row_loss = gmax + D.N;
-  ops->ce_partial(s, logits.raw(), tg, D.N, D.V, D.v0, mx, se, tl, cdt);
-  if (tp > 1) {
-    dev->copy(gmax, mx, size_t(D.N) * sizeof(float), s);
-    par.tp->all_reduce_on(s, gmax, D.N, DType::F32, ReduceOp::Max);
-    ops->ce_rescale(s, mx, gmax, se, D.N);
-    par.tp->all_reduce_on(s, se, 2 * D.N, DType::F32);  // sumexp and target logit
-  } else {
-    gmax = mx;
+  float *se = mx + D.N, *tl = se + D.N, *gm = tl + D.N, *lse = gm + D.N, *row_loss = lse + D.N;
+  Tensor dxn;
+  if (train) dxn = act(D.N, D.d);
+  const float scale = ms.n_valid > 0 ? ms.grad_scale / float(ms.n_valid) : 0.f;
+  const int64_t chunk = head_chunk_rows(D);
+  Tensor logits = act(chunk, D.V);
+  const size_t es = dtype_size(cdt);
+  for (int64_t r0 = 0; r0 < D.N; r0 += chunk) {
+    const int64_t rows = std::min(chunk, D.N - r0);
+    const char* x = static_cast<const char*>(xn.raw()) + size_t(r0 * D.d) * es;
+    ops->gemm(s, false, true, rows, D.V, D.d, 1.f, x, D.d, output->w.raw(), D.d, cdt, 0.f,
+              logits.raw(), D.V, cdt);
+    ops->ce_partial(s, logits.raw(), tg + r0, rows, D.V, D.v0, mx + r0, se + r0, tl + r0, cdt);
+    float* g = mx + r0;
+    if (tp > 1) {
+      g = gm + r0;
+      dev->copy(g, mx + r0, size_t(rows) * sizeof(float), s);
+      par.tp->all_reduce_on(s, g, rows, DType::F32, ReduceOp::Max);
+      ops->ce_rescale(s, mx + r0, g, se + r0, rows);
+      // sumexp and the target logit of these rows, one reduction each.
+      par.tp->all_reduce_on(s, se + r0, rows, DType::F32);
+      par.tp->all_reduce_on(s, tl + r0, rows, DType::F32);
+    }
+    ops->ce_finish(s, g, se + r0, tl + r0, tg + r0, rows, lse + r0, row_loss + r0);
+    if (!train) continue;
+    ops->ce_bwd(s, logits.raw(), tg + r0, lse + r0, rows, D.V, D.v0, scale, logits.raw(), cdt);
+    ops->gemm(s, true, false, D.V, D.d, rows, 1.f, logits.raw(), D.V, x, D.d, cdt, 1.f,
+              output->g.raw(), D.d, DType::F32);
+    ops->gemm(s, false, false, rows, D.d, D.V, 1.f, logits.raw(), D.V, output->w.raw(), D.d, cdt,
+              0.f, static_cast<char*>(dxn.raw()) + size_t(r0 * D.d) * es, D.d, cdt);
   }
-  Tensor lse = f32({D.N});
-  ops->ce_finish(s, gmax, se, tl, tg, D.N, lse.data(), row_loss);
   if (ms.n_valid > 0)
     ops->loss_accumulate(s, row_loss, tg, D.N, 1.0 / double(ms.n_valid), loss_acc.as<double>());
-  if (keep) {
-    ms.hL = std::move(h);
-    ms.rstd = std::move(rstd);
-    ms.xn = std::move(xn);
-    ms.logits = std::move(logits);
-    ms.lse = std::move(lse);
-  }
-}
-
-Tensor Model::Impl::head_backward(MicroState& ms, float grad_scale) {
-  const Dims& D = ms.D;
-  Stream& s = cs();
-  // Everything is scaled by grad_scale at the source, so parameter grads
-  // accumulate directly. The logits become dlogits in place.
-  const float scale = ms.n_valid > 0 ? grad_scale / float(ms.n_valid) : 0.f;
-  ops->ce_bwd(s, ms.logits.raw(), ms.targets.as<int32_t>(), ms.lse.data(), D.N, D.V, D.v0, scale,
-              ms.logits.raw(), cdt);
-  ms.lse = Tensor();
-  ops->gemm(s, true, false, D.V, D.d, D.N, 1.f, ms.logits.raw(), D.V, ms.xn.raw(), D.d, cdt, 1.f,
-            output->g.raw(), D.d, DType::F32);
-  Tensor dxn = act(D.N, D.d);
-  ops->gemm(s, false, false, D.N, D.d, D.V, 1.f, ms.logits.raw(), D.V, output->w.raw(), D.d, cdt,
-            0.f, dxn.raw(), D.d, cdt);
-  ms.logits = Tensor();
-  ms.xn = Tensor();
+  if (!train) return;
+  logits = Tensor();
+  xn = Tensor();
   dxn = reduce_rows(std::move(dxn), D);
-  Tensor dh = act(D.Ns, D.d);
+  ms.dh_head = act(D.Ns, D.d);
   if (sp) {
     Tensor dw = f32({D.d});
     dw.zero();
-    ops->rmsnorm_bwd(s, ms.hL.raw(), norm->w.raw(), ms.rstd.data(), dxn.raw(), D.Ns, D.d, dh.raw(),
+    ops->rmsnorm_bwd(s, h.raw(), norm->w.raw(), rstd.data(), dxn.raw(), D.Ns, D.d, ms.dh_head.raw(),
                      dw.data(), /*accumulate=*/false, cdt);
     add_norm_grad(norm, dw);
   } else {
-    ops->rmsnorm_bwd(s, ms.hL.raw(), norm->w.raw(), ms.rstd.data(), dxn.raw(), D.Ns, D.d, dh.raw(),
+    ops->rmsnorm_bwd(s, h.raw(), norm->w.raw(), rstd.data(), dxn.raw(), D.Ns, D.d, ms.dh_head.raw(),
                      norm->g.data(), /*accumulate=*/false, cdt);
   }
-  ms.hL = Tensor();
-  ms.rstd = Tensor();
-  grads_ready({output, norm});
-  return dh;
 }
 
 void Model::Impl::forward(MicroState& ms, const int32_t* tokens, const Tensor* x_in,
@@ -182,7 +187,7 @@ void Model::Impl::forward(MicroState& ms, const int32_t* tokens, const Tensor* x
   for (int64_t i = 0; i < D.B * D.Tg; ++i) ms.n_valid += targets[i] >= 0;
   ms.targets = upload_i32(tgt);
   hook_before(cfg.n_layers);
-  head_forward(ms, std::move(h), keep);
+  head_forward(ms, std::move(h), /*train=*/keep);
   hook_after(cfg.n_layers);
 }
 
@@ -193,7 +198,8 @@ int64_t Model::boundary_elems(int B, int T) const {
 }
 
 void Model::stage_forward(int micro, const int32_t* tokens, const Tensor* x_in,
-                          const int32_t* targets, int B, int T, ActCkpt mode, Tensor* x_out) {
+                          const int32_t* targets, int B, int T, ActCkpt mode, float grad_scale,
+                          Tensor* x_out) {
   Impl& m = *impl_;
   check_batch(m.cfg, B, T);
   ST_USAGE_CHECK(m.micros.count(micro) == 0, "model: micro-batch ", micro,
@@ -201,6 +207,7 @@ void Model::stage_forward(int micro, const int32_t* tokens, const Tensor* x_in,
   MicroState ms;
   ms.D = m.dims(B, T);
   ms.mode = mode;
+  ms.grad_scale = grad_scale;
   m.ensure_rope(T);
   m.span_begin(true);
   m.forward(ms, tokens, x_in, targets, /*keep=*/true, x_out);
@@ -220,9 +227,11 @@ void Model::stage_backward(int micro, const Tensor* dy, float grad_scale, Tensor
   m.span_begin(false);
   Tensor dh;
   if (m.par.has_head) {
-    m.hook_before(m.cfg.n_layers);
-    dh = m.head_backward(ms, grad_scale);
-    m.hook_after(m.cfg.n_layers);
+    // The head's backward ran in its forward; its gradients are complete.
+    ST_USAGE_CHECK(grad_scale == ms.grad_scale, "model: stage_backward of micro-batch ", micro,
+                   " with grad_scale ", grad_scale, " but its forward used ", ms.grad_scale);
+    dh = std::move(ms.dh_head);
+    m.grads_ready({m.output, m.norm});
   } else {
     ST_USAGE_CHECK(dy != nullptr && dy->numel() == D.Ns * D.d,
                    "model: a pipeline stage without the head needs dy of ", D.Ns * D.d,

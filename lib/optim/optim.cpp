@@ -30,8 +30,8 @@ double lr_at(const OptimCfg& o, long step, long total) {
   return floor + 0.5 * (peak - floor) * (1.0 + std::cos(M_PI * frac));
 }
 
-void AdamW::add(const std::string& name, float* w, const float* g, int64_t n, bool decay,
-                void* wc, DType wc_t) {
+void AdamW::add(const std::string& name, float* w, const float* g, int64_t n, bool decay, void* wc,
+                DType wc_t) {
   Device& dev = be_.device();
   OptimSlot s;
   s.name = name;

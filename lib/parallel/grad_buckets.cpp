@@ -83,8 +83,8 @@ GradBuckets::GradBuckets(std::vector<FlatParam> params, std::vector<int64_t> seg
     }
   }
   if (o.reduce_scatter) {
-    shard_grads_ = Tensor({std::max<int64_t>(shard_numel_, 1)}, DType::F32, MemCat::Grads,
-                          be_.device());
+    shard_grads_ =
+        Tensor({std::max<int64_t>(shard_numel_, 1)}, DType::F32, MemCat::Grads, be_.device());
     shard_grads_.zero();  // parts' padding is never written by the reduction's consumers
   }
 }
@@ -118,8 +118,8 @@ void GradBuckets::launch(Bucket& b) {
   b.wire = Tensor({len}, w, MemCat::Comm, be_.device());
   ops.cast(s, src, DType::F32, b.wire.raw(), w, len);
   if (opt_.reduce_scatter) {
-    b.wire_recv = Tensor({std::max<int64_t>(b.counts[size_t(me)], 1)}, w, MemCat::Comm,
-                         be_.device());
+    b.wire_recv =
+        Tensor({std::max<int64_t>(b.counts[size_t(me)], 1)}, w, MemCat::Comm, be_.device());
     b.h = comm_.reduce_scatter(b.wire.raw(), b.wire_recv.raw(), b.counts, w, s);
   } else {
     b.h = comm_.all_reduce(b.wire.raw(), len, w, ReduceOp::Sum, s);

@@ -114,10 +114,10 @@ class GradBuckets {
  private:
   struct Bucket {
     int seg = 0;
-    int64_t lo = 0, hi = 0;        // range in the segment
-    std::vector<int> members;      // parameter indices, ascending
-    std::vector<int64_t> counts;   // per rank
-    int64_t part_lo = 0;           // this rank's part: [part_lo, part_lo + counts[me])
+    int64_t lo = 0, hi = 0;       // range in the segment
+    std::vector<int> members;     // parameter indices, ascending
+    std::vector<int64_t> counts;  // per rank
+    int64_t part_lo = 0;          // this rank's part: [part_lo, part_lo + counts[me])
     int64_t shard_off = 0;
     int group = 0;
     int ready = 0;

@@ -98,6 +98,16 @@ const std::vector<Field>& step_fields() {
         {"grads", Ftype::Int, ""},
         {"optim", Ftype::Int, ""},
         {"activations", Ftype::Int, ""}}},
+      {"kernel_s",
+       Ftype::Object,
+       "where the step's compute went, on backends that time their kernels (the CPU backend; "
+       "`{}` elsewhere): host seconds inside kernels of each kind; the rest of `step_s` is "
+       "communication, data and the loop itself",
+       {{"gemm", Ftype::Float, "GEMMs"},
+        {"attention", Ftype::Float, "attention"},
+        {"elementwise", Ftype::Float, "casts, norms, RoPE, SwiGLU, embedding, cross-entropy"},
+        {"optimizer", Ftype::Float, "norms and AdamW"},
+        {"alloc", Ftype::Float, "the device's allocate/free"}}},
   };
   return f;
 }

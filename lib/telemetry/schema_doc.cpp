@@ -64,10 +64,9 @@ the compute stream inside `fwd_s`/`bwd_s`; their device seconds are in
 communicator's stream, bytes as nccl-tests "size": with
 `parallel.grad_reduce_dtype=bf16` half the fp32 bytes); `comm_bucket_s` the
 data-parallel all-reduce's device seconds; `ckpt_stall_s` includes the
-device-to-pinned-host copy of the rows this rank saves (the `ckpt_commit`
-event's `stall_s` is the checkpointer's part only); `mem_*` the caching device
-allocator's bytes (in use, not reserved; cuBLASLt and cuDNN workspaces are not
-counted).
+device-to-pinned-host copy of the rows this rank saves; `mem_*` the caching
+device allocator's bytes (in use, not reserved; cuBLASLt and cuDNN workspaces
+are not counted).
 )";
 
 const char* kRunJson = R"(
@@ -82,7 +81,8 @@ resolved config, same sections as the YAML), `config_path`, `overrides`,
 `global_batch_tokens`, `device` (`name`: `cpu` or rank 0's GPU name, `kind`:
 `runtime.device`, `precision`, `peak_flops` per device in the run's
 precision, `peak_source`: the table row, the config key, or the measured
-sgemm rate, `threads_per_rank`), `versions` (`mpi`, `hdf5`, `blas`,
+sgemm rate, `threads_per_rank`), `versions` (`mpi`, `hdf5`, `compute`: what
+the kernels run on, e.g. the BLAS build, its GEMM core and threading,
 `compiler`), and `slurm` (`job_id`, `job_name`, `nodelist`, `partition`,
 `ntasks`, `nnodes`) under Slurm.
 

@@ -1,10 +1,13 @@
 // The CPU devices of device.hpp. The default one is inline: a stream runs
 // work the moment it is enqueued and an event is the time it was recorded,
-// so the generic model and engine cost nothing extra on CPU ranks. The
-// strict one gives each stream a worker thread with a queue, delays frees
-// to the compute stream, and fills every fresh allocation with NaN, so code
-// that would race or read garbage on a GPU produces wrong numbers in a CPU
-// test instead. Both count their host memory in MemStats.
+// so the generic model and engine cost nothing extra on CPU ranks; its
+// memory comes from a caching allocator (the CUDA device's BlockCache over
+// malloc), so the activations a step frees are reused by the next one
+// instead of going back to the kernel and faulting their pages in again.
+// The strict one gives each stream a worker thread with a queue, delays
+// frees to the compute stream, and fills every fresh allocation with NaN, so
+// code that would race or read garbage on a GPU produces wrong numbers in a
+// CPU test instead. Both count the bytes they hand out in MemStats, exactly.
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -18,6 +21,7 @@
 
 #include "core/error.hpp"
 #include "core/util.hpp"
+#include "tensor/cuda_block_cache.hpp"
 #include "tensor/device.hpp"
 
 namespace st {
@@ -52,9 +56,7 @@ class InlineEvent final : public Event {
   void record(Stream&) override { t_ = wall_time(); }
   bool query() override { return true; }
   void synchronize() override {}
-  double seconds_since(Event& start) override {
-    return t_ - static_cast<InlineEvent&>(start).t_;
-  }
+  double seconds_since(Event& start) override { return t_ - static_cast<InlineEvent&>(start).t_; }
 
  private:
   double t_ = 0;
@@ -203,10 +205,14 @@ void WorkerStream::wait(Event& e) {
 class CpuDevice final : public Device {
  public:
   explicit CpuDevice(bool strict) : strict_(strict) {
-    if (strict_)
+    if (strict_) {
       compute_ = std::make_unique<WorkerStream>("compute");
-    else
+    } else {
       compute_ = std::make_unique<InlineStream>("compute");
+      cache_ = std::make_unique<BlockCache>(
+          &host_alloc, [](void* p) { std::free(p); },
+          /*feed_memstats=*/false);
+    }
   }
   DeviceKind kind() const override { return DeviceKind::CPU; }
   std::string name() const override { return "cpu"; }
@@ -214,19 +220,29 @@ class CpuDevice final : public Device {
   bool host_accessible() const override { return true; }
 
   void* allocate(size_t bytes, MemCat cat) override {
-    void* p = host_alloc(bytes);
-    if (strict_) std::memset(p, 0xff, bytes);  // NaN in fp32 and bf16, -1 in int32
+    const double t0 = wall_time();
+    void* p = nullptr;
+    if (strict_) {
+      p = host_alloc(bytes);
+      std::memset(p, 0xff, bytes);  // NaN in fp32 and bf16, -1 in int32
+    } else {
+      p = cache_->allocate(bytes, cat);
+    }
     MemStats::add(cat, int64_t(bytes));
+    add_alloc_seconds(wall_time() - t0);
     return p;
   }
   void deallocate(void* p, size_t bytes, MemCat cat) override {
     if (!p) return;
+    const double t0 = wall_time();
     MemStats::add(cat, -int64_t(bytes));
     if (strict_)
       compute_->enqueue([p] { std::free(p); });
     else
-      std::free(p);
+      cache_->free(p);
+    add_alloc_seconds(wall_time() - t0);
   }
+  double take_alloc_seconds() override { return alloc_s_.exchange(0.0); }
   MemoryStats memory() const override { return MemStats::snapshot(); }
   void reset_peaks() override { MemStats::reset_peaks(); }
 
@@ -264,8 +280,15 @@ class CpuDevice final : public Device {
   void free_pinned(void* p) override { std::free(p); }
 
  private:
+  void add_alloc_seconds(double s) {
+    double cur = alloc_s_.load();
+    while (!alloc_s_.compare_exchange_weak(cur, cur + s)) {
+    }
+  }
   bool strict_;
   std::unique_ptr<Stream> compute_;
+  std::unique_ptr<BlockCache> cache_;  // inline device only
+  std::atomic<double> alloc_s_{0.0};
 };
 }  // namespace
 

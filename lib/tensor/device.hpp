@@ -88,6 +88,9 @@ class Device {
   virtual void deallocate(void* p, size_t bytes, MemCat cat) = 0;
   virtual MemoryStats memory() const = 0;
   virtual void reset_peaks() = 0;
+  // Host seconds spent in allocate/deallocate since the last call (devices
+  // that time them: the CPU ones; others report 0).
+  virtual double take_alloc_seconds() { return 0; }
 
   virtual Stream& compute_stream() = 0;
   virtual std::unique_ptr<Stream> create_stream(const std::string& name) = 0;

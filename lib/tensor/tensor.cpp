@@ -24,30 +24,44 @@ void bump_peak(std::atomic<int64_t>& peak, int64_t v) {
 
 const char* memcat_name(MemCat c) {
   switch (c) {
-    case MemCat::Params: return "params";
-    case MemCat::Grads: return "grads";
-    case MemCat::Optim: return "optim";
-    case MemCat::Activations: return "activations";
-    case MemCat::Comm: return "comm";
-    case MemCat::Workspace: return "workspace";
-    default: return "other";
+    case MemCat::Params:
+      return "params";
+    case MemCat::Grads:
+      return "grads";
+    case MemCat::Optim:
+      return "optim";
+    case MemCat::Activations:
+      return "activations";
+    case MemCat::Comm:
+      return "comm";
+    case MemCat::Workspace:
+      return "workspace";
+    default:
+      return "other";
   }
 }
 
 size_t dtype_size(DType d) {
   switch (d) {
-    case DType::BF16: return 2;
-    case DType::F64: return 8;
-    default: return 4;
+    case DType::BF16:
+      return 2;
+    case DType::F64:
+      return 8;
+    default:
+      return 4;
   }
 }
 
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::F32: return "fp32";
-    case DType::BF16: return "bf16";
-    case DType::F64: return "fp64";
-    default: return "int32";
+    case DType::F32:
+      return "fp32";
+    case DType::BF16:
+      return "bf16";
+    case DType::F64:
+      return "fp64";
+    default:
+      return "int32";
   }
 }
 
