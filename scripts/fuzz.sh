@@ -56,8 +56,11 @@ for n in "${names[@]}"; do
       mkdir -p "$crashes/not-repeated" && mv "$t" "$crashes/not-repeated/"
     fi
   done
-  execs=$(grep 'stat::number_of_executed_units' "$log" | awk '{s += $2} END {print s}')
-  [[ -z $execs || $execs == 0 ]] && execs=$(grep -o '#[0-9]*' "$log" | tail -1 | tr -d '#')
+  # Executions: the final stats line, or the last progress line (-fork mode).
+  execs=$(grep 'stat::number_of_executed_units' "$log" | awk '{s += $2} END {print s}' || true)
+  if [[ -z $execs || $execs == 0 ]]; then
+    execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#' || true)
+  fi
   found=$(find "$crashes" -maxdepth 1 -type f | wc -l)
   line="$n: ${secs}s, ${execs:-?} execs, corpus $(find "$corpus" -type f | wc -l) files, $found crash/timeout/oom file(s) in $crashes, exit $rc"
   echo "$line" | tee -a "$summary"

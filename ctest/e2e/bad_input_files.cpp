@@ -40,6 +40,12 @@ std::string resume(Ctx& x, const std::string& what) {
                         " --out " + x.dir + "/run");
 }
 
+// Copies files of step 3 over those of step 6 in run folder `r`.
+void step3_into_step6(const std::string& r, std::initializer_list<const char*> files) {
+  for (const char* f : files)
+    fs::copy_file(r + kStep3 + f, r + kStep6 + f, fs::copy_options::overwrite_existing);
+}
+
 // The first shard of the first tensor of an index, to damage.
 nlohmann::json& first_shard(nlohmann::json& j) { return j["tensors"].begin().value()["shards"][0]; }
 
@@ -148,16 +154,14 @@ std::vector<Case> checkpoint_rows() {
       row("index copied from another step",
           [](Ctx& x) {
             const std::string r = run_copy(x);
-            fs::copy_file(r + kStep3 + "/index.json", r + kStep6 + "/index.json",
-                          fs::copy_options::overwrite_existing);
+            step3_into_step6(r, {"/index.json"});
             return resume(x, r + kStep6);
           },
           {"step_00000006/index.json", "field 'step' is 3", "the folder is step 6"}),
       row("index bound to another step's rank files",
           [](Ctx& x) {
             const std::string r = run_copy(x);
-            for (const char* f : {"/rank_00000.h5", "/rank_00001.h5"})
-              fs::copy_file(r + kStep3 + f, r + kStep6 + f, fs::copy_options::overwrite_existing);
+            step3_into_step6(r, {"/rank_00000.h5", "/rank_00001.h5"});
             return resume(x, r + kStep6);
           },
           {"step_00000006/rank_00000.h5", "file checksum mismatch", "another checkpoint's"}),
@@ -166,8 +170,7 @@ std::vector<Case> checkpoint_rows() {
             // Step 3's files with step 3's sizes and checksums in step 6's
             // index: only the files' own step attribute can tell.
             const std::string r = run_copy(x);
-            for (const char* f : {"/rank_00000.h5", "/rank_00001.h5"})
-              fs::copy_file(r + kStep3 + f, r + kStep6 + f, fs::copy_options::overwrite_existing);
+            step3_into_step6(r, {"/rank_00000.h5", "/rank_00001.h5"});
             const auto files3 = nlohmann::json::parse(slurp(r + kStep3 + "/index.json"))["files"];
             edit_json(r + kStep6 + "/index.json", [&](nlohmann::json& j) { j["files"] = files3; });
             return resume(x, r + kStep6);
