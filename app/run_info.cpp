@@ -5,6 +5,8 @@
 #include <time.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <random>
 
 #include "core/util.hpp"
 #include "scaletrain/build_config.hpp"
@@ -55,14 +57,36 @@ static json ranks_json(const Config& c, int world) {
   return a;
 }
 
+std::string run_id_for(const std::string& out) {
+  try {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(out + "/run.json", ec)) throw std::runtime_error("");
+    json j = json::parse(read_file(out + "/run.json"));
+    if (j.is_object() && j.contains("run_id") && j["run_id"].is_string())
+      return j["run_id"].get<std::string>();
+  } catch (const std::exception&) {
+    // No run.json yet (a new run) or an unreadable one: a new id.
+  }
+  std::random_device rd;
+  char b[40];
+  std::snprintf(b, sizeof b, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return b;
+}
+
 json telemetry_header(const RunInfo& info) {
   const Runtime& rt = *info.rt;
   const Config& c = *info.cfg;
-  json j = {{"run_name", c.runtime.name},    {"rank", rt.rank()},
-            {"world_size", rt.world_size()}, {"local_rank", rt.local_rank()},
-            {"local_size", rt.local_size()}, {"host", rt.host()},
-            {"mesh", mesh_json(c)},          {"coords", coords_json(info.mesh->coords())},
-            {"device", info.device_id},      {"device_name", info.device_name},
+  json j = {{"run_id", info.run_id},
+            {"run_name", c.runtime.name},
+            {"rank", rt.rank()},
+            {"world_size", rt.world_size()},
+            {"local_rank", rt.local_rank()},
+            {"local_size", rt.local_size()},
+            {"host", rt.host()},
+            {"mesh", mesh_json(c)},
+            {"coords", coords_json(info.mesh->coords())},
+            {"device", info.device_id},
+            {"device_name", info.device_name},
             {"threads", info.threads},
             {"start_time", iso_time_utc()}};
   j["layers"] = ranks_json(c, rt.world_size())[size_t(rt.rank())]["layers"];
@@ -76,10 +100,12 @@ void write_run_json(const std::string& path, const RunInfo& info) {
   json hosts = json::array();
   for (auto& [h, ranks] : rt.hosts()) hosts.push_back({{"host", h}, {"ranks", ranks}});
   const int64_t gb = global_batch(c);
-  unsigned h5maj = 0, h5min = 0, h5rel = 0;
-  H5get_libversion(&h5maj, &h5min, &h5rel);
+  // The version compiled against (H5get_libversion would initialise HDF5
+  // here, before the checkpoint code can turn off its atexit handler).
+  const unsigned h5maj = H5_VERS_MAJOR, h5min = H5_VERS_MINOR, h5rel = H5_VERS_RELEASE;
   json j = {
       {"schema", "scaletrain.run/1"},
+      {"run_id", info.run_id},
       {"name", c.runtime.name},
       {"start_time", iso_time_utc()},
       {"git_commit", SCALETRAIN_GIT_COMMIT},

@@ -20,7 +20,11 @@ struct RunInfo {
   std::string device_name = "cpu";  // "cpu" or the GPU's name (rank 0's in run.json)
   std::string device_id = "cpu";    // "cpu" or "cuda:<ordinal>" (telemetry header)
   std::string compute;              // what the kernels run on (Ops::describe: BLAS, core, threads)
+  std::string run_id;               // run.json and every header (run_id_for)
 };
+// The run folder's run id: the one its run.json already holds (a resumed run
+// keeps it, so the rank files it appends to still match), else a new random one.
+std::string run_id_for(const std::string& out);
 double epoch_seconds();
 std::string telemetry_path(const std::string& out, int rank);
 nlohmann::json telemetry_header(const RunInfo& info);

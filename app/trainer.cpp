@@ -23,11 +23,13 @@
 #include "data/data.hpp"
 #include "engine/engine.hpp"
 #include "engine/train_state.hpp"
+#include "host_memory.hpp"
 #include "metrics/metrics.hpp"
 #include "model/model.hpp"
 #include "optim/optim.hpp"
 #include "parallel/mesh.hpp"
 #include "run_info.hpp"
+#include "runtime/run_lock.hpp"
 #include "telemetry/writer.hpp"
 
 namespace fs = std::filesystem;
@@ -92,27 +94,32 @@ int run_training(Runtime& rt, Config cfg) {
   openblas_set_num_threads(threads);  // OpenBLAS's own pool, not OpenMP's
 
   // Run folder: rank 0 picks the name, everyone gets it.
-  std::string out = cfg.runtime.out;
+  std::string out = cfg.runtime.out, run_id;
   if (out.empty()) out = "results/runs/" + cfg.runtime.name + "-" + timestamp_compact();
   {
-    std::vector<char> buf(4096, 0);
-    if (rank == 0) std::snprintf(buf.data(), buf.size(), "%s", out.c_str());
+    std::vector<char> buf(4096 + 64, 0);
+    if (rank == 0) std::snprintf(buf.data(), 4096, "%s", out.c_str());
+    if (rank == 0) std::snprintf(buf.data() + 4096, 64, "%s", run_id_for(out).c_str());
     world.broadcast_bytes(buf.data(), int64_t(buf.size()), 0);
     out = buf.data();
+    run_id = buf.data() + 4096;
     cfg.runtime.out = out;
   }
 
   // Setup that can fail on bad input: data first (a missing or bad token file).
   std::string setup_error;
   std::unique_ptr<TokenSource> src;
+  RunFolderLock run_lock;  // rank 0: this job owns the run folder until it exits
   try {
     src = make_source(cfg.data, cfg.train.seed, cfg.model.vocab_size, cfg.model.seq_len);
     fs::create_directories(out + "/telemetry");
+    if (rank == 0) run_lock = RunFolderLock::acquire(out, rt.slurm().job_id);
   } catch (const UsageError& e) {
     setup_error = e.what();
   } catch (const fs::filesystem_error& e) {
     setup_error = std::string("runtime.out: cannot create run folder '") + out + "': " + e.what();
   }
+  if (setup_error.empty()) setup_error = check_host_memory(cfg, rt);
   agree_on_setup(world, setup_error);
   if (rank == 0) log_open_file(out + "/log.txt");
 
@@ -150,7 +157,8 @@ int run_training(Runtime& rt, Config cfg) {
                &mesh,
                be.device().name(),
                be.device().id(),
-               be.ops().describe()};
+               be.ops().describe(),
+               run_id};
   if (rank == 0) write_run_json(out + "/run.json", info);
   TelemetryWriter tel;
   tel.open(telemetry_path(out, rank), telemetry_header(info));
@@ -169,6 +177,7 @@ int run_training(Runtime& rt, Config cfg) {
     } catch (const UsageError& e) {
       err = e.what();
     }
+    if (err.empty()) err = check_checkpoint_dir(ckpt_dir, from.has_value(), rank);
     agree_on_setup(world, err);
     if (from) {
       const double tr = wall_time();
@@ -201,14 +210,17 @@ int run_training(Runtime& rt, Config cfg) {
                  {"zero_stage", cfg.parallel.zero_stage},
                  {"world_size", rt.world_size()}};
     // Fault injection for the crash tests: SCALETRAIN_FAULT=kill:RANK:STEP:PHASE
-    // makes that rank SIGKILL itself at that phase of that step's save.
+    // makes that rank SIGKILL itself (stop:...: SIGSTOP, a hung rank) at that
+    // phase of that step's save.
     if (auto f = env("SCALETRAIN_FAULT")) {
       auto parts = split(*f, ':');
-      if (parts.size() == 4 && parts[0] == "kill" && std::stoi(parts[1]) == rank) {
+      if (parts.size() == 4 && (parts[0] == "kill" || parts[0] == "stop") &&
+          std::stoi(parts[1]) == rank) {
         const long kstep = std::stol(parts[2]);
         const std::string kphase = parts[3];
-        co.test_hook = [kstep, kphase](const std::string& phase, long s) {
-          if (s == kstep && phase == kphase) ::raise(SIGKILL);
+        const int sig = parts[0] == "kill" ? SIGKILL : SIGSTOP;
+        co.test_hook = [kstep, kphase, sig](const std::string& phase, long s) {
+          if (s == kstep && phase == kphase) ::raise(sig);
         };
       }
     }

@@ -14,7 +14,8 @@ source scripts/cpu-env.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 out=results/runs/demo-$(date -u +%Y%m%d-%H%M%S)
 ranks=${SCALETRAIN_RANKS:-2}
-mpirun --oversubscribe --bind-to none -np "$ranks" \
+# launch.sh: mpirun with Ctrl-C turned into an emergency checkpoint (exit 3).
+bash scripts/launch.sh --oversubscribe --bind-to none -np "$ranks" \
   build/app/scaletrain --config configs/default.yaml --set runtime.out="$out" "$@"
 build/analysis/scaletrain-analyze run "$out" > /dev/null
 echo

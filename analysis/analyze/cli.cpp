@@ -1,6 +1,7 @@
 // scaletrain-analyze command line (see cli.hpp and docs/analysis.md).
 #include "analyze/cli.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 
@@ -33,10 +34,10 @@ double parse_num(const std::string& flag, const std::string& v) {
   try {
     size_t pos;
     double d = std::stod(v, &pos);
-    if (pos == v.size()) return d;
+    if (pos == v.size() && std::isfinite(d)) return d;
   } catch (const std::logic_error&) {
   }
-  throw UsageError(flag + ": not a number: '" + v + "'");
+  throw UsageError(flag + ": not a finite number: '" + v + "'");
 }
 
 }  // namespace
@@ -52,7 +53,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     Options opt;
     std::string out_dir, window = "back-half";
     int64_t warmup = 1;
-    bool plots = true, group = false;
+    bool plots = true, group = false, warmup_set = false;
     for (size_t i = 1; i < args.size(); ++i) {
       const std::string& a = args[i];
       auto val = [&]() -> std::string {
@@ -63,8 +64,10 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
         out_dir = val();
       else if (a == "--warmup") {
         double w = parse_num(a, val());
-        if (w < 0 || w != double(int64_t(w))) throw UsageError("--warmup: must be an integer >= 0");
+        if (w < 0 || w > 1e15 || w != double(int64_t(w)))
+          throw UsageError("--warmup: must be an integer >= 0");
         warmup = int64_t(w);
+        warmup_set = true;
       } else if (a == "--window")
         window = val();
       else if (a == "--flops-formula") {
@@ -79,8 +82,10 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
         opt.peak_override = parse_num(a, val());
         if (opt.peak_override <= 0) throw UsageError("--peak-flops: must be positive");
       } else if (a == "--ckpt-k") {
-        opt.ckpt_k = int(parse_num(a, val()));
-        if (opt.ckpt_k < 0) throw UsageError("--ckpt-k: must be >= 0");
+        const double k = parse_num(a, val());
+        if (k < 0 || k > 1e9 || k != double(int64_t(k)))
+          throw UsageError("--ckpt-k: must be an integer in [0, 1000000000]");
+        opt.ckpt_k = int(k);
       } else if (a == "--allow-bad-ranks")
         opt.allow_bad_ranks = true;
       else if (a == "--group-by-model")
@@ -93,6 +98,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
         pos.push_back(a);
     }
     opt.window = parse_window(window, warmup);
+    opt.window.warmup_set = warmup_set;
 
     if (cmd == "mpt") {
       if (pos.size() != 2)

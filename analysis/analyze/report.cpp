@@ -242,7 +242,9 @@ Written write_run_outputs(const RunSummary& s, const std::string& out_dir, bool 
           << r.dist << ',' << r.data_share << ',' << r.compute_share << ',' << r.comm_share << '\n';
   emit(out_dir, "ranks.csv", ranks.str(), w);
   if (plots) plots_into(out_dir, run_plots(s), w);
-  emit(out_dir, "summary.json", run_to_json(s).dump(2) + "\n", w);
+  // Folder names come from the command line and need not be UTF-8.
+  const auto lossy = nlohmann::json::error_handler_t::replace;
+  emit(out_dir, "summary.json", run_to_json(s).dump(2, ' ', false, lossy) + "\n", w);
   emit(out_dir, "report.md", run_markdown(s, w), w);
   return w;
 }
@@ -319,7 +321,8 @@ Written write_campaign_outputs(const Campaign& c, const std::string& out_dir, bo
   }
   j["warnings"] = c.warnings;
   if (plots) plots_into(out_dir, campaign_plots(c), w);
-  emit(out_dir, "campaign.json", j.dump(2) + "\n", w);
+  emit(out_dir, "campaign.json",
+       j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", w);
   emit(out_dir, "report.md", campaign_markdown(c, w), w);
   return w;
 }

@@ -136,6 +136,9 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
   // Window.
   const auto& w = opt.window;
   std::set<int64_t> win;
+  ST_USAGE_CHECK(!w.warmup_set || w.kind == WindowSpec::Kind::Range || w.warmup < int64_t(n),
+                 "--warmup ", w.warmup, ": ", run.dir, " recorded only ", n, " step(s) (",
+                 steps.front(), "..", steps.back(), "); choose fewer than ", n, " warm-up steps");
   const int64_t warm = std::min<int64_t>(w.warmup, int64_t(n) - 1);
   if (w.kind == WindowSpec::Kind::Range) {
     for (auto st : steps)
@@ -172,6 +175,10 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
     }
   }
   s.step_p50 = median(wstep);
+  ST_USAGE_CHECK(s.step_p50 > 0, run.dir, ": the median step time (step_s) of the window (",
+                 s.window_text,
+                 ") is 0: the telemetry holds no timing, so throughput and MFU "
+                 "are undefined");
   s.step_p90 = percentile(wstep, 90);
   s.step_max = max_of(wstep);
   s.tokens_per_step = median(wtok);

@@ -16,6 +16,7 @@ struct WindowSpec {
   int64_t k = 0;                // LastK
   int64_t first = 0, last = 0;  // Range (step numbers, inclusive)
   int64_t warmup = 1;           // steps dropped first (BackHalf and LastK)
+  bool warmup_set = false;      // --warmup given: more than the run holds is refused
 };
 // Parses "back-half", "last:K", "range:A:B"; throws UsageError naming the value.
 WindowSpec parse_window(const std::string& text, int64_t warmup);

@@ -40,7 +40,7 @@ void write_rank(const SynthSpec& s, int r, int64_t gbt) {
   const int hosts = (s.world + s.ranks_per_host - 1) / s.ranks_per_host;
   nlohmann::json h = {{"type", "header"},
                       {"schema", "scaletrain.telemetry/1"},
-                      {"run_name", s.model_name},
+                      {"run_name", s.model_name + "-n" + std::to_string(s.world)},
                       {"rank", r},
                       {"world_size", s.world},
                       {"local_rank", r % s.ranks_per_host},

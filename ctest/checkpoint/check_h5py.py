@@ -15,7 +15,7 @@ except ImportError:
 step_dir = sys.argv[1]
 with open(os.path.join(step_dir, "index.json")) as f:
     index = json.load(f)
-assert index["format"] == "scaletrain.checkpoint/1", index["format"]
+assert index["format"] == "scaletrain.checkpoint/2", index["format"]
 n = 0
 for name, t in index["tensors"].items():
     for s in t["shards"]:

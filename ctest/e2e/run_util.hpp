@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -19,6 +20,7 @@ struct RunResult {
   int exit_code = -1;    // -1: did not exit normally
   int term_signal = 0;   // signal that killed it, if any
   std::string output;    // stdout + stderr
+  double seconds = 0;    // wall time
 };
 
 inline std::string env_or(const char* n, const char* d) {
@@ -31,6 +33,7 @@ inline std::string mpiexec() { return env_or("SCALETRAIN_MPIEXEC", "mpiexec"); }
 
 inline RunResult run_cmd(const std::string& cmd) {
   RunResult r;
+  const auto t0 = std::chrono::steady_clock::now();
   std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf;
@@ -39,6 +42,7 @@ inline RunResult run_cmd(const std::string& cmd) {
   int st = pclose(p);
   if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
   if (WIFSIGNALED(st)) r.term_signal = WTERMSIG(st);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 

@@ -69,6 +69,11 @@ TEST(Reader, FlatScannerIsStrict) {
   for (const char* bad : {R"({"a":1} x)", R"({"a":01})", R"({"a":1,})", R"({"a":tru})",
                           R"({"a":"x)", R"({"a" 1})", R"([1,2])", R"({"a":1.})", ""})
     EXPECT_NE(flat::parse_object(bad, ms), "") << bad;
+  // Strings are UTF-8 (JSON requires it; the reports are JSON too).
+  EXPECT_EQ(flat::parse_object("{\"t\":\"r\xc3\xa9sum\xc3\xa9\"}", ms), "");
+  EXPECT_NE(flat::parse_object("{\"t\":\"a\xff\"}", ms).find("invalid UTF-8 in string at column 8"),
+            std::string::npos);
+  EXPECT_NE(flat::parse_object("{\"\xc3(\":1}", ms), "");
 }
 
 TEST(Reader, CutBeforeResumeAndReplay) {

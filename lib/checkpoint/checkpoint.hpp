@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace st {
@@ -126,13 +127,18 @@ class Checkpointer {
 // ---- loading ----------------------------------------------------------------
 
 struct VerifyOptions {
-  bool checksums = true;     // read every dataset and compare its CRC32C (else structure only)
+  // Read every rank file whole and compare its CRC32C with index.json before
+  // HDF5 opens it. false: compare sizes only, and let HDF5 parse the bytes
+  // unchecked (for files known to be intact).
+  bool checksums = true;
   int part = 0, nparts = 1;  // verify only rank files with index % nparts == part
 };
 
-// Checks one committed step folder: index.json, every rank file opens, every
-// dataset exists with the indexed shape and checksum attribute, and (checksums)
-// its data matches. Returns "" when good, else the reason naming file and dataset.
+// Checks one committed step folder: index.json (read_index), every rank
+// file's size and (checksums) CRC32C before HDF5 parses it, its binding to
+// the index, every dataset with the indexed shape and checksum attribute,
+// and the per-rank meta blobs. Returns "" when good, else the reason naming
+// the file (and dataset).
 std::string verify_checkpoint(const std::string& step_dir, const VerifyOptions& o = {});
 
 // Newest committed step folder under `dir` that verifies, as a full path.
@@ -162,6 +168,16 @@ struct LoadResult {
 // naming file and dataset on any failure, UsageError on an unknown tensor or
 // incomplete coverage.
 LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int rank = -1);
+
+// Committed step folders (step_N, no suffix) under `dir`, newest first.
+std::vector<std::pair<long, std::string>> committed_steps(const std::string& dir);
+
+// Start-up check on every rank, before the first step: `dir` can be created
+// and this rank can write in it; and a run that does not resume (`resuming`
+// false: checkpoint.resume=none, or auto that found nothing loadable) finds
+// no committed step there that its saves would write over. Returns "" or the
+// reason, naming the folder and what to change.
+std::string check_checkpoint_dir(const std::string& dir, bool resuming, int rank);
 
 // "step_00000042" for 42; parse_step_dir returns -1 for anything else.
 std::string step_dir_name(long step);

@@ -10,11 +10,13 @@
 #include <thread>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/crc32c.hpp"
 #include "checkpoint/index.hpp"
 #include "checkpoint/rank_file.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
+#include "runtime/watchdog.hpp"
 #include "telemetry/writer.hpp"
 #include "tensor/device.hpp"
 
@@ -54,6 +56,8 @@ struct Checkpointer::Job {
   double wait_prev_s = 0, snapshot_s = 0;
   double t_write0 = 0;
   int64_t bytes = 0;
+  int64_t file_bytes = 0;  // the rank file's size and CRC32C, for index.json
+  uint32_t file_crc = 0;
   std::string error;  // this rank's write error
   nlohmann::json entries;
   bool finished = false;
@@ -62,15 +66,25 @@ struct Checkpointer::Job {
 
 namespace {
 // Waits for `r` until `timeout_s` passes; false on timeout (the request is
-// then abandoned and the communicator must not be used again).
-bool wait_for(MPI_Request& r, double timeout_s) {
+// then abandoned and the communicator must not be used again). On a timeout
+// it asks the other ranks whether they are alive (runtime/watchdog.hpp): a
+// rank that does not answer is stopped or dead, and the training collective
+// would wait a second full timeout for it, so the job is aborted now with
+// that rank named. When every rank answers, a slow writer is the cause and
+// only this save fails.
+bool wait_for(MPI_Request& r, double timeout_s, MPI_Comm comm, const char* what) {
   double t0 = wall_time();
   int flag = 0;
   int sleep_us = 50;
+  const std::string doing = std::string("the checkpoint ") + what;
   while (true) {
     ST_MPI_CHECK(MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
     if (flag) return true;
-    if (wall_time() - t0 > timeout_s) return false;
+    watchdog::poll(doing);
+    if (wall_time() - t0 > timeout_s) {
+      watchdog::on_timeout(comm, doing, "checkpoint", timeout_s, false);  // aborts if one is silent
+      return false;
+    }
     ::usleep(sleep_us);
     sleep_us = std::min(sleep_us * 2, 5000);
   }
@@ -261,6 +275,9 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
       };
       jb.entries = ckpt::write_rank_file(path, jb.step, rank_, size_, jb.shards, jb.scalars, jb.rng,
                                          jb.bytes, hook);
+      // The whole file's checksum, so a reader can refuse a damaged file
+      // before HDF5 parses any of it (read back from the page cache).
+      jb.file_crc = crc32c_file(path, jb.file_bytes);
       fsync_dir(jb.tmp_dir);
       hook("written");
     } catch (const std::exception& e) {
@@ -306,7 +323,7 @@ void Checkpointer::finish(Job& j) {
     int mine = j.error.empty() ? INT_MAX : rank_, first_bad = INT_MAX;
     MPI_Request r;
     ST_MPI_CHECK(MPI_Iallreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, comm_, &r));
-    if (!wait_for(r, opt_.timeout_s)) {
+    if (!wait_for(r, opt_.timeout_s, comm_, "commit vote")) {
       timed_out("the commit vote");
       throw 0;
     }
@@ -315,12 +332,14 @@ void Checkpointer::finish(Job& j) {
       nlohmann::json me = {{"rank", rank_},
                            {"file", ckpt::rank_file_name(rank_)},
                            {"bytes", j.bytes},
+                           {"file_bytes", j.file_bytes},
+                           {"file_crc32c", j.file_crc},
                            {"shards", j.entries}};
       std::string buf = me.dump();
       int len = int(buf.size());
       std::vector<int> lens(rank_ == 0 ? size_ : 0), displs(lens.size());
       ST_MPI_CHECK(MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_, &r));
-      if (!wait_for(r, opt_.timeout_s)) {
+      if (!wait_for(r, opt_.timeout_s, comm_, "shard list gather")) {
         timed_out("gathering the shard lists");
         throw 0;
       }
@@ -336,7 +355,7 @@ void Checkpointer::finish(Job& j) {
       }
       ST_MPI_CHECK(MPI_Igatherv(buf.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
                                 MPI_CHAR, 0, comm_, &r));
-      if (!wait_for(r, opt_.timeout_s)) {
+      if (!wait_for(r, opt_.timeout_s, comm_, "shard list gather")) {
         timed_out("gathering the shard lists");
         throw 0;
       }
@@ -350,33 +369,28 @@ void Checkpointer::finish(Job& j) {
           write_file_atomic((fs::path(j.tmp_dir) / "index.json").string(), idx.dump(1));
           if (opt_.test_hook) opt_.test_hook("index_written", j.step);
           std::error_code ec;
-          std::string aside;
-          if (fs::exists(j.final_dir)) {  // re-saving a step: move the old one aside first
-            aside = j.final_dir + ".old.tmp";
-            fs::remove_all(aside, ec);
-            fs::rename(j.final_dir, aside);
+          // A step folder this run did not write (another run's, or one the
+          // resume skipped as damaged) is never overwritten: it is kept
+          // beside the new one under a name the loader ignores.
+          if (fs::exists(j.final_dir)) {
+            const std::string aside = ckpt::keep_aside(j.final_dir);
+            logw("checkpoint step ", j.step, ": ", j.final_dir,
+                 " already existed and was not written by this run; kept it as ", aside);
           }
           fs::rename(j.tmp_dir, j.final_dir);
           fsync_dir(opt_.dir);
           decision = 1;  // the rename is the commit point
-          if (!aside.empty()) fs::remove_all(aside, ec);
           if (opt_.test_hook) opt_.test_hook("renamed", j.step);
           write_file_atomic((fs::path(opt_.dir) / "latest").string(), step_dir_name(j.step) + "\n");
           // Retention: keep the newest keep_last_n committed steps, and always
           // the one just written.
           if (opt_.keep_last_n > 0) {
-            std::vector<std::pair<long, fs::path>> steps;
-            for (const auto& e : fs::directory_iterator(opt_.dir)) {
-              long n = parse_step_dir(e.path().filename().string());
-              if (n >= 0 && e.is_directory()) steps.push_back({n, e.path()});
-            }
-            std::sort(steps.begin(), steps.end());
-            for (size_t i = 0; i + size_t(opt_.keep_last_n) < steps.size(); ++i) {
+            const auto steps = committed_steps(opt_.dir);  // newest first
+            for (size_t i = size_t(opt_.keep_last_n); i < steps.size(); ++i) {
               if (steps[i].first == j.step) continue;
               fs::remove_all(steps[i].second, ec);
               if (ec)
-                logw("checkpoint retention: cannot remove ", steps[i].second.string(), ": ",
-                     ec.message());
+                logw("checkpoint retention: cannot remove ", steps[i].second, ": ", ec.message());
             }
           }
         } catch (const std::exception& e) {
@@ -396,7 +410,7 @@ void Checkpointer::finish(Job& j) {
       fs::remove_all(j.tmp_dir, ec);
     }
     ST_MPI_CHECK(MPI_Ibcast(&decision, 1, MPI_INT, 0, comm_, &r));
-    if (!wait_for(r, opt_.timeout_s)) {
+    if (!wait_for(r, opt_.timeout_s, comm_, "commit decision")) {
       timed_out("the commit decision from rank 0");
       throw 0;
     }

@@ -2,7 +2,12 @@
 #include "checkpoint/crc32c.hpp"
 
 #include <array>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <vector>
+
+#include "core/error.hpp"
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
@@ -56,5 +61,22 @@ uint32_t crc32c_update(uint32_t crc, const void* data, size_t n) {
   if (have_hw()) return ~hw_update(c, p, n);
 #endif
   return ~sw_update(c, p, n);
+}
+
+uint32_t crc32c_file(const std::string& path, int64_t& size) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw Error("cannot read '" + path + "': " + std::strerror(errno));
+  std::vector<char> buf(size_t(16) << 20);
+  uint32_t crc = 0;
+  size = 0;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
+    crc = crc32c_update(crc, buf.data(), n);
+    size += int64_t(n);
+  }
+  const bool bad = std::ferror(f) != 0;
+  std::fclose(f);
+  if (bad) throw Error("reading '" + path + "' failed");
+  return crc;
 }
 }  // namespace st

@@ -5,8 +5,12 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace st {
 uint32_t crc32c_update(uint32_t crc, const void* data, size_t n);
 inline uint32_t crc32c(const void* data, size_t n) { return crc32c_update(0, data, n); }
+// CRC32C of a whole file, read in 16 MiB pieces; `size` gets its length.
+// Throws st::Error naming the file when it cannot be read.
+uint32_t crc32c_file(const std::string& path, int64_t& size);
 }  // namespace st

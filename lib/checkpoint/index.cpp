@@ -20,7 +20,11 @@ nlohmann::json build_index(const std::vector<nlohmann::json>& ranks, long step,
   json files = json::array();
   int64_t total = 0;
   for (const auto& r : ranks) {
-    files.push_back({{"rank", r["rank"]}, {"file", r["file"]}, {"bytes", r["bytes"]}});
+    files.push_back({{"rank", r["rank"]},
+                     {"file", r["file"]},
+                     {"bytes", r["bytes"]},
+                     {"file_bytes", r["file_bytes"]},
+                     {"file_crc32c", r["file_crc32c"]}});
     total += r["bytes"].get<int64_t>();
     for (const auto& s : r["shards"]) {
       const std::string name = s["name"];

@@ -1,6 +1,9 @@
 // Internal: builds and checks index.json (rank 0, at commit) from every
-// rank's shard entries. Format: docs/checkpoint-format.md.
+// rank's shard entries, and reads it back into typed structs, checked field
+// by field (index_read.cpp). Format: docs/checkpoint-format.md.
 #pragma once
+#include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -15,5 +18,40 @@ nlohmann::json build_index(const std::vector<nlohmann::json>& ranks, long step,
                            const nlohmann::json& layout, const nlohmann::json& scalars);
 
 int64_t numel(const std::vector<int64_t>& shape);
+
+using Dims = std::vector<int64_t>;
+
+struct IndexShard {
+  std::string file;  // one of Index::files
+  int rank = 0;      // the rank that wrote `file`
+  Dims offset, shape;
+  uint32_t checksum = 0;
+};
+struct IndexTensor {
+  Dims global_shape;
+  std::vector<IndexShard> shards;
+};
+struct IndexRankFile {
+  int rank = 0;
+  std::string file;  // always rank_file_name(rank)
+  int64_t bytes = 0;       // tensor bytes in it
+  int64_t file_bytes = 0;  // the file's size
+  uint32_t file_crc = 0;   // CRC32C of the whole file
+};
+struct Index {
+  std::string path;  // .../index.json, for messages
+  long step = 0;
+  int world_size = 0;
+  nlohmann::json layout = nlohmann::json::object();
+  nlohmann::json scalars = nlohmann::json::object();
+  std::vector<IndexRankFile> files;  // one per rank
+  std::map<std::string, IndexTensor> tensors;
+};
+
+// Reads <step_dir>/index.json and checks every field's type and range, every
+// shard's box against its tensor, file names against ranks, and `step`
+// against the folder name (step_N). Throws UsageError naming the file and
+// the field (and the value found) on the first problem.
+Index read_index(const std::string& step_dir);
 
 }  // namespace st::ckpt

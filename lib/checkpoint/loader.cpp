@@ -21,48 +21,28 @@ using Dims = std::vector<int64_t>;
 namespace st {
 namespace {
 
-json read_index(const std::string& step_dir) {
-  std::string path = (fs::path(step_dir) / "index.json").string();
-  json idx;
-  try {
-    idx = json::parse(read_file(path));
-  } catch (const std::exception& e) {
-    throw Error("'" + path + "': cannot read or parse: " + e.what());
-  }
-  if (idx.value("format", "") != ckpt::kFormat)
-    throw Error("'" + path + "': format is '" + idx.value("format", "") + "', expected '" +
-                ckpt::kFormat + "'");
-  return idx;
+// A rank file belongs to the index that names it: same format, step, rank
+// and world size in its root attributes (docs/checkpoint-format.md).
+void check_binding(hid_t f, const ckpt::Index& idx, int rank) {
+  auto one = [&](const char* a) {
+    auto v = h5::read_attr_i64(f, a);
+    if (v.size() != 1)
+      throw Error(detail::cat("root attribute '", a, "' has ", v.size(), " values, expected 1"));
+    return v[0];
+  };
+  const std::string format = h5::read_attr_str(f, "format");
+  if (format != ckpt::kFormat)
+    throw Error("format is '" + format + "', expected '" + ckpt::kFormat + "'");
+  const int64_t step = one("step"), r = one("rank"), world = one("world_size");
+  if (step != idx.step)
+    throw Error(detail::cat("this file was written at step ", step, " but '", idx.path,
+                            "' is step ", idx.step, " (a rank file of another step)"));
+  if (r != rank || world != idx.world_size)
+    throw Error(detail::cat("this file is rank ", r, " of ", world, " but '", idx.path,
+                            "' lists it as rank ", rank, " of ", idx.world_size));
 }
 
 std::vector<hsize_t> hs(const Dims& d) { return {d.begin(), d.end()}; }
-
-// Reads rows [r0, r1) of dimension 0 of a float dataset into buf.
-void read_rows(hid_t d, const Dims& shape, int64_t r0, int64_t r1, float* buf) {
-  Dims start(shape.size(), 0), count = shape;
-  start[0] = r0;
-  count[0] = r1 - r0;
-  h5::Handle fsp(ST_HDF5_CHECK(H5Dget_space(d)));
-  auto s = hs(start), c = hs(count);
-  ST_HDF5_CHECK(H5Sselect_hyperslab(fsp, H5S_SELECT_SET, s.data(), nullptr, c.data(), nullptr));
-  h5::Handle msp(ST_HDF5_CHECK(H5Screate_simple(int(c.size()), c.data(), nullptr)));
-  ST_HDF5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, buf));
-}
-
-// CRC32C of a whole float dataset, read in blocks of rows (bounded memory).
-uint32_t dataset_crc(hid_t d, const Dims& shape, std::vector<float>& buf) {
-  int64_t row = 1;
-  for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
-  int64_t rows_per = std::max<int64_t>(1, (int64_t(16) << 20) / std::max<int64_t>(row, 1));
-  uint32_t crc = 0;
-  for (int64_t r = 0; r < shape[0]; r += rows_per) {
-    int64_t r1 = std::min(shape[0], r + rows_per);
-    buf.resize(size_t((r1 - r) * row));
-    if (!buf.empty()) read_rows(d, shape, r, r1, buf.data());
-    crc = crc32c_update(crc, buf.data(), buf.size() * sizeof(float));
-  }
-  return crc;
-}
 
 std::vector<uint8_t> read_meta(hid_t f, const std::string& path, const char* name) {
   try {
@@ -126,42 +106,57 @@ std::vector<std::pair<int64_t, int64_t>> flat_runs(const Dims& gshape, const Dim
 
 std::string verify_checkpoint(const std::string& step_dir, const VerifyOptions& o) {
   h5::quiet_errors();
-  json idx;
+  ckpt::Index idx;
   try {
-    idx = read_index(step_dir);
+    idx = ckpt::read_index(step_dir);
   } catch (const std::exception& e) {
     return e.what();
   }
-  std::map<std::string, std::vector<std::pair<std::string, json>>> by_file;
-  for (auto& [name, t] : idx["tensors"].items())
-    for (auto& s : t["shards"]) by_file[s["file"]].push_back({name, s});
-  std::vector<float> buf;
-  const auto& files = idx["files"];
-  for (size_t i = 0; i < files.size(); ++i) {
+  std::map<std::string, std::vector<std::pair<std::string, const ckpt::IndexShard*>>> by_file;
+  for (const auto& [name, t] : idx.tensors)
+    for (const auto& s : t.shards) by_file[s.file].push_back({name, &s});
+  for (size_t i = 0; i < idx.files.size(); ++i) {
     if (int(i % size_t(std::max(1, o.nparts))) != o.part) continue;
-    std::string fname = files[i]["file"];
-    std::string path = (fs::path(step_dir) / fname).string();
-    if (!fs::exists(path)) return "'" + path + "': missing";
+    const auto& rf = idx.files[i];
+    std::string path = (fs::path(step_dir) / rf.file).string();
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return "'" + path + "': missing";
+    if (!fs::is_regular_file(path, ec)) return "'" + path + "': not a regular file";
+    // The whole file against index.json before HDF5 parses any of it: a
+    // damaged or swapped file never reaches the HDF5 library's parser.
+    const int64_t size = int64_t(fs::file_size(path, ec));
+    if (ec || size != rf.file_bytes)
+      return detail::cat("'", path, "': ", size, " bytes but index.json says ", rf.file_bytes,
+                         " (truncated or changed)");
+    if (o.checksums) {
+      int64_t n = 0;
+      uint32_t crc = 0;
+      try {
+        crc = crc32c_file(path, n);
+      } catch (const std::exception& e) {
+        return e.what();
+      }
+      if (crc != rf.file_crc || n != rf.file_bytes)
+        return detail::cat("'", path, "': file checksum mismatch: index.json says ", rf.file_crc,
+                           ", data ", crc, " (the file was damaged, or is another checkpoint's)");
+    }
     std::string ds;
     try {
       h5::Handle f = h5::open_file_readonly(path);
-      for (auto& [name, s] : by_file[fname]) {
+      check_binding(f, idx, rf.rank);
+      for (const auto& entry : by_file[rf.file]) {  // (clang 14 cannot capture bindings)
+        const std::string& name = entry.first;
+        const ckpt::IndexShard* s = entry.second;
         ds = name;
         h5::Handle d(ST_HDF5_CHECK(H5Dopen2(f, name.c_str(), H5P_DEFAULT)));
         Dims shape = h5::dataset_shape(d);
-        if (shape != s["shape"].get<Dims>())
+        if (shape != s->shape)
           throw Error(detail::cat("shape ", json(shape).dump(), " but index.json says ",
-                                  s["shape"].dump()));
+                                  json(s->shape).dump()));
         uint32_t stored = h5::read_attr_u32(d, "checksum");
-        if (stored != s["checksum"].get<uint32_t>())
+        if (stored != s->checksum)
           throw Error(
-              detail::cat("checksum attribute ", stored, " but index.json says ", s["checksum"]));
-        if (o.checksums) {
-          uint32_t got = dataset_crc(d, shape, buf);
-          if (got != stored)
-            throw Error(detail::cat("checksum mismatch: stored ", stored, ", data ", got,
-                                    " (corrupt data)"));
-        }
+              detail::cat("checksum attribute ", stored, " but index.json says ", s->checksum));
       }
       ds.clear();
       if (o.checksums) {
@@ -177,14 +172,7 @@ std::string verify_checkpoint(const std::string& step_dir, const VerifyOptions& 
 
 std::optional<std::string> find_latest_good(const std::string& dir, const VerifyOptions& o,
                                             std::vector<std::string>* rejected) {
-  std::vector<std::pair<long, std::string>> steps;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    long n = parse_step_dir(it->path().filename().string());  // *.tmp never parses
-    if (n >= 0 && it->is_directory()) steps.push_back({n, it->path().string()});
-  }
-  std::sort(steps.rbegin(), steps.rend());
+  const auto steps = committed_steps(dir);
   std::string latest;
   try {
     latest = read_file((fs::path(dir) / "latest").string());
@@ -206,41 +194,61 @@ std::optional<std::string> find_latest_good(const std::string& dir, const Verify
 LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int rank) {
   h5::quiet_errors();
   double t0 = wall_time();
-  json idx = read_index(step_dir);
+  const ckpt::Index idx = ckpt::read_index(step_dir);
   LoadResult r;
   r.path = step_dir;
-  r.step = idx["step"];
-  r.saved_world_size = idx["world_size"];
-  r.layout = idx["layout"];
-  r.scalars = idx["scalars"];
-  const json& tensors = idx["tensors"];
+  r.step = idx.step;
+  r.saved_world_size = idx.world_size;
+  r.layout = idx.layout;
+  r.scalars = idx.scalars;
   std::vector<std::string> names;
-  for (auto& [n, t] : tensors.items()) names.push_back(n);
+  for (const auto& [n, t] : idx.tensors) names.push_back(n);
 
   std::map<std::string, h5::Handle> files;
-  auto file = [&](const std::string& f) -> hid_t {
+  auto file = [&](const std::string& f, int frank) -> hid_t {
     auto it = files.find(f);
-    if (it == files.end())
-      it = files.emplace(f, h5::open_file_readonly((fs::path(step_dir) / f).string())).first;
+    if (it == files.end()) {
+      const std::string path = (fs::path(step_dir) / f).string();
+      std::error_code ec;
+      if (!fs::is_regular_file(path, ec)) throw Error("missing or not a regular file");
+      for (const auto& rf : idx.files)
+        if (rf.file == f && int64_t(fs::file_size(path, ec)) != rf.file_bytes)
+          throw Error(detail::cat("size ", fs::file_size(path, ec), " bytes but index.json says ",
+                                  rf.file_bytes, " (truncated or changed)"));
+      h5::Handle h = h5::open_file_readonly(path);
+      check_binding(h, idx, frank);
+      it = files.emplace(f, std::move(h)).first;
+    }
     return it->second;
+  };
+  // Opens a saved shard's dataset and checks its shape against the index.
+  auto open_shard = [&](const ckpt::IndexShard& s, const std::string& name) {
+    h5::Handle d(ST_HDF5_CHECK(H5Dopen2(file(s.file, s.rank), name.c_str(), H5P_DEFAULT)));
+    const Dims shape = h5::dataset_shape(d);
+    if (shape != s.shape)
+      throw Error(
+          detail::cat("shape ", json(shape).dump(), " but index.json says ", json(s.shape).dump()));
+    return d;
   };
 
   for (ShardView& w : want) {
-    if (!tensors.contains(w.name)) {
+    auto found = idx.tensors.find(w.name);
+    if (found == idx.tensors.end()) {
       std::string c = closest(w.name, names);
       throw UsageError("checkpoint '" + step_dir + "' has no tensor '" + w.name + "'" +
                        (c.empty() ? "" : " (did you mean '" + c + "'?)"));
     }
-    const json& t = tensors[w.name];
-    Dims gs = t["global_shape"];
+    const ckpt::IndexTensor& t = found->second;
+    const Dims& gs = t.global_shape;
     bool same = gs == w.global_shape;
     ST_USAGE_CHECK(same || ckpt::numel(gs) == ckpt::numel(w.global_shape), "checkpoint tensor '",
                    w.name, "' has global shape ", json(gs).dump(), "; cannot load it as ",
                    json(w.global_shape).dump());
     int64_t covered = 0;
-    for (const json& s : t["shards"]) {
-      std::string fname = s["file"];
-      Dims soff = s["offset"], sshape = s["shape"];
+    for (const ckpt::IndexShard& s : t.shards) {
+      const std::string& fname = s.file;
+      const Dims& soff = s.offset;
+      const Dims& sshape = s.shape;
       try {
         if (same) {
           size_t nd = gs.size();
@@ -253,7 +261,7 @@ LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int r
             empty |= cnt[i] <= 0;
           }
           if (empty) continue;
-          h5::Handle d(ST_HDF5_CHECK(H5Dopen2(file(fname), w.name.c_str(), H5P_DEFAULT)));
+          h5::Handle d = open_shard(s, w.name);
           h5::Handle fsp(ST_HDF5_CHECK(H5Dget_space(d)));
           Dims fs0(nd), ms0(nd);
           for (size_t i = 0; i < nd; ++i) {
@@ -278,23 +286,22 @@ LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int r
               crc = crc32c_update(crc, w.data + ravel(g, w.shape),
                                   size_t(sshape.back()) * sizeof(float));
             });
-            if (crc != s["checksum"].get<uint32_t>())
-              throw Error(detail::cat("checksum mismatch: index.json says ", s["checksum"],
-                                      ", data ", crc));
+            if (crc != s.checksum)
+              throw Error(
+                  detail::cat("checksum mismatch: index.json says ", s.checksum, ", data ", crc));
             r.datasets_verified++;
           }
         } else {
           // Different shapes, same element count: match flat row-major ranges.
+          if (ckpt::numel(sshape) == 0) continue;
+          h5::Handle d = open_shard(s, w.name);  // its shape bounds the runs below
           auto wr = flat_runs(w.global_shape, w.offset, w.shape, true);
           auto sr = flat_runs(gs, soff, sshape, false);
-          h5::Handle d;
           size_t i = 0, k = 0;
           while (i < wr.size() && k < sr.size()) {
             int64_t a = std::max(wr[i].first, sr[k].first),
                     b = std::min(wr[i].second, sr[k].second);
             if (a < b) {
-              if (!d.valid())
-                d = h5::Handle(ST_HDF5_CHECK(H5Dopen2(file(fname), w.name.c_str(), H5P_DEFAULT)));
               Dims src = unravel(a, gs), dst = unravel(a, w.global_shape);
               for (size_t q = 0; q < src.size(); ++q) src[q] -= soff[q];
               for (size_t q = 0; q < dst.size(); ++q) dst[q] -= w.offset[q];
@@ -330,9 +337,19 @@ LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int r
   if (rank >= 0 && rank < r.saved_world_size) {
     std::string fname = ckpt::rank_file_name(rank);
     std::string path = (fs::path(step_dir) / fname).string();
-    hid_t f = file(fname);
+    hid_t f;
+    try {
+      f = file(fname, rank);
+    } catch (const std::exception& e) {
+      throw Error("'" + path + "': " + e.what());
+    }
     auto sc = read_meta(f, path, ckpt::kScalarsDataset);
-    r.rank_scalars = json::parse(std::string(sc.begin(), sc.end()));
+    try {
+      r.rank_scalars = json::parse(std::string(sc.begin(), sc.end()));
+    } catch (const json::exception& e) {
+      throw Error("'" + path + "', dataset '" + ckpt::kScalarsDataset +
+                  "': not valid JSON: " + e.what());
+    }
     r.rng = read_meta(f, path, ckpt::kRngDataset);
   }
   r.seconds = wall_time() - t0;

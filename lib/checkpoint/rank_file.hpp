@@ -9,7 +9,10 @@
 
 namespace st::ckpt {
 
-inline constexpr const char* kFormat = "scaletrain.checkpoint/1";
+// /2: index.json carries each rank file's size and CRC32C (checked before
+// HDF5 parses the file). /1 indexes had neither and are refused by name.
+inline constexpr const char* kFormat = "scaletrain.checkpoint/2";
+inline constexpr const char* kFormatV1 = "scaletrain.checkpoint/1";
 inline constexpr const char* kScalarsDataset = "_meta/scalars.json";
 inline constexpr const char* kRngDataset = "_meta/rng";
 
@@ -32,5 +35,9 @@ nlohmann::json write_rank_file(const std::string& path, long step, int rank, int
                                const std::function<void(const std::string&)>& hook);
 
 void fsync_path(const std::string& path);  // throws Error naming the file
+
+// Renames an existing step folder to the first free `<step_dir>.replaced-N`
+// (a name the loader and retention never touch) and returns that path.
+std::string keep_aside(const std::string& step_dir);
 
 }  // namespace st::ckpt

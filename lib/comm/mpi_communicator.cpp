@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
+#include "runtime/watchdog.hpp"
 
 namespace st {
 
@@ -209,11 +210,10 @@ void MpiCommunicator::wait_request(MPI_Request* req, const char* what) {
     ST_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
     if (done) return;
     if ((++spins & 1023) == 0) {
-      if (wall_time() - t0 > timeout_s_) {
-        logw("timeout: ", what, " on group '", name_, "' (rank ", rank_, " of ", size_,
-             ") waited more than ", timeout_s_, " s; a peer is dead or stuck. Aborting the job.");
-        MPI_Abort(MPI_COMM_WORLD, 1);
-      }
+      const std::string doing = std::string(what) + " on group '" + name_ + "'";
+      watchdog::poll(doing);  // answer peers that ask whether this rank is alive
+      // Name the member that is stuck, not only the one that waited.
+      if (wall_time() - t0 > timeout_s_) watchdog::on_timeout(comm_, what, name_, timeout_s_, true);
     }
     sched_yield();
   }

@@ -287,6 +287,11 @@ void set_value(const Key& k, Config& cfg, const std::string& raw, const std::str
       return;
     }
     case Type::String:
+      // Strings land in run.json, telemetry and reports, which are UTF-8.
+      if (const size_t at = utf8_invalid_at(raw); at != std::string::npos)
+        throw UsageError(k.full() + ": '" + escape_bytes(raw) + "' is not valid UTF-8 (byte " +
+                         std::to_string(at) + "); it is recorded in run.json and telemetry, " +
+                         "which are UTF-8 JSON" + in_where(where));
       *static_cast<std::string*>(p) = raw;
       return;
     case Type::Enum: {

@@ -19,6 +19,16 @@ void write_file_atomic(const std::string& path, const std::string& text);  // tm
 void fsync_dir(const std::string& dir);
 std::string human_bytes(double bytes);
 std::vector<std::string> split(const std::string& s, char sep);
+// Byte offset of the first byte that is not part of valid UTF-8 (overlong
+// forms, surrogates and code points above U+10FFFF are invalid), or
+// std::string::npos when `s` is valid.
+size_t utf8_invalid_at(const std::string& s);
+// `s` with every byte outside printable ASCII written as \xNN, for messages.
+std::string escape_bytes(const std::string& s);
+// main() of a docs generator (docs/config.md, docs/telemetry.md): writes
+// `text` to the file named by argv[1] (atomically), or to stdout without
+// one. Returns the exit status; errors are printed prefixed with `prog`.
+int write_generated_doc(int argc, char** argv, const char* prog, const std::string& text);
 // One CSV line into fields: commas inside double quotes do not split, the
 // quotes themselves and a trailing '\r' are dropped.
 std::vector<std::string> split_csv_line(const std::string& line);

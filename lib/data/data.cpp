@@ -23,6 +23,14 @@ uint64_t splitmix64(uint64_t& state) {
 }
 
 namespace {
+std::string file_kind(mode_t m) {
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISDIR(m)) return "a folder";
+  if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "a special file";
+}
+
 uint64_t mix(uint64_t seed, uint64_t index) {
   uint64_t s = seed * 0x632BE59BD9B4E019ull ^ (index + 0x9E3779B97F4A7C15ull);
   return splitmix64(s);
@@ -52,8 +60,15 @@ class FileSource final : public TokenSource {
     if (dtype != "uint16" && dtype != "uint32")
       throw UsageError("data.dtype: '" + dtype + "' is not valid; choose uint16 or uint32");
     width_ = dtype == "uint16" ? 2 : 4;
+    // A FIFO, device or folder would block open() or fail mmap(): only a
+    // regular file can be a token file.
+    struct stat st0;
+    if (::stat(path.c_str(), &st0) == 0 && !S_ISREG(st0.st_mode))
+      throw UsageError("data.path: '" + path + "' is " + file_kind(st0.st_mode) +
+                       ", not a regular file (the token file is memory-mapped; make one with "
+                       "scaletrain-tokenize)");
     check_sidecar(dtype, vocab);
-    int fd = ::open(path.c_str(), O_RDONLY);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
       throw UsageError("data.path: cannot open token file '" + path + "': " + std::strerror(errno) +
                        " (make one with scaletrain-tokenize, or set data.source=synthetic)");
@@ -109,23 +124,49 @@ class FileSource final : public TokenSource {
     if (width_ == 2) return static_cast<const uint16_t*>(map_)[i];
     return static_cast<const uint32_t*>(map_)[i];
   }
+  // The sidecar `<file>.json` (docs/data.md): every field optional, each of
+  // its type and range, checked against the config.
   void check_sidecar(const std::string& dtype, int vocab) {
-    std::string side = path_ + ".json";
-    if (::access(side.c_str(), R_OK) != 0) return;
+    const std::string side = path_ + ".json";
+    struct stat sb;
+    if (::stat(side.c_str(), &sb) != 0) return;
+    if (!S_ISREG(sb.st_mode))
+      throw UsageError("data.path: sidecar '" + side + "' is " + file_kind(sb.st_mode) +
+                       ", not a regular file");
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(read_file(side));
     } catch (const nlohmann::json::exception& e) {
       throw UsageError("data.path: sidecar '" + side + "' is not valid JSON: " + e.what());
     }
-    if (j.contains("dtype") && j["dtype"] != dtype)
-      throw UsageError("data.dtype: '" + dtype + "' but '" + side + "' says the file is " +
-                       j["dtype"].get<std::string>() + "; set data.dtype=" +
-                       j["dtype"].get<std::string>());
-    if (j.contains("vocab_size") && j["vocab_size"].get<int>() > vocab)
-      throw UsageError("model.vocab_size: " + std::to_string(vocab) + " but token file '" + path_ +
-                       "' uses a vocabulary of " + std::to_string(j["vocab_size"].get<int>()));
-    if (j.contains("n_tokens")) expected_tokens_ = j["n_tokens"].get<int64_t>();
+    auto bad = [&](const std::string& field, const std::string& valid, const nlohmann::json& got) {
+      std::string g = got.dump();
+      if (g.size() > 60) g = g.substr(0, 57) + "...";
+      return UsageError("data.path: sidecar '" + side + "': field '" + field + "' must be " +
+                        valid + ", got " + g);
+    };
+    if (!j.is_object()) throw bad("<document>", "a JSON object", j);
+    if (auto it = j.find("dtype"); it != j.end()) {
+      if (!it->is_string() || (*it != "uint16" && *it != "uint32"))
+        throw bad("dtype", "\"uint16\" or \"uint32\"", *it);
+      const std::string sd = it->get<std::string>();
+      if (sd != dtype)
+        throw UsageError("data.dtype: '" + dtype + "' but '" + side + "' says the file is " + sd +
+                         "; set data.dtype=" + sd);
+    }
+    if (auto it = j.find("vocab_size"); it != j.end()) {
+      if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > (1ll << 32))
+        throw bad("vocab_size", "an integer in [1, 2^32]", *it);
+      if (it->get<int64_t>() > vocab)
+        throw UsageError("model.vocab_size: " + std::to_string(vocab) + " but token file '" +
+                         path_ + "' uses a vocabulary of " + std::to_string(it->get<int64_t>()) +
+                         " (its sidecar '" + side + "')");
+    }
+    if (auto it = j.find("n_tokens"); it != j.end()) {
+      if (!it->is_number_integer() || it->get<int64_t>() < 0)
+        throw bad("n_tokens", "a non-negative integer", *it);
+      expected_tokens_ = it->get<int64_t>();
+    }
   }
 
   std::string path_;

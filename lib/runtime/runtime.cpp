@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
+#include "runtime/watchdog.hpp"
 
 namespace st {
 
@@ -33,7 +34,16 @@ int env_int(const char* n, int dflt) {
   }
 }
 std::atomic<int> g_signal{0};
-extern "C" void on_signal(int sig) { g_signal.store(sig); }
+extern "C" void on_signal(int sig) {
+  // A second Ctrl-C while the emergency checkpoint is being written means
+  // "stop now": the default action (the process ends, the save is lost).
+  if (sig == SIGINT && g_signal.load() != 0) {
+    ::signal(SIGINT, SIG_DFL);
+    ::raise(SIGINT);
+    return;
+  }
+  g_signal.store(sig);
+}
 }  // namespace
 
 Runtime::Runtime(int* argc, char*** argv) {
@@ -71,6 +81,10 @@ Runtime::Runtime(int* argc, char*** argv) {
   }
   num_nodes_ = int(hosts_.size());
   node_index_ = int(idx[host_]);
+  std::vector<std::string> host_of(static_cast<size_t>(size_));
+  for (const auto& [h, ranks] : hosts_)
+    for (int r : ranks) host_of[size_t(r)] = h;
+  watchdog::init(MPI_COMM_WORLD, std::move(host_of));
 
   if (auto j = env("SLURM_JOB_ID")) {
     slurm_.job_id = *j;
@@ -114,6 +128,7 @@ void install_signal_handlers() {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
 }
 
 int pending_signal() { return g_signal.load(); }

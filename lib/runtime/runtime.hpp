@@ -51,8 +51,11 @@ class Runtime {
   std::vector<std::pair<std::string, std::vector<int>>> hosts_;
 };
 
-// SIGTERM / SIGUSR1 (as Slurm sends before preemption) set a flag the loop
-// polls; the loop then checkpoints and exits with kExitPreempted.
+// SIGTERM / SIGUSR1 (as Slurm sends before preemption) and SIGINT (Ctrl-C of
+// a rank run without a launcher) set a flag the loop polls; the loop then
+// checkpoints and exits with kExitPreempted. A second SIGINT ends the process
+// at once. mpirun does not forward TERM or INT to the ranks (it kills them):
+// send it USR1, or use scripts/launch.sh (docs/signals.md).
 void install_signal_handlers();
 int pending_signal();  // 0 if none
 const char* signal_name(int sig);

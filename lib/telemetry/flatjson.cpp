@@ -3,6 +3,9 @@
 
 #include <cctype>
 #include <charconv>
+#include <string>
+
+#include "core/util.hpp"
 
 namespace st::telemetry::flat {
 namespace {
@@ -22,13 +25,22 @@ struct Scanner {
   bool string(std::string_view& out) {
     if (i >= s.size() || s[i] != '"') return fail("expected '\"'");
     size_t b = ++i;
+    bool high = false;  // a byte >= 0x80: the span must be valid UTF-8
     while (i < s.size()) {
       char c = s[i];
       if (c == '"') {
         out = s.substr(b, i - b);
+        if (high) {
+          const size_t at = utf8_invalid_at(std::string(out));
+          if (at != std::string::npos) {
+            i = b + at;
+            return fail("invalid UTF-8 in string");
+          }
+        }
         ++i;
         return true;
       }
+      high |= static_cast<unsigned char>(c) >= 0x80;
       if (static_cast<unsigned char>(c) < 0x20) return fail("control character in string");
       if (c == '\\') {
         if (++i >= s.size()) break;

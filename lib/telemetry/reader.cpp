@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <thread>
 
@@ -166,7 +167,25 @@ std::string fill_step(const std::vector<flat::Member>& ms, StepRecord& r) {
   if (!have_step_s) return "missing required field 'step_s'";
   if (!have_tokens) return "missing required field 'tokens'";
   if (r.step < 0) return "field 'step': negative value " + std::to_string(r.step);
-  if (!(r.step_s >= 0)) return "field 'step_s': negative or NaN value";
+  // Durations and counts are never negative; a negative one is a damaged or
+  // hand-made record, and would bend every share and sum computed from it.
+  const std::pair<const char*, double> times[] = {{"step_s", r.step_s},
+                                                  {"data_s", r.data_s},
+                                                  {"fwd_s", r.fwd_s},
+                                                  {"bwd_s", r.bwd_s},
+                                                  {"optim_s", r.optim_s},
+                                                  {"comm_s", r.comm_s},
+                                                  {"comm_exposed_s", r.comm_exposed_s},
+                                                  {"ckpt_stall_s", r.ckpt_stall_s}};
+  for (const auto& [name, v] : times)
+    if (!(v >= 0) || std::isinf(v))
+      return std::string("field '") + name + "': must be a finite duration >= 0 s, got " +
+             std::to_string(v);
+  const std::pair<const char*, int64_t> counts[] = {{"tokens", r.tokens},
+                                                    {"global_tokens", r.global_tokens},
+                                                    {"mem_peak_bytes", r.mem_peak_bytes}};
+  for (const auto& [name, v] : counts)
+    if (v < 0) return std::string("field '") + name + "': must be >= 0, got " + std::to_string(v);
   return "";
 }
 
@@ -187,7 +206,7 @@ bool get_to(const nlohmann::json& j, const char* key, T& out, bool required,
   }
   try {
     if constexpr (std::is_integral_v<T>) {
-      if (!it->is_number_integer()) throw std::runtime_error("");
+      if (!it->is_number_integer() || !detail::fits<T>(*it)) throw std::runtime_error("");
     } else if constexpr (std::is_floating_point_v<T>) {
       if (!it->is_number()) throw std::runtime_error("");
     } else {
@@ -216,6 +235,7 @@ void parse_header(const nlohmann::json& j, RankTelemetry& rt) {
                         std::to_string(kSchemaMajor));
     return;
   }
+  get_to(j, "run_id", h.run_id, false, w, rt.errors);
   get_to(j, "rank", h.rank, true, w, rt.errors);
   get_to(j, "world_size", h.world_size, true, w, rt.errors);
   get_to(j, "host", h.host, true, w, rt.errors);
@@ -238,7 +258,7 @@ void parse_header(const nlohmann::json& j, RankTelemetry& rt) {
       // group sizes must be integers.
       const bool size_key = dim == "dp" || dim == "tp" || dim == "pp" || dim == "cp";
       if (mesh && !size_key) continue;
-      if (!v.is_number_integer())
+      if (!v.is_number_integer() || !detail::fits<int>(v))
         rt.errors.push_back(w + ": field '" + k + "." + dim + "': expected an integer, got " +
                             v.dump());
       else
@@ -378,6 +398,23 @@ RunTelemetry read_run(const std::string& dir, int threads) {
   run.info = read_run_json(rj, run.errors);
   if (!run.errors.empty()) return run;
   const int n = run.info.world_size;
+  // A world size far beyond the rank files present is a damaged run.json,
+  // not thousands of missing ranks: say so once.
+  {
+    int present = 0;
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(dir + "/telemetry", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      const std::string f = it->path().filename().string();
+      if (f.rfind("rank_", 0) == 0 && f.size() > 6 && f.substr(f.size() - 6) == ".jsonl") ++present;
+    }
+    if (n > std::max(2 * present, present + 64)) {
+      run.errors.push_back(rj + ": field 'world_size': " + std::to_string(n) + " ranks, but " +
+                           dir + "/telemetry holds " + std::to_string(present) +
+                           " rank file(s); this run.json does not describe these files");
+      return run;
+    }
+  }
   run.ranks.resize(n);
   std::vector<std::string> paths(n);
   for (int r = 0; r < n; ++r) {
@@ -407,6 +444,17 @@ RunTelemetry read_run(const std::string& dir, int threads) {
         rt.errors.push_back(loc(paths[r], 1) + ": field 'rank': header says " +
                             std::to_string(rt.header.rank) + " in the file of rank " +
                             std::to_string(r));
+      // A rank file of another run (copied, or a folder reused by hand).
+      if (rt.ok() && !rt.header.run_id.empty() && !run.info.run_id.empty() &&
+          rt.header.run_id != run.info.run_id)
+        rt.errors.push_back(loc(paths[r], 1) + ": field 'run_id': \"" + rt.header.run_id +
+                            "\" but run.json has \"" + run.info.run_id +
+                            "\": a rank file of another run");
+      else if (rt.ok() && !rt.header.run_name.empty() && !run.info.name.empty() &&
+               rt.header.run_name != run.info.name)
+        rt.errors.push_back(loc(paths[r], 1) + ": field 'run_name': \"" + rt.header.run_name +
+                            "\" but run.json's name is \"" + run.info.name +
+                            "\": a rank file of another run");
       if (rt.ok() && rt.steps.empty()) rt.errors.push_back(paths[r] + ": no step records");
     }
   };

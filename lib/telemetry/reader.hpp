@@ -7,6 +7,7 @@
 // is flagged, never silently dropped. Schema: docs/telemetry.md.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,6 +16,7 @@
 namespace st::telemetry {
 
 inline constexpr int kSchemaMajor = 1;  // "scaletrain.telemetry/1"
+inline constexpr int kMaxWorldSize = 1 << 24;  // run.json world_size above this is refused
 inline constexpr const char* kRunSchemaPrefix = "scaletrain.run/";
 
 // One step of one rank. Times in seconds; absent optional fields are 0,
@@ -38,7 +40,7 @@ struct EventRecord {
 };
 
 struct RankHeader {
-  std::string schema, run_name, host, device, slurm_job_id, start_time;
+  std::string schema, run_id, run_name, host, device, slurm_job_id, start_time;
   int rank = -1, world_size = 0, local_rank = 0, local_size = 0;
   std::map<std::string, int> mesh, coords;
 };
@@ -55,7 +57,7 @@ struct RankTelemetry {
 
 // run.json, the fields the analysis needs (strictly typed; errors name field).
 struct RunInfo {
-  std::string schema, name, git_commit, version;
+  std::string schema, run_id, name, git_commit, version;
   int world_size = 0;
   std::map<std::string, int> mesh;  // dp tp pp cp
   struct Host {
@@ -99,5 +101,17 @@ RunTelemetry read_run(const std::string& dir, int threads = 0);
 
 // Parses the major version of a "scaletrain.telemetry/N" string; -1 if malformed.
 int schema_major(const std::string& schema, const std::string& prefix);
+
+namespace detail {
+// An integer JSON value that T can hold without wrapping (reader and run.json).
+template <typename T>
+bool fits(const nlohmann::json& v) {
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max());
+  const int64_t x = v.get<int64_t>();
+  return x >= int64_t(std::numeric_limits<T>::min()) &&
+         (x < 0 || uint64_t(x) <= uint64_t(std::numeric_limits<T>::max()));
+}
+}  // namespace detail
 
 }  // namespace st::telemetry

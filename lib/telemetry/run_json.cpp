@@ -37,7 +37,7 @@ struct Getter {
     if constexpr (std::is_same_v<T, bool>)
       ok = v->is_boolean();
     else if constexpr (std::is_integral_v<T>)
-      ok = v->is_number_integer();
+      ok = detail::fits<T>(*v);
     else if constexpr (std::is_floating_point_v<T>)
       ok = v->is_number();
     else
@@ -78,13 +78,14 @@ RunInfo read_run_json(const std::string& path, std::vector<std::string>& errors)
   g("name", ri.name, false);
   g("git_commit", ri.git_commit, false);
   g("version", ri.version, false);
+  g("run_id", ri.run_id, false);
   g("world_size", ri.world_size, true);
-  if (errors.size() == before && ri.world_size <= 0)
-    errors.push_back(path + ": field 'world_size': must be positive, got " +
-                     std::to_string(ri.world_size));
+  if (errors.size() == before && (ri.world_size <= 0 || ri.world_size > kMaxWorldSize))
+    errors.push_back(path + ": field 'world_size': must be in [1, " +
+                     std::to_string(kMaxWorldSize) + "], got " + std::to_string(ri.world_size));
   if (auto* m = at_path(ri.raw, "mesh"); m && m->is_object())
     for (auto& [k, v] : m->items())
-      if (v.is_number_integer()) ri.mesh[k] = v.get<int>();
+      if (detail::fits<int>(v)) ri.mesh[k] = v.get<int>();
   if (auto* h = at_path(ri.raw, "hosts"); h) {
     if (!h->is_array()) {
       errors.push_back(path + ": field 'hosts': expected a list, got " + h->dump());
@@ -97,7 +98,7 @@ RunInfo read_run_json(const std::string& path, std::vector<std::string>& errors)
           host.name = e.value("name", e.value("host", std::string()));
           if (auto r = e.find("ranks"); r != e.end() && r->is_array())
             for (auto& x : *r)
-              if (x.is_number_integer()) host.ranks.push_back(x.get<int>());
+              if (detail::fits<int>(x)) host.ranks.push_back(x.get<int>());
         }
         ri.hosts.push_back(host);
       }

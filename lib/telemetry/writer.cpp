@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/util.hpp"
+#include "telemetry/schema.hpp"
 
 namespace st {
 namespace {
@@ -45,6 +46,9 @@ TelemetryWriter::~TelemetryWriter() { close(); }
 
 void TelemetryWriter::write_line(const nlohmann::json& j) {
   if (!f_) return;
+  // Only documented fields are written (schema.cpp; docs/telemetry.md).
+  if (std::string e = telemetry::check_record(j); !e.empty())
+    throw Error(e + " (add it to lib/telemetry/schema.cpp, which documents it)");
   std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   s += '\n';
   std::fwrite(s.data(), 1, s.size(), f_);

@@ -1,5 +1,7 @@
 // Per-rank telemetry writer: JSON Lines, append-only, flushed per record, so
-// a killed run leaves a readable file (schema: docs/telemetry.md).
+// a killed run leaves a readable file (schema: docs/telemetry.md). Every
+// record is checked against the schema (schema.hpp): a field that is not
+// documented there throws st::Error instead of being written.
 #pragma once
 #include <cstdio>
 #include <mutex>

@@ -1,0 +1,359 @@
+// Bad-input rows, part 2: files the programs read or own. Token files and
+// sidecars, checkpoints (a damaged index, an index bound to other files,
+// auto resume that must fall back or refuse, step folders that must never be
+// overwritten), run folders (one job each), and the telemetry that
+// scaletrain-analyze reads. Each row copies the shared fixture run and
+// damages its copy.
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "bad_input.hpp"
+
+namespace fs = std::filesystem;
+
+namespace st::test::bad {
+namespace {
+
+const std::string kStep3 = "/checkpoints/step_00000003", kStep6 = "/checkpoints/step_00000006";
+
+void write_tokens(const std::string& path, size_t n, uint16_t big_at = 0) {
+  std::vector<uint16_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = uint16_t(i % 200);
+  if (big_at) v[big_at] = 300;
+  std::ofstream o(path, std::ios::binary);
+  o.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * 2));
+}
+
+// A copy of the fixture run to damage, at ctx.dir/run.
+std::string run_copy(Ctx& x) {
+  copy_tree(x.fixture, x.dir + "/run");
+  fs::remove(x.dir + "/run/run.lock");
+  return x.dir + "/run";
+}
+
+// Resume (train to step 8) from a damaged copy of the fixture.
+std::string resume(Ctx& x, const std::string& what) {
+  return trainer(2, tiny() + " --set train.steps=8 --set checkpoint.interval=3" +
+                        " --set runtime.cpu_peak_gflops=1 --set checkpoint.resume=" + what +
+                        " --out " + x.dir + "/run");
+}
+
+// Copies files of step 3 over those of step 6 in run folder `r`.
+void step3_into_step6(const std::string& r, std::initializer_list<const char*> files) {
+  for (const char* f : files)
+    fs::copy_file(r + kStep3 + f, r + kStep6 + f, fs::copy_options::overwrite_existing);
+}
+
+// The first shard of the first tensor of an index, to damage.
+nlohmann::json& first_shard(nlohmann::json& j) { return j["tensors"].begin().value()["shards"][0]; }
+
+Case row(std::string name, std::function<std::string(Ctx&)> cmd, std::vector<std::string> expect,
+         int code = 2) {
+  Case c;
+  c.name = std::move(name);
+  c.command = std::move(cmd);
+  c.expect = std::move(expect);
+  c.exit_code = code;
+  return c;
+}
+
+// "" when the snapshot taken before the run still holds.
+std::function<std::string(Ctx&, const RunResult&)> unchanged(const std::string& sub) {
+  return [sub](Ctx& x, const RunResult&) {
+    return slurp(x.dir + "/before.txt") == snapshot(x.dir + sub)
+               ? ""
+               : "files under " + sub + " changed";
+  };
+}
+
+std::vector<Case> data_rows() {
+  const std::string file = " --set data.source=file --set data.path=";
+  auto data = [file](const std::string& path, int ranks = 1) {
+    return trainer(ranks, tiny() + file + path + " --set runtime.cpu_peak_gflops=1");
+  };
+  auto with_sidecar = [](Ctx& x, const std::string& sidecar) {
+    write_tokens(x.dir + "/t.bin", 5000);
+    put(x.dir + "/t.bin.json", sidecar);
+    return x.dir + "/t.bin";
+  };
+  return {
+      row("missing data file", [=](Ctx& x) { return data(x.dir + "/missing.bin", 2); },
+          {"missing.bin"}),
+      row("truncated data file",
+          [=](Ctx& x) {
+            write_tokens(x.dir + "/odd.bin", 5000);
+            std::ofstream(x.dir + "/odd.bin", std::ios::app) << 'x';
+            return data(x.dir + "/odd.bin");
+          },
+          {"odd.bin", "truncated"}),
+      row("data shorter than its sidecar",
+          [=](Ctx& x) {
+            return data(with_sidecar(x, R"({"dtype":"uint16","vocab_size":256,"n_tokens":9000})"));
+          },
+          {"t.bin", "9000"}),
+      row("token id above vocab",
+          [=](Ctx& x) {
+            write_tokens(x.dir + "/big.bin", 5000, 1234);
+            return data(x.dir + "/big.bin");
+          },
+          {"big.bin", "300", "vocab_size"}),
+      row("data.path is a FIFO (would block)",
+          [=](Ctx& x) {
+            ::mkfifo((x.dir + "/fifo.bin").c_str(), 0644);
+            return data(x.dir + "/fifo.bin");
+          },
+          {"fifo.bin", "FIFO", "not a regular file"}),
+      row("data.path is a folder", [=](Ctx& x) { return data(x.dir); }, {"a folder"}),
+      row("sidecar vocab_size is a list",
+          [=](Ctx& x) { return data(with_sidecar(x, R"({"vocab_size":[256]})")); },
+          {"t.bin.json", "vocab_size", "integer", "[256]"}),
+      row("sidecar dtype is a number",
+          [=](Ctx& x) { return data(with_sidecar(x, R"({"dtype":7})")); },
+          {"t.bin.json", "dtype", "\"uint16\" or \"uint32\"", "7"}),
+      row("sidecar n_tokens is a string",
+          [=](Ctx& x) { return data(with_sidecar(x, R"({"n_tokens":"5000"})")); },
+          {"t.bin.json", "n_tokens", "\"5000\""}),
+      row("sidecar is a list", [=](Ctx& x) { return data(with_sidecar(x, "[1, 2]")); },
+          {"t.bin.json", "JSON object"}),
+      row("sidecar is not JSON", [=](Ctx& x) { return data(with_sidecar(x, "{dtype: uint16")); },
+          {"t.bin.json", "not valid JSON"}),
+  };
+}
+
+std::vector<Case> checkpoint_rows() {
+  auto damaged = [](const std::function<void(nlohmann::json&)>& f, const std::string& step) {
+    return [f, step](Ctx& x) {
+      edit_json(run_copy(x) + step + "/index.json", f);
+      return resume(x, x.dir + "/run" + step);
+    };
+  };
+  std::vector<Case> v = {
+      row("index shard offset is []",
+          damaged([](nlohmann::json& j) { first_shard(j)["offset"] = nlohmann::json::array(); },
+                  kStep6),
+          {"step_00000006/index.json", "offset", "got []"}),
+      row("index shard offset is a number where a list is expected",
+          damaged([](nlohmann::json& j) { first_shard(j)["offset"] = 3; }, kStep6),
+          {"index.json", "offset", "expected a list"}),
+      row("index step is a list",
+          damaged([](nlohmann::json& j) { j["step"] = nlohmann::json::array({6}); }, kStep6),
+          {"index.json", "field 'step'", "[6]"}),
+      row("index file name is a number",
+          damaged([](nlohmann::json& j) { j["files"][0]["file"] = 12; }, kStep6),
+          {"index.json", "files[0].file", "expected a string", "12"}),
+      row("index shard names a file of another folder",
+          damaged(
+              [](nlohmann::json& j) { first_shard(j)["file"] = "../step_00000003/rank_00000.h5"; },
+              kStep6),
+          {"index.json", "shards[0].file", "not one of the rank files"}),
+      row("index shards outside the tensor",
+          damaged([](nlohmann::json& j) { first_shard(j)["offset"][0] = 1000000; }, kStep6),
+          {"index.json", "lies outside the global shape"}),
+      row("index copied from another step",
+          [](Ctx& x) {
+            const std::string r = run_copy(x);
+            step3_into_step6(r, {"/index.json"});
+            return resume(x, r + kStep6);
+          },
+          {"step_00000006/index.json", "field 'step' is 3", "the folder is step 6"}),
+      row("index bound to another step's rank files",
+          [](Ctx& x) {
+            const std::string r = run_copy(x);
+            step3_into_step6(r, {"/rank_00000.h5", "/rank_00001.h5"});
+            return resume(x, r + kStep6);
+          },
+          {"step_00000006/rank_00000.h5", "file checksum mismatch", "another checkpoint's"}),
+      row("index re-checksummed for another step's rank files",
+          [](Ctx& x) {
+            // Step 3's files with step 3's sizes and checksums in step 6's
+            // index: only the files' own step attribute can tell.
+            const std::string r = run_copy(x);
+            step3_into_step6(r, {"/rank_00000.h5", "/rank_00001.h5"});
+            const auto files3 = nlohmann::json::parse(slurp(r + kStep3 + "/index.json"))["files"];
+            edit_json(r + kStep6 + "/index.json", [&](nlohmann::json& j) { j["files"] = files3; });
+            return resume(x, r + kStep6);
+          },
+          {"step_00000006/rank_00000.h5", "written at step 3", "index.json' is step 6"}),
+  };
+  // checkpoint.resume=auto: a damaged newest index is named and skipped.
+  Case fb = row(
+      "auto resume falls back past a mistyped index",
+      [](Ctx& x) {
+        edit_json(run_copy(x) + kStep6 + "/index.json",
+                  [](nlohmann::json& j) { j["world_size"] = "2"; });
+        return resume(x, "auto");
+      },
+      {"step_00000006/index.json", "world_size", "\"2\"", "resumed from"}, 0);
+  fb.check = [](Ctx& x, const RunResult& r) {
+    return r.output.find("resumed from " + x.dir + "/run" + kStep3) != std::string::npos
+               ? ""
+               : "did not resume from step 3";
+  };
+  v.push_back(fb);
+  // Every index unreadable, rank files intact: auto must not start over them.
+  Case all = row(
+      "auto resume with every index unreadable refuses",
+      [](Ctx& x) {
+        const std::string r = run_copy(x);
+        put(r + kStep3 + "/index.json", "{");
+        put(r + kStep6 + "/index.json", "[]");
+        put(x.dir + "/before.txt", snapshot(r + "/checkpoints"));
+        return resume(x, "auto");
+      },
+      {"checkpoint.dir", "step_00000006, step_00000003", "not loadable", "nothing was started"});
+  all.check = unchanged("/run/checkpoints");
+  v.push_back(all);
+  Case none = row("resume=none over committed steps refuses",
+                  [](Ctx& x) {
+                    const std::string r = run_copy(x);
+                    put(x.dir + "/before.txt", snapshot(r + "/checkpoints"));
+                    return resume(x, "none");
+                  },
+                  {"checkpoint.dir", "already holds committed checkpoints", "step_00000006"});
+  none.check = unchanged("/run/checkpoints");
+  v.push_back(none);
+  Case older = row(
+      "resume from an older step keeps the newer one beside",
+      [](Ctx& x) { return resume(x, run_copy(x) + kStep3); },
+      {"step_00000006 already existed", "kept it as", "step_00000006.replaced-1"}, 0);
+  older.check = [](Ctx& x, const RunResult&) {
+    const std::string aside = x.dir + "/run" + kStep6 + ".replaced-1";
+    if (!fs::exists(aside + "/rank_00001.h5")) return std::string("the old step 6 is gone");
+    return slurp(aside + "/index.json") == slurp(x.fixture + kStep6 + "/index.json")
+               ? std::string()
+               : std::string("the old step 6 was changed");
+  };
+  v.push_back(older);
+  v.push_back(row("checkpoint.dir cannot be created (noticed at start)",
+                  [](Ctx& x) {
+                    put(x.dir + "/blocker", "a file where a folder should be");
+                    return trainer(2, quick(x.dir + "/run") + " --set checkpoint.dir=" + x.dir +
+                                          "/blocker/ckpt");
+                  },
+                  {"checkpoint.dir", "blocker/ckpt", "cannot create"}));
+  return v;
+}
+
+std::vector<Case> run_folder_rows() {
+  // A second job on a run folder that a first job is using.
+  Case two = row("second job on the same run folder",
+                 [](Ctx& x) {
+                   const std::string out = x.dir + "/run";
+                   auto r = run_cmd(bin() + quick(out) + " --set train.steps=100000 > " + x.dir +
+                                    "/first.log 2>&1 & echo $!");
+                   x.background = std::stoi(r.output);
+                   for (int i = 0; i < 600 && read_series(out, 0, "loss").size() < 2; ++i)
+                     ::usleep(50000);
+                   return trainer(1, quick(out));
+                 },
+                 {"run folder", "/run' is in use by another job", "pid", "runtime.out"});
+  two.check = [](Ctx& x, const RunResult& r) {
+    // The message names the first job; it goes on untouched, then stops
+    // cleanly on SIGUSR1 with its checkpoint.
+    if (r.output.find("pid " + std::to_string(x.background)) == std::string::npos)
+      return std::string("the first job's pid is not named");
+    ::kill(x.background, SIGUSR1);
+    for (int i = 0; i < 600 && ::kill(x.background, 0) == 0; ++i) ::usleep(50000);
+    x.background = 0;
+    const std::string log = slurp(x.dir + "/first.log");
+    return log.find("emergency checkpoint committed") != std::string::npos
+               ? std::string()
+               : "the first job did not end cleanly:\n" + log;
+  };
+  Case utf =
+      row("run name not UTF-8 writes nothing",
+          [](Ctx& x) { return trainer(1, quick(x.dir + "/run") + " --set 'runtime.name=\xc3'"); },
+          {"runtime.name", "not valid UTF-8"});
+  utf.check = [](Ctx& x, const RunResult&) {
+    return fs::exists(x.dir + "/run") ? "the run folder was created" : "";
+  };
+  Case mem = row(
+      "model far beyond this machine's memory",
+      [](Ctx& x) { return trainer(1, quick(x.dir + "/run") + " --set model.preset=llama-70b"); },
+      {"not enough memory", "rank 0 needs about", "bytes", "are available", "parallel.zero_stage"});
+  mem.check = [](Ctx& x, const RunResult&) {
+    return fs::exists(x.dir + "/run/run.json") ? "run.json was written" : "";
+  };
+  return {two, utf, mem};
+}
+
+// scaletrain-analyze on a damaged copy of the fixture's telemetry.
+std::vector<Case> analyze_rows() {
+  auto rank0 = [](const std::string& r) { return r + "/telemetry/rank_00000.jsonl"; };
+  // Replaces field `key` of step `step`'s record in a rank file.
+  auto set_step_field = [](const std::string& path, int step, const std::string& key,
+                           nlohmann::json v) {
+    std::ifstream in(path);
+    std::string line, out;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line);
+      if (j.value("type", "") == "step" && j.value("step", 0) == step) {
+        j[key] = v;
+        line = j.dump();
+      }
+      out += line + "\n";
+    }
+    put(path, out);
+  };
+  auto all_steps = [set_step_field](const std::string& path, const std::string& key,
+                                    nlohmann::json v) {
+    for (int s = 1; s <= 6; ++s) set_step_field(path, s, key, v);
+  };
+  return {
+      row("analyze: negative phase time",
+          [=](Ctx& x) {
+            const std::string r = run_copy(x);
+            set_step_field(rank0(r), 4, "fwd_s", -0.5);
+            return analyze("run " + r + " --no-plots");
+          },
+          {"rank_00000.jsonl:", "field 'fwd_s'", "must be a finite duration >= 0"}),
+      row("analyze: a rank file from another run",
+          [=](Ctx& x) {
+            const std::string r = run_copy(x);
+            edit_json(r + "/run.json", [](nlohmann::json& j) { j["run_id"] = "0123456789abcdef"; });
+            return analyze("run " + r + " --no-plots");
+          },
+          {"rank_00000.jsonl:1", "field 'run_id'", "0123456789abcdef", "another run"}),
+      row("analyze: world_size beyond int range",
+          [=](Ctx& x) {
+            const std::string r = run_copy(x);
+            edit_json(r + "/run.json", [](nlohmann::json& j) { j["world_size"] = 4294967298ll; });
+            return analyze("run " + r + " --no-plots");
+          },
+          {"run.json", "field 'world_size'", "4294967298"}),
+      row("analyze: world_size far beyond the rank files",
+          [=](Ctx& x) {
+            const std::string r = run_copy(x);
+            edit_json(r + "/run.json", [](nlohmann::json& j) { j["world_size"] = 1000000; });
+            return analyze("run " + r + " --no-plots");
+          },
+          {"run.json", "field 'world_size'", "1000000 ranks", "2 rank file(s)"}),
+      row("analyze: --peak-flops nan",
+          [](Ctx& x) { return analyze("run " + run_copy(x) + " --peak-flops nan"); },
+          {"--peak-flops", "'nan'", "finite"}),
+      row("analyze: --warmup longer than the run",
+          [](Ctx& x) { return analyze("run " + run_copy(x) + " --warmup 50"); },
+          {"--warmup 50", "recorded only 6 step(s)"}),
+      row("analyze: all step times zero",
+          [=](Ctx& x) {
+            const std::string r = run_copy(x);
+            all_steps(rank0(r), "step_s", 0.0);
+            all_steps(r + "/telemetry/rank_00001.jsonl", "step_s", 0.0);
+            return analyze("run " + r + " --no-plots");
+          },
+          {"median step time (step_s)", "is 0"}),
+  };
+}
+
+}  // namespace
+
+std::vector<Case> file_cases() {
+  std::vector<Case> all;
+  for (auto part : {data_rows(), checkpoint_rows(), run_folder_rows(), analyze_rows()})
+    all.insert(all.end(), part.begin(), part.end());
+  return all;
+}
+
+}  // namespace st::test::bad

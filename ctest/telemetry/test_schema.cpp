@@ -1,0 +1,91 @@
+// The telemetry schema is the one place its fields are described: the writer
+// refuses any field that is not in it (so every field written is
+// documented), and docs/telemetry.md must be exactly what the schema
+// generates. Fix a stale page: cmake --build BUILD --target telemetry-doc
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "scaletrain/build_config.hpp"
+#include "telemetry/schema.hpp"
+#include "telemetry/writer.hpp"
+
+using namespace st::telemetry;
+using nlohmann::json;
+
+TEST(TelemetrySchema, DocsTelemetryMdIsUpToDate) {
+  const std::string path = std::string(SCALETRAIN_SOURCE_DIR) + "/docs/telemetry.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "missing " << path << "; run: cmake --build BUILD --target telemetry-doc";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_TRUE(ss.str() == telemetry_reference_markdown())
+      << "docs/telemetry.md is out of date with lib/telemetry/schema.cpp; run: cmake --build "
+         "BUILD --target telemetry-doc";
+}
+
+TEST(TelemetrySchema, EveryFieldHasATypeAndAMeaning) {
+  const std::string md = telemetry_reference_markdown();
+  auto all = header_fields();
+  all.insert(all.end(), step_fields().begin(), step_fields().end());
+  for (const auto& e : event_specs()) {
+    EXPECT_NE(md.find("| `" + e.name + "` |"), std::string::npos) << e.name;
+    EXPECT_FALSE(e.when.empty()) << e.name;
+    for (const auto& f : e.extra) {
+      EXPECT_FALSE(f.meaning.empty()) << e.name << "." << f.name;
+      EXPECT_NE(md.find("`" + f.name + "` (" + type_text(f.type) + "): " + f.meaning),
+                std::string::npos)
+          << e.name << "." << f.name;
+    }
+  }
+  for (const auto& f : all) {
+    EXPECT_FALSE(f.meaning.empty() && f.members.empty()) << f.name;
+    EXPECT_NE(md.find("| `" + f.name + "` | " + type_text(f.type) + " |"), std::string::npos)
+        << f.name;
+  }
+}
+
+TEST(TelemetrySchema, CheckRecordNamesTheUndocumentedOrMistypedField) {
+  EXPECT_EQ(check_record({{"type", "step"}, {"step", 1}, {"step_s", 0.5}, {"loss", nullptr}}), "");
+  EXPECT_NE(check_record({{"type", "step"}, {"step", 1}, {"bogus_s", 1.0}}).find("'bogus_s'"),
+            std::string::npos);
+  EXPECT_NE(check_record({{"type", "step"}, {"step", "1"}}).find("'step' must be int"),
+            std::string::npos);
+  EXPECT_NE(check_record({{"type", "step"}, {"mem_bytes", {{"kv_cache", 1}}}})
+                .find("mem_bytes: field 'kv_cache'"),
+            std::string::npos);
+  EXPECT_NE(check_record({{"type", "event"}, {"event", "ckpt_explode"}, {"t", 1.0}})
+                .find("'ckpt_explode' is not in the telemetry schema"),
+            std::string::npos);
+  EXPECT_NE(
+      check_record({{"type", "event"}, {"event", "end"}, {"t", 1.0}, {"steps", 3}}).find("'steps'"),
+      std::string::npos);
+  EXPECT_EQ(check_record({{"type", "event"}, {"event", "resume_open"}, {"t", 1.0}}), "");
+}
+
+TEST(TelemetrySchema, WriterRefusesAnUndocumentedField) {
+  const std::string p = (std::filesystem::temp_directory_path() /
+                         ("st_schema_" + std::to_string(::getpid()) + ".jsonl"))
+                            .string();
+  std::filesystem::remove(p);
+  st::TelemetryWriter w;
+  w.open(p, {{"rank", 0}, {"world_size", 1}, {"host", "h"}});
+  w.step({{"step", 1}, {"step_s", 0.1}, {"tokens", 8}});
+  try {
+    w.step({{"step", 2}, {"step_s", 0.1}, {"tokens", 8}, {"new_metric_s", 0.2}});
+    FAIL() << "an undocumented field was written";
+  } catch (const st::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'new_metric_s'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lib/telemetry/schema.cpp"), std::string::npos);
+  }
+  EXPECT_THROW(w.event("ckpt_commit", 1, {{"stall", 0.1}}), st::Error);
+  w.close();
+  std::ifstream in(p);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all.find("new_metric_s"), std::string::npos) << "the refused record was written";
+  std::filesystem::remove(p);
+}

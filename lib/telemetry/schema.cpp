@@ -1,0 +1,246 @@
+// The telemetry field tables (schema.hpp) and the check the writer applies
+// to every record. Adding a field to a record means adding it here, with its
+// meaning; docs/telemetry.md is regenerated from these tables.
+#include "telemetry/schema.hpp"
+
+namespace st::telemetry {
+namespace {
+
+std::vector<Field> mesh_members() {
+  return {{"dp", Ftype::Int, "data-parallel size"},
+          {"tp", Ftype::Int, "tensor-parallel size"},
+          {"pp", Ftype::Int, "pipeline stages"},
+          {"cp", Ftype::Int, "context-parallel size"},
+          {"sp", Ftype::Bool, "sequence parallelism on"},
+          {"zero_stage", Ftype::Int, "ZeRO stage"},
+          {"num_model_chunks", Ftype::Int, "model chunks per pipeline stage"},
+          {"order", Ftype::String, "rank order of the mesh, outermost first (`pp,dp,cp,tp`)"}};
+}
+
+std::vector<Field> coll_members() {
+  const std::vector<Field> stat = {{"s", Ftype::Float, "seconds inside this kind of collective"},
+                                   {"bytes", Ftype::Int, "bytes sent (nccl-tests \"size\")"},
+                                   {"calls", Ftype::Int, "number of calls"}};
+  std::vector<Field> out;
+  for (const char* k : {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "send_recv"})
+    out.push_back({k, Ftype::Object, "", stat});
+  return out;
+}
+
+}  // namespace
+
+const std::vector<Field>& header_fields() {
+  static const std::vector<Field> f = {
+      {"type", Ftype::String, "`\"header\"`"},
+      {"schema", Ftype::String, "`scaletrain.telemetry/1`; a reader refuses other major versions"},
+      {"run_id", Ftype::String,
+       "identifies the run folder's run (also in run.json); kept across resumes, so a rank file "
+       "copied from another run is refused by the reader"},
+      {"run_name", Ftype::String, "`runtime.name`"},
+      {"rank", Ftype::Int, "MPI world rank"},
+      {"world_size", Ftype::Int, "MPI world size when this file was started"},
+      {"local_rank", Ftype::Int, "rank within the node (MPI_Comm_split_type)"},
+      {"local_size", Ftype::Int, "ranks on the node"},
+      {"host", Ftype::String, "host name"},
+      {"mesh", Ftype::Object, "the parallel layout", mesh_members()},
+      {"coords",
+       Ftype::Object,
+       "this rank's coordinates in the mesh",
+       {{"pp", Ftype::Int, ""},
+        {"dp", Ftype::Int, ""},
+        {"cp", Ftype::Int, ""},
+        {"tp", Ftype::Int, ""}}},
+      {"layers", Ftype::List,
+       "the transformer blocks this rank holds: one `[first, last)` pair per model chunk"},
+      {"threads", Ftype::Int, "OpenMP (and OpenBLAS) threads of this rank"},
+      {"device", Ftype::String,
+       "`cpu` or `cuda:<n>` (the CUDA ordinal this rank uses, after CUDA_VISIBLE_DEVICES)"},
+      {"device_name", Ftype::String, "`cpu` or the GPU's product name (`cudaGetDeviceProperties`)"},
+      {"slurm_job_id", Ftype::StringOrNull, "`SLURM_JOB_ID` when present"},
+      {"start_time", Ftype::String, "ISO-8601 UTC"},
+  };
+  return f;
+}
+
+const std::vector<Field>& step_fields() {
+  static const std::vector<Field> f = {
+      {"type", Ftype::String, "`\"step\"`"},
+      {"step", Ftype::Int, "1-based global step number (continues across resume)"},
+      {"t_start", Ftype::Float, "wall clock at step start"},
+      {"step_s", Ftype::Float, "whole step, data to optimizer end, including checkpoint stall"},
+      {"data_s", Ftype::Float, "fetching the batch"},
+      {"fwd_s", Ftype::Float, "forward compute (all micro-batches)"},
+      {"bwd_s", Ftype::Float, "backward compute (all micro-batches)"},
+      {"optim_s", Ftype::Float, "clip + optimizer + parameter update"},
+      {"comm_s", Ftype::Float, "total time inside collectives (the sum of `comm`)"},
+      {"comm_exposed_s", Ftype::Float, "collective time not hidden behind compute"},
+      {"comm_bucket_s", Ftype::Float,
+       "seconds the data-parallel gradient bucket reductions were in flight, summed over "
+       "buckets (launch during backward to completion); compare with `comm_exposed_s` for the "
+       "overlap"},
+      {"comm", Ftype::Object,
+       "per collective kind that ran this step: `{\"s\":float,\"bytes\":int,\"calls\":int}`",
+       coll_members()},
+      {"ckpt_stall_s", Ftype::Float,
+       "time the loop waited for checkpointing this step (snapshot + waiting for a previous "
+       "save)"},
+      {"tokens", Ftype::Int, "tokens processed by this rank this step"},
+      {"global_tokens", Ftype::Int, "tokens in the global batch this step"},
+      {"loss", Ftype::FloatOrNull,
+       "mean training loss of the global batch (same on every rank); `null` when not finite"},
+      {"grad_norm", Ftype::FloatOrNull, "global gradient norm before clipping"},
+      {"lr", Ftype::FloatOrNull, "learning rate used this step"},
+      {"mem_peak_bytes", Ftype::Int, "peak tracked bytes on this rank so far in this step"},
+      {"mem_bytes",
+       Ftype::Object,
+       "current bytes per category",
+       {{"params", Ftype::Int, ""},
+        {"grads", Ftype::Int, ""},
+        {"optim", Ftype::Int, ""},
+        {"activations", Ftype::Int, ""}}},
+      {"kernel_s",
+       Ftype::Object,
+       "where the step's compute went, on backends that time their kernels (the CPU backend; "
+       "`{}` elsewhere): host seconds inside kernels of each kind; the rest of `step_s` is "
+       "communication, data and the loop itself",
+       {{"gemm", Ftype::Float, "GEMMs"},
+        {"attention", Ftype::Float, "attention"},
+        {"elementwise", Ftype::Float, "casts, norms, RoPE, SwiGLU, embedding, cross-entropy"},
+        {"optimizer", Ftype::Float, "norms and AdamW"},
+        {"alloc", Ftype::Float, "the device's allocate/free"}}},
+  };
+  return f;
+}
+
+const std::vector<Field>& event_common_fields() {
+  static const std::vector<Field> f = {
+      {"type", Ftype::String, "`\"event\"`"},
+      {"event", Ftype::String, "the event's name (table below)"},
+      {"step", Ftype::Int, "the step it belongs to (absent for `resume_open`)"},
+      {"t", Ftype::Float, "wall clock when it was recorded"},
+  };
+  return f;
+}
+
+const std::vector<EventSpec>& event_specs() {
+  static const std::vector<EventSpec> e = {
+      {"resume_open",
+       "a resumed run reopened this file (written instead of a second header; a cut line just "
+       "before it is tolerated)",
+       {}},
+      {"ckpt_resume",
+       "the run resumed from a checkpoint",
+       {{"path", Ftype::String, "the step folder"},
+        {"from_step", Ftype::Int, "the step it was taken at"},
+        {"load_s", Ftype::Float, "seconds to read this rank's shards"}}},
+      {"ckpt_begin", "a save starts", {{"mode", Ftype::String, "`async` or `sync`"}}},
+      {"ckpt_commit",
+       "a save was committed by every rank",
+       {{"stall_s", Ftype::Float,
+         "what the loop waited (wait_prev_s + snapshot_s; whole save "
+         "in sync mode)"},
+        {"snapshot_s", Ftype::Float, "copying the shards into host buffers"},
+        {"wait_prev_s", Ftype::Float, "waiting for the previous save"},
+        {"write_s", Ftype::Float, "writing, vote and commit (in the background when async)"},
+        {"bytes", Ftype::Int, "tensor bytes this rank wrote"},
+        {"bandwidth_Bps", Ftype::Float, "bytes / write_s"},
+        {"path", Ftype::String, "the committed step folder"}}},
+      {"ckpt_fail", "a save failed", {{"error", Ftype::String, "why, naming the rank and file"}}},
+      {"signal",
+       "SIGTERM, SIGINT or SIGUSR1 reached the ranks; an emergency checkpoint follows",
+       {{"signal", Ftype::String, "`SIGTERM`, `SIGINT` or `SIGUSR1`"}}},
+      {"nan_skip",
+       "loss or gradient norm not finite; the update was skipped",
+       {{"loss", Ftype::FloatOrNull, "the loss"}, {"grad_norm", Ftype::FloatOrNull, "the norm"}}},
+      {"end",
+       "the loop ended (`step` is the last step done)",
+       {{"status", Ftype::String, "`ok` or `signal`"},
+        {"wall_s", Ftype::Float, "seconds from the first step to the end, drain included"},
+        {"drain_s", Ftype::Float, "seconds waiting for the last background save to commit"}}},
+  };
+  return e;
+}
+
+std::string type_text(Ftype t) {
+  switch (t) {
+    case Ftype::Int:
+      return "int";
+    case Ftype::Float:
+      return "float";
+    case Ftype::FloatOrNull:
+      return "float or null";
+    case Ftype::String:
+      return "string";
+    case Ftype::StringOrNull:
+      return "string or null";
+    case Ftype::Bool:
+      return "bool";
+    case Ftype::Object:
+      return "object";
+    case Ftype::List:
+      return "list";
+  }
+  return "?";
+}
+
+namespace {
+bool has_type(const nlohmann::json& v, Ftype t) {
+  switch (t) {
+    case Ftype::Int:
+      return v.is_number_integer();
+    case Ftype::Float:
+      return v.is_number();
+    case Ftype::FloatOrNull:
+      return v.is_number() || v.is_null();
+    case Ftype::String:
+      return v.is_string();
+    case Ftype::StringOrNull:
+      return v.is_string() || v.is_null();
+    case Ftype::Bool:
+      return v.is_boolean();
+    case Ftype::Object:
+      return v.is_object();
+    case Ftype::List:
+      return v.is_array();
+  }
+  return false;
+}
+
+std::string check_members(const nlohmann::json& obj, const std::vector<Field>& fields,
+                          const std::string& where) {
+  for (const auto& [k, v] : obj.items()) {
+    const Field* f = nullptr;
+    for (const auto& x : fields)
+      if (x.name == k) f = &x;
+    if (!f) return where + ": field '" + k + "' is not in the telemetry schema";
+    if (!has_type(v, f->type))
+      return where + ": field '" + k + "' must be " + type_text(f->type) + ", got " + v.dump();
+    if (f->type == Ftype::Object && !f->members.empty()) {
+      std::string e = check_members(v, f->members, where + "." + k);
+      if (!e.empty()) return e;
+    }
+  }
+  return "";
+}
+}  // namespace
+
+std::string check_record(const nlohmann::json& r) {
+  if (!r.is_object()) return "telemetry record is not a JSON object";
+  auto t = r.find("type");
+  if (t == r.end() || !t->is_string()) return "telemetry record without a string 'type'";
+  const std::string type = t->get<std::string>();
+  if (type == "header") return check_members(r, header_fields(), "telemetry header");
+  if (type == "step") return check_members(r, step_fields(), "telemetry step record");
+  if (type != "event") return "telemetry record of unknown type '" + type + "'";
+  auto e = r.find("event");
+  if (e == r.end() || !e->is_string()) return "telemetry event without a string 'event'";
+  for (const auto& spec : event_specs())
+    if (spec.name == *e) {
+      std::vector<Field> all = event_common_fields();
+      all.insert(all.end(), spec.extra.begin(), spec.extra.end());
+      return check_members(r, all, "telemetry event '" + spec.name + "'");
+    }
+  return "telemetry event '" + e->get<std::string>() + "' is not in the telemetry schema";
+}
+
+}  // namespace st::telemetry
