@@ -1,0 +1,229 @@
+// Implementation of op_runner.hpp: one harness per op kind that sets up
+// inputs of the op's shape once and calls the kernel the trainer calls
+// (lib/model's block.cpp, stage.cpp and ring_attention.cpp; AdamW::step).
+#include "planner/op_runner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+
+#include "config/config.hpp"
+#include "core/util.hpp"
+#include "kernels/ops.hpp"
+#include "optim/optim.hpp"
+
+namespace st::plan {
+namespace {
+namespace k = kernels;
+
+std::vector<float> filled(int64_t n, float scale = 0.1f) {
+  std::vector<float> v(size_t(std::max<int64_t>(n, 1)));
+  std::mt19937 g(1234);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  for (auto& x : v) x = u(g);
+  return v;
+}
+
+// Global token positions cp rank `r` holds of a sequence of Tg tokens
+// (chunks r and 2cp-1-r, as lib/model's Model::Impl::positions).
+std::vector<int32_t> cp_positions(int r, int cp, int64_t Tg) {
+  std::vector<int32_t> p(size_t(Tg / cp));
+  const int64_t C = Tg / (2 * cp);
+  for (int64_t t = 0; t < C; ++t) {
+    p[size_t(t)] = int32_t(r * C + t);
+    p[size_t(C + t)] = int32_t((2 * cp - 1 - r) * C + t);
+  }
+  return p;
+}
+
+// The call for one op, with its buffers captured.
+std::function<void()> harness(const Op& op) {
+  const int64_t* s = op.s;
+  switch (op.kind) {
+    case OpKind::Gemm: {
+      const int64_t m = s[0], n = s[1], kk = s[2];
+      auto A = std::make_shared<std::vector<float>>(filled(m * kk));
+      auto B = std::make_shared<std::vector<float>>(filled(kk * n));
+      auto C = std::make_shared<std::vector<float>>(filled(m * n));
+      const bool ta = op.ta, tb = op.tb;
+      const float beta = ta ? 1.f : 0.f;  // weight gradients accumulate (linear_bwd_w)
+      return [=] { k::gemm(ta, tb, m, n, kk, 1.f, A->data(), B->data(), beta, C->data()); };
+    }
+    case OpKind::AttnFwd:
+    case OpKind::AttnBwd: {
+      const int64_t B = s[0], T = s[1], Hq = s[2], Hkv = s[3], hd = s[4];
+      const int cp = int(s[5]);
+      const float scale = 1.f / std::sqrt(float(hd));
+      auto q = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd, 1.f));
+      auto kv = std::make_shared<std::vector<float>>(filled(2 * B * T * Hkv * hd, 1.f));
+      auto o = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd));
+      auto lse = std::make_shared<std::vector<float>>(filled(B * Hq * T));
+      auto ob = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd));
+      auto lb = std::make_shared<std::vector<float>>(filled(B * Hq * T));
+      auto dq = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd));
+      auto dkv = std::make_shared<std::vector<float>>(filled(2 * B * T * Hkv * hd));
+      const int64_t nk = B * T * Hkv * hd;
+      // Forward once so backward sees a consistent (out, lse).
+      if (cp == 1) {
+        k::attention_fwd(q->data(), kv->data(), kv->data() + nk, B, T, Hq, Hkv, hd, scale,
+                         o->data(), lse->data());
+      }
+      auto qpos = std::make_shared<std::vector<int32_t>>(cp_positions(0, cp, T * cp));
+      auto kpos = std::make_shared<std::vector<std::vector<int32_t>>>();
+      for (int j = 0; j < cp; ++j) kpos->push_back(cp_positions((cp - j) % cp, cp, T * cp));
+      const bool fwd = op.kind == OpKind::AttnFwd;
+      return [=] {
+        if (cp == 1) {
+          if (fwd)
+            k::attention_fwd(q->data(), kv->data(), kv->data() + nk, B, T, Hq, Hkv, hd, scale,
+                             o->data(), lse->data());
+          else
+            k::attention_bwd(q->data(), kv->data(), kv->data() + nk, o->data(), lse->data(),
+                             ob->data(), B, T, Hq, Hkv, hd, scale, dq->data(), dkv->data(),
+                             dkv->data() + nk);
+          return;
+        }
+        // cp rank 0's share of the ring: its own block, then cp-1 others.
+        for (int j = 0; j < cp; ++j) {
+          if (fwd) {
+            float* out = j == 0 ? o->data() : ob->data();
+            float* l = j == 0 ? lse->data() : lb->data();
+            k::attention_fwd_block(q->data(), kv->data(), kv->data() + nk, B, T, T, Hq, Hkv, hd,
+                                   scale, qpos->data(), (*kpos)[size_t(j)].data(), out, l);
+            if (j > 0)
+              k::attention_lse_merge(o->data(), lse->data(), ob->data(), lb->data(), B, T, Hq, hd);
+          } else {
+            k::attention_bwd_block(q->data(), kv->data(), kv->data() + nk, o->data(), lse->data(),
+                                   ob->data(), B, T, T, Hq, Hkv, hd, scale, qpos->data(),
+                                   (*kpos)[size_t(j)].data(), dq->data(), dkv->data(),
+                                   dkv->data() + nk);
+          }
+        }
+      };
+    }
+    case OpKind::NormFwd:
+    case OpKind::NormBwd: {
+      const int64_t rows = s[0], d = s[1];
+      auto x = std::make_shared<std::vector<float>>(filled(rows * d, 1.f));
+      auto w = std::make_shared<std::vector<float>>(filled(d, 1.f));
+      auto y = std::make_shared<std::vector<float>>(filled(rows * d));
+      auto dx = std::make_shared<std::vector<float>>(filled(rows * d));
+      auto dw = std::make_shared<std::vector<float>>(filled(d));
+      auto rstd = std::make_shared<std::vector<float>>(filled(rows, 1.f));
+      if (op.kind == OpKind::NormFwd)
+        return
+            [=] { k::rmsnorm_fwd(x->data(), w->data(), rows, d, 1e-5f, y->data(), rstd->data()); };
+      return [=] {
+        k::rmsnorm_bwd(x->data(), w->data(), rstd->data(), y->data(), rows, d, dx->data(),
+                       dw->data(), true);
+      };
+    }
+    case OpKind::RopeFwd:
+    case OpKind::RopeBwd: {
+      const int64_t rows = s[0], H = s[1], hd = s[2];
+      auto x = std::make_shared<std::vector<float>>(filled(rows * H * hd));
+      auto c = std::make_shared<std::vector<float>>(size_t(rows * hd / 2));
+      auto sn = std::make_shared<std::vector<float>>(size_t(rows * hd / 2));
+      k::rope_table(rows, hd, 10000.0, 0, c->data(), sn->data());
+      const bool fwd = op.kind == OpKind::RopeFwd;
+      return [=] {
+        if (fwd)
+          k::rope_fwd(x->data(), 1, rows, H, hd, c->data(), sn->data());
+        else
+          k::rope_bwd(x->data(), 1, rows, H, hd, c->data(), sn->data());
+      };
+    }
+    case OpKind::SwigluFwd:
+    case OpKind::SwigluBwd: {
+      const int64_t n = s[0];
+      auto g = std::make_shared<std::vector<float>>(filled(n));
+      auto u = std::make_shared<std::vector<float>>(filled(n));
+      auto o = std::make_shared<std::vector<float>>(filled(n));
+      auto dg = std::make_shared<std::vector<float>>(filled(n));
+      auto du = std::make_shared<std::vector<float>>(filled(n));
+      if (op.kind == OpKind::SwigluFwd)
+        return [=] { k::swiglu_fwd(g->data(), u->data(), n, o->data()); };
+      return [=] { k::swiglu_bwd(g->data(), u->data(), o->data(), n, dg->data(), du->data()); };
+    }
+    case OpKind::Add:
+    case OpKind::Copy: {
+      const int64_t n = s[0];
+      auto x = std::make_shared<std::vector<float>>(filled(n));
+      auto y = std::make_shared<std::vector<float>>(filled(n));
+      if (op.kind == OpKind::Add) return [=] { k::add_inplace(y->data(), x->data(), n); };
+      return [=] { std::memcpy(y->data(), x->data(), size_t(n) * sizeof(float)); };
+    }
+    case OpKind::CeFwd:
+    case OpKind::CeBwd: {
+      const int64_t rows = s[0], V = s[1];
+      auto logits = std::make_shared<std::vector<float>>(filled(rows * V, 1.f));
+      auto dl = std::make_shared<std::vector<float>>(filled(rows * V));
+      auto lse = std::make_shared<std::vector<float>>(filled(rows));
+      auto tg = std::make_shared<std::vector<int32_t>>(size_t(rows));
+      for (int64_t r = 0; r < rows; ++r) (*tg)[size_t(r)] = int32_t(r % V);
+      k::cross_entropy_fwd(logits->data(), tg->data(), rows, V, lse->data());
+      if (op.kind == OpKind::CeFwd)
+        return [=] { k::cross_entropy_fwd(logits->data(), tg->data(), rows, V, lse->data()); };
+      return [=] {
+        k::cross_entropy_bwd(logits->data(), tg->data(), lse->data(), rows, V, rows, 1.f,
+                             dl->data());
+      };
+    }
+    case OpKind::EmbedFwd:
+    case OpKind::EmbedBwd: {
+      const int64_t rows = s[0], d = s[1], vocab = 256;
+      auto table = std::make_shared<std::vector<float>>(filled(vocab * d));
+      auto x = std::make_shared<std::vector<float>>(filled(rows * d));
+      auto tok = std::make_shared<std::vector<int32_t>>(size_t(rows));
+      for (int64_t r = 0; r < rows; ++r) (*tok)[size_t(r)] = int32_t((r * 7) % vocab);
+      if (op.kind == OpKind::EmbedFwd)
+        return [=] { k::embedding_fwd(tok->data(), rows, table->data(), vocab, d, x->data()); };
+      return [=] { k::embedding_bwd(tok->data(), rows, x->data(), vocab, d, table->data()); };
+    }
+    case OpKind::Adam: {
+      const int64_t n = s[0];
+      auto w = std::make_shared<std::vector<float>>(filled(n));
+      auto g = std::make_shared<std::vector<float>>(filled(n));
+      auto opt = std::make_shared<AdamW>(OptimCfg{});
+      opt->add("w", w->data(), g->data(), n, true);
+      auto t = std::make_shared<long>(0);
+      return [opt, t, w, g] { opt->step(1e-4, 1.0, ++*t); };  // w, g: the slot's buffers
+    }
+  }
+  return [] {};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double time_calls(const std::function<void()>& f, double min_seconds) {
+  f();  // warm-up: first touch of the buffers, library set-up
+  std::vector<double> t;
+  const double end = wall_time() + min_seconds;
+  while (t.size() < 3 || wall_time() < end) {
+    const double t0 = wall_time();
+    f();
+    t.push_back(wall_time() - t0);
+    if (t.size() > 100000) break;
+  }
+  return median(t);
+}
+}  // namespace
+
+double time_op(const Op& op, double min_seconds) { return time_calls(harness(op), min_seconds); }
+
+double time_ops_pass(const std::vector<Op>& ops, double min_seconds) {
+  std::vector<std::function<void()>> fs;
+  for (const Op& o : ops) fs.push_back(harness(o));
+  return time_calls(
+      [&] {
+        for (auto& f : fs) f();
+      },
+      min_seconds);
+}
+
+}  // namespace st::plan

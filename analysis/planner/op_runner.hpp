@@ -1,0 +1,20 @@
+// Runs one op of lib/plan/ops.hpp through the project's own kernels
+// (kernels/ops.hpp, and AdamW from lib/optim) on freshly filled buffers and
+// times it: what `scaletrain-plan calibrate` measures, in process for one
+// rank alone and inside the MPI probe for ranks sharing the node.
+#pragma once
+#include <vector>
+
+#include "plan/ops.hpp"
+
+namespace st::plan {
+
+// Median seconds of one call, over repetitions filling at least
+// `min_seconds` (and at least 3 after one warm-up call).
+double time_op(const Op& op, double min_seconds);
+
+// Seconds of one pass over `ops` (each op called once), median over passes
+// filling at least `min_seconds`.
+double time_ops_pass(const std::vector<Op>& ops, double min_seconds);
+
+}  // namespace st::plan
