@@ -18,6 +18,7 @@
 
 #include "config/config.hpp"
 #include "plan/cluster.hpp"
+#include "plan/time_model.hpp"
 
 namespace st::plan {
 
@@ -32,7 +33,8 @@ struct MptRow {
 std::vector<MptRow> read_mpt_rows(const std::string& benchmarks_csv, const std::string& models_csv);
 // The planner's config for a row: the MPT shape as a Llama-style model with the
 // same GEMM FLOPs (SwiGLU ffn 8d/3 for MPT's 4d GELU MLP, head dim 128,
-// vocabulary 50368), ZeRO 3 over all GPUs, the row's batch and checkpointing.
+// vocabulary 50368), ZeRO 3 over all GPUs with one bucket per block (FSDP's
+// wrapping), the row's batch and checkpointing.
 Config mpt_config(const MptRow& r);
 
 struct MptGroup {
@@ -41,6 +43,7 @@ struct MptGroup {
   double c[3] = {0, 0, 0};  // gemm, attention, network
   std::vector<const MptRow*> fit, holdout;
   std::map<const MptRow*, double> pred;  // tokens/s per GPU
+  std::map<const MptRow*, StepPrediction> parts;
   double mape(const std::vector<const MptRow*>& rows,
               int single) const;  // single: 1 one node, 0 many, -1 all
 };

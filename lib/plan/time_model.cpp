@@ -13,6 +13,8 @@
 namespace st::plan {
 namespace {
 
+constexpr double kGemmFill = 256;  // GPU GEMM: elements of K lost to pipeline fill and drain
+
 // Slowdown of one rank's compute when `ranks` share the node (calibrate's
 // measurement; linear between measured counts, proportional beyond).
 double concurrency(const Cluster& cl, int ranks) {
@@ -64,14 +66,20 @@ double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node) {
   const double bytes = op.elements() * (op.kind == OpKind::Adam ? 4.0 : 2.0);
   const double mem = bytes / (cl.memory_bandwidth * cl.eff.memory);
   double t = mem;
-  if (op.kind == OpKind::Gemm) t = std::max(mem, op.flops() / (cl.peak_flops * cl.eff.gemm));
+  if (op.kind == OpKind::Gemm) {
+    // A GEMM's efficiency falls with its smallest dimension: each output
+    // tile pays its pipeline's fill and drain, about two 128-deep K tiles
+    // (kGemmFill); fixed by that argument, not fitted (docs/planner.md).
+    const double small = double(std::min({op.s[0], op.s[1], op.s[2]}));
+    t = std::max(mem, op.flops() / (cl.peak_flops * cl.eff.gemm * small / (small + kGemmFill)));
+  }
   if (op.kind == OpKind::AttnFwd || op.kind == OpKind::AttnBwd)
     t = std::max(mem, op.flops() / (cl.peak_flops * cl.eff.attention));
   return t + cl.eff.kernel_overhead;
 }
 
 double collective_seconds(const std::string& kind, double bytes, int ranks, bool inter,
-                          const Cluster& cl) {
+                          const Cluster& cl, int per_node) {
   if (ranks <= 1 || bytes <= 0) return 0;
   const double n = ranks;
   // Ring factors: bandwidth term and number of latency steps per collective.
@@ -92,11 +100,17 @@ double collective_seconds(const std::string& kind, double bytes, int ranks, bool
     const auto [bw_n, lat_n] = ring(kind, n);
     return best->fit.latency * lat_n / lat_m + bytes / best->fit.bandwidth * bw_n / bw_m;
   }
-  const Link& l = inter ? cl.inter : cl.intra;
   const auto [bw, lat] = ring(kind, n);
+  const bool ring_coll = kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_gather";
+  double link_bw = cl.intra.bandwidth, link_lat = cl.intra.latency;
+  if (inter) {
+    link_lat = cl.inter.latency;
+    link_bw = ring_coll ? std::min(cl.intra.bandwidth, std::max(1, per_node) * cl.inter.bandwidth)
+                        : cl.inter.bandwidth;
+  }
   const double b = kind == "ring_shift" && cl.gpu() ? 1 : bw;  // GPUs send and receive at once
   const double steps = kind == "ring_shift" && cl.gpu() ? 1 : lat;
-  return steps * l.latency + b * bytes / (l.bandwidth * cl.eff.network);
+  return steps * link_lat + b * bytes / (link_bw * cl.eff.network);
 }
 
 namespace {
@@ -146,10 +160,21 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   const bool async = cl.gpu();         // collectives progress in the background
   auto spans = [&](int size, int stride) { return size * stride > cl.devices_per_node; };
   const int dpcp = p.dp * p.cp;
-  const bool tp_inter = spans(p.tp, 1), cp_inter = spans(p.cp, p.tp),
-             dpcp_inter = spans(dpcp, p.tp), pp_inter = spans(p.pp, p.tp * p.cp * p.dp);
-  auto coll = [&](const char* kind, double bytes, int n, bool inter) {
-    return collective_seconds(kind, bytes, n, inter, cl);
+  // The groups: size, whether they span nodes, and how many of their ranks
+  // share a node (stride: tp innermost, then cp, dp, pp).
+  struct Group {
+    int n;
+    bool inter;
+    int per_node;
+  };
+  auto group = [&](int size, int stride) {
+    return Group{size, spans(size, stride),
+                 std::max(1, std::min(size, cl.devices_per_node / std::max(1, stride)))};
+  };
+  const Group tpG = group(p.tp, 1), cpG = group(p.cp, p.tp), dpcpG = group(dpcp, p.tp),
+              ppG = group(p.pp, p.tp * p.cp * p.dp);
+  auto coll = [&](const char* kind, double bytes, const Group& g) {
+    return collective_seconds(kind, bytes, g.n, g.inter, cl, g.per_node);
   };
 
   const MicroDims D = micro_dims(cfg);
@@ -166,34 +191,32 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   double tp_f = 0, tp_b = 0, tp_r = 0, tp_ef = 0, tp_eb = 0, tp_hf = 0, tp_hb = 0;
   if (tp) {
     auto reduce = [&] {
-      return sp ? coll("reduce_scatter", row_bytes, p.tp, tp_inter)
-                : coll("all_reduce", row_bytes, p.tp, tp_inter);
+      return sp ? coll("reduce_scatter", row_bytes, tpG) : coll("all_reduce", row_bytes, tpG);
     };
-    const double gather = sp ? coll("all_gather", row_bytes, p.tp, tp_inter) : 0;
-    const double norm_grad = sp ? coll("all_reduce", double(D.d) * 4, p.tp, tp_inter) : 0;
+    const double gather = sp ? coll("all_gather", row_bytes, tpG) : 0;
+    const double norm_grad = sp ? coll("all_reduce", double(D.d) * 4, tpG) : 0;
     tp_f = 2 * reduce() + 2 * gather;
     tp_b = 2 * reduce() + 2 * gather + 2 * norm_grad;
     tp_r = mode == "full" ? reduce() + 2 * gather : mode == "selective" ? 2 * gather : 0;
     tp_ef = reduce();
     tp_eb = gather;
-    tp_hf = gather + coll("all_reduce", double(D.N) * 8, p.tp, tp_inter) +
-            coll("all_reduce", double(D.N) * 16, p.tp, tp_inter);
+    tp_hf = gather + coll("all_reduce", double(D.N) * 8, tpG) +
+            coll("all_reduce", double(D.N) * 16, tpG);
     tp_hb = reduce() + norm_grad;
   }
   double cp_f = 0, cp_b = 0, cp_r = 0, cp_h = 0;
   if (p.cp > 1) {
     const double kv = double(D.N) * D.kd * eb;
-    cp_f = (p.cp - 1) * coll("ring_shift", 2 * kv, p.cp, cp_inter);
-    cp_b = (p.cp - 1) * coll("ring_shift", 4 * kv, p.cp, cp_inter) +
-           coll("ring_shift", 2 * kv, p.cp, cp_inter);
+    cp_f = (p.cp - 1) * coll("ring_shift", 2 * kv, cpG);
+    cp_b = (p.cp - 1) * coll("ring_shift", 4 * kv, cpG) + coll("ring_shift", 2 * kv, cpG);
     cp_r = mode == "none" ? 0 : cp_f;
-    cp_h = coll("all_reduce", 8, p.cp, cp_inter);
+    cp_h = coll("all_reduce", 8, cpG);
   }
   // ZeRO 3: each layer is gathered for its forward and again for its
   // backward (the recomputation shares the backward's gather).
   const double wbytes = cl.gpu() ? 2 : 4;
   auto gather_layer = [&](double elems) {
-    return z >= 3 ? coll("all_gather", elems * wbytes, dpcp, dpcp_inter) : 0;
+    return z >= 3 ? coll("all_gather", elems * wbytes, dpcpG) : 0;
   };
   const StageShape s0 = stage_shape(cfg, 0);
   const double g_block = gather_layer(double(s0.block_params));
@@ -221,8 +244,11 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
       d.cr = nl * c_br;
       d.tp = nl * (tp_f + tp_b + tp_r);
       d.cp = nl * (cp_f + cp_b + cp_r);
+      // Forward gathers hide behind the previous block's forward, backward
+      // ones behind its backward (and recomputation).
       d.z3_total = 2 * nl * g_block;
-      d.z3 = 2 * nl * z3_exposed(g_block, c_bf.total());
+      d.z3 = nl *
+             (z3_exposed(g_block, c_bf.total()) + z3_exposed(g_block, c_bb.total() + c_br.total()));
       double f_extra = 0, b_extra = 0;
       if (first) {
         d.cf += c_ef;
@@ -245,7 +271,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
       d.b = d.cb.total() + d.cr.total() + nl * (tp_b + tp_r + cp_b + cp_r) + b_extra + d.z3 / 2;
     }
   }
-  const double p2p = p.pp > 1 ? coll("p2p", double(D.Ns) * D.d * eb, 2, pp_inter) : 0;
+  const double p2p = p.pp > 1 ? coll("p2p", double(D.Ns) * D.d * eb, ppG) : 0;
 
   // Simulate the schedule of every stage (virtual stage vs = chunk * pp + stage).
   const int V = p.pp * v;
@@ -319,7 +345,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
     if (dpcp > 1) {
       for (const GradBucket& b : grad_buckets(cfg, ps)) {
         for (size_t i = size_t(b.first); i < ps.size(); ++i) launch = std::max(launch, ready[i]);
-        const double t = coll(z >= 2 ? "reduce_scatter" : "all_reduce", b.n * 4, dpcp, dpcp_inter);
+        const double t = coll(z >= 2 ? "reduce_scatter" : "all_reduce", b.n * 4, dpcpG);
         comm_end = std::max(comm_end, launch) + t;
         total += t;
       }
@@ -354,10 +380,8 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   r.dp.exposed = crit_dp_exposed;
 
   // Loss and gradient-norm reductions (a few scalars each).
-  auto small = [&](int n, bool inter) { return coll("all_reduce", 16, n, inter); };
-  r.other.total = small(dpcp, dpcp_inter) + small(p.pp, pp_inter) +
-                  (z > 0 ? small(dpcp, dpcp_inter) : 0) + small(p.tp, tp_inter) +
-                  small(p.pp, pp_inter);
+  auto small = [&](const Group& g) { return coll("all_reduce", 16, g); };
+  r.other.total = small(dpcpG) + small(ppG) + (z > 0 ? small(dpcpG) : 0) + small(tpG) + small(ppG);
   r.other.exposed = r.other.total;
 
   // Optimizer: AdamW over this rank's slots and the squares for the norm;
@@ -373,7 +397,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   }
   if ((z == 1 || z == 2) && dpcp > 1) {
     for (const GradBucket& b : grad_buckets(cfg, stage_params(cfg, shc))) {
-      const double t = coll("all_gather", b.n * 4, dpcp, dpcp_inter);
+      const double t = coll("all_gather", b.n * 4, dpcpG);
       r.zero.total += t;
       r.zero.exposed += t;
     }
