@@ -72,6 +72,8 @@ std::vector<Candidate> enumerate_layouts(const Config& base, const KnobRanges& r
                           Candidate c;
                           c.devices = W;
                           c.cfg = base;
+                          // Planning needs no token file: its checks are not the layout's.
+                          c.cfg.data.source = "synthetic";
                           auto& p = c.cfg.parallel;
                           p.dp = dp, p.tp = tp, p.pp = pp, p.cp = cp, p.sp = sp != 0;
                           p.zero_stage = z, p.num_model_chunks = v, p.dp_bucket_mb = bucket;
