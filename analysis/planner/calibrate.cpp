@@ -150,6 +150,22 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
   log << "calibrate: " << valid << " layouts, " << ops.size() << " distinct kernel calls to time\n"
       << std::flush;
 
+  if (!o.add_to.empty()) {
+    Cluster c = load_cluster(o.add_to);
+    if (c.gpu())
+      throw UsageError("calibrate --add-to " + o.add_to + ": not a kind: cpu cluster file");
+    size_t added = 0;
+    for (const auto& [key, op] : ops)
+      if (!c.op_seconds.count(key)) {
+        c.op_seconds[key] = time_op(op, o.op_seconds);
+        ++added;
+      }
+    c.meta["command_add_" + std::to_string(c.meta.size())] = o.command;
+    write_file_atomic(o.out, cluster_to_yaml(c));
+    log << "calibrate: added " << added << " kernel calls to " << o.add_to << ", wrote " << o.out
+        << "\n";
+    return 0;
+  }
   Cluster c;
   c.name = o.name;
   c.kind = "cpu";

@@ -26,6 +26,9 @@ struct CalibrateOptions {
   double coll_seconds = 0.2;  // per collective and size
   std::vector<long> sizes = {4096, 65536, 1 << 20, 4 << 20, 16 << 20};
   std::string command;  // the command line, recorded in the file
+  // When set: start from this cluster file, time only the kernel calls it
+  // lacks (another model's shapes) and keep its collectives and slowdowns.
+  std::string add_to;
 };
 
 // Returns the process exit code; progress goes to `log`.

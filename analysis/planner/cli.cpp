@@ -59,6 +59,8 @@ const char* kUsage =
     "  --op-seconds S           timing budget per kernel call shape (default 0.05)\n"
     "  --coll-seconds S         timing budget per collective and size (default 0.2)\n"
     "  --sizes B,...            collective message sizes in bytes (default 4K,64K,1M,4M,16M)\n"
+    "  --add-to FILE.yaml       time only the kernel calls FILE lacks (another model's shapes),\n"
+    "                           keep its collectives; write the union to --out\n"
     "environment: SCALETRAIN_MPIEXEC (launcher for the probe, default mpiexec),\n"
     "  SCALETRAIN_PLAN_PROBE (probe binary, default next to scaletrain-plan), SCALETRAIN_GNUPLOT\n"
     "exit codes: 0 ok, 1 internal error, 2 bad input\n";
@@ -89,7 +91,7 @@ std::vector<T> parse_list(const std::string& flag, const std::string& v) {
 struct Args {
   std::string cmd = "plan";
   std::string config, cluster, out, name = "cpu-local", campaign_name, benchmarks, models,
-                                    clusters_dir;
+                                    clusters_dir, add_to;
   std::vector<std::string> sets, positional;
   KnobRanges r;
   bool have[16] = {};
@@ -205,6 +207,8 @@ Args parse(const std::vector<std::string>& args) {
       a.models = v;
     else if (f == "--clusters")
       a.clusters_dir = v;
+    else if (f == "--add-to")
+      a.add_to = v;
     else
       throw UsageError("unknown option '" + f + "' (see --help)");
   }
@@ -313,6 +317,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       o.coll_seconds = a.coll_seconds;
       if (!a.sizes.empty()) o.sizes = a.sizes;
       o.command = joined(args);
+      o.add_to = a.add_to;
       return calibrate(o, out);
     }
     if (a.cmd == "compare") {
