@@ -43,6 +43,7 @@ const char* kUsage =
     "  --act-ckpt none,selective,full\n"
     "plan outputs:\n"
     "  --cluster FILE           cluster file (configs/clusters/*.yaml)\n"
+    "  --devices-per-node N     override the cluster file's devices per node\n"
     "  --top K                  layouts in the table and the campaign (default 10)\n"
     "  --near K                 predicted-infeasible layouts nearest the limit added to the "
     "campaign (default 2)\n"
@@ -95,7 +96,7 @@ struct Args {
   std::vector<std::string> sets, positional;
   KnobRanges r;
   bool have[16] = {};
-  int top = 10, near = 2, campaign_steps = 20;
+  int top = 10, near = 2, campaign_steps = 20, devices_per_node = 0;
   bool plots = true;
   double op_seconds = 0.05, coll_seconds = 0.2;
   std::vector<long> sizes;
@@ -207,6 +208,8 @@ Args parse(const std::vector<std::string>& args) {
       a.models = v;
     else if (f == "--clusters")
       a.clusters_dir = v;
+    else if (f == "--devices-per-node")
+      a.devices_per_node = int(one_int(1));
     else if (f == "--add-to")
       a.add_to = v;
     else
@@ -258,7 +261,8 @@ int run_plan(const Args& a, const std::vector<std::string>& argv, std::ostream& 
   if (a.cluster.empty()) throw UsageError("plan: give --cluster FILE (configs/clusters/*.yaml)");
   if (a.r.devices.empty() && a.weak.empty())
     throw UsageError("plan: give --devices N[,N...] (or --weak-scaling N,...)");
-  const Cluster cl = load_cluster(a.cluster);
+  Cluster cl = load_cluster(a.cluster);
+  if (a.devices_per_node > 0) cl.devices_per_node = a.devices_per_node;
   const Config base = base_config(a);
   ReportOptions o;
   o.top = a.top;

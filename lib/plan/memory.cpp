@@ -72,14 +72,20 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
     base.weights = z >= 3 ? 4 * P / Z : 4 * P;
     base.optim = z >= 1 ? 8 * P / Z : 8 * P;
   }
-  base.grads = z >= 2 ? 4 * P / Z : 4 * P;
+  // CPU engine: ZeRO 0/1 keep the full gradients and every bucket's flat
+  // buffer; ZeRO 2/3 keep the shard, allocate the full gradients per step
+  // and a bucket's buffer from its launch to the end of the reduction.
+  // GPU (the CUDA engine's flat gradient buffer, reduced in place): the full
+  // fp32 buffer at every stage (it accumulates the micro-batches), no bucket
+  // copies, a bf16 staging copy with grad_reduce_dtype=bf16.
+  base.grads = !gpu && z >= 2 ? 4 * P / Z : 4 * P;
   if (gpu)
-    base.buffers = p.grad_reduce_dtype == "bf16" ? 2 * P : 0;  // bf16 staging of the buckets
+    base.buffers = p.grad_reduce_dtype == "bf16" ? 2 * P : 0;
   else
-    base.buffers = z >= 2 ? 0 : 4 * P;         // the buckets' flat buffers stay allocated
+    base.buffers = z >= 2 ? 0 : 4 * P;
   if (gpu) base.workspace = 32.0 * (1 << 20);  // cuBLASLt workspace (kernels/cuda/gemm_lt.hpp)
-  const double step_grads =
-      z >= 2 ? 4 * P : 0;  // full gradients, allocated per step under ZeRO 2/3
+  const double step_grads = !gpu && z >= 2 ? 4 * P : 0;
+  const bool bucket_copies = !gpu && z >= 2;
 
   // ZeRO 3: the layer in use plus the one being prefetched (its gather buffers).
   double layer_max = 0;
@@ -106,7 +112,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
       bool all = true;
       for (int i = bks[launched].first; i < int(ps.size()) && all; ++i) all = ready[size_t(i)];
       if (!all) break;
-      if (z >= 2) flats += 4 * bks[launched].n;
+      if (bucket_copies) flats += 4 * bks[launched].n;
       ++launched;
     }
   };

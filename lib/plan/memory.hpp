@@ -14,8 +14,10 @@
 // runtime.device=cpu: everything fp32, as the CPU engine. runtime.device=cuda:
 // bf16 compute weights and activations, fp32 gradients, master weights and
 // moments (the master weights count as weights while replicated, ZeRO 0, and
-// with the optimizer state once sharded, ZeRO >= 1), plus the GEMM and
-// attention workspaces.
+// with the optimizer state once sharded, ZeRO >= 1), the CUDA engine's flat
+// fp32 gradient buffer reduced in place (whole at every ZeRO stage: it
+// accumulates the micro-batches), plus the GEMM workspace. The CUDA engine
+// runs ZeRO 0 today; its other stages here are the design it would follow.
 #pragma once
 #include <string>
 #include <utility>

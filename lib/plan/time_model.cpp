@@ -214,7 +214,9 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   }
   // ZeRO 3: each layer is gathered for its forward and again for its
   // backward (the recomputation shares the backward's gather).
-  const double wbytes = cl.gpu() ? 2 : 4;
+  const double wbytes = cl.gpu() ? 2 : 4;  // compute weights: bf16 on GPUs
+  // Gradients travel in fp32, or bf16 with parallel.grad_reduce_dtype=bf16 (GPUs).
+  const double gbytes = cl.gpu() && p.grad_reduce_dtype == "bf16" ? 2 : 4;
   auto gather_layer = [&](double elems) {
     return z >= 3 ? coll("all_gather", elems * wbytes, dpcpG) : 0;
   };
@@ -345,7 +347,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
     if (dpcp > 1) {
       for (const GradBucket& b : grad_buckets(cfg, ps)) {
         for (size_t i = size_t(b.first); i < ps.size(); ++i) launch = std::max(launch, ready[i]);
-        const double t = coll(z >= 2 ? "reduce_scatter" : "all_reduce", b.n * 4, dpcpG);
+        const double t = coll(z >= 2 ? "reduce_scatter" : "all_reduce", b.n * gbytes, dpcpG);
         comm_end = std::max(comm_end, launch) + t;
         total += t;
       }
@@ -397,7 +399,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   }
   if ((z == 1 || z == 2) && dpcp > 1) {
     for (const GradBucket& b : grad_buckets(cfg, stage_params(cfg, shc))) {
-      const double t = coll("all_gather", b.n * 4, dpcpG);
+      const double t = coll("all_gather", b.n * wbytes, dpcpG);  // the compute weights
       r.zero.total += t;
       r.zero.exposed += t;
     }
