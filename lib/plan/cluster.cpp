@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "config/yaml_text.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "metrics/metrics.hpp"
@@ -113,15 +114,7 @@ Link read_link(const std::string& path, const Section& top, const std::string& k
 }  // namespace
 
 Cluster load_cluster(const std::string& path) {
-  const std::string text = read_file(path);
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw UsageError("YAML syntax error in " + path + " at line " +
-                     std::to_string(e.mark.line + 1) + ", column " +
-                     std::to_string(e.mark.column + 1) + ": " + e.msg);
-  }
+  const YAML::Node root = parse_yaml_text(read_file(path), path);
   const Section s(path, "", root,
                   {"name",
                    "device",
