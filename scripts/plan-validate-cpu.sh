@@ -29,7 +29,9 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(getconf _NPROCESS
 # tp 4 needs n_kv_heads 4: add that model's kernel calls to the same file.
 "$plan" calibrate "${model[@]}" --set model.n_kv_heads=4 --devices 4 --tp 4 "${space[@]}" \
   --add-to "$cluster" --out "$cluster"
-OUT=$out/runs MPIEXEC=${MPIEXEC:-mpiexec} "$src/scripts/layout-study.sh" "$build" "$steps"
+# Every run measures its sgemm rate at start (PEAK_GFLOPS=0) for compare's
+# prediction at the run's own speed.
+OUT=$out/runs MPIEXEC=${MPIEXEC:-mpiexec} PEAK_GFLOPS=0 "$src/scripts/layout-study.sh" "$build" "$steps"
 "$plan" compare --cluster "$cluster" "$out"/runs/*/ --out "$out/compare"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "cluster file: $cluster; runs: $out/runs; comparison: $out/compare"

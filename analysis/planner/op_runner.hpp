@@ -10,8 +10,9 @@
 namespace st::plan {
 
 // Median seconds of one call, over repetitions filling at least
-// `min_seconds` (and at least 3 after one warm-up call).
-double time_op(const Op& op, double min_seconds);
+// `min_seconds` (and at least 3 after one warm-up call); the fastest
+// repetition instead with `fastest` (the trainer's sgemm-peak convention).
+double time_op(const Op& op, double min_seconds, bool fastest = false);
 
 // Seconds of one pass over `ops` (each op called once), median over passes
 // filling at least `min_seconds`.

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "plan/time_model.hpp"
+#include "planner/calibrate.hpp"
 #include "planner/mpt_fit.hpp"
 
 namespace {
@@ -95,5 +96,20 @@ TEST(PlanMpt, BadTablesAreRefusedWithFileAndLine) {
   } catch (const st::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("missing column"), std::string::npos) << e.what();
   }
+}
+}  // namespace
+
+namespace {
+TEST(PlanCalibrate, AlphaBetaFitRecoversLatencyAndBandwidth) {
+  // t = 12 us + bytes / 3 GB/s at calibrate's sizes, with +-2% noise.
+  std::vector<std::pair<double, double>> pts;
+  const double sizes[] = {4096, 65536, 1 << 20, 4 << 20, 16 << 20};
+  for (int i = 0; i < 5; ++i) {
+    const double t = 12e-6 + sizes[i] / 3e9;
+    pts.push_back({sizes[i], t * (i % 2 ? 1.02 : 0.98)});
+  }
+  const st::plan::Link l = st::plan::fit_alpha_beta(pts);
+  EXPECT_NEAR(l.latency, 12e-6, 1.5e-6);
+  EXPECT_NEAR(l.bandwidth, 3e9, 0.1e9);
 }
 }  // namespace
