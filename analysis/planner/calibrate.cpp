@@ -128,17 +128,9 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
     for (const auto* v : {&mo.block_fwd, &mo.block_bwd, &mo.block_recompute, &mo.embed_fwd,
                           &mo.embed_bwd, &mo.head_fwd, &mo.head_bwd})
       for (const Op& op : *v) ops.emplace(op.key(), op);
-    const int z = c.cfg.parallel.zero_stage;
-    const double zdiv = z >= 1 ? double(c.cfg.parallel.dp) * c.cfg.parallel.cp : 1.0;
-    for (int s = 0; s < c.cfg.parallel.pp; ++s) {
-      const int64_t n = int64_t(double(stage_shape(c.cfg, s).params) / zdiv);
-      const Op a = adam_op(n);
-      ops.emplace(a.key(), a);
-      Op sq;
-      sq.kind = OpKind::Copy;
-      sq.s[0] = n / 2;
-      ops.emplace(sq.key(), sq);
-    }
+    for (int s = 0; s < c.cfg.parallel.pp; ++s)
+      for (const Op& op : step_end_ops(c.cfg, stage_shape(c.cfg, s).params, true))
+        ops.emplace(op.key(), op);
   }
   if (valid == 0)
     throw UsageError(

@@ -10,8 +10,11 @@
 namespace st::plan {
 
 // Median seconds of one call, over repetitions filling at least
-// `min_seconds` (and at least 3 after one warm-up call); the fastest
-// repetition instead with `fastest` (the trainer's sgemm-peak convention).
+// `min_seconds` (and at least 3 after one warm-up call), cycling through
+// copies of the buffers larger together than the last-level cache (a step's
+// kernels read their inputs from memory, not cache); the fastest repetition
+// on one hot set of buffers with `fastest` (the trainer's sgemm-peak
+// convention).
 double time_op(const Op& op, double min_seconds, bool fastest = false);
 
 // Seconds of one pass over `ops` (each op called once), median over passes

@@ -40,20 +40,15 @@ Cluster unit_cluster(const std::vector<Config>& cfgs, double op_s, double lat, d
     const st::plan::MicroOps mo = st::plan::micro_ops(cfg);
     for (auto* v : {&mo.block_fwd, &mo.block_bwd, &mo.block_recompute, &mo.embed_fwd, &mo.embed_bwd,
                     &mo.head_fwd, &mo.head_bwd})
-      for (const auto& op : *v) c.op_seconds[op.key()] = op_s;
+      for (const auto& op : *v)  // tensor allocations cost nothing here
+        c.op_seconds[op.key()] = op.kind == st::plan::OpKind::Alloc ? 0 : op_s;
   }
-  // AdamW and the norm's pass over the gradients of each stage's slots cost
-  // nothing here.
+  // The step's end (AdamW, the norm's squares, bucket copies) costs nothing here.
   for (const Config& cfg : cfgs)
-    for (int st = 0; st < cfg.parallel.pp; ++st) {
-      const int64_t n = st::plan::stage_shape(cfg, st).params /
-                        (cfg.parallel.zero_stage >= 1 ? cfg.parallel.dp * cfg.parallel.cp : 1);
-      c.op_seconds[st::plan::adam_op(n).key()] = 0;
-      st::plan::Op sq;
-      sq.kind = st::plan::OpKind::Copy;
-      sq.s[0] = n / 2;
-      c.op_seconds[sq.key()] = 0;
-    }
+    for (int st = 0; st < cfg.parallel.pp; ++st)
+      for (const auto& op :
+           st::plan::step_end_ops(cfg, st::plan::stage_shape(cfg, st).params, true))
+        c.op_seconds[op.key()] = 0;
   for (const char* k : {"all_reduce", "reduce_scatter", "all_gather", "ring_shift", "p2p"})
     for (int n : {2, 4, 8}) c.collectives.push_back({k, n, {bw, lat}});
   return c;

@@ -33,6 +33,7 @@ constexpr KindInfo kKinds[] = {
     {OpKind::EmbedFwd, "embed_fwd", 2},
     {OpKind::EmbedBwd, "embed_bwd", 2},
     {OpKind::Adam, "adam", 1},
+    {OpKind::Alloc, "alloc", 1},
 };
 const KindInfo& info(OpKind k) {
   for (const auto& i : kKinds)
@@ -156,6 +157,8 @@ double Op::elements() const {
       return 2 * a * b;
     case OpKind::Adam:
       return 7 * a;
+    case OpKind::Alloc:
+      return a;
   }
   return 0;
 }
@@ -163,6 +166,7 @@ double Op::elements() const {
 MicroOps micro_ops(const Config& cfg) {
   const MicroDims D = micro_dims(cfg);
   const int tp = cfg.parallel.tp, cp = cfg.parallel.cp;
+  const bool sp = cfg.parallel.sp;
   const std::string& mode = cfg.train.act_ckpt;
   MicroOps o;
   const int64_t N = D.N, Ns = D.Ns, d = D.d, BT = D.B * D.T;
@@ -196,6 +200,16 @@ MicroOps micro_ops(const Config& cfg) {
     o.block_recompute = {make(OpKind::NormFwd, {Ns, d}), attn_f, make(OpKind::NormFwd, {Ns, d}),
                          make(OpKind::SwigluFwd, {N * D.F})};
   }
+  // The tensors each phase allocates (zeroed, freed later): block.cpp's
+  // activations and transients, as the memory model counts them.
+  const int64_t tpx = tp > 1 ? 2 * N * d : 0, spx = sp ? 2 * Ns * d : 0;
+  const int64_t fwd_alloc = Ns + N * d + N * (D.qd + 2 * D.kd) + N * D.qd + N * D.Hq + Ns * d + Ns +
+                            N * d + 3 * N * D.F + Ns * d + tpx + spx;
+  o.block_fwd.push_back(make(OpKind::Alloc, {fwd_alloc}));
+  if (mode == "full") o.block_recompute.push_back(make(OpKind::Alloc, {fwd_alloc - Ns * d}));
+  if (mode == "selective")
+    o.block_recompute.push_back(
+        make(OpKind::Alloc, {2 * N * d + N * D.qd + N * D.Hq + N * D.F + spx}));
   auto& b = o.block_bwd;
   b.push_back(lin_bwd_w(N, d, D.F));
   b.push_back(lin_bwd_x(N, d, D.F));
@@ -217,14 +231,30 @@ MicroOps micro_ops(const Config& cfg) {
   b.push_back(lin_bwd_x(N, D.kd, d));
   b.push_back(lin_bwd_x(N, D.kd, d));
   b.push_back(make(OpKind::NormBwd, {Ns, d}));
-  o.embed_fwd = {make(OpKind::EmbedFwd, {N, d})};
+  b.push_back(make(OpKind::Alloc, {N * D.F + 2 * N * d + 2 * N * D.qd + 2 * N * D.kd + spx + spx}));
+  o.embed_fwd = {make(OpKind::EmbedFwd, {N, d}), make(OpKind::Alloc, {N * d + tpx / 2})};
   o.embed_bwd = {make(OpKind::EmbedBwd, {N, d})};
-  o.head_fwd = {make(OpKind::NormFwd, {Ns, d}), lin_fwd(N, D.V, d), make(OpKind::CeFwd, {N, D.V})};
+  o.head_fwd = {make(OpKind::NormFwd, {Ns, d}), lin_fwd(N, D.V, d), make(OpKind::CeFwd, {N, D.V}),
+                make(OpKind::Alloc, {Ns + Ns * d + (sp ? N * d : 0) + N * D.V + N})};
   o.head_bwd = {make(OpKind::CeBwd, {N, D.V}), lin_bwd_w(N, D.V, d), lin_bwd_x(N, D.V, d),
-                make(OpKind::NormBwd, {Ns, d})};
+                make(OpKind::NormBwd, {Ns, d}), make(OpKind::Alloc, {N * d + Ns * d})};
   return o;
 }
 
 Op adam_op(int64_t elements) { return make(OpKind::Adam, {elements}); }
+
+std::vector<Op> step_end_ops(const Config& cfg, int64_t stage_params, bool cpu) {
+  const int z = cfg.parallel.zero_stage;
+  const int64_t dpcp = int64_t(cfg.parallel.dp) * cfg.parallel.cp;
+  const int64_t n = z >= 1 ? stage_params / dpcp : stage_params;
+  std::vector<Op> v = {adam_op(n), make(OpKind::Copy, {n / 2})};  // AdamW, the norm's squares
+  if (cpu) {
+    // The CPU engine copies the gradients into the bucket buffers and back
+    // (scaled), or under ZeRO 2/3 scales its shard (grad_buckets.cpp).
+    v.push_back(make(OpKind::Copy, {stage_params}));
+    v.push_back(make(OpKind::Copy, {z >= 2 ? stage_params / dpcp : stage_params}));
+  }
+  return v;
+}
 
 }  // namespace st::plan

@@ -32,6 +32,7 @@ enum class OpKind {
   EmbedFwd,   // rows d
   EmbedBwd,   // rows d (V rows of the table)
   Adam,       // n elements of the optimizer step
+  Alloc,      // n: fresh zeroed tensors of n elements in all (lib/tensor's allocate + free)
 };
 const char* op_name(OpKind k);
 
@@ -55,5 +56,9 @@ struct MicroOps {
 MicroOps micro_ops(const Config& cfg);
 // AdamW over this rank's optimizer elements (ZeRO shard or all).
 Op adam_op(int64_t elements);
+// The calls of a step's end on one rank of a stage holding stage_params:
+// AdamW over its slots, the squares for the gradient norm and, on CPU ranks,
+// the copies of the gradients into the bucket buffers and back.
+std::vector<Op> step_end_ops(const Config& cfg, int64_t stage_params, bool cpu);
 
 }  // namespace st::plan

@@ -66,6 +66,7 @@ double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node) {
   const double bytes = op.elements() * (op.kind == OpKind::Adam ? 4.0 : 2.0);
   const double mem = bytes / (cl.memory_bandwidth * cl.eff.memory);
   double t = mem;
+  if (op.kind == OpKind::Alloc) return 0;  // the caching allocator reuses device memory
   if (op.kind == OpKind::Gemm) {
     // A GEMM's efficiency falls with its smallest dimension: each output
     // tile pays its pipeline's fill and drain, about two 128-deep K tiles
@@ -389,14 +390,8 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   // Optimizer: AdamW over this rank's slots and the squares for the norm;
   // ZeRO 1/2 then all-gather the updated shards bucket by bucket (blocking).
   const StageShape shc = stage_shape(cfg, crit);
-  const double n_opt = z >= 1 ? double(shc.params) / dpcp : double(shc.params);
-  r.optimizer = op_seconds(adam_op(int64_t(n_opt)), cl, on_node);
-  {
-    Op sq;
-    sq.kind = OpKind::Copy;
-    sq.s[0] = int64_t(n_opt / 2);  // a read of each gradient element
-    r.optimizer += op_seconds(sq, cl, on_node);
-  }
+  for (const Op& op : step_end_ops(cfg, shc.params, !cl.gpu()))
+    r.optimizer += op_seconds(op, cl, on_node);
   if ((z == 1 || z == 2) && dpcp > 1) {
     for (const GradBucket& b : grad_buckets(cfg, stage_params(cfg, shc))) {
       const double t = coll("all_gather", b.n * wbytes, dpcpG);  // the compute weights
