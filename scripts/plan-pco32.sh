@@ -14,6 +14,7 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build}
 out=${OUT:-$(mktemp -d /tmp/plan-pco32.XXXXXX)}
+mkdir -p "$out"
 cluster=$src/configs/clusters/h100-sxm-80gb.yaml
 if [[ -n ${MEMORY_GIB:-} ]]; then
   sed "s/^memory_gib: .*/memory_gib: $MEMORY_GIB/" "$cluster" >"$out/cluster.yaml"

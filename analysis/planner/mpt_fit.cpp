@@ -268,10 +268,11 @@ void write_mpt_fit(const std::vector<MptGroup>& groups, const std::string& out_d
     std::ostringstream cs;
     cs.precision(3);
     cs << g.c[0] << ", " << g.c[1] << ", " << g.c[2];
-    md << "| " << g.name << " (`" << g.cluster.path << "`) | " << g.fit.size() << " / "
-       << g.holdout.size() << " | " << cs.str() << " | " << pct(g.mape(g.fit, -1)) << " | "
-       << pct(g.mape(g.holdout, 1)) << " (" << count(g.holdout, dpn, true) << " rows) | "
-       << pct(g.mape(g.holdout, 0)) << " (" << count(g.holdout, dpn, false) << " rows) |\n";
+    md << "| " << g.name << " (`" << fs::path(g.cluster.path).filename().string() << "`) | "
+       << g.fit.size() << " / " << g.holdout.size() << " | " << cs.str() << " | "
+       << pct(g.mape(g.fit, -1)) << " | " << pct(g.mape(g.holdout, 1)) << " ("
+       << count(g.holdout, dpn, true) << " rows) | " << pct(g.mape(g.holdout, 0)) << " ("
+       << count(g.holdout, dpn, false) << " rows) |\n";
     for (auto* half : {&g.fit, &g.holdout})
       for (const MptRow* r : *half)
         csv << r->line << ',' << g.name << ',' << r->model << ',' << r->seq_len << ',' << r->gpus

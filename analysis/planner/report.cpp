@@ -248,7 +248,7 @@ void write_plan(const std::vector<Candidate>& cands, const Config& base, const C
       ++invalid;
     if (!c.feasible) {
       std::string k = c.reason.substr(0, c.reason.find(':'));
-      if (k == "divisibility") {
+      if (k == "divisibility" || k == "unsupported") {
         // group by the first key named
         const auto a = c.reason.find_first_not_of(' ', k.size() + 1);
         const auto e = c.reason.find_first_of(" =", a);

@@ -9,10 +9,11 @@
 // rank computes when the node's cores are shared. Rank 0 prints one line per
 // measurement:
 //   coll <kind> <ranks> <bytes> <seconds>      (median over repetitions)
-//   compute <ranks> <seconds>                  (slowest rank's median pass)
+//   compute <ranks> <ratio>                    (every rank at once / rank 0 alone)
 //
 //   mpiexec -n N scaletrain-plan-probe [--sizes B,B,...] [--seconds S] [--ops "KEY;KEY"]
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -32,6 +33,19 @@ using st::MpiCommunicator;
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Waits for a one-float message from rank 0 by polling with sleeps, so the
+// waiting rank leaves its core to the one that computes (a blocking MPI
+// receive spins).
+void quiet_recv(MpiCommunicator& w, int tag) {
+  int flag = 0;
+  while (!flag) {
+    MPI_Iprobe(0, tag, w.mpi(), &flag, MPI_STATUS_IGNORE);
+    if (!flag) ::usleep(20000);
+  }
+  float x = 0;
+  w.recv(&x, 1, 0, tag);
 }
 
 // Times `f` on every rank in lock step (a barrier before each repetition);
@@ -78,6 +92,7 @@ int main(int argc, char** argv) {
       }
     }
     MpiCommunicator w(MPI_COMM_WORLD, "world", 600.0);
+    const float one = 1.f;
     const int n = w.size(), r = w.rank();
     auto out = [&](const char* kind, int64_t bytes, double s) {
       if (r == 0) std::printf("coll %s %d %lld %.9g\n", kind, n, (long long)bytes, s);
@@ -111,13 +126,32 @@ int main(int argc, char** argv) {
       }
     }
     if (!ops.empty()) {
+      // The slowdown of ranks sharing the node's cores: rank 0 alone (the
+      // others sleep, not spinning in MPI), then every rank at once, back to
+      // back, three times; the median ratio, so that a machine whose
+      // background load drifts is measured against itself.
       std::vector<st::plan::Op> list;
       for (const auto& k : st::split(ops, ';'))
         if (!k.empty()) list.push_back(st::plan::parse_op_key(k, "--ops"));
-      w.barrier();
-      double t = st::plan::time_ops_pass(list, std::max(seconds, 0.5));
-      w.all_reduce_max(&t, 1);
-      if (r == 0) std::printf("compute %d %.9g\n", n, t);
+      const double window = std::max(seconds, 0.5);
+      std::vector<double> ratios;
+      for (int rep = 0; rep < 3; ++rep) {
+        double alone = 0;
+        if (r == 0) {
+          alone = st::plan::time_ops_pass(list, window);
+          for (int k = 1; k < n; ++k) w.send(&one, 1, k, 9);
+        } else {
+          quiet_recv(w, 9);
+        }
+        w.barrier();
+        double t = st::plan::time_ops_pass(list, window);
+        w.all_reduce_max(&t, 1);
+        if (r == 0) ratios.push_back(t / alone);
+      }
+      if (r == 0) {
+        std::sort(ratios.begin(), ratios.end());
+        std::printf("compute %d %.9g\n", n, ratios[1]);
+      }
     }
     std::fflush(stdout);
   } catch (const st::UsageError& e) {

@@ -159,7 +159,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
       if (last_vs) moment(held_sum + nl * A.block_saved + A.head_kept, 0, "head forward");
       held[key] = saved(op.chunk);
       held_sum += held[key];
-      if (p.pp > 1 && !last_vs) sends += bound;
+      if (p.pp > 1 && !last_vs && !gpu) sends += bound;
     } else {
       held_sum -= held[key];
       held.erase(key);
@@ -175,7 +175,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
         if (collect) mark_ready(l, op.chunk);
       }
       if (first_vs && collect) mark_ready(-1, op.chunk);
-      if (p.pp > 1 && !first_vs) sends += bound;
+      if (p.pp > 1 && !first_vs && !gpu) sends += bound;
     }
   }
   // The end of the gradient reduction: every bucket buffer (ZeRO 2/3), the

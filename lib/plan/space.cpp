@@ -101,7 +101,11 @@ std::vector<Candidate> enumerate_layouts(const Config& base, const KnobRanges& r
                           try {
                             validate_config(c.cfg);
                           } catch (const UsageError& e) {
-                            c.reason = std::string("divisibility: ") + e.what();
+                            const std::string m = e.what();
+                            c.reason =
+                                (m.find("not supported") != std::string::npos ? "unsupported: "
+                                                                              : "divisibility: ") +
+                                m;
                             out.push_back(std::move(c));
                             continue;
                           }
