@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "backend/backend.hpp"
 #include "cli.hpp"
 #include "config/config.hpp"
 #include "core/error.hpp"
@@ -32,6 +33,10 @@ int main(int argc, char** argv) {
     if (cli.exit_now) return 0;
     st::Config cfg = st::load_config(cli.config, cli.sets);
     st::resolve_layout(cfg, rt->world_size());
+    // What the device can run is the backend's answer (runtime.device=cuda
+    // loads the CUDA backend library here, on every rank alike).
+    const std::string why = st::backend_for(cfg).supports(cfg);
+    if (!why.empty()) throw st::UsageError(why);
     if (cli.dry_run) {
       st::print_dry_run(*rt, cfg);
       return 0;

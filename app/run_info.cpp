@@ -113,7 +113,7 @@ void write_run_json(const std::string& path, const RunInfo& info) {
       {"versions",
        {{"mpi", rt.mpi_version()},
         {"hdf5", std::to_string(h5maj) + "." + std::to_string(h5min) + "." + std::to_string(h5rel)},
-        {"blas", "OpenBLAS"},
+        {"compute", info.compute},
         {"compiler", __VERSION__}}},
   };
   if (rt.slurm().present())

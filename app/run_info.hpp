@@ -19,6 +19,7 @@ struct RunInfo {
   const Mesh* mesh;  // this rank's coordinates
   std::string device_name = "cpu";  // "cpu" or the GPU's name (rank 0's in run.json)
   std::string device_id = "cpu";    // "cpu" or "cuda:<ordinal>" (telemetry header)
+  std::string compute;              // what the kernels run on (Ops::describe: BLAS, core, threads)
 };
 double epoch_seconds();
 std::string telemetry_path(const std::string& out, int rank);

@@ -1,6 +1,7 @@
-// The training loop (see trainer.hpp): run folder, mesh, checkpoints and
-// telemetry around the step engine (engine.hpp: micro-batches, bucketed
-// gradient reduction, ZeRO, clip, AdamW). Rank 0 prints progress.
+// The training loop (see trainer.hpp): backend, run folder, mesh,
+// checkpoints and telemetry around the step engine (lib/engine: micro-batches,
+// bucketed gradient reduction, ZeRO, clip, AdamW), which is the same on every
+// device. Rank 0 prints progress.
 #include "trainer.hpp"
 
 #include <cblas.h>
@@ -13,14 +14,15 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "checkpointing.hpp"
+#include "backend/backend.hpp"
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
 #include "cpu_peak.hpp"
 #include "data/data.hpp"
-#include "step_engine.hpp"
+#include "engine/engine.hpp"
+#include "engine/train_state.hpp"
 #include "metrics/metrics.hpp"
 #include "model/model.hpp"
 #include "optim/optim.hpp"
@@ -51,7 +53,7 @@ namespace {
 
 // Throws the same UsageError on every rank if any rank failed a setup check,
 // so a bad file on one node cannot leave the others waiting.
-void agree_on_setup(Communicator& world, const std::string& local_error) {
+void agree_on_setup(MpiCommunicator& world, const std::string& local_error) {
   double bad = local_error.empty() ? 0.0 : 1.0;
   world.all_reduce_max(&bad, 1);
   if (bad > 0) {
@@ -75,10 +77,11 @@ int run_training(Runtime& rt, Config cfg) {
   MpiCommunicator world(MPI_COMM_WORLD, "world", cfg.runtime.timeout_s);
   const auto& par = cfg.parallel;
   Mesh mesh(world, MeshDims{par.pp, par.dp, par.cp, par.tp});
-  // The backend: a GPU per rank must exist (and the build must have CUDA)
-  // on every rank before any of them starts NCCL.
-  const bool on_gpu = cfg.runtime.device == "cuda";
-  if (on_gpu) agree_on_setup(world, cuda_engine_preflight(cfg, rt));
+  // The backend (main.cpp checked that it runs this config): this rank's
+  // device must be usable on every rank before any of them starts its
+  // communicators (NCCL).
+  Backend& be = backend_for(cfg);
+  agree_on_setup(world, be.preflight(cfg, rt.local_rank(), rt.local_size()));
   const int dp = par.dp;
   const int dp_rank = mesh.coords().dp;
 
@@ -115,17 +118,16 @@ int run_training(Runtime& rt, Config cfg) {
 
   DataLoader loader(std::move(src), cfg.model.seq_len, cfg.train.micro_batch, cfg.train.grad_accum,
                     dp, dp_rank);
-  std::unique_ptr<StepEngine> engine =
-      on_gpu ? make_cuda_engine(cfg, mesh, world, rt) : make_cpu_engine(cfg, mesh);
+  auto engine = std::make_unique<Engine>(cfg, mesh, be);
 
-  // The peak MFU is reported against: the GPU's dense bf16 peak, or the
-  // measured sgemm rate on CPU ranks.
-  double peak = cfg.runtime.cpu_peak_gflops * 1e9;
-  std::string peak_source = "config runtime.cpu_peak_gflops";
-  if (auto dp = engine->device_peak()) {
+  // The peak MFU is reported against: the backend's (the GPU's dense peak,
+  // or runtime.cpu_peak_gflops), else the measured sgemm rate on CPU ranks.
+  double peak = 0;
+  std::string peak_source;
+  if (auto dp = be.peak(cfg)) {
     peak = dp->flops;
     peak_source = dp->source;
-  } else if (peak <= 0) {
+  } else {
     world.barrier();  // measure on all ranks at once: they share the cores
     peak = measure_sgemm_flops(768, 1.0);
     world.all_reduce_sum(&peak, 1);
@@ -139,8 +141,16 @@ int run_training(Runtime& rt, Config cfg) {
   const double model_flops_step = metrics::mpt_model_flops_per_seq(mshape) * double(gb);
   const double hw_flops_step = metrics::mpt_hw_flops_per_seq(mshape, recompute) * double(gb);
 
-  RunInfo info{&rt,    &cfg, count_params(cfg.model), peak, peak_source, threads,
-               &mesh, engine->device_name(), engine->device_id()};
+  RunInfo info{&rt,
+               &cfg,
+               count_params(cfg.model),
+               peak,
+               peak_source,
+               threads,
+               &mesh,
+               be.device().name(),
+               be.device().id(),
+               be.ops().describe()};
   if (rank == 0) write_run_json(out + "/run.json", info);
   TelemetryWriter tel;
   tel.open(telemetry_path(out, rank), telemetry_header(info));
@@ -169,7 +179,7 @@ int run_training(Runtime& rt, Config cfg) {
         err = e.what();
       }
       agree_on_setup(world, err);
-      engine->sync_state_from_host();
+      engine->after_restore();
       start_step = at + 1;
       tel.event("ckpt_resume", at,
                 {{"path", *from}, {"from_step", at}, {"load_s", wall_time() - tr}});
@@ -208,6 +218,7 @@ int run_training(Runtime& rt, Config cfg) {
   log0("scaletrain ", run_banner(info));
   log0("data: ", loader.source().describe(), "; global batch ", gb, " x ", cfg.model.seq_len,
        " tokens; ", engine->num_buckets(), " gradient bucket(s); mesh ", mesh.describe());
+  log0("compute: ", info.compute);
   log0("run folder: ", out);
 
   const long total = cfg.train.steps;
@@ -219,8 +230,7 @@ int run_training(Runtime& rt, Config cfg) {
   long step = start_step;
   for (; step <= last; ++step) {
     engine->begin_step();
-    std::vector<Communicator*> comms = mesh.groups();
-    for (Communicator* c : engine->extra_comms()) comms.push_back(c);
+    std::vector<Communicator*> comms = engine->comms();
     world.reset_stats();
     for (Communicator* g : comms) g->reset_stats();
     const double t_start_epoch = epoch_seconds();
@@ -251,21 +261,18 @@ int run_training(Runtime& rt, Config cfg) {
     double ckpt_stall = 0;
     const bool saving =
         sig > 0 || (cfg.checkpoint.interval > 0 && step % cfg.checkpoint.interval == 0);
-    // A device backend first copies its state into the host views (pinned,
-    // on a copy stream); that copy is part of the stall.
-    const double t_sync = saving ? engine->sync_state_to_host() : 0.0;
     if (sig > 0) {
       tel.event("signal", step, {{"signal", signal_name(int(sig))}});
       log0("received ", signal_name(int(sig)), " at step ", step, "; emergency checkpoint");
       SaveStats ss =
           ckpt->emergency_save(step, checkpoint_state(tstate, step, loader.samples_consumed(step)));
-      ckpt_stall = t_sync + ss.stall_s;
+      ckpt_stall = ss.stall_s;
       log0(ss.committed ? "emergency checkpoint committed" : "emergency checkpoint FAILED", " (",
            ss.stall_s, " s)");
     } else if (saving) {
       SaveStats ss =
           ckpt->save(step, checkpoint_state(tstate, step, loader.samples_consumed(step)));
-      ckpt_stall = t_sync + ss.stall_s;
+      ckpt_stall = ss.stall_s;
     }
     const double step_s = wall_time() - t0;
 
@@ -285,6 +292,16 @@ int run_training(Runtime& rt, Config cfg) {
       comm_s += s.seconds;
     }
     const EngineMemory mem = engine->memory();
+    // Where the step's time went by kind of kernel, when the backend times them.
+    const KernelSeconds ks = be.ops().take_kernel_seconds();
+    const double alloc_s = be.device().take_alloc_seconds();
+    json kernel = json::object();
+    if (ks.known)
+      kernel = {{"gemm", ks.gemm},
+                {"attention", ks.attention},
+                {"elementwise", ks.elementwise},
+                {"optimizer", ks.optimizer},
+                {"alloc", alloc_s}};
     const int64_t tokens =
         int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * cfg.model.seq_len;
     tel.step({{"step", step},
@@ -298,6 +315,7 @@ int run_training(Runtime& rt, Config cfg) {
               {"comm_exposed_s", exposed},
               {"comm_bucket_s", so.async_total_s},
               {"comm", comm},
+              {"kernel_s", kernel},
               {"ckpt_stall_s", ckpt_stall},
               {"tokens", tokens},
               {"global_tokens", gb * cfg.model.seq_len},

@@ -36,6 +36,9 @@ if(NOT SCALETRAIN_CUDA STREQUAL "OFF")
   else()
     set(SCALETRAIN_CUDA_ARCHS "80;90" CACHE STRING "CUDA architectures of the CUDA backend")
     set(CMAKE_CUDA_ARCHITECTURES ${SCALETRAIN_CUDA_ARCHS})
+    # The shared CUDA runtime (CUDA::cudart): one copy per process for the
+    # backend library and the GPU tools, never a static one beside it.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     enable_language(CUDA)
     set(SCALETRAIN_HAVE_CUDA 1)
     set(SCALETRAIN_CUDA_SUMMARY "on (CUDA ${CUDAToolkit_VERSION}, sm ${CMAKE_CUDA_ARCHITECTURES}, cuDNN ${CUDNN_LIBRARY}, NCCL ${NCCL_LIBRARY})")

@@ -1,142 +1,194 @@
-// The compute ops every backend implements: one header of signatures, fp32,
-// host or device pointers depending on the backend compiled behind it
-// (kernels/cpu now, kernels/cuda later). The model calls only these.
+// The Ops seam: every compute kernel the model, the engine and the optimizer
+// run, with one signature for every backend. The CPU implementation
+// (kernels/cpu/ops_cpu.cpp) is always built and is the reference; the CUDA
+// one lives in the CUDA backend library (kernels/cuda) and is checked op by
+// op against it (ctest/backend/test_ops_backends.cpp).
 //
 // Conventions (all ops):
-//  - Tensors are contiguous row-major; "rows" is the flattened leading size
-//    (B*T for activations).
-//  - Activation layouts: x [rows, d]; q [B, T, Hq, hd]; k, v [B, T, Hkv, hd]
-//    (i.e. the [rows, H*hd] output of a linear layer, viewed per head).
-//  - Backward ops OVERWRITE activation gradients (dx, dq, ...) unless an
-//    `accumulate` flag says otherwise, and ADD INTO parameter gradients
-//    (dw, dtable), so gradients of a step accumulate in place.
-//  - Every op is deterministic: the same inputs give bitwise the same outputs
-//    for a given thread count (recomputation for activation checkpointing
-//    relies on this). Reductions over rows into parameter gradients do not
-//    depend on the thread count.
+//  - Pointers are device pointers of the backend's Device; every op is
+//    enqueued on the stream `s` and returns without waiting for it.
+//  - Row-major, contiguous. Activation layouts: x [rows, d]; q [B, T, Hq, hd];
+//    k, v [B, T, Hkv, hd] (the [rows, H*hd] output of a linear layer).
+//  - `t` is the activation dtype (the compute precision: F32 or BF16).
+//    Parameter gradients, RMSNorm's rstd, attention's lse, the cross-entropy
+//    statistics and the optimizer state are always F32. Math is fp32 on
+//    every backend; a bf16 output is rounded once, when it is stored (so the
+//    CPU backend's bf16 path rounds where the CUDA kernels do).
+//  - Backward ops OVERWRITE activation gradients unless `accumulate` says
+//    otherwise, and ADD INTO parameter gradients.
+//  - Deterministic: the same inputs give bitwise the same outputs (activation
+//    checkpointing's recomputation relies on it); reductions into parameter
+//    gradients do not depend on the thread count.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
-namespace st::kernels {
+#include "tensor/device.hpp"
+#include "tensor/dtype.hpp"
 
-// C[M,N] = alpha * op(A) op(B) + beta * C, row-major; op(A) is [M,K], op(B)
-// is [K,N]. lda/ldb/ldc are row strides of A, B, C as stored.
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
-// Same, packed (lda = trans_a ? M : K, ldb = trans_b ? K : N, ldc = N).
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          const float* B, float beta, float* C);
+namespace st {
 
-// What the GEMM runs on, for run.json and the log, e.g. "OpenBLAS 0.3.21
-// ... (core SkylakeX)". Ends with a hint when the library picked a generic
-// kernel on a CPU that has AVX2 (OpenBLAS falls back to Prescott on CPUs it
-// does not recognise, about 3x slower; OPENBLAS_CORETYPE overrides it).
-std::string gemm_library();
+// One tensor of a multi-tensor AdamW step: fp32 master weights, gradient and
+// moments, and optionally the compute copy to refresh (wc of dtype wc_t).
+struct AdamWSpan {
+  float* w = nullptr;
+  const float* g = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+  void* wc = nullptr;
+  DType wc_t = DType::BF16;
+  int64_t n = 0;
+  bool decay = true;
+};
 
-// y[i] += x[i]
-void add_inplace(float* y, const float* x, int64_t n);
+// AdamW with decoupled weight decay; one formula on every backend:
+//   g' = g * grad_scale
+//   m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2
+//   w = w - lr * (wd * w + (m / bc1) / (sqrt(v / bc2) + eps))
+// with bc1 = 1 - b1^step, bc2 = 1 - b2^step (computed in double, used as
+// fp32), wd = weight_decay for spans with decay, else 0; step counts from 1.
+struct AdamWHyper {
+  float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0;
+  int64_t step = 1;
+  float grad_scale = 1;  // the clip coefficient
+};
 
-// out[r, :] = table[tokens[r], :]; tokens must be in [0, vocab).
-void embedding_fwd(const int32_t* tokens, int64_t rows, const float* table, int64_t vocab,
-                   int64_t d, float* out);
-// dtable[tokens[r], :] += dout[r, :]  (deterministic: no atomics).
-void embedding_bwd(const int32_t* tokens, int64_t rows, const float* dout, int64_t vocab, int64_t d,
-                   float* dtable);
+// A span of fp32 values in one of several sums (gradient norms).
+struct F32Span {
+  const float* p = nullptr;
+  int64_t n = 0;
+  int group = 0;
+};
 
-// Vocab-parallel embedding shard: table holds rows [v0, v0+vl) of the
-// vocabulary; rows whose token is outside get 0 (the tp all-reduce fills
-// them from the owning rank). Backward adds only the owned rows.
-void embedding_fwd_shard(const int32_t* tokens, int64_t rows, const float* table, int64_t v0,
-                         int64_t vl, int64_t d, float* out);
-void embedding_bwd_shard(const int32_t* tokens, int64_t rows, const float* dout, int64_t v0,
-                         int64_t vl, int64_t d, float* dtable);
+// Seconds spent in each kind of kernel since the last take_kernel_seconds()
+// (backends that time their kernels: the CPU one; others report nothing).
+struct KernelSeconds {
+  double gemm = 0, attention = 0, elementwise = 0, optimizer = 0;
+  bool known = false;
+};
 
-// y = x * rstd * w, rstd[r] = 1 / sqrt(mean_j x[r,j]^2 + eps). rstd: [rows].
-void rmsnorm_fwd(const float* x, const float* w, int64_t rows, int64_t d, float eps, float* y,
-                 float* rstd);
-// dx (= or += when accumulate) and dw (+=) from dy, x, w and the saved rstd.
-void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, int64_t rows,
-                 int64_t d, float* dx, float* dw, bool accumulate);
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual std::string describe() const = 0;  // what the GEMM and attention run on
+  virtual KernelSeconds take_kernel_seconds() { return {}; }
 
-// RoPE, interleaved pairs (x[2i], x[2i+1]) as in Meta's Llama reference
-// (view_as_complex): angle(t, i) = (pos0 + t) * theta^(-2i/hd).
-// Tables cos/sin: [T, hd/2], built by rope_table.
-void rope_table(int64_t T, int64_t hd, double theta, int64_t pos0, float* cos_t, float* sin_t);
-// In place on x [B, T, H, hd] (hd even): rotate each pair by +angle.
-void rope_fwd(float* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
-              const float* sin_t);
-// In place on dx [B, T, H, hd]: rotate by -angle (the transpose of rope_fwd).
-void rope_bwd(float* dx, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
-              const float* sin_t);
+  // C[M,N] = alpha * op(A) op(B) + beta * C; op(A) is [M,K], op(B) is [K,N];
+  // lda/ldb/ldc are row strides as stored. A and B have dtype `ab`; C has
+  // dtype `c` (F32, or the same as ab). Accumulation is fp32.
+  virtual void gemm(Stream& s, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                    float alpha, const void* A, int64_t lda, const void* B, int64_t ldb, DType ab,
+                    float beta, void* C, int64_t ldc, DType c) = 0;
 
-// out = silu(gate) * up, elementwise over n.
-void swiglu_fwd(const float* gate, const float* up, int64_t n, float* out);
-// dgate, dup (overwritten) from dout. dgate may alias gate, dup may alias up
-// only if both alias (then gate/up are consumed).
-void swiglu_bwd(const float* gate, const float* up, const float* dout, int64_t n, float* dgate,
-                float* dup);
+  // y = x converted (n elements).
+  virtual void cast(Stream& s, const void* x, DType xt, void* y, DType yt, int64_t n) = 0;
+  // y += x
+  virtual void add(Stream& s, void* y, const void* x, int64_t n, DType t) = 0;
+  // x *= a (fp32)
+  virtual void scale(Stream& s, float* x, int64_t n, float a) = 0;
 
-// Causal grouped-query attention, softmax(q k^T * scale) v with
-// max-subtraction; query head h reads kv head h / (Hq / Hkv).
-// q: [B,T,Hq,hd], k,v: [B,T,Hkv,hd], out: [B,T,Hq,hd],
-// lse: [B,Hq,T] log-sum-exp of the scaled scores (saved for backward).
-void attention_fwd(const float* q, const float* k, const float* v, int64_t B, int64_t T, int64_t Hq,
-                   int64_t Hkv, int64_t hd, float scale, float* out, float* lse);
-// dq, dk, dv overwritten. Needs q, k, v, out, lse from the forward.
-void attention_bwd(const float* q, const float* k, const float* v, const float* out,
-                   const float* lse, const float* dout, int64_t B, int64_t T, int64_t Hq,
-                   int64_t Hkv, int64_t hd, float scale, float* dq, float* dk, float* dv);
+  // Embedding of vocabulary rows [v0, v0 + vl) (the whole table: v0 = 0,
+  // vl = vocab; a tensor-parallel shard otherwise): out[r] = table[tok[r] -
+  // v0], or 0 when the token is outside the shard (the tp reduction fills it
+  // from its owner). Tokens are checked by the caller. Backward adds the
+  // owned rows into dtable (fp32) in row order.
+  virtual void embedding_fwd(Stream& s, const int32_t* tokens, int64_t rows, const void* table,
+                             int64_t v0, int64_t vl, int64_t d, void* out, DType t) = 0;
+  virtual void embedding_bwd(Stream& s, const int32_t* tokens, int64_t rows, const void* dout,
+                             int64_t v0, int64_t vl, int64_t d, float* dtable, DType t) = 0;
 
-// Attention of queries against one K/V block, for ring attention (context
-// parallelism): q [B,Tq,Hq,hd], k,v [B,Tk,Hkv,hd]; query t sees key s iff
-// kpos[s] <= qpos[t] (global token positions; kpos ascending). out is the
-// attention output within the block, lse [B,Hq,Tq] its log-sum-exp; a query
-// that sees no key gets out = 0, lse = -inf.
-void attention_fwd_block(const float* q, const float* k, const float* v, int64_t B, int64_t Tq,
-                         int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
-                         const int32_t* qpos, const int32_t* kpos, float* out, float* lse);
-// Online-softmax merge: (out, lse) := combination of (out, lse) and (out_b,
-// lse_b), both normalized partial results over disjoint key sets. out:
-// [B,T,H,hd], lse: [B,H,T]; -inf marks "no keys".
-void attention_lse_merge(float* out, float* lse, const float* out_b, const float* lse_b, int64_t B,
-                         int64_t T, int64_t H, int64_t hd);
-// Backward of one block given the FINAL out and lse (over all blocks):
-// ADDS into dq [B,Tq,Hq,hd], dk and dv [B,Tk,Hkv,hd].
-void attention_bwd_block(const float* q, const float* k, const float* v, const float* out,
-                         const float* lse, const float* dout, int64_t B, int64_t Tq, int64_t Tk,
-                         int64_t Hq, int64_t Hkv, int64_t hd, float scale, const int32_t* qpos,
-                         const int32_t* kpos, float* dq, float* dk, float* dv);
+  // y = x * rstd * w, rstd[r] = 1 / sqrt(mean_j x[r,j]^2 + eps) (fp32).
+  virtual void rmsnorm_fwd(Stream& s, const void* x, const void* w, int64_t rows, int64_t d,
+                           float eps, void* y, float* rstd, DType t) = 0;
+  // dx (= or += when accumulate) and dw (fp32, +=).
+  virtual void rmsnorm_bwd(Stream& s, const void* x, const void* w, const float* rstd,
+                           const void* dy, int64_t rows, int64_t d, void* dx, float* dw,
+                           bool accumulate, DType t) = 0;
 
-// Softmax cross-entropy over logits [rows, V]; targets < 0 are ignored.
-// Writes lse [rows] and returns the mean loss over non-ignored targets
-// (accumulated in double). n_valid (optional) receives their count.
-float cross_entropy_fwd(const float* logits, const int32_t* targets, int64_t rows, int64_t V,
-                        float* lse, int64_t* n_valid = nullptr);
-// dlogits = (softmax(logits) - onehot(target)) * dloss / n_valid; rows with
-// ignored targets get 0. dlogits may alias logits (in place).
-void cross_entropy_bwd(const float* logits, const int32_t* targets, const float* lse, int64_t rows,
-                       int64_t V, int64_t n_valid, float dloss, float* dlogits);
+  // RoPE in place on x [B, T, H, hd], interleaved pairs (x[2i], x[2i+1]) as
+  // Meta's Llama reference; cos/sin [T, hd/2] fp32 (docs/model.md). inverse:
+  // rotate by -angle (the backward).
+  virtual void rope(Stream& s, void* x, int64_t B, int64_t T, int64_t H, int64_t hd,
+                    const float* cos_t, const float* sin_t, bool inverse, DType t) = 0;
 
-// Vocab-parallel cross-entropy pieces (logits [rows, Vl] hold vocabulary
-// [v0, v0+Vl)): row_max per row; then, given the global row max m (max over
-// the tp group), sumexp[r] = sum_j exp(x[r,j] - m[r]) and target_logit[r] =
-// x[r, target - v0] if this shard holds the target, else 0 (both summed over
-// the group by the caller; lse = m + log(sumexp)). The backward writes
-// (softmax - onehot) * scale from the global lse; ignored targets (< 0) give
-// 0 rows. dlogits may alias logits.
-void row_max(const float* x, int64_t rows, int64_t cols, float* out);
-void cross_entropy_shard_sums(const float* logits, const int32_t* targets, int64_t rows, int64_t Vl,
-                              int64_t v0, const float* row_max, double* sumexp,
-                              double* target_logit);
-void cross_entropy_bwd_shard(const float* logits, const int32_t* targets, const float* lse,
-                             int64_t rows, int64_t Vl, int64_t v0, float scale, float* dlogits);
+  // out = silu(gate) * up. Backward overwrites dgate and dup, which may alias
+  // gate and up (both or neither).
+  virtual void swiglu_fwd(Stream& s, const void* gate, const void* up, int64_t n, void* out,
+                          DType t) = 0;
+  virtual void swiglu_bwd(Stream& s, const void* gate, const void* up, const void* dout, int64_t n,
+                          void* dgate, void* dup, DType t) = 0;
 
-// AdamW on fp32 master weights, decoupled weight decay:
-//   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2
-//   w -= lr * (wd * w + (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps))
-// step counts from 1.
-void adamw_step(float* w, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
-                float beta2, float eps, float weight_decay, int64_t step);
+  // Causal grouped-query attention over the whole sequence, softmax(q k^T *
+  // scale) v; query head h reads kv head h / (Hq / Hkv); lse [B, Hq, T] is
+  // the log-sum-exp of the scaled scores (kept for backward). Backward
+  // overwrites dq, dk, dv.
+  virtual void attention_fwd(Stream& s, const void* q, const void* k, const void* v, int64_t B,
+                             int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale, void* out,
+                             float* lse, DType t) = 0;
+  virtual void attention_bwd(Stream& s, const void* q, const void* k, const void* v,
+                             const void* out, const float* lse, const void* dout, int64_t B,
+                             int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale, void* dq,
+                             void* dk, void* dv, DType t) = 0;
+  // The block form ring attention needs: queries [B,Tq] against one K/V
+  // block [B,Tk]; query t sees key j iff kpos[j] <= qpos[t] (global token
+  // positions, device int32, kpos ascending); a query that sees no key gets
+  // out = 0, lse = -inf.
+  virtual void attention_fwd_block(Stream& s, const void* q, const void* k, const void* v,
+                                   int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv,
+                                   int64_t hd, float scale, const int32_t* qpos,
+                                   const int32_t* kpos, void* out, float* lse, DType t) = 0;
+  // (out, lse) := the log-sum-exp merge of (out, lse) and (out_b, lse_b),
+  // partial results over disjoint key sets; out [B,T,H,hd], lse [B,H,T].
+  virtual void attention_lse_merge(Stream& s, void* out, float* lse, const void* out_b,
+                                   const float* lse_b, int64_t B, int64_t T, int64_t H, int64_t hd,
+                                   DType t) = 0;
+  // Backward of one block from the FINAL out and lse: ADDS into the fp32
+  // accumulators dq [B,Tq,Hq,hd], dk and dv [B,Tk,Hkv,hd].
+  virtual void attention_bwd_block(Stream& s, const void* q, const void* k, const void* v,
+                                   const void* out, const float* lse, const void* dout, int64_t B,
+                                   int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd,
+                                   float scale, const int32_t* qpos, const int32_t* kpos, float* dq,
+                                   float* dk, float* dv, DType t) = 0;
 
-}  // namespace st::kernels
+  // Softmax cross-entropy over a vocabulary shard: logits [rows, V] hold
+  // columns [v0, v0 + V) of the vocabulary (v0 = 0 and V the whole
+  // vocabulary without tensor parallelism: the one-shard case). Targets are
+  // global ids; < 0 means ignored.
+  //  1. ce_partial: row max, sum of exp(x - max), and the target's logit (0
+  //     when another shard holds it).
+  //  2. (tp > 1) the caller all-reduces max into gmax (MAX), ce_rescale
+  //     rescales sumexp to gmax, the caller all-reduces sumexp and tlogit (SUM).
+  //  3. ce_finish: lse = gmax + log(sumexp), row_loss = lse - tlogit (0 for
+  //     ignored rows).
+  virtual void ce_partial(Stream& s, const void* logits, const int32_t* targets, int64_t rows,
+                          int64_t V, int64_t v0, float* max, float* sumexp, float* tlogit,
+                          DType t) = 0;
+  virtual void ce_rescale(Stream& s, const float* max, const float* gmax, float* sumexp,
+                          int64_t rows) = 0;
+  virtual void ce_finish(Stream& s, const float* gmax, const float* sumexp, const float* tlogit,
+                         const int32_t* targets, int64_t rows, float* lse, float* row_loss) = 0;
+  // acc[0] += scale * sum of row_loss over rows with a target (in double,
+  // fixed order); acc is a device double.
+  virtual void loss_accumulate(Stream& s, const float* row_loss, const int32_t* targets,
+                               int64_t rows, double scale, double* acc) = 0;
+  // dlogits = (softmax - onehot(target)) * scale, 0 for ignored rows; may
+  // alias logits.
+  virtual void ce_bwd(Stream& s, const void* logits, const int32_t* targets, const float* lse,
+                      int64_t rows, int64_t V, int64_t v0, float scale, void* dlogits, DType t) = 0;
+
+  // out[g] = sum of squares of the spans of group g, g < groups (device
+  // doubles, overwritten), for gradient norms.
+  virtual void sumsq(Stream& s, const std::vector<F32Span>& spans, int groups, double* out) = 0;
+  virtual void adamw(Stream& s, const std::vector<AdamWSpan>& spans, const AdamWHyper& h) = 0;
+};
+
+// The CPU implementation (always built).
+Ops& cpu_ops();
+
+// RoPE angle tables for the given token positions: cos/sin [n, hd/2] with
+// angle(p, i) = p * theta^(-2i/hd), computed in double (host; the model
+// copies them to its device).
+void rope_tables(const int32_t* positions, int64_t n, int64_t hd, double theta, float* cos_t,
+                 float* sin_t);
+}  // namespace st

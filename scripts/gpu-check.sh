@@ -1,28 +1,39 @@
 #!/usr/bin/env bash
 # gpu-check.sh: the one-command check of the CUDA backend on a GPU machine
-# (sized for one H200, under 8 minutes): configure with the `cuda` preset for
-# this GPU's architecture only (default sm_90), build the CUDA targets, run
-# the tests labelled gpu, run the probe and the cuBLASLt bf16 GEMM benchmark,
-# run the one-GPU bf16 training step (scaletrain-bench-step, full activation
-# checkpointing, a few steps) at the llama-1b and llama-7b shapes, run the
-# trainer itself (runtime.device=cuda) on llama-1b with one asynchronous
-# checkpoint, and print a table; no number is printed that was not measured.
+# (sized for one H200, about 8 minutes): configure with the `cuda` preset for
+# this GPU's architecture only (default sm_90); build the trainer, the CUDA
+# backend library, the analysis, the GPU tools and the tests labelled gpu;
+# run those tests; measure the cuBLASLt bf16 GEMM rate; run
+# scaletrain-bench-step (the shared model and engine on the CUDA backend,
+# full activation checkpointing) at the llama-1b and llama-7b shapes; run the
+# trainer itself (runtime.device=cuda, bf16, full activation checkpointing,
+# 20 steps) on both, llama-1b with an asynchronous checkpoint every 10 steps;
+# run scaletrain-analyze on the trainer's runs; print a table last. No
+# number is printed that was not measured.
+#
+# llama-7b trains without checkpoints here: a checkpoint holds fp32 weights
+# and both AdamW moments (12 bytes per parameter, ~81 GB), more than the
+# check machine's disk, and its pinned snapshot buffers would take as much
+# host memory again.
 #
 # Usage: scripts/gpu-check.sh            (from anywhere in the repo)
-# Environment: SCALETRAIN_CUDA_ARCHS (default 90), JOBS (default nproc),
-#              GEMM_SIZE (default 8192), STEPS (timed steps per model,
-#              default 4; one untimed warm-up step more).
-# Exit: 0 all gpu tests passed; 1 a build step or test failed; 77 no GPU
-# visible (everything built, tests skipped).
+# Environment: OUT (where logs and run folders go; default a fresh temp dir),
+#              SCALETRAIN_CUDA_ARCHS (default 90), JOBS (default nproc),
+#              GEMM_SIZE (default 8192), STEPS (timed bench-step steps,
+#              default 4, one untimed warm-up step more), TRAIN_STEPS
+#              (trainer steps, default 20).
+# Exit: 0 everything passed; 1 a build step, test or run failed; 77 no GPU
+# visible (everything built, nothing ran).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 t0=$SECONDS
 archs=${SCALETRAIN_CUDA_ARCHS:-90}
 jobs=${JOBS:-$(nproc)}
 gemm=${GEMM_SIZE:-8192}
 steps=${STEPS:-4}
-build=build-cuda  # the cuda preset's binaryDir
-log=$(mktemp -d)/gpu-check
+tsteps=${TRAIN_STEPS:-20}
+build="build-cuda"  # the cuda preset's binaryDir
+log=${OUT:-$(mktemp -d)}/gpu-check
 mkdir -p "$log"
 
 step() { printf '\n== %s (%ds)\n' "$*" $((SECONDS - t0)); }
@@ -33,15 +44,24 @@ cmake --preset cuda -DSCALETRAIN_CUDA_ARCHS="$archs" >"$log/configure.txt" 2>&1 
   { tail -30 "$log/configure.txt"; die "configure failed"; }
 grep -E "CUDA backend" "$log/configure.txt"
 
+# The gpu-labelled tests' executables (their targets have the same names).
+known=$(ninja -C "$build" -t targets all 2>/dev/null | sed -n 's/^\([^:/]*\): .*/\1/p')
+gpu_tests=()
+for exe in $(ctest --test-dir "$build" -L gpu --show-only=json-v1 2>/dev/null |
+  grep -o "\"$PWD/$build/[^\"]*\"" | tr -d '"' | xargs -r -n1 basename | sort -u); do
+  grep -qx -- "$exe" <<<"$known" && gpu_tests+=("$exe")
+done
+
 step "build (-j$jobs)"
-targets=(scaletrain scaletrain-cuda-probe scaletrain-bench-gemm scaletrain-bench-step
-  cuda_kernels_test cuda_libs_test nccl_comm_test cuda_step_test cuda_train_test cuda_host_test)
-timeout 420 cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$log/build.txt" 2>&1 ||
+targets=(scaletrain scaletrain_cuda scaletrain-analyze scaletrain-cuda-probe
+  scaletrain-bench-gemm scaletrain-bench-step "${gpu_tests[@]}")
+timeout 300 cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$log/build.txt" 2>&1 ||
   { tail -40 "$log/build.txt"; die "build failed"; }
 echo "built: ${targets[*]}"
+analyze=$(find "$build" -maxdepth 3 -type f -name scaletrain-analyze | head -1)
 
 step "ctest -L gpu"
-timeout 240 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 200 \
+timeout 150 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120 \
   >"$log/ctest.txt" 2>&1
 ctest_rc=$?
 grep -E "Test +#|tests passed|Skipped|Failed|SKIP:" "$log/ctest.txt" | sed 's/^/  /'
@@ -52,9 +72,14 @@ step "probe"
 "$build/kernels/cuda/scaletrain-cuda-probe" | tee "$log/probe.txt"
 probe_rc=${PIPESTATUS[0]}
 device=$(sed -n 's/^device 0: //p' "$log/probe.txt")
+if [[ $probe_rc -eq 77 ]]; then
+  echo "no GPU visible: everything built, nothing ran"
+  exit 77
+fi
 
 step "bf16 GEMM rate (cuBLASLt, ${gemm}^3)"
-"$build/kernels/cuda/scaletrain-bench-gemm" "$gemm" "$gemm" "$gemm" 50 | tee "$log/gemm.txt"
+timeout 60 "$build/kernels/cuda/scaletrain-bench-gemm" "$gemm" "$gemm" "$gemm" 50 |
+  tee "$log/gemm.txt"
 tflops=$(sed -n 's/^bf16_gemm_tflops=//p' "$log/gemm.txt")
 
 # micro-batch per model (7B: fp32 master, bf16 copy, fp32 grads and AdamW
@@ -62,71 +87,83 @@ tflops=$(sed -n 's/^bf16_gemm_tflops=//p' "$log/gemm.txt")
 declare -A mbs=([llama-1b]=2 [llama-7b]=1)
 declare -A step_rc
 for m in llama-1b llama-7b; do
-  step "training step: $m, seq 4096, micro-batch ${mbs[$m]}, $steps steps, full act ckpt"
+  step "bench-step: $m, seq 4096, micro-batch ${mbs[$m]}, 1+$steps steps, full act ckpt"
   timeout 150 "$build/kernels/cuda/scaletrain-bench-step" --preset "$m" --seq 4096 \
     --micro-batch "${mbs[$m]}" --steps "$steps" --warmup 1 >"$log/step-$m.txt" 2>&1
   step_rc[$m]=$?
-  tail -14 "$log/step-$m.txt" | sed 's/^/  /'
+  tail -16 "$log/step-$m.txt" | sed 's/^/  /'
 done
 
-# The trainer on the GPU: llama-1b, the same shape as the step benchmark, 8
-# steps (2 left out of the steady state), an async HDF5 checkpoint at step 4.
-step "trainer: llama-1b, runtime.device=cuda, seq 4096, micro-batch 2, 8 steps, checkpoint at 4"
-run=$log/trainer-run
-timeout 240 "$build/app/scaletrain" --config configs/default.yaml --set model.preset=llama-1b \
-  --set model.seq_len=4096 --set runtime.device=cuda --set train.precision=bf16 \
-  --set train.act_ckpt=full --set train.micro_batch=2 --set train.steps=8 \
-  --set train.warmup_steps_excluded=2 --set checkpoint.interval=4 --set checkpoint.keep_last_n=1 \
-  --out "$run" >"$log/trainer.txt" 2>&1
-trainer_rc=$?
-tail -6 "$log/trainer.txt" | sed 's/^/  /'
-done_line=$(grep -E "done: .* steady state" "$log/trainer.txt" | tail -1)
-tr_toks=$(sed -n 's/.*steady state \([0-9.e+]*\) tok\/s.*/\1/p' <<<"$done_line")
-tr_mfu=$(sed -n 's/.*tok\/s, MFU \([0-9.e+]*\)%.*/\1/p' <<<"$done_line")
-# The loop's stall at the checkpoint step (device-to-pinned-host copy plus the
-# snapshot), from the step record; the write time from the commit event.
-tr_stall=$(grep '"type":"step"' "$run/telemetry/rank_00000.jsonl" 2>/dev/null | grep '"step":4,' |
-  grep -o '"ckpt_stall_s":[0-9.e+-]*' | head -1 | cut -d: -f2)
-tr_write=$(grep -o '"event":"ckpt_commit"[^}]*' "$run/telemetry/rank_00000.jsonl" 2>/dev/null |
-  grep -o '"write_s":[0-9.e+-]*' | head -1 | cut -d: -f2)
-rm -rf "$run/checkpoints"  # ~15 GB
+# The trainer on the GPU: 20 steps at the bench-step shapes (4 left out of
+# the steady state); llama-1b with an async HDF5 checkpoint every 10 steps
+# (12 bytes per parameter, ~18 GB, one kept). uint32 token ids: llama-1b's
+# vocabulary does not fit uint16.
+declare -A tr_rc tr_toks tr_mfu tr_stall tr_write
+for m in llama-1b llama-7b; do
+  ckpt=(--set checkpoint.interval=0)
+  [[ $m == llama-1b ]] && ckpt=(--set checkpoint.interval=10 --set checkpoint.keep_last_n=1
+    --set checkpoint.mode=async)
+  step "trainer: $m, runtime.device=cuda, seq 4096, micro-batch ${mbs[$m]}, $tsteps steps" \
+    "${ckpt[*]}"
+  run=$log/run-$m
+  timeout 200 "$build/app/scaletrain" --config configs/default.yaml --set model.preset="$m" \
+    --set model.seq_len=4096 --set data.dtype=uint32 --set runtime.device=cuda \
+    --set train.precision=bf16 --set train.act_ckpt=full --set train.micro_batch="${mbs[$m]}" \
+    --set train.steps="$tsteps" --set train.warmup_steps_excluded=4 "${ckpt[@]}" --out "$run" \
+    >"$log/trainer-$m.txt" 2>&1
+  tr_rc[$m]=$?
+  tail -5 "$log/trainer-$m.txt" | sed 's/^/  /'
+  done_line=$(grep -E "done: .* steady state" "$log/trainer-$m.txt" | tail -1)
+  tr_toks[$m]=$(sed -n 's/.*steady state \([0-9.e+]*\) tok\/s.*/\1/p' <<<"$done_line")
+  tr_mfu[$m]=$(sed -n 's/.*tok\/s, MFU \([0-9.e+]*\)%.*/\1/p' <<<"$done_line")
+  # The loop's stall at a checkpoint step (device-to-pinned-host copy plus the
+  # snapshot), from the step record; the write time from the commit event.
+  tel=$run/telemetry/rank_00000.jsonl
+  tr_stall[$m]=$(grep '"type":"step"' "$tel" 2>/dev/null | grep '"step":10,' |
+    grep -o '"ckpt_stall_s":[0-9.e+-]*' | head -1 | cut -d: -f2)
+  tr_write[$m]=$(grep -o '"event":"ckpt_commit"[^}]*' "$tel" 2>/dev/null |
+    grep -o '"write_s":[0-9.e+-]*' | head -1 | cut -d: -f2)
+  rm -rf "$run/checkpoints"  # ~18 GB for llama-1b; nothing of it is reported
+  if [[ -n $analyze && -f $run/run.json ]]; then
+    "$analyze" run "$run" --no-plots >"$log/analyze-$m.txt" 2>&1 ||
+      echo "  scaletrain-analyze failed (see $log/analyze-$m.txt)"
+  fi
+done
 
 val() { sed -n "s/^$2=//p" "$log/step-$1.txt" | head -1; }
 step "summary"
 printf '\n| item | value |\n|---|---|\n'
 printf '| device | %s |\n' "${device:-none visible}"
 printf '| gpu tests | %s; %s skipped |\n' "$summary" "$skipped"
-printf '| measured bf16 GEMM rate (cuBLASLt %s^3) | %s |\n' "$gemm" \
-  "${tflops:+$tflops TFLOP/s}${tflops:-n/a}"
-printf '\n| model | seq_len | micro-batch | act_ckpt | tokens/s | MFU | HFU | peak memory | bf16 GEMM rate |\n'
+printf '| measured bf16 GEMM rate (cuBLASLt %s^3) | %s |\n' "$gemm" "${tflops:-n/a} TFLOP/s"
+printf '\n| bench-step | micro-batch | tokens/s | MFU | HFU | peak device GiB | fwd s | bwd s | opt s |\n'
 printf '|---|---|---|---|---|---|---|---|---|\n'
 for m in llama-1b llama-7b; do
   if [[ ${step_rc[$m]} -eq 0 ]]; then
-    printf '| %s | 4096 | %s | full | %s | %s | %s | %s GiB | %s |\n' "$m" "${mbs[$m]}" \
-      "$(val "$m" tokens_per_s)" "$(val "$m" mfu)" "$(val "$m" hfu)" "$(val "$m" peak_device_gib)" \
-      "${tflops:+$tflops TFLOP/s}${tflops:-n/a}"
-  elif [[ ${step_rc[$m]} -eq 77 ]]; then
-    printf '| %s | 4096 | %s | full | skipped: no GPU | | | | |\n' "$m" "${mbs[$m]}"
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$m" "${mbs[$m]}" \
+      "$(val "$m" tokens_per_s)" "$(val "$m" mfu)" "$(val "$m" hfu)" \
+      "$(val "$m" peak_device_gib)" "$(val "$m" fwd_s)" "$(val "$m" bwd_s)" "$(val "$m" opt_s)"
   else
-    printf '| %s | 4096 | %s | full | failed (rc %s, see %s) | | | | |\n' "$m" "${mbs[$m]}" \
+    printf '| %s | %s | failed (rc %s, see %s) | | | | | | |\n' "$m" "${mbs[$m]}" \
       "${step_rc[$m]}" "$log/step-$m.txt"
   fi
 done
-printf '\n| trainer (runtime.device=cuda) | tokens/s | MFU | checkpoint stall | background write |\n'
+printf '\n| trainer (cuda, bf16, seq 4096, full act ckpt) | tokens/s | MFU | checkpoint stall | background write |\n'
 printf '|---|---|---|---|---|\n'
-if [[ $trainer_rc -eq 0 ]]; then
-  printf '| llama-1b, seq 4096, micro-batch 2, full act ckpt | %s | %s%% | %s s | %s s |\n' \
-    "${tr_toks:-n/a}" "${tr_mfu:-n/a}" "${tr_stall:-n/a}" "${tr_write:-n/a}"
-else
-  printf '| llama-1b | failed (rc %s, see %s) | | | |\n' "$trainer_rc" "$log/trainer.txt"
-fi
+for m in llama-1b llama-7b; do
+  if [[ ${tr_rc[$m]} -eq 0 ]]; then
+    printf '| %s, %s steps | %s | %s%% | %s | %s |\n' "$m" "$tsteps" "${tr_toks[$m]:-n/a}" \
+      "${tr_mfu[$m]:-n/a}" "${tr_stall[$m]:+${tr_stall[$m]} s}" "${tr_write[$m]:+${tr_write[$m]} s}"
+  else
+    printf '| %s | failed (rc %s, see %s) | | | |\n' "$m" "${tr_rc[$m]}" "$log/trainer-$m.txt"
+  fi
+done
 printf '\nelapsed: %ds; logs: %s\n' $((SECONDS - t0)) "$log"
 
-if [[ $probe_rc -eq 77 ]]; then
-  echo "no GPU visible: everything built, gpu tests skipped"
-  exit 77
-fi
-[[ $ctest_rc -eq 0 && $probe_rc -eq 0 && ${step_rc[llama-1b]} -eq 0 && ${step_rc[llama-7b]} -eq 0 &&
-  $trainer_rc -eq 0 ]] ||
-  exit 1
-exit 0
+ok=1
+[[ $ctest_rc -eq 0 && $probe_rc -eq 0 ]] || ok=0
+for m in llama-1b llama-7b; do
+  [[ ${step_rc[$m]} -eq 0 && ${tr_rc[$m]} -eq 0 ]] || ok=0
+done
+[[ $ok -eq 1 ]] && exit 0
+exit 1

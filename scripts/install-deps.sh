@@ -12,7 +12,7 @@ PACKAGES=(
   libhdf5-dev hdf5-tools
   libyaml-cpp-dev nlohmann-json3-dev
   libboost-program-options-dev
-  libopenblas-dev
+  libopenblas-dev libopenblas-openmp-dev
   libgtest-dev googletest
   # the default run's real text: the King James Bible (public domain), see scripts/prepare-corpus.sh
   bible-kjv

@@ -1,14 +1,11 @@
 // CPU-runnable tests of the CUDA backend's host-side parts (label unit, run
 // in every build): the caching allocator's bookkeeping (st::BlockCache over
-// malloc/free) and, in a build without CUDA, the NCCL factory's
-// "built without CUDA/NCCL" error at the point of use.
+// malloc/free).
 #include <gtest/gtest.h>
-#include <mpi.h>
 
 #include <cstdlib>
 #include <set>
 
-#include "comm/nccl_communicator.hpp"
 #include "core/error.hpp"
 #include "tensor/cuda_block_cache.hpp"
 
@@ -98,22 +95,4 @@ TEST(BlockCache, EmptiesCacheAndRetriesOnOutOfMemory) {
   EXPECT_TRUE(c.live.empty());
 }
 
-TEST(NcclFactory, SaysBuiltWithoutNcclWhenSo) {
-  if (st::nccl_built()) GTEST_SKIP() << "built with NCCL: the gpu test test_nccl_comm covers it";
-  st::MpiCommunicator world(MPI_COMM_WORLD, "world", 10.0);
-  try {
-    st::make_nccl_communicator(world, "dp", 10.0);
-    FAIL() << "expected st::Error";
-  } catch (const st::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("built without CUDA/NCCL"), std::string::npos) << e.what();
-  }
-}
 }  // namespace
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  const int rc = RUN_ALL_TESTS();
-  MPI_Finalize();
-  return rc;
-}

@@ -15,8 +15,8 @@ namespace {
 struct Case {
   const char* name;
   int ranks;
-  std::string args;                  // after --config tiny (unless it has its own --config)
-  std::vector<std::string> expect;   // substrings of the message
+  std::string args;                 // after --config tiny (unless it has its own --config)
+  std::vector<std::string> expect;  // substrings of the message
 };
 
 std::string tiny() { return " --config " + src_dir() + "/configs/models/tiny.yaml"; }
@@ -47,8 +47,14 @@ TEST(BadInput, EachIsRefusedWithAClearMessage) {
 
   const std::string data = " --set data.source=file --set data.path=";
   std::vector<Case> cases = {
-      {"unknown key in file", 1, " --config " + d + "/unknown.yaml", {"train.stpes", "train.steps"}},
-      {"unknown key in --set", 1, tiny() + " --set optim.learning_rate=1", {"optim.learning_rate", "did you mean", "lr"}},
+      {"unknown key in file",
+       1,
+       " --config " + d + "/unknown.yaml",
+       {"train.stpes", "train.steps"}},
+      {"unknown key in --set",
+       1,
+       tiny() + " --set optim.learning_rate=1",
+       {"optim.learning_rate", "did you mean", "lr"}},
       {"wrong type", 1, tiny() + " --set train.steps=abc", {"train.steps", "abc"}},
       {"out of range", 1, tiny() + " --set optim.lr=-1", {"optim.lr", "-1"}},
       {"bad enum", 1, tiny() + " --set train.act_ckpt=sometimes", {"train.act_ckpt", "selective"}},
@@ -61,16 +67,20 @@ TEST(BadInput, EachIsRefusedWithAClearMessage) {
       {"missing data file", 2, tiny() + data + d + "/missing.bin", {"missing.bin"}},
       {"truncated data file", 1, tiny() + data + d + "/odd.bin", {"odd.bin", "truncated"}},
       {"data shorter than its sidecar", 1, tiny() + data + d + "/short.bin", {"short.bin", "9000"}},
-      {"token id above vocab", 1, tiny() + data + d + "/bigid.bin", {"bigid.bin", "300", "vocab_size"}},
+      {"token id above vocab",
+       1,
+       tiny() + data + d + "/bigid.bin",
+       {"bigid.bin", "300", "vocab_size"}},
       {"file source without path", 1, tiny() + " --set data.source=file", {"data.path"}},
       {"world size not matching layout", 2, tiny() + " --set parallel.dp=4", {"world size", "2"}},
-      {"zero3 with pp", 2, tiny() + " --set parallel.zero_stage=3 --set parallel.pp=2",
+      {"zero3 with pp",
+       2,
+       tiny() + " --set parallel.zero_stage=3 --set parallel.pp=2",
        {"parallel.zero_stage=3", "parallel.pp=2"}},
-      {"bf16 on cpu ranks", 1, tiny() + " --set train.precision=bf16",
-       {"train.precision=bf16", "runtime.device=cuda"}},
-      {"cuda with pipeline parallelism", 2,
-       tiny() + " --set runtime.device=cuda --set train.precision=bf16 --set parallel.pp=2",
-       {"parallel.pp=2", "runtime.device=cuda"}},
+      {"strict device on cuda",
+       1,
+       tiny() + " --set runtime.device=cuda --set runtime.strict_device=true",
+       {"runtime.strict_device=true", "runtime.device=cpu"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -78,8 +88,9 @@ TEST(BadInput, EachIsRefusedWithAClearMessage) {
                                          "/run-" + std::to_string(&c - cases.data()));
     EXPECT_EQ(r.term_signal, 0) << "crashed: " << r.output;
     EXPECT_EQ(r.exit_code, 2) << r.output;
-    for (const auto& e : c.expect) EXPECT_NE(r.output.find(e), std::string::npos)
-        << "message should name '" << e << "':\n" << r.output;
+    for (const auto& e : c.expect)
+      EXPECT_NE(r.output.find(e), std::string::npos) << "message should name '" << e << "':\n"
+                                                     << r.output;
     EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
   }
   fs::remove_all(d);
@@ -93,8 +104,9 @@ TEST(BadInput, CudaWithoutAGpuIsRefusedOnEveryRank) {
   const std::string d = fresh_dir("nocuda");
   for (int ranks : {1, 2}) {
     const std::string out = d + "/run-np" + std::to_string(ranks);
-    auto r = run_scaletrain(ranks, tiny() + " --set runtime.device=cuda --set train.precision=bf16" +
-                                       " --set train.steps=2 --out " + out);
+    auto r =
+        run_scaletrain(ranks, tiny() + " --set runtime.device=cuda --set train.precision=bf16" +
+                                  " --set train.steps=2 --out " + out);
     EXPECT_EQ(r.term_signal, 0) << "crashed: " << r.output;
     if (r.exit_code == 0) {  // a GPU machine
       std::ifstream rj(out + "/run.json");
@@ -106,6 +118,43 @@ TEST(BadInput, CudaWithoutAGpuIsRefusedOnEveryRank) {
     EXPECT_NE(r.output.find("runtime.device=cpu"), std::string::npos) << r.output;
     EXPECT_FALSE(fs::exists(out + "/run.json")) << "nothing is written before the check";
     EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+  }
+  fs::remove_all(d);
+}
+
+// The CUDA backend is a library loaded at run time: a missing or broken one
+// is a one-line error naming it, exit 2, on every rank; and what the backend
+// cannot run of a config is its answer, not a list in the config code.
+TEST(BadInput, CudaBackendLibraryMissingOrBroken) {
+  const std::string d = fresh_dir("backend");
+  fs::create_directories(d + "/empty");
+  fs::create_directories(d + "/broken");
+  std::ofstream(d + "/broken/libscaletrain_cuda.so") << "not an ELF file\n";
+  const std::string args = tiny() + " --set runtime.device=cuda --set train.precision=bf16";
+  for (int ranks : {1, 2}) {
+    auto r = run_cmd("SCALETRAIN_BACKEND_DIR=" + d + "/empty " +
+                     (ranks > 1 ? mpiexec() + " --oversubscribe -n 2 " : std::string()) + bin() +
+                     args + " --out " + d + "/r1");
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(d + "/empty/libscaletrain_cuda.so"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
+    auto b = run_cmd("SCALETRAIN_BACKEND_DIR=" + d + "/broken " +
+                     (ranks > 1 ? mpiexec() + " --oversubscribe -n 2 " : std::string()) + bin() +
+                     args + " --out " + d + "/r2");
+    EXPECT_EQ(b.exit_code, 2) << b.output;
+    EXPECT_NE(b.output.find("cannot load the CUDA backend library"), std::string::npos) << b.output;
+    EXPECT_NE(b.output.find(d + "/broken/libscaletrain_cuda.so"), std::string::npos) << b.output;
+    for (auto* x : {&r, &b}) EXPECT_EQ(x->output.find("terminate called"), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(d + "/r1/run.json"));
+  // With the real library (a CUDA build): fp32 is the backend's refusal.
+  const std::string lib = env_or("SCALETRAIN_BUILD_DIR", ".") + "/lib/libscaletrain_cuda.so";
+  if (fs::exists(lib)) {
+    auto f = run_scaletrain(
+        1, tiny() + " --set runtime.device=cuda --set train.precision=fp32 " + "--dry-run");
+    EXPECT_EQ(f.exit_code, 2) << f.output;
+    EXPECT_NE(f.output.find("train.precision=fp32"), std::string::npos) << f.output;
+    EXPECT_NE(f.output.find("train.precision=bf16"), std::string::npos) << f.output;
   }
   fs::remove_all(d);
 }

@@ -1,9 +1,12 @@
 // --dry-run needs no GPU and no training: it prints the layout and the
-// per-rank memory estimate, with the GPU's bf16 storage accounted for
-// (fp32 master + bf16 copy of the weights, bf16 activations) when
-// runtime.device=cuda, so a GPU job can be sized on a laptop.
+// per-rank memory estimate, with bf16 storage accounted for (fp32 master +
+// bf16 copy of the weights, bf16 activations) under train.precision=bf16, so
+// a GPU job can be sized on a laptop. With the CUDA backend built, a dry run
+// on runtime.device=cuda loads it (no GPU needed) and every layout the CPU
+// runs is accepted.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <regex>
 #include <sstream>
 
@@ -16,7 +19,8 @@ namespace {
 std::vector<double> rank0_memory(const std::string& out) {
   std::istringstream in(out);
   std::string line;
-  const std::regex row(R"(^\s+0\s+0\s+0\s+0\s+0\s+\S+\s+([0-9.]+) GiB\s+([0-9.]+) GiB\s+([0-9.]+) GiB\s+([0-9.]+) GiB\s+([0-9.]+) GiB)");
+  const std::regex row(
+      R"(^\s+0\s+0\s+0\s+0\s+0\s+\S+\s+([0-9.]+) GiB\s+([0-9.]+) GiB\s+([0-9.]+) GiB\s+([0-9.]+) GiB\s+([0-9.]+) GiB)");
   std::smatch m;
   while (std::getline(in, line))
     if (std::regex_search(line, m, row))
@@ -25,13 +29,13 @@ std::vector<double> rank0_memory(const std::string& out) {
 }
 }  // namespace
 
-TEST(DryRun, GpuEstimateCountsBf16Storage) {
+TEST(DryRun, Bf16EstimateCountsBf16Storage) {
   const std::string base = "--dry-run --config " + src_dir() +
                            "/configs/default.yaml --set model.preset=llama-7b"
                            " --set model.seq_len=4096 --set train.micro_batch=1"
                            " --set train.act_ckpt=full";
   auto cpu = run_scaletrain(1, base);
-  auto gpu = run_scaletrain(1, base + " --set runtime.device=cuda --set train.precision=bf16");
+  auto gpu = run_scaletrain(1, base + " --set train.precision=bf16");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
   ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
   auto c = rank0_memory(cpu.output), g = rank0_memory(gpu.output);
@@ -43,4 +47,28 @@ TEST(DryRun, GpuEstimateCountsBf16Storage) {
   EXPECT_NEAR(g[1], c[1], 0.05);
   EXPECT_NEAR(g[2], c[2], 0.05);
   EXPECT_NEAR(g[3], c[3] / 2, 0.1);  // bf16 activations (printed to 0.1 GiB)
+}
+
+// The layouts GPU campaigns need, under the CUDA backend: accepted, each
+// rank's layout and memory printed, no GPU touched.
+TEST(DryRun, EveryLayoutFamilyIsAcceptedOnCuda) {
+  const std::string lib = env_or("SCALETRAIN_BUILD_DIR", ".") + "/lib/libscaletrain_cuda.so";
+  if (!std::filesystem::exists(lib))
+    GTEST_SKIP() << "built without the CUDA backend (" << lib << ")";
+  const std::string base = "--dry-run --config " + src_dir() +
+                           "/configs/models/llama-7b.yaml --set runtime.device=cuda"
+                           " --set train.precision=bf16";
+  for (const char* layout :
+       {" --set parallel.zero_stage=3 --set parallel.tp=2 --set parallel.sp=true",
+        " --set parallel.pp=2 --set parallel.num_model_chunks=2"
+        " --set parallel.zero_stage=1 --set train.grad_accum=2",
+        " --set parallel.cp=2 --set parallel.tp=2"}) {
+    auto r = run_scaletrain(8, base + layout);
+    EXPECT_EQ(r.exit_code, 0) << layout << "\n" << r.output;
+    for (int rank = 0; rank < 8; ++rank)
+      EXPECT_TRUE(std::regex_search(r.output, std::regex("\\n\\s+" + std::to_string(rank) +
+                                                         "\\s+\\d+\\s+\\d+\\s+\\d+\\s+\\d+\\s+")))
+          << "no memory row for rank " << rank << ":\n"
+          << r.output;
+  }
 }

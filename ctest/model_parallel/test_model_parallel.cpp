@@ -80,20 +80,21 @@ void run_layout(const Layout& L) {
   const int64_t nb = m.boundary_elems(B, T);
   std::vector<double> loss(size_t(M), 0.0);
   for (int i = 0; i < M; ++i) {
-    std::vector<float> x_in(static_cast<size_t>(nb)), x_out;
+    st::Tensor x_in({nb}), x_out;
     if (!par.has_embedding) pp->recv(x_in.data(), nb, pp_i - 1, i);
-    loss[size_t(i)] = m.stage_forward(i, mb[size_t(i)].tokens.data(), x_in.data(),
-                                      mb[size_t(i)].targets.data(), B, T, L.mode, &x_out);
+    m.stage_forward(i, mb[size_t(i)].tokens.data(), &x_in, mb[size_t(i)].targets.data(), B, T,
+                    L.mode, gs, &x_out);
+    loss[size_t(i)] = m.take_loss();
     if (!par.has_head) {
-      ASSERT_EQ(int64_t(x_out.size()), nb);
+      ASSERT_EQ(x_out.numel(), nb);
       pp->send(x_out.data(), nb, pp_i + 1, i);
     }
   }
   EXPECT_EQ(m.in_flight(), M);
   for (int i = 0; i < M; ++i) {
-    std::vector<float> dy(static_cast<size_t>(nb)), dx;
+    st::Tensor dy({nb}), dx;
     if (!par.has_head) pp->recv(dy.data(), nb, pp_i + 1, 100 + i);
-    m.stage_backward(i, dy.data(), gs, &dx);
+    m.stage_backward(i, &dy, gs, &dx);
     if (!par.has_embedding) pp->send(dx.data(), nb, pp_i - 1, 100 + i);
   }
   EXPECT_EQ(m.in_flight(), 0);

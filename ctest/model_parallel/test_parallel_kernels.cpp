@@ -1,15 +1,16 @@
 // The kernels behind context and tensor parallelism against the plain ones:
 // attention over K/V blocks (load-balanced chunks, merged by log-sum-exp)
 // equals causal attention, forward and backward; vocab-parallel embedding
-// and cross-entropy shards equal the unsharded ops. fp32, max abs error
-// relative to the largest reference value <= 1e-5.
+// and cross-entropy shards (tp = 1 is the one-shard case) equal the
+// unsharded ops. fp32, max abs error relative to the largest reference value
+// <= 1e-5.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "kernels/ops.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
 
 namespace k = st::kernels;
 namespace {
@@ -113,44 +114,44 @@ TEST(VocabParallelKernels, ShardsEqualFullOps) {
   }
   EXPECT_EQ(sum, emb);
   EXPECT_EQ(dtab_s, dtab);
-  // Cross-entropy: global max / sums from the shards give the same lse,
-  // loss and dlogits.
+  // Cross-entropy: global max / sums from the shards (the three steps of
+  // ops.hpp) give the same lse, loss and dlogits as the one-shard case.
   auto logits = randn(size_t(rows * V), 8);
   for (auto& x : logits) x *= 3.f;
-  std::vector<float> lse(static_cast<size_t>(rows)), dl(logits.size());
+  const size_t R = size_t(rows);
+  std::vector<float> m1(R), se1(R), tl1(R), lse(R), rl(R), dl(logits.size());
+  k::ce_partial(logits.data(), tg.data(), rows, V, 0, m1.data(), se1.data(), tl1.data());
+  k::ce_finish(m1.data(), se1.data(), tl1.data(), tg.data(), rows, lse.data(), rl.data());
   int64_t nv = 0;
-  const float loss = k::cross_entropy_fwd(logits.data(), tg.data(), rows, V, lse.data(), &nv);
-  k::cross_entropy_bwd(logits.data(), tg.data(), lse.data(), rows, V, nv, 1.f, dl.data());
-  std::vector<std::vector<float>> sh(P);
-  std::vector<float> m(static_cast<size_t>(rows), -1e30f), mp(static_cast<size_t>(rows));
+  for (int32_t t : tg) nv += t >= 0;
+  const double loss = k::loss_sum(rl.data(), tg.data(), rows) / double(nv);
+  k::ce_bwd(logits.data(), tg.data(), lse.data(), rows, V, 0, 1.f / float(nv), dl.data());
+  std::vector<std::vector<float>> sh(P), mx(P, std::vector<float>(R)), se(P, std::vector<float>(R)),
+      tl(P, std::vector<float>(R));
+  std::vector<float> gmax(R, -1e30f);
   for (int64_t p = 0; p < P; ++p) {
     for (int64_t r = 0; r < rows; ++r)
       sh[size_t(p)].insert(sh[size_t(p)].end(), &logits[size_t(r * V + p * Vl)],
                            &logits[size_t(r * V + (p + 1) * Vl)]);
-    k::row_max(sh[size_t(p)].data(), rows, Vl, mp.data());
-    for (int64_t r = 0; r < rows; ++r) m[size_t(r)] = std::max(m[size_t(r)], mp[size_t(r)]);
+    k::ce_partial(sh[size_t(p)].data(), tg.data(), rows, Vl, p * Vl, mx[size_t(p)].data(),
+                  se[size_t(p)].data(), tl[size_t(p)].data());
+    for (size_t r = 0; r < R; ++r) gmax[r] = std::max(gmax[r], mx[size_t(p)][r]);  // all-reduce MAX
   }
-  std::vector<double> se(static_cast<size_t>(rows), 0), tl(static_cast<size_t>(rows), 0),
-      a(static_cast<size_t>(rows)), b(static_cast<size_t>(rows));
+  std::vector<float> se_sum(R, 0.f), tl_sum(R, 0.f);
   for (int64_t p = 0; p < P; ++p) {
-    k::cross_entropy_shard_sums(sh[size_t(p)].data(), tg.data(), rows, Vl, p * Vl, m.data(),
-                                a.data(), b.data());
-    for (int64_t r = 0; r < rows; ++r) se[size_t(r)] += a[size_t(r)], tl[size_t(r)] += b[size_t(r)];
+    k::ce_rescale(mx[size_t(p)].data(), gmax.data(), se[size_t(p)].data(), rows);
+    for (size_t r = 0; r < R; ++r) se_sum[r] += se[size_t(p)][r], tl_sum[r] += tl[size_t(p)][r];
   }
-  std::vector<float> lse2(static_cast<size_t>(rows));
-  double total = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    lse2[size_t(r)] = m[size_t(r)] + float(std::log(se[size_t(r)]));
-    if (tg[size_t(r)] >= 0) total += lse2[size_t(r)] - tl[size_t(r)];
-  }
+  std::vector<float> lse2(R), rl2(R);
+  k::ce_finish(gmax.data(), se_sum.data(), tl_sum.data(), tg.data(), rows, lse2.data(), rl2.data());
   EXPECT_LT(rel(lse2, lse), 1e-6);
-  EXPECT_NEAR(total / double(nv), loss, 1e-5 * loss);
+  EXPECT_NEAR(k::loss_sum(rl2.data(), tg.data(), rows) / double(nv), loss, 1e-5 * loss);
   std::vector<float> dl2;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t p = 0; p < P; ++p) {
       std::vector<float> g(static_cast<size_t>(Vl));
-      k::cross_entropy_bwd_shard(&sh[size_t(p)][size_t(r * Vl)], &tg[size_t(r)], &lse2[size_t(r)],
-                                 1, Vl, p * Vl, 1.f / float(nv), g.data());
+      k::ce_bwd(&sh[size_t(p)][size_t(r * Vl)], &tg[size_t(r)], &lse2[size_t(r)], 1, Vl, p * Vl,
+                1.f / float(nv), g.data());
       dl2.insert(dl2.end(), g.begin(), g.end());
     }
   EXPECT_LT(rel(dl2, dl), 1e-5);

@@ -30,9 +30,11 @@ TEST(StageApi, MicroBatchesInFlightEqualForwardBackward) {
     for (auto& b : mb)
       lref.push_back(
           ref.forward_backward(b.tokens.data(), b.targets.data(), b.B, b.T, 1.f / 3, mode));
-    for (int i = 0; i < 3; ++i)
-      l.push_back(m.stage_forward(100 + i, mb[i].tokens.data(), nullptr, mb[i].targets.data(), 2,
-                                  16, mode, nullptr));
+    for (int i = 0; i < 3; ++i) {
+      m.stage_forward(100 + i, mb[i].tokens.data(), nullptr, mb[i].targets.data(), 2, 16, mode,
+                      1.f / 3, nullptr);
+      l.push_back(float(m.take_loss()));
+    }
     EXPECT_EQ(m.in_flight(), 3);
     for (int i = 0; i < 3; ++i) m.stage_backward(100 + i, nullptr, 1.f / 3, nullptr);
     EXPECT_EQ(m.in_flight(), 0);
@@ -52,17 +54,16 @@ TEST(StageApi, TwoStagesChainedEqualWholeModel) {
   p1.layer_begin = 1, p1.has_embedding = false;
   st::Model s0(c, 9, p0), s1(c, 9, p1);
   EXPECT_EQ(s0.num_params() + s1.num_params(), ref.num_params());
-  std::vector<float> x, dx;
-  EXPECT_EQ(
-      s0.stage_forward(0, b.tokens.data(), nullptr, nullptr, b.B, b.T, st::ActCkpt::Selective, &x),
-      0.f);
-  ASSERT_EQ(int64_t(x.size()), s0.boundary_elems(b.B, b.T));
-  const float l = s1.stage_forward(0, nullptr, x.data(), b.targets.data(), b.B, b.T,
-                                   st::ActCkpt::Full, nullptr);
-  EXPECT_EQ(l, lref);
+  st::Tensor x, dx;
+  s0.stage_forward(0, b.tokens.data(), nullptr, nullptr, b.B, b.T, st::ActCkpt::Selective, 0.5f,
+                   &x);
+  EXPECT_EQ(s0.take_loss(), 0.0);
+  ASSERT_EQ(x.numel(), s0.boundary_elems(b.B, b.T));
+  s1.stage_forward(0, nullptr, &x, b.targets.data(), b.B, b.T, st::ActCkpt::Full, 0.5f, nullptr);
+  EXPECT_EQ(float(s1.take_loss()), lref);
   s1.stage_backward(0, nullptr, 0.5f, &dx);
-  ASSERT_EQ(dx.size(), x.size());
-  s0.stage_backward(0, dx.data(), 123.f /*ignored: not the last stage*/, nullptr);
+  ASSERT_EQ(dx.numel(), x.numel());
+  s0.stage_backward(0, &dx, 123.f /*ignored: not the last stage*/, nullptr);
   for (st::Model* s : {&s0, &s1})
     for (st::Param* p : s->params()) {
       st::Param* r = mp::find(ref, p->name);
@@ -100,10 +101,12 @@ TEST(StageApi, HooksPairUpAndReportEveryGradient) {
     ready.clear();
     m.forward_backward(b.tokens.data(), b.targets.data(), 1, 8, 1.f, mode);
     EXPECT_FALSE(nested);
-    // Forward -1..L, backward L..-1: 2 * (L + 2) pairs.
-    ASSERT_EQ(ev.size(), size_t(4 * (c.n_layers + 2)));
+    // Forward -1..L, backward L-1..-1 (the head's backward runs in its
+    // forward and needs no hooks): (L + 2) + (L + 1) pairs.
+    ASSERT_EQ(ev.size(), size_t(2 * (2 * c.n_layers + 3)));
     EXPECT_EQ(ev.front(), std::make_pair('b', -1));
-    EXPECT_EQ(ev[size_t(2 * (c.n_layers + 2))], std::make_pair('b', c.n_layers));
+    EXPECT_EQ(ev[size_t(2 * (c.n_layers + 1))], std::make_pair('b', c.n_layers));
+    EXPECT_EQ(ev[size_t(2 * (c.n_layers + 2))], std::make_pair('b', c.n_layers - 1));
     EXPECT_EQ(ev.back(), std::make_pair('a', -1));
     EXPECT_EQ(ready.size(), m.params().size());
     for (auto& [i, n] : ready) EXPECT_EQ(n, 1) << m.params()[size_t(i)]->name;
@@ -114,18 +117,21 @@ TEST(StageApi, BadCallsAreUsageErrors) {
   const st::ModelCfg c = mp::cfg4();
   const mp::Batch b = mp::make_batch(1, 8, c.vocab_size, 4);
   st::Model m(c, 1);
-  m.stage_forward(1, b.tokens.data(), nullptr, b.targets.data(), 1, 8, st::ActCkpt::None, nullptr);
+  m.stage_forward(1, b.tokens.data(), nullptr, b.targets.data(), 1, 8, st::ActCkpt::None, 1.f,
+                  nullptr);
   EXPECT_THROW(m.stage_forward(1, b.tokens.data(), nullptr, b.targets.data(), 1, 8,
-                               st::ActCkpt::None, nullptr),
+                               st::ActCkpt::None, 1.f, nullptr),
                st::UsageError);
   EXPECT_THROW(m.stage_backward(2, nullptr, 1.f, nullptr), st::UsageError);
+  // The last stage's backward continues its forward's d(loss).
+  EXPECT_THROW(m.stage_backward(1, nullptr, 0.5f, nullptr), st::UsageError);
   st::ModelParallel p;
   p.layer_begin = 2, p.has_embedding = false;
   st::Model s(c, 1, p);
   EXPECT_THROW(s.forward_backward(b.tokens.data(), b.targets.data(), 1, 8, 1.f, st::ActCkpt::None),
                st::UsageError);
   EXPECT_THROW(
-      s.stage_forward(0, nullptr, nullptr, b.targets.data(), 1, 8, st::ActCkpt::None, nullptr),
+      s.stage_forward(0, nullptr, nullptr, b.targets.data(), 1, 8, st::ActCkpt::None, 1.f, nullptr),
       st::UsageError);
   p.layer_begin = 5;
   EXPECT_THROW(st::Model(c, 1, p), st::UsageError);
@@ -140,31 +146,40 @@ TEST(StageApi, WeightsReleasedOutsideTheirLayerHooks) {
   const st::ModelCfg c = mp::cfg4();
   const mp::Batch b = mp::make_batch(2, 8, c.vocab_size, 6);
   for (auto mode : {st::ActCkpt::None, st::ActCkpt::Selective, st::ActCkpt::Full}) {
-    st::Model ref(c, 3), m(c, 3);
+    st::Model ref(c, 3);
+    st::ModelOptions o;
+    o.per_layer_weights = true;  // what ZeRO-3 uses: layers start released
+    st::Model m(c, 3, {}, o);
     const float lref = ref.forward_backward(b.tokens.data(), b.targets.data(), b.B, b.T, 1.f, mode);
     std::vector<std::vector<float>> saved;
     auto ps = m.params();
     for (st::Param* p : ps) {
-      saved.emplace_back(p->w.data(), p->w.data() + p->w.numel());
-      p->w.release();
+      EXPECT_FALSE(p->w.allocated()) << p->name;
+      const st::Param* r = mp::find(ref, p->name);
+      saved.emplace_back(r->w.data(), r->w.data() + r->w.numel());
     }
     int open = -100;
     st::ModelHooks h;
     h.before_layer = [&](int l) {
       open = l;
+      m.allocate_layer_weights(l);
       for (size_t i = 0; i < ps.size(); ++i)
-        if (ps[i]->layer == l) {
-          ps[i]->w.allocate();
-          std::memcpy(ps[i]->w.data(), saved[i].data(), ps[i]->w.bytes());
-        }
+        if (ps[i]->layer == l) std::memcpy(ps[i]->w.data(), saved[i].data(), ps[i]->w.bytes());
     };
     h.after_layer = [&](int l) {
       open = -100;
+      m.release_layer_weights(l);
       for (st::Param* p : ps)
-        if (p->layer == l) p->w.release();
+        if (p->layer == l) {
+          EXPECT_FALSE(p->w.allocated());
+        }
     };
     bool outside = false;
-    h.grad_ready = [&](int i) { outside |= ps[size_t(i)]->layer != open; };
+    // The head reports after its forward, outside any hooks (model.hpp).
+    h.grad_ready = [&](int i) {
+      const int l = ps[size_t(i)]->layer;
+      outside |= l != open && l != c.n_layers;
+    };
     m.set_hooks(h);
     const float l = m.forward_backward(b.tokens.data(), b.targets.data(), b.B, b.T, 1.f, mode);
     EXPECT_EQ(l, lref);

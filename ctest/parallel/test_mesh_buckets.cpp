@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cmath>
 #include <numeric>
 
+#include "backend/backend.hpp"
 #include "parallel/grad_buckets.hpp"
 #include "parallel/mesh.hpp"
 
@@ -51,69 +53,133 @@ TEST(Mesh, GroupsHoldTheRightRanks) {
   EXPECT_EQ(s, first * d.tp + d.tp * (d.tp - 1) / 2);
 }
 
-std::vector<std::vector<float>> make_grads(const std::vector<int64_t>& sizes, int rank) {
-  std::vector<std::vector<float>> g;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    g.emplace_back(size_t(sizes[i]));
-    for (int64_t j = 0; j < sizes[i]; ++j) g.back()[size_t(j)] = float((rank + 1) * (i + 1) + j);
+// A flat gradient buffer (one segment per entry of `sizes`) with each
+// parameter on a 64-element boundary, as the model lays them out; element j
+// of parameter i on rank r is (r + 1) * (i + 1) + j (small integers: exact
+// in bf16 too), the padding NaN (a reduction must not care).
+struct Flat {
+  std::vector<FlatParam> params;
+  std::vector<int64_t> seg_len;
+  std::vector<std::vector<float>> segs;
+};
+Flat make_flat(const std::vector<std::vector<int64_t>>& sizes, const std::vector<int64_t>& rows,
+               int rank) {
+  Flat f;
+  size_t i = 0;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    int64_t off = 0;
+    for (int64_t n : sizes[s]) {
+      f.params.push_back({int(s), off, n, rows.empty() ? 1 : rows[i], int(i / 2)});
+      off += (n + 63) / 64 * 64;
+      ++i;
+    }
+    f.seg_len.push_back(off);
+    f.segs.emplace_back(size_t(off), std::nanf(""));
   }
-  return g;
+  for (size_t k = 0; k < f.params.size(); ++k) {
+    const FlatParam& p = f.params[k];
+    for (int64_t j = 0; j < p.n; ++j)
+      f.segs[size_t(p.seg)][size_t(p.off + j)] = float((rank + 1) * (k + 1) + j % 97);
+  }
+  return f;
 }
 float summed(int n, size_t i, int64_t j) {
   float s = 0;
-  for (int r = 0; r < n; ++r) s += float((r + 1) * (i + 1) + j);
+  for (int r = 0; r < n; ++r) s += float((r + 1) * (i + 1) + j % 97);
   return s;
 }
 
-TEST(GradBuckets, AllReduceOutOfOrderReadiness) {
+// Every test runs on the default CPU device and on the strict one (the
+// collectives then run on the communicator's own worker stream).
+class GradBucketsTest : public ::testing::TestWithParam<bool> {
+ protected:
+  Backend& be() { return cpu_backend(GetParam()); }
+};
+
+TEST_P(GradBucketsTest, AllReduceInPlaceOutOfOrderReadiness) {
   MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
+  Communicator& comm = be().communicator(world);
   const int n = world.size(), me = world.rank();
-  const std::vector<int64_t> sizes{5, 3, 70000, 1, 9};
-  auto g = make_grads(sizes, me);
-  std::vector<GradView> v;
-  for (auto& x : g) v.push_back({x.data(), int64_t(x.size()), 0});
-  BucketOptions o;
-  o.bucket_mb = 64.0 / (1024 * 1024);  // 16 floats: several buckets
-  o.scale = 0.5f;
-  GradBuckets b(v, o, &world);
-  EXPECT_GE(b.num_buckets(), 3);
-  b.start();
-  for (int i : {0, 2, 4, 1, 3}) b.grad_ready(i);  // not backward order
-  b.finish();
-  for (size_t i = 0; i < sizes.size(); ++i)
-    for (int64_t j = 0; j < sizes[i]; ++j)
-      ASSERT_FLOAT_EQ(g[i][size_t(j)], 0.5f * summed(n, i, j)) << i << "," << j;
+  for (DType wire : {DType::F32, DType::BF16}) {
+    Flat f = make_flat({{5, 3, 700, 1, 9}}, {}, me);
+    BucketOptions o;
+    o.bucket_mb = 256.0 / (1024 * 1024);  // 64 floats: several buckets
+    o.reduce_dtype = wire;
+    GradBuckets b(f.params, f.seg_len, o, comm, be());
+    EXPECT_GE(b.num_buckets(), 3);
+    b.set_buffer(0, f.segs[0].data());
+    b.start();
+    for (int i : {0, 2, 4, 1, 3}) b.grad_ready(i);  // not backward order
+    b.finish();
+    be().device().synchronize();
+    for (size_t i = 0; i < f.params.size(); ++i)
+      for (int64_t j = 0; j < f.params[i].n; ++j)
+        ASSERT_FLOAT_EQ(f.segs[0][size_t(f.params[i].off + j)], summed(n, i, j))
+            << dtype_name(wire) << " " << i << "," << j;
+  }
 }
 
-TEST(GradBuckets, ReduceScatterPartitionAndGather) {
+TEST_P(GradBucketsTest, PlanCoversEveryParameterOnceInBackwardOrder) {
   MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
+  Communicator& comm = be().communicator(world);
+  Flat f = make_flat({{6, 300, 12}, {1, 9, 2000, 2}}, {}, 0);
+  BucketOptions o;
+  o.bucket_mb = 1024.0 / (1024 * 1024);  // 256 floats
+  GradBuckets b(f.params, f.seg_len, o, comm, be());
+  std::vector<int> seen(f.params.size(), 0);
+  int prev_seg = 1 << 30;
+  int64_t prev_lo = 1 << 30;
+  for (int k = 0; k < b.num_buckets(); ++k) {
+    // Backward order: later segments first, within a segment from the end.
+    const int seg = b.bucket_segment(k);
+    EXPECT_TRUE(seg < prev_seg || (seg == prev_seg && b.bucket_lo(k) < prev_lo)) << k;
+    prev_seg = seg, prev_lo = b.bucket_lo(k);
+    int members = 0;
+    for (size_t i = 0; i < f.params.size(); ++i)
+      if (b.bucket_of(int(i)) == k) {
+        ++members, ++seen[i];
+        EXPECT_EQ(f.params[i].seg, seg);
+        EXPECT_GE(f.params[i].off, b.bucket_lo(k));
+        EXPECT_LE(f.params[i].off + f.params[i].n, b.bucket_lo(k) + b.bucket_len(k));
+      }
+    // Within the cap unless one parameter alone exceeds it.
+    if (members > 1) {
+      EXPECT_LE(b.bucket_len(k), 256 + 64) << k;
+    }
+    int64_t total = 0;
+    for (int64_t c : b.bucket_counts(k)) total += c;
+    EXPECT_EQ(total, b.bucket_len(k));
+  }
+  for (int s : seen) EXPECT_EQ(s, 1);
+}
+
+TEST_P(GradBucketsTest, ReduceScatterPartitionAndGather) {
+  MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
+  Communicator& comm = be().communicator(world);
   const int n = world.size(), me = world.rank();
   // Some parameters are matrices (rows of 3 or 4): shard cuts fall on rows.
-  const std::vector<int64_t> sizes{6, 3, 12, 1, 9, 2}, rows{3, 1, 4, 1, 3, 1};
-  auto g = make_grads(sizes, me);
-  std::vector<GradView> v;
-  for (size_t i = 0; i < g.size(); ++i)
-    v.push_back({g[i].data(), int64_t(g[i].size()), int(i / 2), rows[i]});
+  const std::vector<int64_t> rows{3, 1, 4, 1, 3, 1};
+  Flat f = make_flat({{6, 3, 12}, {1, 9, 2}}, rows, me);
   BucketOptions o;
-  o.bucket_mb = 40.0 / (1024 * 1024);
+  o.bucket_mb = 160.0 / (1024 * 1024);
   o.reduce_scatter = true;
   o.split_groups = true;
-  GradBuckets b(v, o, &world);
-  for (int k = 0; k < b.num_buckets(); ++k) {
-    // split_groups: one group per bucket.
-    for (size_t i = 0; i < sizes.size(); ++i)
+  GradBuckets b(f.params, f.seg_len, o, comm, be());
+  for (int k = 0; k < b.num_buckets(); ++k)
+    for (size_t i = 0; i < f.params.size(); ++i)
       if (b.bucket_of(int(i)) == k) {
-        EXPECT_EQ(int(i / 2), b.bucket_group(k));
+        EXPECT_EQ(f.params[i].group, b.bucket_group(k));
       }
-  }
   for (const ShardPiece& p : b.pieces()) {
     EXPECT_EQ(p.param_off % rows[size_t(p.param)], 0) << "piece of " << p.param;
     EXPECT_EQ(p.len % rows[size_t(p.param)], 0) << "piece of " << p.param;
   }
+  for (size_t s = 0; s < f.segs.size(); ++s) b.set_buffer(int(s), f.segs[s].data());
   b.reduce_all();
+  be().device().synchronize();
   // Every element is owned by exactly one rank, and holds the sum.
   std::vector<std::vector<double>> cover;
-  for (auto s : sizes) cover.emplace_back(size_t(s), 0.0);
+  for (auto& p : f.params) cover.emplace_back(size_t(p.n), 0.0);
   for (const ShardPiece& p : b.pieces())
     for (int64_t j = 0; j < p.len; ++j) {
       cover[size_t(p.param)][size_t(p.param_off + j)] += 1;
@@ -124,25 +190,30 @@ TEST(GradBuckets, ReduceScatterPartitionAndGather) {
     world.all_reduce_sum(c.data(), int64_t(c.size()));
     for (double x : c) EXPECT_EQ(x, 1.0);
   }
-  // All-gather: shards of "weights" w = 100*i + j, rebuilt on every rank.
-  std::vector<std::vector<float>> w(sizes.size());
-  std::vector<float*> dst;
-  std::vector<const float*> src;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    w[i].resize(size_t(sizes[i]));
-    for (int64_t j = 0; j < sizes[i]; ++j) w[i][size_t(j)] = me == 0 ? float(100 * i + j) : -1.0f;
+  // All-gather in place: each rank writes the truth into its own parts of
+  // "weights" w = 100 * i + j (the rest -1) and gathers every bucket.
+  std::vector<std::vector<float>> w, truth;
+  for (size_t s = 0; s < f.segs.size(); ++s) {
+    w.emplace_back(f.segs[s].size(), -1.f);
+    truth.emplace_back(f.segs[s].size(), -1.f);
   }
-  // Rank 0 knows the truth; every rank fills its own shard from a correct copy.
-  std::vector<std::vector<float>> truth = w;
-  for (size_t i = 0; i < sizes.size(); ++i)
-    for (int64_t j = 0; j < sizes[i]; ++j) truth[i][size_t(j)] = float(100 * i + j);
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    src.push_back(truth[i].data());
-    dst.push_back(w[i].data());
+  for (size_t i = 0; i < f.params.size(); ++i)
+    for (int64_t j = 0; j < f.params[i].n; ++j)
+      truth[size_t(f.params[i].seg)][size_t(f.params[i].off + j)] = float(100 * i + j);
+  for (const ShardPiece& p : b.pieces()) {
+    const FlatParam& fp = f.params[size_t(p.param)];
+    for (int64_t j = 0; j < p.len; ++j)
+      w[size_t(fp.seg)][size_t(fp.off + p.param_off + j)] = float(100 * p.param + p.param_off + j);
   }
-  std::vector<float> shard(size_t(b.shard_numel()) + 1);
-  b.pack_shard(src, shard.data());
-  for (int k = 0; k < b.num_buckets(); ++k) b.all_gather_bucket(k, shard.data(), dst);
-  EXPECT_EQ(w, truth);
+  std::vector<CommHandle> hs;
+  for (int k = 0; k < b.num_buckets(); ++k)
+    hs.push_back(b.all_gather_bucket(k, w[size_t(b.bucket_segment(k))].data(), DType::F32));
+  for (auto& h : hs) h.wait();
+  for (size_t i = 0; i < f.params.size(); ++i)
+    for (int64_t j = 0; j < f.params[i].n; ++j)
+      EXPECT_EQ(w[size_t(f.params[i].seg)][size_t(f.params[i].off + j)], float(100 * i + j));
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, GradBucketsTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "strict" : "inline"; });
 }  // namespace

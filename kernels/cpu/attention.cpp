@@ -1,88 +1,113 @@
-// CPU grouped-query attention for kernels/ops.hpp, flash-style: the forward
-// keeps only the output and the per-row log-sum-exp; the backward recomputes
-// the probabilities from q, k and lse. Written once, for queries against one
-// K/V block with explicit token positions (key visible iff kpos <= qpos,
-// kpos ascending), which is what ring attention (context parallelism) needs;
-// plain causal attention is the block that holds the whole sequence. OpenMP
-// over (batch, head) in the forward and over (batch, kv head) in the
-// backward, so each thread owns the dk/dv rows it writes. Also the
-// log-sum-exp merge of partial results.
+// CPU grouped-query attention for cpu_kernels.hpp, blocked: per (batch,
+// head) the queries go in tiles of kTile rows, and each tile meets the keys
+// it can see (a prefix: kpos ascending) through GEMMs on the BLAS: scores
+// S = scale Q K^T, the row softmax (vectorised exp, log-sum-exp kept), then
+// O = P V; the backward recomputes P from the saved lse and runs dP = dO V^T,
+// dS = P (dP - rowsum(dO O)) scale, dQ += dS K, dK += dS^T Q, dV += P^T dO.
+// Written once, for queries against one K/V block with explicit token
+// positions (key visible iff kpos <= qpos), which is what ring attention
+// (context parallelism) needs; plain causal attention is the block that
+// holds the whole sequence. OpenMP over (batch, head) in the forward and
+// over (batch, kv head) in the backward, so each thread owns the rows it
+// writes; results do not depend on the thread count. Also the log-sum-exp
+// merge of partial results.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
 #include "kernels/cpu/parallel.hpp"
-#include "kernels/ops.hpp"
-
-// The score/output loops are dot products and axpys over hd; the portable
-// build targets baseline x86-64, so compile AVX2 and AVX-512 clones as well
-// and let the loader pick one for the CPU it runs on.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define ST_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ST_CPU_CLONES
-#endif
+#include "kernels/cpu/simd.hpp"
 
 namespace st::kernels {
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-inline float dot(const float* a, const float* b, int64_t n) {
+constexpr int64_t kTile = 64;  // query rows per tile
+
+// Number of keys visible to a query at position qp (kpos ascending).
+inline int64_t visible(const int32_t* kpos, int64_t Tk, int32_t qp) {
+  return std::upper_bound(kpos, kpos + Tk, qp) - kpos;
+}
+
+// Row softmax of s[0:n) in place given nothing: returns lse of the row.
+ST_CPU_CLONES float softmax_row(float* s, int64_t n) {
+  float m = kNegInf;
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] = exp_fast(s[j] - m);
+    sum += s[j];
+  }
+  const float inv = 1.f / sum;
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) s[j] *= inv;
+  return m + std::log(sum);
+}
+
+// p[0:n) = exp(s - lse), rows of a recomputed softmax.
+ST_CPU_CLONES void exp_row(float* s, int64_t n, float lse) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) s[j] = exp_fast(s[j] - lse);
+}
+
+// ds[j] = p[j] * (dp[j] - D) * scale, in place over dp.
+ST_CPU_CLONES void dsoftmax_row(const float* p, float* dp, int64_t n, float D, float scale) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - D) * scale;
+}
+
+ST_CPU_CLONES float dot(const float* a, const float* b, int64_t n) {
   float s = 0.f;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
 }
-inline void axpy(float a, const float* x, float* y, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-// Number of keys visible to a query at position qp (kpos ascending).
-inline int64_t visible(const int32_t* kpos, int64_t Tk, int32_t qp) {
-  return std::upper_bound(kpos, kpos + Tk, qp) - kpos;
-}
 }  // namespace
 
-ST_CPU_CLONES void attention_fwd_block(const float* q, const float* k, const float* v, int64_t B,
-                                       int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd,
-                                       float scale, const int32_t* qpos, const int32_t* kpos,
-                                       float* out, float* lse) {
+void attention_fwd_block(const float* q, const float* k, const float* v, int64_t B, int64_t Tq,
+                         int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
+                         const int32_t* qpos, const int32_t* kpos, float* out, float* lse) {
   ST_CHECK(Hkv > 0 && Hq % Hkv == 0, "n_heads ", Hq, " must be a multiple of n_kv_heads ", Hkv);
   const int64_t group = Hq / Hkv;
   const int64_t qs = Hq * hd, ks = Hkv * hd;
 #pragma omp parallel if (B * Hq * Tq * Tk * hd / 2 > kMinParallelWork)
   {
-    std::vector<float> pbuf(static_cast<size_t>(Tk));
-    float* p = pbuf.data();
+    std::vector<float> sbuf(size_t(std::min(kTile, Tq) * Tk));
+    float* S = sbuf.data();
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < Hq; ++h) {
-        const int64_t kh = h / group;
-        const float* kb = k + b * Tk * ks + kh * hd;
-        const float* vb = v + b * Tk * ks + kh * hd;
-        for (int64_t t = 0; t < Tq; ++t) {
-          const float* qt = q + (b * Tq + t) * qs + h * hd;
-          float* ot = out + (b * Tq + t) * qs + h * hd;
-          std::fill(ot, ot + hd, 0.f);
-          const int64_t n = visible(kpos, Tk, qpos[t]);
-          if (n == 0) {
-            lse[(b * Hq + h) * Tq + t] = kNegInf;
-            continue;
+        const float* kb = k + b * Tk * ks + (h / group) * hd;
+        const float* vb = v + b * Tk * ks + (h / group) * hd;
+        for (int64_t t0 = 0; t0 < Tq; t0 += kTile) {
+          const int64_t rows = std::min(kTile, Tq - t0);
+          const float* qt = q + (b * Tq + t0) * qs + h * hd;
+          float* ot = out + (b * Tq + t0) * qs + h * hd;
+          // The tile sees at most the keys its last row sees.
+          int64_t n = 0;
+          for (int64_t t = 0; t < rows; ++t) n = std::max(n, visible(kpos, Tk, qpos[t0 + t]));
+          if (n > 0) gemm(false, true, rows, n, hd, scale, qt, qs, kb, ks, 0.f, S, n);
+          for (int64_t t = 0; t < rows; ++t) {
+            const int64_t nt = visible(kpos, Tk, qpos[t0 + t]);
+            float* s = S + t * n;
+            float& L = lse[(b * Hq + h) * Tq + t0 + t];
+            if (nt == 0) {
+              L = kNegInf;
+              std::fill(s, s + n, 0.f);
+              continue;
+            }
+            L = softmax_row(s, nt);
+            std::fill(s + nt, s + n, 0.f);  // keys this row does not see
           }
-          float m = kNegInf;
-          for (int64_t s = 0; s < n; ++s) {
-            p[s] = scale * dot(qt, kb + s * ks, hd);
-            m = std::max(m, p[s]);
+          if (n > 0) {
+            gemm(false, false, rows, hd, n, 1.f, S, n, vb, ks, 0.f, ot, qs);
+          } else {
+            for (int64_t t = 0; t < rows; ++t) std::fill(ot + t * qs, ot + t * qs + hd, 0.f);
           }
-          float sum = 0.f;
-          for (int64_t s = 0; s < n; ++s) {
-            p[s] = std::exp(p[s] - m);
-            sum += p[s];
-          }
-          const float inv = 1.f / sum;
-          for (int64_t s = 0; s < n; ++s) axpy(p[s] * inv, vb + s * ks, ot, hd);
-          lse[(b * Hq + h) * Tq + t] = m + std::log(sum);
         }
       }
   }
@@ -112,43 +137,62 @@ void attention_lse_merge(float* out, float* lse, const float* out_b, const float
       }
 }
 
-ST_CPU_CLONES void attention_bwd_block(const float* q, const float* k, const float* v,
-                                       const float* out, const float* lse, const float* dout,
-                                       int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv,
-                                       int64_t hd, float scale, const int32_t* qpos,
-                                       const int32_t* kpos, float* dq, float* dk, float* dv) {
+void attention_bwd_block(const float* q, const float* k, const float* v, const float* out,
+                         const float* lse, const float* dout, int64_t B, int64_t Tq, int64_t Tk,
+                         int64_t Hq, int64_t Hkv, int64_t hd, float scale, const int32_t* qpos,
+                         const int32_t* kpos, float* dq, float* dk, float* dv) {
   ST_CHECK(Hkv > 0 && Hq % Hkv == 0, "n_heads ", Hq, " must be a multiple of n_kv_heads ", Hkv);
   const int64_t group = Hq / Hkv;
   const int64_t qs = Hq * hd, ks = Hkv * hd;
   // Each (b, kv head) owns its dk/dv rows and the dq rows of its query heads.
-#pragma omp parallel for collapse(2) schedule(static) if (B * Hq * Tq * Tk * hd > kMinParallelWork)
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t kh = 0; kh < Hkv; ++kh) {
-      const float* kb = k + b * Tk * ks + kh * hd;
-      const float* vb = v + b * Tk * ks + kh * hd;
-      float* dkb = dk + b * Tk * ks + kh * hd;
-      float* dvb = dv + b * Tk * ks + kh * hd;
-      for (int64_t h = kh * group; h < (kh + 1) * group; ++h)
-        for (int64_t t = 0; t < Tq; ++t) {
-          const int64_t n = visible(kpos, Tk, qpos[t]);
-          if (n == 0) continue;
-          const int64_t row = (b * Tq + t) * qs + h * hd;
-          const float* qt = q + row;
-          const float* dot_ = dout + row;
-          float* dqt = dq + row;
-          const float L = lse[(b * Hq + h) * Tq + t];
-          const float D = dot(dot_, out + row, hd);
-          for (int64_t s = 0; s < n; ++s) {
-            const float p = std::exp(scale * dot(qt, kb + s * ks, hd) - L);
-            const float dp = dot(dot_, vb + s * ks, hd);
-            const float ds = p * (dp - D) * scale;
-            axpy(ds, kb + s * ks, dqt, hd);
-            axpy(ds, qt, dkb + s * ks, hd);
-            axpy(p, dot_, dvb + s * ks, hd);
+#pragma omp parallel if (B * Hq * Tq * Tk * hd > kMinParallelWork)
+  {
+    const size_t tile = size_t(std::min(kTile, Tq) * Tk);
+    std::vector<float> pbuf(tile), dpbuf(tile);
+    float *P = pbuf.data(), *dP = dpbuf.data();
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t kh = 0; kh < Hkv; ++kh) {
+        const float* kb = k + b * Tk * ks + kh * hd;
+        const float* vb = v + b * Tk * ks + kh * hd;
+        float* dkb = dk + b * Tk * ks + kh * hd;
+        float* dvb = dv + b * Tk * ks + kh * hd;
+        for (int64_t h = kh * group; h < (kh + 1) * group; ++h)
+          for (int64_t t0 = 0; t0 < Tq; t0 += kTile) {
+            const int64_t rows = std::min(kTile, Tq - t0);
+            int64_t n = 0;
+            for (int64_t t = 0; t < rows; ++t) n = std::max(n, visible(kpos, Tk, qpos[t0 + t]));
+            if (n == 0) continue;
+            const int64_t row0 = (b * Tq + t0) * qs + h * hd;
+            const float *qt = q + row0, *ot = out + row0, *gt = dout + row0;
+            // P = exp(scale Q K^T - lse) on the visible keys, 0 elsewhere.
+            gemm(false, true, rows, n, hd, scale, qt, qs, kb, ks, 0.f, P, n);
+            // dP = dO V^T
+            gemm(false, true, rows, n, hd, 1.f, gt, qs, vb, ks, 0.f, dP, n);
+            for (int64_t t = 0; t < rows; ++t) {
+              const int64_t nt = visible(kpos, Tk, qpos[t0 + t]);
+              float* p = P + t * n;
+              float* dp = dP + t * n;
+              if (nt == 0) {
+                std::fill(p, p + n, 0.f);
+                std::fill(dp, dp + n, 0.f);
+                continue;
+              }
+              exp_row(p, nt, lse[(b * Hq + h) * Tq + t0 + t]);
+              std::fill(p + nt, p + n, 0.f);
+              const float D = dot(gt + t * qs, ot + t * qs, hd);
+              dsoftmax_row(p, dp, nt, D, scale);
+              std::fill(dp + nt, dp + n, 0.f);
+            }
+            // dQ += dS K;  dK += dS^T Q;  dV += P^T dO
+            gemm(false, false, rows, hd, n, 1.f, dP, n, kb, ks, 1.f, dq + row0, qs);
+            gemm(true, false, n, hd, rows, 1.f, dP, n, qt, qs, 1.f, dkb, ks);
+            gemm(true, false, n, hd, rows, 1.f, P, n, gt, qs, 1.f, dvb, ks);
           }
-        }
-    }
+      }
+  }
 }
+
 // Causal attention over the whole sequence: one block, positions 0..T-1.
 static std::vector<int32_t> positions(int64_t T) {
   std::vector<int32_t> pos(static_cast<size_t>(T));

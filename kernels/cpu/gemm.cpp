@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "kernels/ops.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
 
 namespace st::kernels {
 namespace {
@@ -39,7 +39,9 @@ std::string gemm_library() {
   const char* corename = openblas_get_corename();
   const char* config = openblas_get_config();
   const std::string core = corename ? corename : "unknown";
-  std::string s = std::string(config ? config : "OpenBLAS") + " (core " + core + ")";
+  const int par = openblas_get_parallel();  // 0 sequential, 1 pthreads, 2 OpenMP
+  std::string s = std::string(config ? config : "OpenBLAS") + " (core " + core + ", " +
+                  (par == 2 ? "OpenMP threads" : par == 1 ? "pthreads" : "sequential") + ")";
   std::string lower;
   for (char c : core) lower += char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
 #if defined(__x86_64__)

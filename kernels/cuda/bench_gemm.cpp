@@ -3,6 +3,9 @@
 // denominator-independent figure that gpu-check.sh prints beside MFU.
 // Usage: scaletrain-bench-gemm [M N K] [iterations]; default 8192^3, 50.
 // Prints "bf16_gemm_tflops=<x>" last. Exit 77 when no GPU is visible.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -21,34 +24,48 @@ int main(int argc, char** argv) {
   int64_t M = 8192, N = 8192, K = 8192, iters = 50;
   if (argc >= 4) M = std::atoll(argv[1]), N = std::atoll(argv[2]), K = std::atoll(argv[3]);
   if (argc >= 5) iters = std::atoll(argv[4]);
+  if (M < 1 || N < 1 || K < 1 || iters < 1) {
+    std::fprintf(stderr, "usage: scaletrain-bench-gemm [M N K] [iterations], all >= 1\n");
+    return 2;
+  }
   try {
-    using st::kernels::cuda::bf16;
-    st::cuda::Stream s;
-    st::cuda::DeviceBuffer a(size_t(M * K) * 2, st::MemCat::Other),
-        b(size_t(K * N) * 2, st::MemCat::Other), c(size_t(M * N) * 2, st::MemCat::Other),
-        f(size_t(std::max(M * K, K * N)) * 4, st::MemCat::Other);
+    namespace kc = st::kernels::cuda;
+    int ordinal = 0;
+    std::string name;
+    why = st::cuda::select_device(0, 1, &ordinal, &name);
+    if (!why.empty()) throw st::Error(why);
+    st::cuda::CudaDevice dev(ordinal, name);
+    st::Stream& s = dev.compute_stream();
+    const cudaStream_t cs = st::cuda::native(s);
+    auto buf = [&](size_t bytes) { return dev.allocate(bytes, st::MemCat::Other); };
+    auto* a = static_cast<kc::bf16*>(buf(size_t(M * K) * 2));
+    auto* b = static_cast<kc::bf16*>(buf(size_t(K * N) * 2));
+    auto* c = static_cast<kc::bf16*>(buf(size_t(M * N) * 2));
+    const size_t fbytes = size_t(std::max(M * K, K * N)) * 4;
+    auto* f = static_cast<float*>(buf(fbytes));
     // Small non-zero values (exact zeros would flatter the tensor cores' power draw).
-    ST_CUDA_CHECK(cudaMemsetAsync(f.data(), 0x3c, f.bytes(), s.get()));
-    st::kernels::cuda::cast_f32_to_bf16(f.as<float>(), a.as<bf16>(), M * K, s.get());
-    st::kernels::cuda::cast_f32_to_bf16(f.as<float>(), b.as<bf16>(), K * N, s.get());
-    st::kernels::cuda::GemmLt gemm;
-    auto run = [&] {
-      gemm.gemm(false, false, M, N, K, 1.f, a.as<bf16>(), K, b.as<bf16>(), N, 0.f, c.as<bf16>(), N,
-                s.get());
-    };
-    for (int i = 0; i < 5; ++i) run();
-    st::cuda::EventTimer t;
-    t.start(s.get());
-    for (int64_t i = 0; i < iters; ++i) run();
-    t.stop(s.get());
-    const double sec = t.seconds() / double(iters);
-    const double tflops = 2.0 * double(M) * double(N) * double(K) / sec * 1e-12;
-    cudaDeviceProp prop{};
-    cudaGetDeviceProperties(&prop, 0);
-    std::printf(
-        "device: %s\ncuBLASLt bf16 GEMM %lldx%lldx%lld: %.3f ms/iter over %lld iterations\n",
-        prop.name, (long long)M, (long long)N, (long long)K, sec * 1e3, (long long)iters);
-    std::printf("bf16_gemm_tflops=%.1f\n", tflops);
+    ST_CUDA_CHECK(cudaMemsetAsync(f, 0x3c, fbytes, cs));
+    kc::cast_f32_bf16(f, a, M * K, cs);
+    kc::cast_f32_bf16(f, b, K * N, cs);
+    {
+      kc::GemmLt gemm(dev);
+      auto run = [&] { gemm.gemm(false, false, M, N, K, 1.f, a, K, b, N, 0.f, c, N, cs); };
+      for (int i = 0; i < 5; ++i) run();
+      st::cuda::CudaEvent t0, t1;
+      t0.record(s);
+      for (int64_t i = 0; i < iters; ++i) run();
+      t1.record(s);
+      const double sec = t1.seconds_since(t0) / double(iters);
+      const double tflops = 2.0 * double(M) * double(N) * double(K) / sec * 1e-12;
+      std::printf(
+          "device: %s\ncuBLASLt bf16 GEMM %lldx%lldx%lld: %.3f ms/iter over %lld iterations\n",
+          name.c_str(), (long long)M, (long long)N, (long long)K, sec * 1e3, (long long)iters);
+      std::printf("bf16_gemm_tflops=%.1f\n", tflops);
+    }
+    dev.synchronize();
+    for (void* p : {static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(c),
+                    static_cast<void*>(f)})
+      dev.deallocate(p, 0, st::MemCat::Other);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -1,128 +1,156 @@
-// scaletrain-bench-step: training-step throughput of the one-GPU bf16
-// CudaLlama (kernels/cuda/train_step.hpp) at a model preset's shape, random
-// init, random tokens, full activation checkpointing.
+// scaletrain-bench-step: one GPU's bf16 training step at a model preset's
+// shape, through the code the trainer runs: the shared Model and Engine on
+// the CUDA backend (backend_for with runtime.device=cuda loads
+// libscaletrain_cuda.so), synthetic tokens, full activation checkpointing,
+// the seeded initial weights, AdamW.
 //
 //   scaletrain-bench-step --preset llama-1b|llama-7b [--seq 4096]
 //                         [--micro-batch 1] [--steps 5] [--warmup 1]
 //
-// Prints key=value lines: tokens_per_s, mfu, hfu (llm-foundry/MPT FLOP
-// formulas of lib/metrics, peak from metrics::peak_flops(device, "bf16")),
-// peak_device_gib (caching allocator's in-use peak) and per-phase times.
-// Warm-up steps (plan building, allocator warm-up) are not timed.
-// Exit 77 when no GPU is visible, 2 on a usage error.
+// Prints one line per step, then key=value lines: tokens_per_s, mfu, hfu
+// (llm-foundry/MPT FLOP formulas of lib/metrics against the backend's peak:
+// runtime.gpu_peak_tflops or the device's dense bf16 row), peak_device_gib
+// (the device allocator's in-use peak, workspaces included) and the
+// forward, backward and optimizer seconds per step (device time from CUDA
+// events). Warm-up steps (plan building, allocator warm-up) are not timed.
+// Runs on one rank. Exit 77 when no GPU is visible, 2 on a usage error.
 #include <cuda_runtime_api.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "config/config.hpp"
-#include "kernels/cuda/train_step.hpp"
+#include "core/error.hpp"
+#include "core/util.hpp"
+#include "data/data.hpp"
+#include "engine/engine.hpp"
 #include "metrics/metrics.hpp"
+#include "model/model.hpp"
+#include "parallel/mesh.hpp"
+#include "runtime/runtime.hpp"
 
-namespace kc = st::kernels::cuda;
+namespace {
+int usage(const char* msg) {
+  std::fprintf(stderr,
+               "bench-step: %s\nusage: scaletrain-bench-step --preset NAME [--seq T] "
+               "[--micro-batch B] [--steps N] [--warmup W]\n",
+               msg);
+  return 2;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
+  st::Runtime rt(&argc, &argv);
   std::string preset = "llama-1b";
   int seq = 4096, mb = 1, steps = 5, warmup = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench-step: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--preset") preset = next();
-    else if (a == "--seq") seq = std::atoi(next().c_str());
-    else if (a == "--micro-batch") mb = std::atoi(next().c_str());
-    else if (a == "--steps") steps = std::atoi(next().c_str());
-    else if (a == "--warmup") warmup = std::atoi(next().c_str());
-    else {
-      std::fprintf(stderr,
-                   "usage: scaletrain-bench-step --preset NAME [--seq T] [--micro-batch B] "
-                   "[--steps N] [--warmup W]\n");
-      return 2;
-    }
+    if (i + 1 >= argc) return usage(("unknown or incomplete argument " + a).c_str());
+    const std::string v = argv[++i];
+    if (a == "--preset")
+      preset = v;
+    else if (a == "--seq")
+      seq = std::atoi(v.c_str());
+    else if (a == "--micro-batch")
+      mb = std::atoi(v.c_str());
+    else if (a == "--steps")
+      steps = std::atoi(v.c_str());
+    else if (a == "--warmup")
+      warmup = std::atoi(v.c_str());
+    else
+      return usage(("unknown argument " + a).c_str());
   }
-  if (seq < 1 || mb < 1 || steps < 1 || warmup < 0) {
-    std::fprintf(stderr, "bench-step: --seq, --micro-batch, --steps must be >= 1\n");
-    return 2;
+  if (seq < 1 || mb < 1 || steps < 1 || warmup < 0)
+    return usage("--seq, --micro-batch and --steps must be >= 1, --warmup >= 0");
+  if (rt.world_size() != 1) return usage("runs on one rank (one GPU)");
+  int n_gpus = 0;
+  if (cudaGetDeviceCount(&n_gpus) != cudaSuccess || n_gpus == 0) {
+    std::printf("SKIP: no CUDA device visible; scaletrain-bench-step needs a GPU\n");
+    return 77;
   }
   try {
-    const st::Config cfg = st::load_config(st::preset_dir() + "/" + preset + ".yaml", {});
+    st::Config cfg = st::load_config(
+        st::preset_dir() + "/" + preset + ".yaml",
+        // uint32 token ids: llama-1b's vocabulary does not fit uint16.
+        {"runtime.device=cuda", "train.precision=bf16", "train.act_ckpt=full", "data.dtype=uint32",
+         "train.micro_batch=" + std::to_string(mb), "train.grad_accum=1",
+         "model.seq_len=" + std::to_string(seq), "train.steps=" + std::to_string(warmup + steps)});
+    st::resolve_layout(cfg, 1);
     const st::ModelCfg& m = cfg.model;
-    std::printf("preset=%s layers=%d d_model=%d heads=%d kv_heads=%d ffn=%d vocab=%d seq=%d "
-                "micro_batch=%d steps=%d act_ckpt=full\n",
-                preset.c_str(), m.n_layers, m.d_model, m.n_heads, m.n_kv_heads, m.ffn_hidden,
-                m.vocab_size, seq, mb, steps);
-    std::string why;
-    if (st::cuda::device_count(&why) == 0) {
-      std::printf("SKIP: %s; scaletrain-bench-step needs a GPU\n", why.c_str());
-      return 77;
-    }
-    cudaDeviceProp prop{};
-    cudaGetDeviceProperties(&prop, 0);
-    const std::string device = prop.name;
+    std::printf(
+        "preset=%s layers=%d d_model=%d heads=%d kv_heads=%d ffn=%d vocab=%d seq=%d "
+        "micro_batch=%d steps=%d warmup=%d act_ckpt=full precision=bf16\n",
+        preset.c_str(), m.n_layers, m.d_model, m.n_heads, m.n_kv_heads, m.ffn_hidden, m.vocab_size,
+        seq, mb, steps, warmup);
+    st::Backend& be = st::backend_for(cfg);
+    if (std::string why = be.supports(cfg); !why.empty()) throw st::UsageError(why);
+    if (std::string why = be.preflight(cfg, rt.local_rank(), rt.local_size()); !why.empty())
+      throw st::UsageError(why);
+    st::MpiCommunicator world(MPI_COMM_WORLD, "world", cfg.runtime.timeout_s);
+    st::Mesh mesh(world, st::MeshDims{1, 1, 1, 1});
+    const double t_init = st::wall_time();
+    st::Engine engine(cfg, mesh, be);
+    std::printf("device=%s (%s)\nops=%s\ninit_s=%.1f\n", be.device().name().c_str(),
+                be.device().id().c_str(), be.ops().describe().c_str(), st::wall_time() - t_init);
+    st::DataLoader loader(st::make_source(cfg.data, cfg.train.seed, m.vocab_size, m.seq_len),
+                          m.seq_len, mb, 1, 1, 0);
 
-    kc::CudaLlama model(m);
-    model.init_random(1234);
-    const int64_t n = int64_t(mb) * seq;
-    std::vector<int32_t> tok(size_t(n + 1));
-    std::mt19937 rng(7);
-    for (auto& t : tok) t = int32_t(rng() % uint32_t(m.vocab_size));
-    const std::vector<int32_t> inputs(tok.begin(), tok.end() - 1), targets(tok.begin() + 1, tok.end());
-
-    double fwd = 0, bwd = 0, opt = 0, wall = 0;
-    float loss = 0;
-    for (int s = 0; s < warmup + steps; ++s) {
-      const auto t0 = std::chrono::steady_clock::now();
-      loss = model.step_forward_backward(inputs.data(), targets.data(), mb, seq, true);
-      model.optimizer_step(1e-4f, 1.0f);
-      const kc::StepTimes& t = model.last_times();  // synchronises
-      const double dt =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("step %d loss=%.4f wall_s=%.3f fwd_s=%.3f bwd_s=%.3f opt_s=%.3f%s\n", s, loss,
-                  dt, t.fwd_s, t.bwd_s, t.opt_s, s < warmup ? " (warm-up)" : "");
-      if (s >= warmup) {
+    double wall = 0, fwd = 0, bwd = 0, opt = 0;
+    int64_t peak_bytes = 0;
+    for (int s = 1; s <= warmup + steps; ++s) {
+      const double t0 = st::wall_time();
+      engine.begin_step();
+      const st::StepOut o = engine.forward_backward(s, loader);
+      double exposed = 0;
+      const double opt_s = engine.apply(s, cfg.optim.lr, o.grad_norm, !o.finite, &exposed);
+      const double dt = st::wall_time() - t0;  // apply() synchronises the device
+      const int64_t peak = engine.memory().peak_total;
+      std::printf(
+          "step %d loss=%.4f grad_norm=%.3f wall_s=%.3f fwd_s=%.3f bwd_s=%.3f opt_s=%.3f "
+          "peak_gib=%.2f%s\n",
+          s, o.loss, o.grad_norm, dt, o.fwd_s, o.bwd_s, opt_s, double(peak) / double(1ull << 30),
+          s <= warmup ? " (warm-up)" : "");
+      std::fflush(stdout);
+      if (s > warmup) {
         wall += dt;
-        fwd += t.fwd_s;
-        bwd += t.bwd_s;
-        opt += t.opt_s;
+        fwd += o.fwd_s;
+        bwd += o.bwd_s;
+        opt += opt_s;
+        peak_bytes = std::max(peak_bytes, peak);
       }
     }
     const double step_s = wall / steps;
-    const double tokens_per_s = double(n) / step_s;
+    const double seq_per_s = double(mb) / step_s;
     st::metrics::ModelShape shape;
-    shape.n_params = model.num_params();
+    shape.n_params = st::count_params(m);
     shape.n_layers = m.n_layers;
     shape.d_model = m.d_model;
     shape.n_heads = m.n_heads;
     shape.seq_len = seq;
-    const double seq_per_s = double(mb) / step_s;
-    std::printf("device=%s\nparams=%lld\nstep_s=%.4f\nfwd_s=%.4f\nbwd_s=%.4f\nopt_s=%.4f\n",
-                device.c_str(), static_cast<long long>(shape.n_params), step_s, fwd / steps,
-                bwd / steps, opt / steps);
-    std::printf("tokens_per_s=%.1f\n", tokens_per_s);
-    if (auto peak = st::metrics::peak_flops(device, "bf16")) {
+    std::printf("params=%lld\nstep_s=%.4f\nfwd_s=%.4f\nbwd_s=%.4f\nopt_s=%.4f\n",
+                static_cast<long long>(shape.n_params), step_s, fwd / steps, bwd / steps,
+                opt / steps);
+    std::printf("tokens_per_s=%.1f\n", double(mb) * seq / step_s);
+    if (auto peak = be.peak(cfg)) {
       const double mfu = st::metrics::utilization(st::metrics::mpt_model_flops_per_seq(shape),
                                                   seq_per_s, 1, peak->flops);
-      const double hfu = st::metrics::utilization(st::metrics::mpt_hw_flops_per_seq(shape, true),
-                                                  seq_per_s, 1, peak->flops);
+      const double hfu = st::metrics::utilization(
+          st::metrics::mpt_hw_flops_per_seq(shape, /*act_ckpt=*/true), seq_per_s, 1, peak->flops);
       std::printf("peak_tflops=%.1f (%s)\nmfu=%.4f\nhfu=%.4f\n", peak->flops / 1e12,
-                  peak->device.c_str(), mfu, hfu);
+                  peak->source.c_str(), mfu, hfu);
     } else {
-      std::printf("peak_tflops=unknown (device '%s' not in metrics::peak_table)\nmfu=n/a\nhfu=n/a\n",
-                  device.c_str());
+      std::printf("peak_tflops=unknown\nmfu=n/a\nhfu=n/a\n");
     }
-    std::printf("peak_device_gib=%.2f\nfinal_loss=%.4f\n",
-                double(model.peak_device_bytes()) / double(1ull << 30), loss);
+    std::printf("peak_device_gib=%.2f\n", double(peak_bytes) / double(1ull << 30));
     return 0;
+  } catch (const st::UsageError& e) {
+    std::fprintf(stderr, "bench-step: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench-step: %s\n", e.what());
     return 1;

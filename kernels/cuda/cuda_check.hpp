@@ -1,8 +1,8 @@
 // Check macros for the CUDA libraries (CUDA runtime, cuBLAS(Lt), cuDNN), one
 // per library as docs/design.md asks: each failure throws st::Error with host,
 // rank, file:line, the call and the library's own error string. NCCL's macro
-// lives with the communicator (lib/comm/nccl_communicator.cpp), the only
-// code that links NCCL directly.
+// lives with the communicator (kernels/cuda/nccl_communicator.cpp), the only
+// code of the backend that calls NCCL.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -41,3 +41,18 @@ namespace st::cuda {
 // After a kernel launch: launch-configuration errors surface here, at the
 // launch site, instead of at the next unrelated call.
 #define ST_CUDA_CHECK_LAUNCH() ST_CUDA_CHECK(cudaGetLastError())
+
+// The answer of cudaEventQuery / cudaStreamQuery: true when complete, false
+// when not yet (cudaErrorNotReady, which is cleared so that the next
+// ST_CUDA_CHECK_LAUNCH does not report it), and a thrown error otherwise.
+#define ST_CUDA_QUERY(call) ::st::cuda::query_done((call), #call, __FILE__, __LINE__)
+namespace st::cuda {
+inline bool query_done(cudaError_t rc, const char* call, const char* file, int line) {
+  if (rc == cudaSuccess) return true;
+  if (rc == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  throw_cuda_error(call, rc, file, line);
+}
+}  // namespace st::cuda

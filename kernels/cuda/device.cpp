@@ -1,9 +1,11 @@
-// Device resources (see device.hpp).
+// The CUDA device, its streams and events, and device selection (see
+// device.hpp).
 #include "kernels/cuda/device.hpp"
 
-#include <nvtx3/nvToolsExt.h>
-
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
 
 #include "kernels/cuda/cuda_check.hpp"
 
@@ -56,112 +58,268 @@ std::string select_device(int local_rank, int local_size, int* ordinal, std::str
   return "";
 }
 
-HostPin::HostPin(void* p, size_t bytes) {
-  if (!p || bytes == 0) return;
-  ST_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterDefault));
-  p_ = p;
-}
-HostPin::~HostPin() {
-  if (p_) cudaHostUnregister(p_);
-}
-HostPin& HostPin::operator=(HostPin&& o) noexcept {
-  if (this != &o) {
-    if (p_) cudaHostUnregister(p_);
-    p_ = o.p_;
-    o.p_ = nullptr;
-  }
-  return *this;
+cudaStream_t native(Stream& s) {
+  auto* cs = dynamic_cast<CudaStream*>(&s);
+  ST_CHECK(cs != nullptr, "stream '", s.name(), "' is not a stream of the CUDA device");
+  return cs->get();
 }
 
-Stream::Stream(bool non_blocking, int priority) {
-  ST_CUDA_CHECK(cudaStreamCreateWithPriority(
-      &s_, non_blocking ? cudaStreamNonBlocking : cudaStreamDefault, priority));
-}
-Stream::~Stream() {
-  if (s_) cudaStreamDestroy(s_);
-}
-void Stream::sync() const { ST_CUDA_CHECK(cudaStreamSynchronize(s_)); }
-
-Event::Event(bool timing) {
+// ---- events ----
+CudaEvent::CudaEvent(bool timing) : timing_(timing) {
   ST_CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
 }
-Event::~Event() {
+CudaEvent::~CudaEvent() {
   if (e_) cudaEventDestroy(e_);
 }
-void Event::record(cudaStream_t s) { ST_CUDA_CHECK(cudaEventRecord(e_, s)); }
-bool Event::done() const {
-  const cudaError_t e = cudaEventQuery(e_);
-  if (e == cudaErrorNotReady) return false;
-  ST_CUDA_CHECK(e);
-  return true;
+void CudaEvent::record(cudaStream_t s) {
+  ST_CUDA_CHECK(cudaEventRecord(e_, s));
+  recorded_ = true;
 }
-void Event::sync() const { ST_CUDA_CHECK(cudaEventSynchronize(e_)); }
-
-DeviceAllocator::DeviceAllocator()
-    : cache_(
-          [](size_t n) -> void* {
-            void* p = nullptr;
-            if (cudaMalloc(&p, n) != cudaSuccess) {
-              cudaGetLastError();
-              return nullptr;
-            }
-            return p;
-          },
-          [](void* p) { cudaFree(p); }) {}
-
-DeviceAllocator& DeviceAllocator::instance() {
-  static DeviceAllocator a;
-  return a;
+bool CudaEvent::query() { return !recorded_ || ST_CUDA_QUERY(cudaEventQuery(e_)); }
+void CudaEvent::synchronize() {
+  if (recorded_) ST_CUDA_CHECK(cudaEventSynchronize(e_));
 }
-
-DeviceBuffer::DeviceBuffer(size_t bytes, MemCat cat)
-    : p_(DeviceAllocator::instance().allocate(bytes, cat)), bytes_(bytes) {}
-DeviceBuffer::~DeviceBuffer() {
-  if (p_) DeviceAllocator::instance().free(p_);
-}
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), bytes_(o.bytes_) {
-  o.p_ = nullptr;
-  o.bytes_ = 0;
-}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (p_) DeviceAllocator::instance().free(p_);
-    p_ = o.p_;
-    bytes_ = o.bytes_;
-    o.p_ = nullptr;
-    o.bytes_ = 0;
-  }
-  return *this;
-}
-
-PinnedBuffer::~PinnedBuffer() {
-  if (p_) cudaFreeHost(p_);
-}
-void PinnedBuffer::reserve(size_t bytes) {
-  if (bytes <= cap_) return;
-  if (p_) ST_CUDA_CHECK(cudaFreeHost(p_));
-  p_ = nullptr;
-  cap_ = 0;
-  ST_CUDA_CHECK(cudaHostAlloc(&p_, bytes, cudaHostAllocDefault));
-  cap_ = bytes;
-}
-
-CopyStream::CopyStream() : stream_(true, 0), ready_(false) {}
-void CopyStream::copy_to_host(void* dst, const void* src, size_t bytes, cudaStream_t after) {
-  ready_.record(after);
-  ST_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), ready_.get(), 0));
-  ST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()));
-}
-void CopyStream::sync() { stream_.sync(); }
-
-EventTimer::EventTimer() : a_(true), b_(true) {}
-double EventTimer::seconds() const {
-  b_.sync();
+double CudaEvent::seconds_since(Event& start) {
+  auto* a = dynamic_cast<CudaEvent*>(&start);
+  ST_CHECK(a != nullptr, "seconds_since: the start event is not a CUDA event");
+  ST_CHECK(timing_ && a->timing_, "seconds_since: events created without timing");
+  if (!recorded_ || !a->recorded_) return 0;
+  a->synchronize();
+  synchronize();
   float ms = 0.f;
-  ST_CUDA_CHECK(cudaEventElapsedTime(&ms, a_.get(), b_.get()));
+  ST_CUDA_CHECK(cudaEventElapsedTime(&ms, a->e_, e_));
   return double(ms) * 1e-3;
 }
 
-NvtxRange::NvtxRange(const char* name) { nvtxRangePushA(name); }
-NvtxRange::~NvtxRange() { nvtxRangePop(); }
+// ---- streams ----
+namespace {
+struct HostWork {
+  std::function<void()> fn;
+  CudaStream* stream;
+};
+void CUDART_CB run_host_work(void* p) {
+  std::unique_ptr<HostWork> w(static_cast<HostWork*>(p));
+  try {
+    w->fn();
+  } catch (...) {
+    w->stream->host_error(std::current_exception());
+  }
+}
+}  // namespace
+
+CudaStream::CudaStream(std::string name, int priority) : name_(std::move(name)) {
+  ST_CUDA_CHECK(cudaStreamCreateWithPriority(&s_, cudaStreamNonBlocking, priority));
+}
+CudaStream::~CudaStream() {
+  if (!s_) return;
+  cudaStreamSynchronize(s_);  // host work still queued refers to this object
+  cudaStreamDestroy(s_);
+}
+void CudaStream::wait(Event& e) {
+  auto* ce = dynamic_cast<CudaEvent*>(&e);
+  ST_CHECK(ce != nullptr, "stream '", name_, "' cannot wait for an event of another device");
+  if (ce->recorded()) ST_CUDA_CHECK(cudaStreamWaitEvent(s_, ce->get(), 0));
+}
+void CudaStream::synchronize() {
+  ST_CUDA_CHECK(cudaStreamSynchronize(s_));
+  rethrow();
+  for (auto& f : after_sync_) f();
+}
+void CudaStream::enqueue(std::function<void()> fn) {
+  rethrow();
+  auto* w = new HostWork{std::move(fn), this};
+  const cudaError_t e = cudaLaunchHostFunc(s_, &run_host_work, w);
+  if (e != cudaSuccess) {
+    delete w;
+    ST_CUDA_CHECK(e);
+  }
+}
+void CudaStream::host_error(std::exception_ptr e) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!error_) error_ = std::move(e);
+}
+void CudaStream::rethrow() {
+  std::exception_ptr e;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    std::swap(e, error_);
+  }
+  if (e) std::rethrow_exception(e);
+}
+
+// ---- the pinned staging ring of copy_from_host ----
+class CudaDevice::Staging {
+ public:
+  static constexpr size_t kBytes = size_t(32) << 20;  // the ring
+  static constexpr size_t kChunk = size_t(8) << 20;   // largest single DMA from it
+  Staging() { ST_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&base_), kBytes, 0)); }
+  ~Staging() {
+    for (auto& u : busy_) {
+      cudaEventSynchronize(u.ev);
+      cudaEventDestroy(u.ev);
+    }
+    for (cudaEvent_t e : spare_) cudaEventDestroy(e);
+    if (base_) cudaFreeHost(base_);
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+
+  void upload(void* dst, const void* host, size_t bytes, cudaStream_t s) {
+    std::lock_guard<std::mutex> g(mu_);
+    for (size_t off = 0; off < bytes; off += kChunk) {
+      const size_t n = std::min(kChunk, bytes - off);
+      const size_t at = take(n);
+      std::memcpy(base_ + at, static_cast<const char*>(host) + off, n);
+      ST_CUDA_CHECK(
+          cudaMemcpyAsync(static_cast<char*>(dst) + off, base_ + at, n, cudaMemcpyHostToDevice, s));
+      cudaEvent_t e = event();
+      ST_CUDA_CHECK(cudaEventRecord(e, s));
+      busy_.push_back({at, n, e});
+    }
+  }
+
+ private:
+  struct Use {
+    size_t off, len;
+    cudaEvent_t ev;  // recorded behind the DMA that reads the slot
+  };
+  // A free slot of n bytes at the ring's head; waits for the DMAs still
+  // reading any part of it (the oldest first).
+  size_t take(size_t n) {
+    n = (n + 255) / 256 * 256;
+    if (head_ + n > kBytes) head_ = 0;
+    const size_t lo = head_, hi = head_ + n;
+    while (!busy_.empty() && ST_CUDA_QUERY(cudaEventQuery(busy_.front().ev))) release_front();
+    auto overlaps = [&] {
+      for (const Use& u : busy_)
+        if (u.off < hi && lo < u.off + u.len) return true;
+      return false;
+    };
+    while (overlaps()) {
+      ST_CUDA_CHECK(cudaEventSynchronize(busy_.front().ev));
+      release_front();
+    }
+    head_ = hi;
+    return lo;
+  }
+  void release_front() {
+    spare_.push_back(busy_.front().ev);
+    busy_.pop_front();
+  }
+  cudaEvent_t event() {
+    if (!spare_.empty()) {
+      cudaEvent_t e = spare_.back();
+      spare_.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    ST_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+  std::mutex mu_;
+  char* base_ = nullptr;
+  size_t head_ = 0;
+  std::deque<Use> busy_;
+  std::vector<cudaEvent_t> spare_;
+};
+
+// ---- the device ----
+namespace {
+void* raw_alloc(size_t n) {
+  void* p = nullptr;
+  if (cudaMalloc(&p, n) != cudaSuccess) {
+    cudaGetLastError();  // out of memory is not sticky; clear it for the retry
+    return nullptr;
+  }
+  return p;
+}
+}  // namespace
+
+CudaDevice::CudaDevice(int ordinal, std::string name)
+    : ordinal_(ordinal),
+      name_(std::move(name)),
+      cache_(
+          raw_alloc, [](void* p) { cudaFree(p); }, /*feed_memstats=*/false) {
+  ST_CUDA_CHECK(cudaSetDevice(ordinal_));
+  compute_ = std::make_unique<CudaStream>("compute");
+  staging_ = std::make_unique<Staging>();
+}
+
+CudaDevice::~CudaDevice() {
+  if (compute_) cudaStreamSynchronize(compute_->get());
+  staging_.reset();
+  compute_.reset();
+}
+
+void CudaDevice::make_current() const {
+  thread_local int current = -1;
+  if (current == ordinal_) return;
+  ST_CUDA_CHECK(cudaSetDevice(ordinal_));
+  current = ordinal_;
+}
+
+void* CudaDevice::allocate(size_t bytes, MemCat cat) {
+  make_current();
+  return cache_.allocate(bytes, cat);
+}
+
+void CudaDevice::deallocate(void* p, size_t, MemCat) {
+  if (p) cache_.free(p);
+}
+
+MemoryStats CudaDevice::memory() const {
+  const BlockCache::Stats s = cache_.stats();
+  MemoryStats m;
+  m.current = s.cat_current;
+  m.peak = s.cat_peak;
+  m.current_total = s.in_use;
+  m.peak_total = s.in_use_peak;
+  return m;
+}
+
+void CudaDevice::reset_peaks() { cache_.reset_peaks(); }
+
+std::unique_ptr<Stream> CudaDevice::create_stream(const std::string& name) {
+  make_current();
+  return std::make_unique<CudaStream>(name);
+}
+
+std::unique_ptr<Event> CudaDevice::create_event() {
+  make_current();
+  return std::make_unique<CudaEvent>(true);
+}
+
+void CudaDevice::copy(void* dst, const void* src, size_t bytes, Stream& s) {
+  if (bytes == 0 || dst == src) return;
+  ST_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, native(s)));
+}
+
+void CudaDevice::copy_to_host(void* host, const void* src, size_t bytes, Stream& s) {
+  if (bytes == 0) return;
+  ST_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, native(s)));
+}
+
+void CudaDevice::copy_from_host(void* dst, const void* host, size_t bytes, Stream& s) {
+  if (bytes == 0) return;
+  make_current();
+  staging_->upload(dst, host, bytes, native(s));
+}
+
+void CudaDevice::fill_zero(void* p, size_t bytes, Stream& s) {
+  if (bytes == 0) return;
+  ST_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, native(s)));
+}
+
+void* CudaDevice::allocate_pinned(size_t bytes) {
+  make_current();
+  void* p = nullptr;
+  ST_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault));
+  return p;
+}
+
+void CudaDevice::free_pinned(void* p) {
+  if (!p) return;
+  make_current();
+  ST_CUDA_CHECK(cudaFreeHost(p));
+}
 }  // namespace st::cuda

@@ -1,17 +1,38 @@
-// Device resources of the CUDA backend, each RAII: streams and events, the
-// caching device allocator (st::BlockCache over cudaMalloc, byte accounting
-// per st::MemCat), pinned host buffers and a copy stream for checkpoint
-// snapshots, CUDA-event phase timers for telemetry, and NVTX ranges that
-// name phases in Nsight Systems.
+// The CUDA device of the Device seam (lib/tensor/device.hpp), for the CUDA
+// backend library: the GPU this rank selected, a caching allocator by
+// MemCat (st::BlockCache over cudaMalloc; memory() reads its statistics),
+// CUDA streams (the compute stream and non-blocking extra ones) and events
+// with timing, copies, and pinned host memory (cudaHostAlloc). Every handle
+// is RAII.
+//
+// How the ordering rules of device.hpp hold here:
+//  - deallocate() hands the block back to the cache at once; the next
+//    allocate() may return it to work that is enqueued later on the compute
+//    stream, so it runs after the last use (every allocation is used on the
+//    compute stream, or on a communicator stream that waits for it first).
+//  - copy_from_host() copies the host bytes into a pinned staging ring on
+//    the calling thread, then enqueues the DMA from there (cudaMemcpyAsync
+//    from pageable memory may stage asynchronously, and from pinned memory
+//    it never copies before returning); a ring slot is reused only after the
+//    event recorded behind its DMA has completed. So the host buffer may be
+//    reused as soon as the call returns.
+//  - copy_to_host() is cudaMemcpyAsync: the host buffer is written when the
+//    stream gets there (read it after a synchronize).
+//  - enqueue() runs host work with cudaLaunchHostFunc: it must not call the
+//    CUDA API (CUDA's rule for host functions); an exception it throws is
+//    rethrown by the stream's next enqueue() or synchronize().
 #pragma once
 #include <cuda_runtime_api.h>
 
-#include <cstddef>
-#include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "tensor/cuda_block_cache.hpp"
+#include "tensor/device.hpp"
 
 namespace st::cuda {
 
@@ -27,143 +48,99 @@ int device_count(std::string* why = nullptr);
 // GPUs; a GPU older than sm_80).
 std::string select_device(int local_rank, int local_size, int* ordinal, std::string* name);
 
-class Stream {
- public:
-  explicit Stream(bool non_blocking = true, int priority = 0);
-  ~Stream();
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return s_; }
-  void sync() const;
+// The cudaStream_t of a stream of the CUDA device (throws for another kind).
+cudaStream_t native(Stream& s);
 
- private:
-  cudaStream_t s_ = nullptr;
-};
-
-class Event {
+class CudaEvent final : public Event {
  public:
-  explicit Event(bool timing = false);
-  ~Event();
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return e_; }
+  explicit CudaEvent(bool timing = true);
+  ~CudaEvent() override;
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  void record(Stream& s) override { record(native(s)); }
   void record(cudaStream_t s);
-  bool done() const;  // cudaEventQuery
-  void sync() const;
+  bool query() override;
+  void synchronize() override;
+  double seconds_since(Event& start) override;
+  cudaEvent_t get() const { return e_; }
+  bool recorded() const { return recorded_; }
 
  private:
   cudaEvent_t e_ = nullptr;
+  bool timing_;
+  bool recorded_ = false;
 };
 
-// Process-wide caching allocator for the current device.
-class DeviceAllocator {
+class CudaStream final : public Stream {
  public:
-  static DeviceAllocator& instance();
-  void* allocate(size_t bytes, MemCat cat) { return cache_.allocate(bytes, cat); }
-  void free(void* p) { cache_.free(p); }
-  void empty_cache() { cache_.empty_cache(); }
-  BlockCache::Stats stats() const { return cache_.stats(); }
-  void reset_peaks() { cache_.reset_peaks(); }
+  // Non-blocking (no implicit ordering with the legacy default stream);
+  // priority as cudaStreamCreateWithPriority (lower is more urgent).
+  explicit CudaStream(std::string name, int priority = 0);
+  ~CudaStream() override;  // waits for the stream's work first
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+  const std::string& name() const override { return name_; }
+  void wait(Event& e) override;
+  void synchronize() override;
+  void enqueue(std::function<void()> fn) override;
+  void* native() const override { return s_; }
+  cudaStream_t get() const { return s_; }
+  // Run after every host synchronisation of this stream.
+  void after_sync(std::function<void()> fn) { after_sync_.push_back(std::move(fn)); }
+  void host_error(std::exception_ptr e);  // from a host function (any thread)
 
  private:
-  DeviceAllocator();
+  void rethrow();
+  std::string name_;
+  cudaStream_t s_ = nullptr;
+  std::vector<std::function<void()>> after_sync_;
+  std::mutex mu_;
+  std::exception_ptr error_;
+};
+
+class CudaDevice final : public Device {
+ public:
+  // Makes `ordinal` current on the calling thread (select_device chose it).
+  CudaDevice(int ordinal, std::string name);
+  ~CudaDevice() override;
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  DeviceKind kind() const override { return DeviceKind::CUDA; }
+  std::string name() const override { return name_; }
+  std::string id() const override { return "cuda:" + std::to_string(ordinal_); }
+  bool host_accessible() const override { return false; }
+
+  void* allocate(size_t bytes, MemCat cat) override;
+  void deallocate(void* p, size_t bytes, MemCat cat) override;
+  MemoryStats memory() const override;
+  void reset_peaks() override;
+
+  Stream& compute_stream() override { return *compute_; }
+  std::unique_ptr<Stream> create_stream(const std::string& name) override;
+  std::unique_ptr<Event> create_event() override;
+
+  void copy(void* dst, const void* src, size_t bytes, Stream& s) override;
+  void copy_to_host(void* host, const void* src, size_t bytes, Stream& s) override;
+  void copy_from_host(void* dst, const void* host, size_t bytes, Stream& s) override;
+  void fill_zero(void* p, size_t bytes, Stream& s) override;
+
+  void* allocate_pinned(size_t bytes) override;
+  void free_pinned(void* p) override;
+
+  int ordinal() const { return ordinal_; }
+  // cudaSetDevice(ordinal) on the calling thread unless it is current already.
+  void make_current() const;
+  // fn runs after every host synchronisation of the compute stream (the
+  // NCCL communicators count their finished collectives there).
+  void after_sync(std::function<void()> fn) { compute_->after_sync(std::move(fn)); }
+
+ private:
+  class Staging;  // the pinned ring behind copy_from_host
+  int ordinal_;
+  std::string name_;
   BlockCache cache_;
+  std::unique_ptr<CudaStream> compute_;
+  std::unique_ptr<Staging> staging_;
 };
-
-// An owning device buffer from DeviceAllocator. Freed blocks are reused in
-// stream order: free a buffer only after the work using it was enqueued on
-// the stream that will reuse it (the single-compute-stream case), or after
-// synchronising.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(size_t bytes, MemCat cat);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& o) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  void* data() const { return p_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-// Page-locked host memory, reused across snapshots; grows, never shrinks.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer();
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  void reserve(size_t bytes);
-  void* data() const { return p_; }
-  size_t capacity() const { return cap_; }
-
- private:
-  void* p_ = nullptr;
-  size_t cap_ = 0;
-};
-
-// Page-locks existing host memory in place (cudaHostRegister) for as long
-// as the object lives, so device <-> host copies into it are DMA and
-// asynchronous: the checkpoint snapshot's host views stay where the
-// checkpoint code reads them, without a second copy.
-class HostPin {
- public:
-  HostPin() = default;
-  HostPin(void* p, size_t bytes);
-  ~HostPin();
-  HostPin(HostPin&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
-  HostPin& operator=(HostPin&& o) noexcept;
-  HostPin(const HostPin&) = delete;
-  HostPin& operator=(const HostPin&) = delete;
-
- private:
-  void* p_ = nullptr;
-};
-
-// A dedicated stream for device -> pinned host copies (checkpoint snapshots)
-// ordered after the compute stream's work up to the call, so the loop only
-// waits for the copy, not for the writer.
-class CopyStream {
- public:
-  CopyStream();
-  // Enqueue a copy of `bytes` from device `src` into `dst` (pinned) after
-  // everything enqueued so far on `after`.
-  void copy_to_host(void* dst, const void* src, size_t bytes, cudaStream_t after);
-  void sync();  // wait for every copy enqueued so far
-  cudaStream_t get() const { return stream_.get(); }
-
- private:
-  Stream stream_;
-  Event ready_;
-};
-
-// Phase timer: start/stop record events on a stream; seconds() waits for
-// the stop event. Reusable.
-class EventTimer {
- public:
-  EventTimer();
-  void start(cudaStream_t s) { a_.record(s); }
-  void stop(cudaStream_t s) { b_.record(s); }
-  double seconds() const;
-
- private:
-  Event a_, b_;
-};
-
-// NVTX range for profilers (no cost when no tool is attached).
-class NvtxRange {
- public:
-  explicit NvtxRange(const char* name);
-  ~NvtxRange();
-  NvtxRange(const NvtxRange&) = delete;
-  NvtxRange& operator=(const NvtxRange&) = delete;
-};
-
 }  // namespace st::cuda

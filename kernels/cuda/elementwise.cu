@@ -1,7 +1,9 @@
-// CUDA row-wise and elementwise ops of ops_cuda.hpp: casts, residual add,
-// embedding, RMSNorm, RoPE, SwiGLU. bf16 storage, fp32 math. Reductions into
-// parameter gradients (embedding, RMSNorm weight) have a fixed order per
-// column, so they are deterministic like their CPU twins in kernels/cpu.
+// CUDA row-wise and elementwise kernels of ops_cuda.hpp: casts, residual add,
+// scale, vocab-shard embedding, RMSNorm, RoPE, SwiGLU. bf16 storage, fp32
+// math, one rounding per stored value (the formulas of kernels/cpu). The
+// reductions into parameter gradients have a fixed order per column: the
+// embedding gradient adds rows in row order exactly as the CPU kernel does,
+// the RMSNorm weight gradient sums 8 interleaved row groups in group order.
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
@@ -11,40 +13,37 @@ namespace st::kernels::cuda {
 using namespace detail;
 
 namespace {
-#define GRID_STRIDE(i, n)                                                   \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
-       i += int64_t(gridDim.x) * blockDim.x)
-
 __global__ void k_f32_to_bf16(const float* x, bf16* y, int64_t n) {
-  GRID_STRIDE(i, n) y[i] = to_bf(x[i]);
+  ST_GRID_STRIDE(i, n) y[i] = to_bf(x[i]);
 }
 __global__ void k_bf16_to_f32(const bf16* x, float* y, int64_t n) {
-  GRID_STRIDE(i, n) y[i] = to_f(x[i]);
+  ST_GRID_STRIDE(i, n) y[i] = to_f(x[i]);
 }
-__global__ void k_add(bf16* y, const bf16* x, int64_t n) {
-  GRID_STRIDE(i, n) y[i] = to_bf(to_f(y[i]) + to_f(x[i]));
+template <typename T>
+__global__ void k_add(T* y, const T* x, int64_t n) {
+  ST_GRID_STRIDE(i, n) st(y + i, ld(y + i) + ld(x + i));
 }
+__global__ void k_scale(float* x, int64_t n, float a) { ST_GRID_STRIDE(i, n) x[i] *= a; }
+__global__ void k_iota(int32_t* p, int64_t n) { ST_GRID_STRIDE(i, n) p[i] = int32_t(i); }
 
-// table holds vocabulary rows [v0, v0 + vocab). A token outside gives NaN
-// (whole table: an invalid id) or 0 (a shard: another rank owns it).
-__global__ void k_embedding_fwd(const int32_t* tokens, const bf16* table, int64_t v0,
-                                int64_t vocab, int64_t d, bool shard, bf16* out) {
+// One block per row; rows whose token is outside [v0, v0 + vl) get 0.
+__global__ void k_embedding_fwd(const int32_t* tokens, const bf16* table, int64_t v0, int64_t vl,
+                                int64_t d, bf16* out) {
   const int64_t r = blockIdx.x;
   const int64_t t = int64_t(tokens[r]) - v0;
-  const bool ok = t >= 0 && t < vocab;
-  const bf16 miss = to_bf(shard ? 0.f : NAN);
+  const bool ok = t >= 0 && t < vl;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-    out[r * d + j] = ok ? table[t * d + j] : miss;
+    out[r * d + j] = ok ? table[t * d + j] : to_bf(0.f);
 }
 
-// One thread per column walks the rows in order: no races, fixed order.
+// One thread per column walks the rows in order: no races, the CPU's order.
 __global__ void k_embedding_bwd(const int32_t* tokens, int64_t rows, const bf16* dout, int64_t v0,
-                                int64_t vocab, int64_t d, float* dtable) {
+                                int64_t vl, int64_t d, float* dtable) {
   const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (j >= d) return;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = int64_t(tokens[r]) - v0;
-    if (t >= 0 && t < vocab) dtable[t * d + j] += to_f(dout[r * d + j]);
+    if (t >= 0 && t < vl) dtable[t * d + j] += to_f(dout[r * d + j]);
   }
 }
 
@@ -103,22 +102,11 @@ __global__ void k_rmsnorm_bwd_dw(const bf16* x, const float* rstd, const bf16* d
   }
 }
 
-__global__ void k_rope_table(int64_t T, int64_t hd, double theta, int64_t pos0, float* cos_t,
-                             float* sin_t) {
-  const int64_t half = hd / 2;
-  GRID_STRIDE(idx, T * half) {
-    const int64_t t = idx / half, i = idx % half;
-    const double freq = pow(theta, -double(2 * i) / double(hd));
-    const double a = double(pos0 + t) * freq;
-    cos_t[idx] = float(cos(a));
-    sin_t[idx] = float(sin(a));
-  }
-}
-
+// Interleaved pairs (x[2i], x[2i+1]) rotated by sign * angle(t, i).
 __global__ void k_rope(bf16* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
                        const float* sin_t, float sign) {
   const int64_t half = hd / 2;
-  GRID_STRIDE(idx, B * T * H * half) {
+  ST_GRID_STRIDE(idx, B * T * H * half) {
     const int64_t i = idx % half;
     const int64_t t = (idx / (half * H)) % T;
     bf16* p = x + (idx / half) * hd + 2 * i;
@@ -130,63 +118,67 @@ __global__ void k_rope(bf16* x, int64_t B, int64_t T, int64_t H, int64_t hd, con
 }
 
 __global__ void k_swiglu_fwd(const bf16* gate, const bf16* up, int64_t n, bf16* out) {
-  GRID_STRIDE(i, n) {
+  ST_GRID_STRIDE(i, n) {
     const float g = to_f(gate[i]);
     const float sig = 1.f / (1.f + expf(-g));
     out[i] = to_bf(g * sig * to_f(up[i]));
   }
 }
 
+// dgate/dup may alias gate/up: each element is read before it is written.
 __global__ void k_swiglu_bwd(const bf16* gate, const bf16* up, const bf16* dout, int64_t n,
                              bf16* dgate, bf16* dup) {
-  GRID_STRIDE(i, n) {
+  ST_GRID_STRIDE(i, n) {
     const float g = to_f(gate[i]), u = to_f(up[i]), dy = to_f(dout[i]);
     const float sig = 1.f / (1.f + expf(-g));
     dgate[i] = to_bf(dy * u * sig * (1.f + g * (1.f - sig)));
-    dup[i] = to_bf(dy * g * sig);
+    dup[i] = to_bf(dy * (g * sig));
   }
 }
 }  // namespace
 
-void cast_f32_to_bf16(const float* x, bf16* y, int64_t n, cudaStream_t s) {
+void cast_f32_bf16(const float* x, bf16* y, int64_t n, cudaStream_t s) {
   if (n <= 0) return;
   k_f32_to_bf16<<<grid_for(n), kThreads, 0, s>>>(x, y, n);
   ST_CUDA_CHECK_LAUNCH();
 }
-void cast_bf16_to_f32(const bf16* x, float* y, int64_t n, cudaStream_t s) {
+void cast_bf16_f32(const bf16* x, float* y, int64_t n, cudaStream_t s) {
   if (n <= 0) return;
   k_bf16_to_f32<<<grid_for(n), kThreads, 0, s>>>(x, y, n);
   ST_CUDA_CHECK_LAUNCH();
 }
-void add_inplace(bf16* y, const bf16* x, int64_t n, cudaStream_t s) {
+void add(bf16* y, const bf16* x, int64_t n, cudaStream_t s) {
   if (n <= 0) return;
   k_add<<<grid_for(n), kThreads, 0, s>>>(y, x, n);
   ST_CUDA_CHECK_LAUNCH();
 }
+void add(float* y, const float* x, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  k_add<<<grid_for(n), kThreads, 0, s>>>(y, x, n);
+  ST_CUDA_CHECK_LAUNCH();
+}
+void scale(float* x, int64_t n, float a, cudaStream_t s) {
+  if (n <= 0) return;
+  k_scale<<<grid_for(n), kThreads, 0, s>>>(x, n, a);
+  ST_CUDA_CHECK_LAUNCH();
+}
+void iota(int32_t* p, int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  k_iota<<<grid_for(n), kThreads, 0, s>>>(p, n);
+  ST_CUDA_CHECK_LAUNCH();
+}
 
-void embedding_fwd(const int32_t* tokens, int64_t rows, const bf16* table, int64_t vocab, int64_t d,
-                   bf16* out, cudaStream_t s) {
-  if (rows <= 0) return;
-  k_embedding_fwd<<<unsigned(rows), kThreads, 0, s>>>(tokens, table, 0, vocab, d, false, out);
-  ST_CUDA_CHECK_LAUNCH();
-}
-void embedding_fwd_shard(const int32_t* tokens, int64_t rows, const bf16* table, int64_t v0,
-                         int64_t vl, int64_t d, bf16* out, cudaStream_t s) {
-  if (rows <= 0) return;
-  k_embedding_fwd<<<unsigned(rows), kThreads, 0, s>>>(tokens, table, v0, vl, d, true, out);
-  ST_CUDA_CHECK_LAUNCH();
-}
-void embedding_bwd(const int32_t* tokens, int64_t rows, const bf16* dout, int64_t vocab, int64_t d,
-                   float* dtable, cudaStream_t s) {
+void embedding_fwd(const int32_t* tokens, int64_t rows, const bf16* table, int64_t v0, int64_t vl,
+                   int64_t d, bf16* out, cudaStream_t s) {
   if (rows <= 0 || d <= 0) return;
-  k_embedding_bwd<<<unsigned((d + 127) / 128), 128, 0, s>>>(tokens, rows, dout, 0, vocab, d,
-                                                            dtable);
+  k_embedding_fwd<<<unsigned(rows), kThreads, 0, s>>>(tokens, table, v0, vl, d, out);
   ST_CUDA_CHECK_LAUNCH();
 }
-void embedding_bwd_shard(const int32_t* tokens, int64_t rows, const bf16* dout, int64_t v0,
-                         int64_t vl, int64_t d, float* dtable, cudaStream_t s) {
+void embedding_bwd(const int32_t* tokens, int64_t rows, const bf16* dout, int64_t v0, int64_t vl,
+                   int64_t d, float* dtable, cudaStream_t s) {
   if (rows <= 0 || d <= 0) return;
-  k_embedding_bwd<<<unsigned((d + 127) / 128), 128, 0, s>>>(tokens, rows, dout, v0, vl, d, dtable);
+  // Small blocks spread the d column walkers over more SMs.
+  k_embedding_bwd<<<unsigned((d + 63) / 64), 64, 0, s>>>(tokens, rows, dout, v0, vl, d, dtable);
   ST_CUDA_CHECK_LAUNCH();
 }
 
@@ -206,25 +198,12 @@ void rmsnorm_bwd(const bf16* x, const bf16* w, const float* rstd, const bf16* dy
   ST_CUDA_CHECK_LAUNCH();
 }
 
-void rope_table(int64_t T, int64_t hd, double theta, int64_t pos0, float* cos_t, float* sin_t,
-                cudaStream_t s) {
+void rope(bf16* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
+          const float* sin_t, bool inverse, cudaStream_t s) {
   ST_CHECK(hd % 2 == 0, "RoPE needs an even head dimension, got ", hd);
-  if (T <= 0) return;
-  k_rope_table<<<grid_for(T * hd / 2), kThreads, 0, s>>>(T, hd, theta, pos0, cos_t, sin_t);
-  ST_CUDA_CHECK_LAUNCH();
-}
-void rope_fwd(bf16* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
-              const float* sin_t, cudaStream_t s) {
   const int64_t n = B * T * H * (hd / 2);
   if (n <= 0) return;
-  k_rope<<<grid_for(n), kThreads, 0, s>>>(x, B, T, H, hd, cos_t, sin_t, 1.f);
-  ST_CUDA_CHECK_LAUNCH();
-}
-void rope_bwd(bf16* dx, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
-              const float* sin_t, cudaStream_t s) {
-  const int64_t n = B * T * H * (hd / 2);
-  if (n <= 0) return;
-  k_rope<<<grid_for(n), kThreads, 0, s>>>(dx, B, T, H, hd, cos_t, sin_t, -1.f);
+  k_rope<<<grid_for(n), kThreads, 0, s>>>(x, B, T, H, hd, cos_t, sin_t, inverse ? -1.f : 1.f);
   ST_CUDA_CHECK_LAUNCH();
 }
 

@@ -21,14 +21,14 @@ struct GemmLt::Plan {
   }
 };
 
-GemmLt::GemmLt(size_t workspace_bytes) : ws_bytes_(workspace_bytes) {
+GemmLt::GemmLt(Device& dev, size_t workspace_bytes) : dev_(dev), ws_bytes_(workspace_bytes) {
   ST_CUBLAS_CHECK(cublasLtCreate(&handle_));
-  if (ws_bytes_) ST_CUDA_CHECK(cudaMalloc(&ws_, ws_bytes_));
+  if (ws_bytes_) ws_ = dev_.allocate(ws_bytes_, MemCat::Workspace);
 }
 
 GemmLt::~GemmLt() {
   plans_.clear();
-  if (ws_) cudaFree(ws_);
+  if (ws_) dev_.deallocate(ws_, ws_bytes_, MemCat::Workspace);
   if (handle_) cublasLtDestroy(handle_);
 }
 
@@ -50,7 +50,8 @@ int alignment_of(const void* p, int64_t ld_elems, int elem_bytes) {
 const GemmLt::Plan& GemmLt::plan_for(const Key& k) {
   auto it = plans_.find(k);
   if (it != plans_.end()) return *it->second;
-  const auto [ta, tb, M, N, K, lda, ldb, ldc, c_type, align] = k;
+  const auto [ta, tb, M, N, K, lda, ldb, ldc, ab_type, c_type, align] = k;
+  const auto ab = cudaDataType_t(ab_type);
   auto p = std::make_unique<Plan>();
   const cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A = our B
   const cublasOperation_t opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS B = our A
@@ -60,8 +61,8 @@ const GemmLt::Plan& GemmLt::plan_for(const Key& k) {
   ST_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
   // Column-major views: our B is [K,N] (or [N,K] if trans_b) row-major.
-  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, tb ? K : N, tb ? N : K, ldb));
-  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, ta ? M : K, ta ? K : M, lda));
+  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, ab, tb ? K : N, tb ? N : K, ldb));
+  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, ab, ta ? M : K, ta ? K : M, lda));
   ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, cudaDataType_t(c_type), N, M, ldc));
 
   cublasLtMatmulPreference_t pref;
@@ -95,16 +96,19 @@ const GemmLt::Plan& GemmLt::plan_for(const Key& k) {
 
 void GemmLt::run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
                  int64_t lda, const void* B, int64_t ldb, float beta, void* C, int64_t ldc,
-                 int c_type, cudaStream_t stream) {
+                 int ab_type, int c_type, cudaStream_t stream) {
   if (M <= 0 || N <= 0) return;
   ST_CHECK(K > 0, "GEMM with K=", K);
+  const int abytes = ab_type == int(CUDA_R_32F) ? 4 : 2;
   const int cbytes = c_type == int(CUDA_R_32F) ? 4 : 2;
-  int align = alignment_of(A, lda, 2);
-  align = std::min(align, alignment_of(B, ldb, 2));
+  int align = alignment_of(A, lda, abytes);
+  align = std::min(align, alignment_of(B, ldb, abytes));
   align = std::min(align, alignment_of(C, ldc, cbytes));
-  const Key key{ta, tb, M, N, K, lda, ldb, ldc, c_type, align};
+  const Key key{ta, tb, M, N, K, lda, ldb, ldc, ab_type, c_type, align};
   std::lock_guard<std::mutex> g(mu_);
   const Plan& p = plan_for(key);
+  // D == C with one layout: cuBLASLt's in-place form (beta = 1 accumulates
+  // weight gradients and residual adds); with beta = 0, C is not read.
   ST_CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, B, p.la, A, p.lb, &beta, C, p.lc, C, p.lc,
                                  &p.algo, ws_, ws_bytes_, stream));
 }
@@ -112,12 +116,21 @@ void GemmLt::run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
 void GemmLt::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const __nv_bfloat16* A, int64_t lda, const __nv_bfloat16* B, int64_t ldb,
                   float beta, __nv_bfloat16* C, int64_t ldc, cudaStream_t stream) {
-  run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, int(CUDA_R_16BF), stream);
+  run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, int(CUDA_R_16BF), int(CUDA_R_16BF),
+      stream);
 }
 
 void GemmLt::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                   const __nv_bfloat16* A, int64_t lda, const __nv_bfloat16* B, int64_t ldb,
                   float beta, float* C, int64_t ldc, cudaStream_t stream) {
-  run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, int(CUDA_R_32F), stream);
+  run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, int(CUDA_R_16BF), int(CUDA_R_32F),
+      stream);
+}
+
+void GemmLt::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+                  cudaStream_t stream) {
+  run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, int(CUDA_R_32F), int(CUDA_R_32F),
+      stream);
 }
 }  // namespace st::kernels::cuda

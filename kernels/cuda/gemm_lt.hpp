@@ -1,7 +1,10 @@
-// cuBLASLt GEMM for the CUDA backend: bf16 inputs, fp32 accumulate, bf16 or
-// fp32 output, same row-major convention as kernels::gemm in ops.hpp. The
-// heuristic algorithm is chosen once per shape (and alignment) and cached;
-// the workspace is allocated once, at construction.
+// cuBLASLt GEMM for the CUDA backend (Ops::gemm): bf16 inputs with fp32
+// accumulate and a bf16 or fp32 output, or fp32 throughout (no TF32), with
+// the row-major convention of kernels/ops.hpp. The heuristic algorithm is
+// chosen once per shape (and alignment) and cached; the workspace comes from
+// the device's allocator (MemCat::Workspace) once, at construction. One
+// workspace serves every call, so GEMMs must not run concurrently on two
+// streams (the model runs them all on the compute stream).
 #pragma once
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -13,12 +16,14 @@
 #include <mutex>
 #include <tuple>
 
+#include "tensor/device.hpp"
+
 namespace st::kernels::cuda {
 
 class GemmLt {
  public:
   // 32 MiB is what cuBLAS recommends for Hopper; Ampere needs less.
-  explicit GemmLt(size_t workspace_bytes = size_t(32) << 20);
+  explicit GemmLt(Device& dev, size_t workspace_bytes = size_t(32) << 20);
   ~GemmLt();
   GemmLt(const GemmLt&) = delete;
   GemmLt& operator=(const GemmLt&) = delete;
@@ -32,19 +37,23 @@ class GemmLt {
   void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
             const __nv_bfloat16* A, int64_t lda, const __nv_bfloat16* B, int64_t ldb, float beta,
             float* C, int64_t ldc, cudaStream_t stream);
+  void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+            int64_t ldc, cudaStream_t stream);
 
   size_t cached_shapes() const;  // for tests: plans built so far
   size_t workspace_bytes() const { return ws_bytes_; }
 
  private:
   struct Plan;
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int,
-                         int>;  // ta, tb, M, N, K, lda, ldb, ldc, c dtype, alignment
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int,
+                         int>;  // ta, tb, M, N, K, lda, ldb, ldc, ab dtype, c dtype, alignment
   void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
-           int64_t lda, const void* B, int64_t ldb, float beta, void* C, int64_t ldc, int c_type,
-           cudaStream_t stream);
+           int64_t lda, const void* B, int64_t ldb, float beta, void* C, int64_t ldc, int ab_type,
+           int c_type, cudaStream_t stream);
   const Plan& plan_for(const Key& k);
 
+  Device& dev_;
   cublasLtHandle_t handle_ = nullptr;
   void* ws_ = nullptr;
   size_t ws_bytes_ = 0;

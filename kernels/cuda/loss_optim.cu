@@ -1,8 +1,11 @@
-// CUDA softmax cross-entropy (plain and vocab-parallel) and the multi-tensor
-// AdamW with a device-side clip coefficient, for ops_cuda.hpp. One block per
-// row for the loss (online max/sum-exp, merged in a fixed order), and
-// Apex-style tensor lists passed by value for the optimizer, so a step over
-// hundreds of parameter tensors is a handful of launches.
+// CUDA vocab-parallel softmax cross-entropy (the three steps of
+// kernels/ops.hpp, tp = 1 being the one-shard case), the device-side loss
+// sum, the multi-tensor sum of squares for gradient norms and the
+// multi-tensor AdamW of ops.hpp's one formula, for ops_cuda.hpp. One block
+// per row for the loss (row max, then the sum of exp(x - max), as the CPU
+// kernel), double accumulators in fixed trees for the loss and the norms,
+// and Apex-style tensor lists passed by value for the optimizer and the
+// norms, so a step over hundreds of tensors is a handful of launches.
 #include <algorithm>
 #include <cmath>
 
@@ -15,63 +18,58 @@ using namespace detail;
 namespace {
 constexpr int kRowThreads = 512;
 
-__device__ MaxSum row_maxsum(const bf16* x, int64_t V) {
-  MaxSum v{-INFINITY, 0.f};
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-    const float xj = to_f(x[j]);
-    if (xj > v.m) {
-      v.s = (v.m == -INFINITY ? 0.f : v.s * __expf(v.m - xj)) + 1.f;
-      v.m = xj;
-    } else {
-      v.s += __expf(xj - v.m);
-    }
-  }
-  __shared__ MaxSum sh[32];
-  return block_maxsum(v, sh);
-}
-
-__global__ void k_ce_fwd(const bf16* logits, const int32_t* targets, int64_t V, float* lse,
-                         float* row_loss) {
+__global__ void k_ce_partial(const bf16* logits, const int32_t* targets, int64_t V, int64_t v0,
+                             float* mx, float* sumexp, float* tlogit) {
+  __shared__ float sh[32];
   const int64_t r = blockIdx.x;
   const bf16* x = logits + r * V;
-  const MaxSum ms = row_maxsum(x, V);
-  if (threadIdx.x == 0) {
-    const float L = ms.m + logf(ms.s);
-    const int32_t t = targets[r];
-    lse[r] = L;
-    row_loss[r] = t < 0 ? 0.f : (t < V ? L - to_f(x[t]) : NAN);
-  }
-}
-
-__global__ void k_ce_vp_partial(const bf16* logits, const int32_t* targets, int64_t V, int64_t v0,
-                                float* mx, float* sumexp, float* target_logit) {
-  const int64_t r = blockIdx.x;
-  const bf16* x = logits + r * V;
-  const MaxSum ms = row_maxsum(x, V);
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, to_f(x[j]));
+  // max is exact in any order; broadcast through the block sum's shared slots
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = m;
+  __syncthreads();
+  m = -INFINITY;
+  for (int w = 0; w < int(blockDim.x + 31) / 32; ++w) m = fmaxf(m, sh[w]);
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += expf(to_f(x[j]) - m);
+  s = block_sum(s, sh);
   if (threadIdx.x == 0) {
     const int64_t t = int64_t(targets[r]) - v0;
-    mx[r] = ms.m;
-    sumexp[r] = ms.s;
-    target_logit[r] = (targets[r] >= 0 && t >= 0 && t < V) ? to_f(x[t]) : 0.f;
+    mx[r] = m;
+    sumexp[r] = s;
+    tlogit[r] = (targets[r] >= 0 && t >= 0 && t < V) ? to_f(x[t]) : 0.f;
   }
 }
 
-__global__ void k_ce_vp_rescale(const float* mx, const float* gmax, float* sumexp, int64_t rows) {
-  const int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (r < rows) sumexp[r] *= expf(mx[r] - gmax[r]);
+__global__ void k_ce_rescale(const float* mx, const float* gmax, float* sumexp, int64_t rows) {
+  ST_GRID_STRIDE(r, rows) sumexp[r] *= expf(mx[r] - gmax[r]);
 }
 
-__global__ void k_ce_vp_finish(const float* gmax, const float* sumexp, const float* tl,
-                               const int32_t* targets, int64_t rows, float* lse, float* row_loss) {
-  const int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (r >= rows) return;
-  const float L = gmax[r] + logf(sumexp[r]);
-  lse[r] = L;
-  row_loss[r] = targets[r] < 0 ? 0.f : L - tl[r];
+__global__ void k_ce_finish(const float* gmax, const float* sumexp, const float* tl,
+                            const int32_t* targets, int64_t rows, float* lse, float* row_loss) {
+  ST_GRID_STRIDE(r, rows) {
+    const float L = gmax[r] + logf(sumexp[r]);
+    lse[r] = L;
+    row_loss[r] = targets[r] < 0 ? 0.f : L - tl[r];
+  }
 }
 
+// acc[0] += scale * (sum of row_loss over rows with a target), in double.
+__global__ void k_loss_accumulate(const float* row_loss, const int32_t* targets, int64_t rows,
+                                  double scale, double* acc) {
+  __shared__ double sh[1024];
+  double s = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    if (targets[r] >= 0) s += double(row_loss[r]);
+  s = block_sum_tree(s, sh);
+  if (threadIdx.x == 0) acc[0] += scale * s;
+}
+
+// In place is allowed: each element is read before it is written.
 __global__ void k_ce_bwd(const bf16* logits, const int32_t* targets, const float* lse, int64_t V,
-                         int64_t v0, float s, bf16* dlogits) {
+                         int64_t v0, float scale, bf16* dlogits) {
   const int64_t r = blockIdx.x;
   const int32_t t = targets[r];
   const float L = lse[r];
@@ -80,38 +78,10 @@ __global__ void k_ce_bwd(const bf16* logits, const int32_t* targets, const float
   for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
     float g = 0.f;
     if (t >= 0) {
-      g = __expf(to_f(x[j]) - L) * s;
-      if (j + v0 == int64_t(t)) g -= s;
+      g = expf(to_f(x[j]) - L) * scale;
+      if (j + v0 == int64_t(t)) g -= scale;
     }
     dx[j] = to_bf(g);
-  }
-}
-
-// Fixed-order sum of row_loss and count of valid targets, in double.
-__global__ void k_loss_sum(const float* row_loss, const int32_t* targets, int64_t rows,
-                           double* out) {
-  __shared__ double sh[1024];
-  __shared__ long long shn[1024];
-  double acc = 0;
-  long long n = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
-    if (targets[r] >= 0) {
-      acc += row_loss[r];
-      ++n;
-    }
-  sh[threadIdx.x] = acc;
-  shn[threadIdx.x] = n;
-  __syncthreads();
-  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) {
-      sh[threadIdx.x] += sh[threadIdx.x + w];
-      shn[threadIdx.x] += shn[threadIdx.x + w];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    out[0] = sh[0];
-    out[1] = double(shn[0]);
   }
 }
 
@@ -120,81 +90,83 @@ constexpr int kListTensors = 24;
 constexpr int kListBlocks = 256;
 constexpr int64_t kChunk = 65536;
 constexpr int kListThreads = 512;
+constexpr int kMaxGroups = 8;
+
+struct SumsqList {
+  const float* p[kListTensors];
+  int64_t n[kListTensors];
+  unsigned char block_tensor[kListBlocks];
+  int block_chunk[kListBlocks];
+  int block_slot[kListBlocks];  // where the block's partial goes
+};
+struct GroupRanges {
+  int64_t off[kMaxGroups + 1];
+};
 
 struct AdamList {
   float* w[kListTensors];
   const float* g[kListTensors];
   float* m[kListTensors];
   float* v[kListTensors];
-  bf16* wb[kListTensors];
+  void* wc[kListTensors];
   int64_t n[kListTensors];
   float wd[kListTensors];
+  unsigned char wc_type[kListTensors];  // 0 none, 1 bf16, 2 fp32
   unsigned char block_tensor[kListBlocks];
   int block_chunk[kListBlocks];
 };
-
-struct SumsqList {
-  const float* g[kListTensors];
-  int64_t n[kListTensors];
-  unsigned char block_tensor[kListBlocks];
-  int block_chunk[kListBlocks];
-  int64_t partial_base;
+struct AdamArgs {
+  float lr, b1, b2, eps, bc1, bc2, grad_scale;
 };
 
-__global__ void k_sumsq(SumsqList L, float* partials) {
-  __shared__ float sh[32];
+__global__ void k_sumsq(SumsqList L, double* partials) {
+  __shared__ double sh[kListThreads];
   const int ti = L.block_tensor[blockIdx.x];
   const int64_t c0 = int64_t(L.block_chunk[blockIdx.x]) * kChunk;
   const int64_t c1 = min(L.n[ti], c0 + kChunk);
-  float acc = 0.f;
-  for (int64_t i = c0 + threadIdx.x; i < c1; i += blockDim.x) acc += L.g[ti][i] * L.g[ti][i];
-  acc = block_sum(acc, sh);
-  if (threadIdx.x == 0) partials[L.partial_base + blockIdx.x] = acc;
-}
-
-__global__ void k_sum_partials(const float* partials, int64_t n, float* out) {
-  __shared__ double sh[1024];
+  const float* x = L.p[ti];
   double acc = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += partials[i];
-  sh[threadIdx.x] = acc;
-  __syncthreads();
-  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-    if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *out = float(sh[0]);
+  for (int64_t i = c0 + threadIdx.x; i < c1; i += blockDim.x) acc += double(x[i]) * double(x[i]);
+  acc = block_sum_tree(acc, sh);
+  if (threadIdx.x == 0) partials[L.block_slot[blockIdx.x]] = acc;
 }
 
-__global__ void k_adamw(AdamList L, float lr, float b1, float b2, float eps, float bc1, float bc2,
-                        const float* sumsq, float max_norm) {
-  float coef = 1.f;
-  if (sumsq != nullptr && max_norm > 0.f) {
-    const float norm = sqrtf(*sumsq);
-    if (isfinite(norm) && norm > max_norm) coef = max_norm / (norm + 1e-6f);
-  }
+// out[g] = the partials of group g (a contiguous range), summed in a fixed tree.
+__global__ void k_sumsq_groups(const double* partials, GroupRanges R, double* out) {
+  __shared__ double sh[1024];
+  const int g = blockIdx.x;
+  double acc = 0;
+  for (int64_t i = R.off[g] + threadIdx.x; i < R.off[g + 1]; i += blockDim.x) acc += partials[i];
+  acc = block_sum_tree(acc, sh);
+  if (threadIdx.x == 0) out[g] = acc;
+}
+
+__global__ void k_adamw(AdamList L, AdamArgs a) {
   const int ti = L.block_tensor[blockIdx.x];
   const int64_t c0 = int64_t(L.block_chunk[blockIdx.x]) * kChunk;
   const int64_t c1 = min(L.n[ti], c0 + kChunk);
   float *w = L.w[ti], *m = L.m[ti], *v = L.v[ti];
   const float* g = L.g[ti];
-  bf16* wb = L.wb[ti];
   const float wd = L.wd[ti];
+  const int wt = L.wc_type[ti];
   for (int64_t i = c0 + threadIdx.x; i < c1; i += blockDim.x) {
-    const float gi = g[i] * coef;
-    const float mi = b1 * m[i] + (1.f - b1) * gi;
-    const float vi = b2 * v[i] + (1.f - b2) * gi * gi;
+    const float gi = g[i] * a.grad_scale;
+    const float mi = a.b1 * m[i] + (1.f - a.b1) * gi;
+    const float vi = a.b2 * v[i] + (1.f - a.b2) * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    const float wi = w[i] - lr * (wd * w[i] + (mi / bc1) / (sqrtf(vi / bc2) + eps));
+    const float wi = w[i] - a.lr * (wd * w[i] + (mi / a.bc1) / (sqrtf(vi / a.bc2) + a.eps));
     w[i] = wi;
-    if (wb) wb[i] = to_bf(wi);
+    if (wt == 1) static_cast<bf16*>(L.wc[ti])[i] = to_bf(wi);
+    if (wt == 2) static_cast<float*>(L.wc[ti])[i] = wi;
   }
 }
 
-// Walks tensors x chunks, calling launch(list_fill_count) whenever the list
-// is full; fill(slot, tensor) copies a tensor's pointers into the list.
-template <typename List, typename Fill, typename Launch>
-void for_lists(List& L, const std::vector<int64_t>& sizes, Fill fill, Launch launch) {
+// Walks tensors x chunks of kChunk elements: fill(slot, t) puts tensor t in a
+// list slot, block(b, t, c) is told that block b of the list is chunk c of
+// tensor t, and launch(blocks) runs a full (or the last) list.
+template <typename List, typename Fill, typename Block, typename Launch>
+void for_lists(List& L, const std::vector<int64_t>& sizes, Fill fill, Block block, Launch launch) {
   int nt = 0, nb = 0;
   for (size_t t = 0; t < sizes.size(); ++t) {
     if (sizes[t] <= 0) continue;
@@ -203,6 +175,7 @@ void for_lists(List& L, const std::vector<int64_t>& sizes, Fill fill, Launch lau
     for (int64_t c = 0; c < chunks; ++c) {
       L.block_tensor[nb] = static_cast<unsigned char>(nt);
       L.block_chunk[nb] = int(c);
+      block(nb, t, c);
       ++nb;
       const bool last_chunk = c + 1 == chunks;
       if (nb == kListBlocks || (last_chunk && nt + 1 == kListTensors)) {
@@ -220,107 +193,101 @@ void for_lists(List& L, const std::vector<int64_t>& sizes, Fill fill, Launch lau
   }
   if (nb > 0) launch(nb);
 }
+
+int64_t chunks_of(int64_t n) { return n > 0 ? (n + kChunk - 1) / kChunk : 0; }
 }  // namespace
 
-void cross_entropy_fwd(const bf16* logits, const int32_t* targets, int64_t rows, int64_t V,
-                       float* lse, float* row_loss, cudaStream_t s) {
+void ce_partial(const bf16* logits, const int32_t* targets, int64_t rows, int64_t V, int64_t v0,
+                float* max, float* sumexp, float* tlogit, cudaStream_t s) {
   if (rows <= 0) return;
-  k_ce_fwd<<<unsigned(rows), kRowThreads, 0, s>>>(logits, targets, V, lse, row_loss);
+  ST_CHECK(V > 0, "ce_partial over an empty vocabulary shard");
+  k_ce_partial<<<unsigned(rows), kRowThreads, 0, s>>>(logits, targets, V, v0, max, sumexp, tlogit);
+  ST_CUDA_CHECK_LAUNCH();
+}
+void ce_rescale(const float* max, const float* gmax, float* sumexp, int64_t rows, cudaStream_t s) {
+  if (rows <= 0) return;
+  k_ce_rescale<<<grid_for(rows), kThreads, 0, s>>>(max, gmax, sumexp, rows);
+  ST_CUDA_CHECK_LAUNCH();
+}
+void ce_finish(const float* gmax, const float* sumexp, const float* tlogit, const int32_t* targets,
+               int64_t rows, float* lse, float* row_loss, cudaStream_t s) {
+  if (rows <= 0) return;
+  k_ce_finish<<<grid_for(rows), kThreads, 0, s>>>(gmax, sumexp, tlogit, targets, rows, lse,
+                                                  row_loss);
+  ST_CUDA_CHECK_LAUNCH();
+}
+void loss_accumulate(const float* row_loss, const int32_t* targets, int64_t rows, double scale,
+                     double* acc, cudaStream_t s) {
+  if (rows <= 0) return;
+  k_loss_accumulate<<<1, 1024, 0, s>>>(row_loss, targets, rows, scale, acc);
+  ST_CUDA_CHECK_LAUNCH();
+}
+void ce_bwd(const bf16* logits, const int32_t* targets, const float* lse, int64_t rows, int64_t V,
+            int64_t v0, float scale, bf16* dlogits, cudaStream_t s) {
+  if (rows <= 0) return;
+  k_ce_bwd<<<unsigned(rows), kRowThreads, 0, s>>>(logits, targets, lse, V, v0, scale, dlogits);
   ST_CUDA_CHECK_LAUNCH();
 }
 
-float cross_entropy_loss(const float* row_loss, const int32_t* targets, int64_t rows,
-                         int64_t* n_valid, cudaStream_t s) {
-  double* d = nullptr;
-  ST_CUDA_CHECK(cudaMallocAsync(&d, 2 * sizeof(double), s));
-  k_loss_sum<<<1, 1024, 0, s>>>(row_loss, targets, rows, d);
-  ST_CUDA_CHECK_LAUNCH();
-  double h[2] = {0, 0};
-  ST_CUDA_CHECK(cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, s));
-  ST_CUDA_CHECK(cudaFreeAsync(d, s));
-  ST_CUDA_CHECK(cudaStreamSynchronize(s));
-  const int64_t n = int64_t(h[1]);
-  if (n_valid) *n_valid = n;
-  return n ? float(h[0] / double(n)) : 0.f;
+int64_t sumsq_scratch(const std::vector<F32Span>& spans) {
+  int64_t n = 0;
+  for (const F32Span& sp : spans) n += chunks_of(sp.n);
+  return n;
 }
 
-void cross_entropy_bwd(const bf16* logits, const int32_t* targets, const float* lse, int64_t rows,
-                       int64_t V, int64_t v0, int64_t n_valid, float dloss, bf16* dlogits,
-                       cudaStream_t s) {
-  if (rows <= 0) return;
-  const float sc = n_valid > 0 ? dloss / float(n_valid) : 0.f;
-  k_ce_bwd<<<unsigned(rows), kRowThreads, 0, s>>>(logits, targets, lse, V, v0, sc, dlogits);
-  ST_CUDA_CHECK_LAUNCH();
-}
-
-void cross_entropy_vp_partial(const bf16* logits, const int32_t* targets, int64_t rows, int64_t V,
-                              int64_t v0, float* max, float* sumexp, float* target_logit,
-                              cudaStream_t s) {
-  if (rows <= 0) return;
-  k_ce_vp_partial<<<unsigned(rows), kRowThreads, 0, s>>>(logits, targets, V, v0, max, sumexp,
-                                                         target_logit);
-  ST_CUDA_CHECK_LAUNCH();
-}
-void cross_entropy_vp_rescale(const float* max, const float* gmax, float* sumexp, int64_t rows,
-                              cudaStream_t s) {
-  if (rows <= 0) return;
-  k_ce_vp_rescale<<<grid_for(rows), kThreads, 0, s>>>(max, gmax, sumexp, rows);
-  ST_CUDA_CHECK_LAUNCH();
-}
-void cross_entropy_vp_finish(const float* gmax, const float* sumexp, const float* target_logit,
-                             const int32_t* targets, int64_t rows, float* lse, float* row_loss,
-                             cudaStream_t s) {
-  if (rows <= 0) return;
-  k_ce_vp_finish<<<grid_for(rows), kThreads, 0, s>>>(gmax, sumexp, target_logit, targets, rows, lse,
-                                                     row_loss);
-  ST_CUDA_CHECK_LAUNCH();
-}
-
-void multi_tensor_sumsq(const std::vector<const float*>& grads, const std::vector<int64_t>& sizes,
-                        float* sumsq, cudaStream_t s) {
-  ST_CHECK(grads.size() == sizes.size(), "multi_tensor_sumsq: ", grads.size(), " pointers for ",
-           sizes.size(), " sizes");
-  int64_t total_blocks = 0;
-  for (auto n : sizes) total_blocks += n > 0 ? (n + kChunk - 1) / kChunk : 0;
-  if (total_blocks == 0) {
-    ST_CUDA_CHECK(cudaMemsetAsync(sumsq, 0, sizeof(float), s));
-    return;
-  }
-  float* partials = nullptr;
-  ST_CUDA_CHECK(cudaMallocAsync(&partials, size_t(total_blocks) * sizeof(float), s));
-  SumsqList L{};
-  L.partial_base = 0;
-  for_lists(
-      L, sizes, [&](int slot, size_t t) { L.g[slot] = grads[t], L.n[slot] = sizes[t]; },
-      [&](int nb) {
-        k_sumsq<<<unsigned(nb), kListThreads, 0, s>>>(L, partials);
-        ST_CUDA_CHECK_LAUNCH();
-        L.partial_base += nb;
-      });
-  k_sum_partials<<<1, 1024, 0, s>>>(partials, total_blocks, sumsq);
-  ST_CUDA_CHECK_LAUNCH();
-  ST_CUDA_CHECK(cudaFreeAsync(partials, s));
-}
-
-void adamw_multi(const std::vector<AdamWTensor>& tensors, float lr, float beta1, float beta2,
-                 float eps, int64_t step, const float* grad_sumsq, float max_norm, cudaStream_t s) {
-  ST_CHECK(step >= 1, "adamw step counts from 1, got ", step);
-  // Bias corrections exactly as the CPU twin computes them.
-  const float bc1 = 1.f - float(std::pow(double(beta1), double(step)));
-  const float bc2 = 1.f - float(std::pow(double(beta2), double(step)));
+void sumsq(const std::vector<F32Span>& spans, int groups, double* out, double* scratch,
+           cudaStream_t s) {
+  ST_CHECK(groups >= 1 && groups <= kMaxGroups, "sumsq: ", groups, " groups (at most ", kMaxGroups,
+           ")");
+  GroupRanges R{};
   std::vector<int64_t> sizes;
-  for (auto& t : tensors) sizes.push_back(t.n);
+  for (const F32Span& sp : spans) {
+    ST_CHECK(sp.group >= 0 && sp.group < groups, "sumsq: group ", sp.group, " of ", groups);
+    R.off[sp.group + 1] += chunks_of(sp.n);
+    sizes.push_back(sp.n);
+  }
+  for (int g = 0; g < groups; ++g) R.off[g + 1] += R.off[g];
+  std::vector<int64_t> next(R.off, R.off + groups);  // next free slot per group
+  SumsqList L{};
+  for_lists(
+      L, sizes, [&](int slot, size_t t) { L.p[slot] = spans[t].p, L.n[slot] = spans[t].n; },
+      [&](int b, size_t t, int64_t) { L.block_slot[b] = int(next[size_t(spans[t].group)]++); },
+      [&](int nb) {
+        k_sumsq<<<unsigned(nb), kListThreads, 0, s>>>(L, scratch);
+        ST_CUDA_CHECK_LAUNCH();
+      });
+  k_sumsq_groups<<<unsigned(groups), 1024, 0, s>>>(scratch, R, out);
+  ST_CUDA_CHECK_LAUNCH();
+}
+
+void adamw(const std::vector<AdamWSpan>& spans, const AdamWHyper& h, cudaStream_t s) {
+  ST_CHECK(h.step >= 1, "adamw step counts from 1, got ", h.step);
+  // Bias corrections exactly as the CPU kernel computes them.
+  AdamArgs a{h.lr,
+             h.beta1,
+             h.beta2,
+             h.eps,
+             1.f - float(std::pow(double(h.beta1), double(h.step))),
+             1.f - float(std::pow(double(h.beta2), double(h.step))),
+             h.grad_scale};
+  std::vector<int64_t> sizes;
+  for (const AdamWSpan& sp : spans) {
+    ST_CHECK(sp.wc == nullptr || sp.wc_t == DType::BF16 || sp.wc_t == DType::F32,
+             "adamw: compute copy of dtype ", dtype_name(sp.wc_t));
+    sizes.push_back(sp.n);
+  }
   AdamList L{};
   for_lists(
       L, sizes,
       [&](int slot, size_t t) {
-        const AdamWTensor& a = tensors[t];
-        L.w[slot] = a.w, L.g[slot] = a.g, L.m[slot] = a.m, L.v[slot] = a.v, L.wb[slot] = a.w_bf16;
-        L.n[slot] = a.n, L.wd[slot] = a.weight_decay;
+        const AdamWSpan& sp = spans[t];
+        L.w[slot] = sp.w, L.g[slot] = sp.g, L.m[slot] = sp.m, L.v[slot] = sp.v;
+        L.wc[slot] = sp.wc, L.n[slot] = sp.n, L.wd[slot] = sp.decay ? h.weight_decay : 0.f;
+        L.wc_type[slot] = sp.wc == nullptr ? 0 : (sp.wc_t == DType::BF16 ? 1 : 2);
       },
+      [](int, size_t, int64_t) {},
       [&](int nb) {
-        k_adamw<<<unsigned(nb), kListThreads, 0, s>>>(L, lr, beta1, beta2, eps, bc1, bc2,
-                                                      grad_sumsq, max_norm);
+        k_adamw<<<unsigned(nb), kListThreads, 0, s>>>(L, a);
         ST_CUDA_CHECK_LAUNCH();
       });
 }

@@ -15,6 +15,7 @@
 
 #include <cudnn.h>
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <string>
@@ -367,13 +368,18 @@ void execute(cudnnHandle_t h, const CudnnSdpa::Plan& p, const std::vector<int64_
 }
 }  // namespace
 
-CudnnSdpa::CudnnSdpa() { ST_CUDNN_CHECK(cudnnCreate(&handle_)); }
+CudnnSdpa::CudnnSdpa(Device& dev) : dev_(dev) { ST_CUDNN_CHECK(cudnnCreate(&handle_)); }
 
 CudnnSdpa::~CudnnSdpa() {
   plans_.clear();
-  if (ws_) cudaFree(ws_);
-  if (dq_acc_) cudaFree(dq_acc_);
+  if (ws_) dev_.deallocate(ws_, ws_bytes_, MemCat::Workspace);
+  if (dq_acc_) dev_.deallocate(dq_acc_, dq_acc_bytes_, MemCat::Workspace);
   if (handle_) cudnnDestroy(handle_);
+}
+
+void CudnnSdpa::prepare(bool backward, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
+  std::lock_guard<std::mutex> g(mu_);
+  plan_for(Key{backward, B, T, Hq, Hkv, hd});
 }
 
 size_t CudnnSdpa::cached_plans() const {
@@ -406,17 +412,18 @@ CudnnSdpa::Plan& CudnnSdpa::plan_for(const Key& key) {
   return ref;
 }
 
-void* CudnnSdpa::workspace(size_t bytes, cudaStream_t stream) {
-  if (bytes > ws_bytes_) {
-    if (ws_) {
+void* CudnnSdpa::grow(void*& p, size_t& have, size_t bytes, cudaStream_t stream) {
+  if (bytes > have || !p) {
+    if (p) {
       ST_CUDA_CHECK(cudaStreamSynchronize(stream));  // the old one may still be in use
-      ST_CUDA_CHECK(cudaFree(ws_));
+      dev_.deallocate(p, have, MemCat::Workspace);
     }
-    ws_ = nullptr;
-    ST_CUDA_CHECK(cudaMalloc(&ws_, bytes));
-    ws_bytes_ = bytes;
+    p = nullptr;
+    have = 0;
+    p = dev_.allocate(std::max<size_t>(bytes, 1), MemCat::Workspace);
+    have = std::max<size_t>(bytes, 1);
   }
-  return ws_;
+  return p;
 }
 
 void CudnnSdpa::fwd(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
@@ -424,7 +431,7 @@ void CudnnSdpa::fwd(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_b
                     __nv_bfloat16* out, float* lse, cudaStream_t stream) {
   std::lock_guard<std::mutex> g(mu_);
   Plan& p = plan_for(Key{false, B, T, Hq, Hkv, hd});
-  void* ws = workspace(size_t(p.workspace), stream);
+  void* ws = grow(ws_, ws_bytes_, size_t(p.workspace), stream);
   float neg = std::numeric_limits<float>::lowest();
   ST_CUDNN_CHECK(cudnnSetStream(handle_, stream));
   execute(handle_, p, {kQ, kK, kV, kO, kStats, kScale, kNegInf},
@@ -439,17 +446,9 @@ void CudnnSdpa::bwd(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_b
                     __nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, cudaStream_t stream) {
   std::lock_guard<std::mutex> g(mu_);
   Plan& p = plan_for(Key{true, B, T, Hq, Hkv, hd});
-  void* ws = workspace(size_t(p.workspace), stream);
+  void* ws = grow(ws_, ws_bytes_, size_t(p.workspace), stream);
   const size_t acc = size_t(B * Hq * T * hd) * sizeof(float);
-  if (acc > dq_acc_bytes_) {
-    if (dq_acc_) {
-      ST_CUDA_CHECK(cudaStreamSynchronize(stream));
-      ST_CUDA_CHECK(cudaFree(dq_acc_));
-    }
-    dq_acc_ = nullptr;
-    ST_CUDA_CHECK(cudaMalloc(&dq_acc_, acc));
-    dq_acc_bytes_ = acc;
-  }
+  grow(dq_acc_, dq_acc_bytes_, acc, stream);
   ST_CUDA_CHECK(cudaMemsetAsync(dq_acc_, 0, acc, stream));  // the engine accumulates into it
   float neg = std::numeric_limits<float>::lowest(), one = 1.f;
   ST_CUDNN_CHECK(cudnnSetStream(handle_, stream));

@@ -4,8 +4,11 @@
 // kernels::attention_fwd/bwd in ops.hpp: q [B,T,Hq,hd], k,v [B,T,Hkv,hd],
 // out like q, lse [B,Hq,T] fp32 (natural-log log-sum-exp of the scaled
 // scores). Tensors are bf16. One execution plan per (direction, B, T, Hq,
-// Hkv, hd), built on first use and cached; workspace grows to the largest
-// plan's need.
+// Hkv, hd), built on first use and cached; the workspace and the backward's
+// fp32 dQ accumulator come from the device's allocator (MemCat::Workspace)
+// and grow to the largest need (the stream is synchronised before a buffer
+// in use is replaced). plan building throws st::Error when no cuDNN engine
+// takes the graph; the caller may then fall back (cuda_ops.cpp does).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -16,13 +19,15 @@
 #include <mutex>
 #include <tuple>
 
+#include "tensor/device.hpp"
+
 struct cudnnContext;
 
 namespace st::kernels::cuda {
 
 class CudnnSdpa {
  public:
-  CudnnSdpa();
+  explicit CudnnSdpa(Device& dev);
   ~CudnnSdpa();
   CudnnSdpa(const CudnnSdpa&) = delete;
   CudnnSdpa& operator=(const CudnnSdpa&) = delete;
@@ -36,6 +41,9 @@ class CudnnSdpa {
            int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, float scale, __nv_bfloat16* dq,
            __nv_bfloat16* dk, __nv_bfloat16* dv, cudaStream_t stream);
 
+  // Builds (and caches) the plan of a shape without running it; throws when
+  // cuDNN has no engine for it.
+  void prepare(bool backward, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd);
   size_t cached_plans() const;
   static const char* description();  // "cuDNN <version> fused SDPA (backend graph API)"
 
@@ -44,8 +52,11 @@ class CudnnSdpa {
  private:
   using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t>;
   Plan& plan_for(const Key& k);
-  void* workspace(size_t bytes, cudaStream_t stream);
+  // A buffer of at least `bytes` (grown in place: the old one is freed after
+  // `stream` is synchronised).
+  void* grow(void*& p, size_t& have, size_t bytes, cudaStream_t stream);
 
+  Device& dev_;
   cudnnContext* handle_ = nullptr;
   mutable std::mutex mu_;
   std::map<Key, std::unique_ptr<Plan>> plans_;

@@ -17,6 +17,8 @@ namespace st {
 
 class TelemetryWriter;
 
+class Device;
+
 // One shard of a global fp32 tensor held by this rank.
 struct ShardView {
   std::string name;                   // global tensor name, '/' separates groups
@@ -29,6 +31,10 @@ struct ShardView {
 // Everything one rank saves.
 struct CkptState {
   std::vector<ShardView> tensors;
+  // Where `data` of the shards lives: null for host memory, else a Device
+  // whose compute stream produced it; save() copies it from there into its
+  // (pinned) snapshot buffers after the work enqueued so far.
+  Device* device = nullptr;
   nlohmann::json scalars = nlohmann::json::object();  // step, lr position, data loader, ...
   std::vector<uint8_t> rng;                           // per-rank RNG state bytes
 };
@@ -109,7 +115,8 @@ class Checkpointer {
   bool finalized_ = false;
   CheckpointOptions opt_;
   TelemetryWriter* tel_ = nullptr;
-  std::vector<std::vector<float>> bufs_;  // snapshot buffers, reused across saves
+  struct HostBuf;                               // a snapshot buffer (pinned on a device)
+  std::vector<std::unique_ptr<HostBuf>> bufs_;  // reused across saves
   std::unique_ptr<Job> job_;
   mutable std::mutex mu_;  // guards last_ and pending_error_ (the writer thread sets them)
   SaveOutcome last_;

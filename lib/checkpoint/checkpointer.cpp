@@ -16,10 +16,32 @@
 #include "core/log.hpp"
 #include "core/util.hpp"
 #include "telemetry/writer.hpp"
+#include "tensor/device.hpp"
 
 namespace fs = std::filesystem;
 
 namespace st {
+
+// A snapshot buffer: page-locked memory from the device when the state lives
+// on one (fast, asynchronous copies), plain host memory otherwise.
+struct Checkpointer::HostBuf {
+  HostBuf(size_t n_, Device* d) : n(n_), dev(d) {
+    const size_t bytes = std::max<size_t>(n, 1) * sizeof(float);
+    p = static_cast<float*>(dev ? dev->allocate_pinned(bytes) : std::malloc(bytes));
+    if (!p) throw std::bad_alloc();
+  }
+  ~HostBuf() {
+    if (dev)
+      dev->free_pinned(p);
+    else
+      std::free(p);
+  }
+  HostBuf(const HostBuf&) = delete;
+  HostBuf& operator=(const HostBuf&) = delete;
+  size_t n;
+  Device* dev;
+  float* p = nullptr;
+};
 
 struct Checkpointer::Job {
   long step = 0;
@@ -200,22 +222,29 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
   j->tmp_dir = j->final_dir + ".tmp";
   if (tel_) tel_->event("ckpt_begin", step, {{"mode", sync ? "sync" : "async"}});
 
-  // Snapshot: the only part of an async save the loop waits for.
+  // Snapshot: the only part of an async save the loop waits for. Device
+  // state is copied after the work enqueued on its compute stream (the
+  // optimizer step), straight into the reused (pinned) host buffers.
   double t1 = wall_time();
+  Device* dev = s.device;
+  const bool staged = dev && !dev->host_accessible();
+  if (dev && !staged) dev->synchronize();  // host-accessible: the data is current after a sync
   bufs_.resize(s.tensors.size());
   j->shards.resize(s.tensors.size());
   for (size_t i = 0; i < s.tensors.size(); ++i) {
     const ShardView& v = s.tensors[i];
     size_t n = size_t(ckpt::numel(v.shape));
-    if (bufs_[i].size() != n) {
-      bufs_[i].clear();
-      bufs_[i].shrink_to_fit();
-      bufs_[i].resize(n);
-    }
-    if (n) std::memcpy(bufs_[i].data(), v.data, n * sizeof(float));
-    j->shards[i] = {v.name, v.global_shape, v.offset, v.shape, bufs_[i].data()};
+    if (!bufs_[i] || bufs_[i]->n != n || bufs_[i]->dev != dev)
+      bufs_[i] = std::make_unique<HostBuf>(n, dev);
+    float* dst = bufs_[i]->p;
+    if (n && staged)
+      dev->copy_to_host(dst, v.data, n * sizeof(float), dev->compute_stream());
+    else if (n)
+      std::memcpy(dst, v.data, n * sizeof(float));
+    j->shards[i] = {v.name, v.global_shape, v.offset, v.shape, dst};
     st.bytes += int64_t(n * sizeof(float));
   }
+  if (staged) dev->synchronize();
   j->scalars = s.scalars.dump();
   j->rng = s.rng;
   st.snapshot_s = j->snapshot_s = wall_time() - t1;

@@ -1,18 +1,44 @@
-// Communicator: the collectives a training step needs, over one process
-// group. MpiCommunicator carries them on CPU ranks (host buffers); the CUDA
-// backend adds an NCCL one behind the same interface. Every collective is
-// counted (calls, bytes, seconds) per kind, with nccl-tests' algbw/busbw
-// conventions available for reports, and every wait has a timeout: a peer
-// that never arrives aborts the job with a message naming the group and rank
-// instead of hanging.
+// The Communicator seam: the collectives a training step runs over one
+// process group, on a device's buffers, each returning an asynchronous
+// handle. MpiCommunicator (mpi_communicator.cpp) carries them on CPU ranks;
+// the CUDA backend library supplies an NCCL one behind the same interface.
+// No MPI call outside lib/comm: the model's tensor/sequence/context
+// parallelism, the gradient buckets, ZeRO-3's gathers and the pipeline's
+// point-to-point traffic all go through here.
+//
+// Semantics (every implementation):
+//  - A collective runs after everything enqueued on `after` (the stream that
+//    produced its input) when it was called; handle.wait(s) makes stream s
+//    wait for its completion, handle.wait() makes the host wait,
+//    handle.test() polls. On the default CPU device (inline streams) the
+//    collective starts at once and waiting blocks the host.
+//  - Collectives on one communicator execute in the order they were called,
+//    and every rank of the group must call them in the same order.
+//  - Point-to-point messages carry no tag: between two ranks, the k-th
+//    receive matches the k-th send (NCCL's rule; the MPI implementation uses
+//    one tag so CPU runs obey it too). Give separate message streams their own
+//    communicators.
+//  - Nothing waits forever: a collective that does not finish within
+//    timeout_s() aborts the job with a message naming the group, the rank
+//    and the collective.
+// Every collective is counted (calls, bytes, seconds) per kind, with
+// nccl-tests' algbw/busbw conventions for reports.
+//
+// Scalars (the loss, the gradient norm, start-up agreement) stay on the MPI
+// host groups: MpiCommunicator's blocking host methods.
 #pragma once
 #include <mpi.h>
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
+
+#include "tensor/device.hpp"
+#include "tensor/dtype.hpp"
 
 namespace st {
 
@@ -28,50 +54,86 @@ struct CollStats {
 // nccl-tests bus-bandwidth factor for a collective over n ranks.
 double busbw_factor(CollKind k, int n);
 
-class Communicator;
+enum class ReduceOp { Sum, Max };
 
-// Handle of a non-blocking collective; wait() blocks (with the timeout).
+// An operation in flight (implementations: MPI request, worker-stream event,
+// CUDA event).
+class CommOp {
+ public:
+  virtual ~CommOp() = default;
+  virtual bool test() = 0;
+  virtual void wait_host() = 0;
+  virtual void wait_stream(Stream& s) = 0;
+  // Seconds from launch to completion once complete (0 when not known).
+  virtual double seconds() { return 0; }
+};
+
 class CommHandle {
  public:
   CommHandle() = default;
-  bool valid() const { return req_ != MPI_REQUEST_NULL; }
-  void wait();  // no-op if invalid
-  bool test();
+  explicit CommHandle(std::shared_ptr<CommOp> op) : op_(std::move(op)) {}
+  bool valid() const { return op_ != nullptr; }
+  bool test() { return !op_ || op_->test(); }
+  void wait() {
+    if (op_) op_->wait_host();
+  }
+  void wait(Stream& s) {
+    if (op_) op_->wait_stream(s);
+  }
+  double seconds() { return op_ ? op_->seconds() : 0.0; }
+
  private:
-  friend class MpiCommunicator;
-  MPI_Request req_ = MPI_REQUEST_NULL;
-  Communicator* comm_ = nullptr;
-  CollKind kind_ = CollKind::AllReduce;
-  int64_t bytes_ = 0;
-  double t0_ = 0;
+  std::shared_ptr<CommOp> op_;
 };
+
+// One side of a point-to-point exchange.
+struct P2POp {
+  bool send = false;
+  void* buf = nullptr;  // device buffer (read for a send, written for a receive)
+  int64_t n = 0;        // elements
+  int peer = 0;         // rank within the group
+};
+
+// counts of `size` equal parts of n elements each.
+std::vector<int64_t> equal_counts(int size, int64_t n);
 
 class Communicator {
  public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual const std::string& name() const = 0;  // "world", "dp", "tp", ...
+  virtual const std::string& name() const = 0;  // "tp", "dp_cp", ...
 
-  // In place sum (or average) over the group.
-  virtual void all_reduce_sum(float* buf, int64_t n) = 0;
-  virtual CommHandle all_reduce_sum_async(float* buf, int64_t n) = 0;
-  virtual void all_reduce_sum(double* buf, int64_t n) = 0;
-  virtual void all_reduce_max(double* buf, int64_t n) = 0;
-  // send holds size()*n elements; recv gets this rank's n-element block of the sum.
-  virtual void reduce_scatter_sum(const float* send, float* recv, int64_t n) = 0;
-  virtual CommHandle reduce_scatter_sum_async(const float* send, float* recv, int64_t n) = 0;
-  // send holds n elements; recv gets size()*n (rank-ordered blocks).
-  virtual void all_gather(const float* send, float* recv, int64_t n) = 0;
-  virtual void broadcast(float* buf, int64_t n, int root) = 0;
-  virtual void broadcast_bytes(void* buf, int64_t n, int root) = 0;
-  virtual void send(const float* buf, int64_t n, int peer, int tag) = 0;
-  virtual void recv(float* buf, int64_t n, int peer, int tag) = 0;
-  virtual void barrier() = 0;
+  // In place over n elements.
+  virtual CommHandle all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) = 0;
+  // Sum-reduce `send` (sum(counts) elements, rank-ordered parts) and leave
+  // this rank's part (counts[rank()] elements) in `recv`.
+  virtual CommHandle reduce_scatter(const void* send, void* recv,
+                                    const std::vector<int64_t>& counts, DType t, Stream& after) = 0;
+  // Every rank's part (counts[r] elements from `send` on rank r) into `recv`
+  // in rank order. In place when send == recv + offset of this rank's part.
+  virtual CommHandle all_gather(const void* send, void* recv, const std::vector<int64_t>& counts,
+                                DType t, Stream& after) = 0;
+  // Sends and receives started together (a ring shift, a pipeline hand-off).
+  virtual CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) = 0;
 
-  const CollStats& stats(CollKind k) const { return stats_[size_t(k)]; }
-  void reset_stats() { stats_ = {}; }
+  // Blocking for stream s (s waits; on inline streams the host waits).
+  void all_reduce_on(Stream& s, void* buf, int64_t n, DType t, ReduceOp op = ReduceOp::Sum) {
+    all_reduce(buf, n, t, op, s).wait(s);
+  }
+
+  // Read and reset between steps, when no collective is in flight; added to
+  // from communication streams.
+  CollStats stats(CollKind k) const {
+    std::lock_guard<std::mutex> g(stats_mu_);
+    return stats_[size_t(k)];
+  }
+  void reset_stats() {
+    std::lock_guard<std::mutex> g(stats_mu_);
+    stats_ = {};
+  }
   void add_stat(CollKind k, int64_t bytes, double s) {
+    std::lock_guard<std::mutex> g(stats_mu_);
     auto& st = stats_[size_t(k)];
     st.seconds += s;
     st.bytes += bytes;
@@ -81,6 +143,7 @@ class Communicator {
   void set_timeout(double s) { timeout_s_ = s; }
 
  protected:
+  mutable std::mutex stats_mu_;
   std::array<CollStats, size_t(CollKind::kCount)> stats_{};
   double timeout_s_ = 600.0;
 };
@@ -92,34 +155,51 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override;
   // A sub-communicator of ranks sharing `color`, ordered by `key`.
   std::unique_ptr<MpiCommunicator> split(int color, int key, const std::string& name) const;
+  std::unique_ptr<MpiCommunicator> dup(const std::string& name) const;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const std::string& name() const override { return name_; }
   MPI_Comm mpi() const { return comm_; }
 
-  void all_reduce_sum(float* buf, int64_t n) override;
-  CommHandle all_reduce_sum_async(float* buf, int64_t n) override;
-  void all_reduce_sum(double* buf, int64_t n) override;
-  void all_reduce_max(double* buf, int64_t n) override;
-  void reduce_scatter_sum(const float* send, float* recv, int64_t n) override;
-  CommHandle reduce_scatter_sum_async(const float* send, float* recv, int64_t n) override;
-  void all_gather(const float* send, float* recv, int64_t n) override;
-  void broadcast(float* buf, int64_t n, int root) override;
-  void broadcast_bytes(void* buf, int64_t n, int root) override;
-  void send(const float* buf, int64_t n, int peer, int tag) override;
-  void recv(float* buf, int64_t n, int peer, int tag) override;
-  void barrier() override;
+  // The device whose buffers the device collectives below see (default: the
+  // default CPU device). On a device with worker streams (the strict CPU
+  // device) the collectives run on this communicator's own stream.
+  void bind(Device& dev);
+
+  CommHandle all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) override;
+  CommHandle reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                            DType t, Stream& after) override;
+  CommHandle all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType t,
+                        Stream& after) override;
+  CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) override;
+
+  // ---- Blocking host collectives (host buffers). ----
+  void all_reduce_sum(double* buf, int64_t n);
+  void all_reduce_max(double* buf, int64_t n);
+  void all_reduce_sum(float* buf, int64_t n);
+  void broadcast_bytes(void* buf, int64_t n, int root);
+  void barrier();
+  void send(const float* buf, int64_t n, int peer, int tag);
+  void recv(float* buf, int64_t n, int peer, int tag);
 
   // Waits for req with this communicator's timeout; on expiry prints who
   // waited for what and aborts the job (MPI_Abort), never hangs.
   void wait_request(MPI_Request* req, const char* what);
+  void wait_requests(std::vector<MPI_Request>& reqs, const char* what);
 
  private:
-  CommHandle start(MPI_Request req, CollKind k, int64_t bytes);
+  // Runs `start` (which posts non-blocking MPI calls into reqs) in stream
+  // order after `after`, and returns a handle on their completion.
+  CommHandle launch(Stream& after, CollKind k, int64_t bytes, const char* what,
+                    std::function<void(std::vector<MPI_Request>&)> start);
   void all_reduce_doubles(double* buf, int64_t n, MPI_Op op);
+  void blocking(CollKind k, int64_t bytes, const char* what,
+                const std::function<void(MPI_Request*)>& start);
   MPI_Comm comm_;
   std::string name_;
   int rank_ = 0, size_ = 1;
+  Device* dev_ = nullptr;
+  std::unique_ptr<Stream> stream_;  // own stream on worker-stream devices
 };
 }  // namespace st

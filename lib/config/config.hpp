@@ -34,7 +34,7 @@ struct ParallelCfg {
   int zero_stage = 0;
   double dp_bucket_mb = 25.0;
   int num_model_chunks = 1;
-  std::string grad_reduce_dtype = "fp32";  // fp32|bf16 (bf16: runtime.device=cuda only)
+  std::string grad_reduce_dtype = "fp32";  // fp32|bf16
 };
 
 struct TrainCfg {
@@ -46,7 +46,7 @@ struct TrainCfg {
   std::string precision = "fp32";  // fp32|bf16
   int log_every = 1;
   int warmup_steps_excluded = 3;  // steps ignored by throughput summaries
-  int stop_after = 0;  // stop cleanly after this global step (0: run all steps)
+  int stop_after = 0;             // stop cleanly after this global step (0: run all steps)
 };
 
 struct OptimCfg {
@@ -78,6 +78,7 @@ struct CheckpointCfg {
 
 struct RuntimeCfg {
   std::string device = "cpu";  // cpu|cuda
+  bool strict_device = false;  // CPU: worker-thread streams, NaN-filled allocations (tests)
   std::string out;             // default: results/runs/<name>-<timestamp>
   std::string name = "run";
   int threads = 0;             // OpenMP threads per rank; 0 = cores / local ranks

@@ -92,8 +92,7 @@ std::vector<Key> build() {
           "ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters sharded over dp"),
       num(F(parallel, dp_bucket_mb), 0.001, 1e5, "gradient bucket size in MiB for the dp reduce"),
       choice(F(parallel, grad_reduce_dtype), {"fp32", "bf16"},
-             "precision of the data-parallel gradient reduction (bf16 halves the bytes; "
-             "runtime.device=cuda only)"),
+             "precision of the data-parallel gradient reduction (bf16 halves the bytes)"),
       num(F(parallel, num_model_chunks), 1, 1024,
           "model chunks per pipeline stage (> 1 = interleaved 1F1B)"),
       // train
@@ -105,7 +104,9 @@ std::vector<Key> build() {
       choice(F(train, act_ckpt), {"none", "selective", "full"},
              "activation checkpointing: none, selective (attention core), full (whole block)"),
       choice(F(train, precision), {"fp32", "bf16"},
-             "compute precision (master weights and optimizer state stay fp32)"),
+             "compute precision: activations and the weights the GEMMs read (master weights, "
+             "gradients and optimizer state stay fp32); bf16 on CPU ranks stores bf16 and "
+             "computes in fp32, rounding where the CUDA kernels do"),
       num(F(train, log_every), 1, kBig, "print a progress line on rank 0 every N steps"),
       num(F(train, warmup_steps_excluded), 0, kBig, "first steps left out of throughput summaries"),
       num(F(train, stop_after), 0, kBig,
@@ -136,7 +137,12 @@ std::vector<Key> build() {
       choice(F(checkpoint, on_error), {"continue", "abort"},
              "on a failed save: keep training (previous checkpoint stays) or stop"),
       // runtime
-      choice(F(runtime, device), {"cpu", "cuda"}, "compute backend"),
+      choice(F(runtime, device), {"cpu", "cuda"},
+             "compute backend (cuda: the CUDA backend library, loaded at start-up)"),
+      any(F(runtime, strict_device),
+          "CPU only, for tests: run each stream on its own worker thread and fill fresh "
+          "allocations with NaN, so a missing wait or a read of unwritten memory shows up on a "
+          "CPU"),
       any(F(runtime, out), "run folder; empty = results/runs/<name>-<timestamp>"),
       any(F(runtime, name), "run name (run folder, reports)"),
       num(F(runtime, threads), 0, 4096, "OpenMP threads per rank; 0 = cores / local ranks"),

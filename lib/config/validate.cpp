@@ -94,40 +94,13 @@ void validate(const Config& c) {
                      "schedules do not interleave); valid: parallel.zero_stage 0|1|2 with pp > 1, "
                      "or parallel.pp=1");
 
-  // Backend: what each device computes in, and what the CUDA engine runs.
-  const auto& t = c.train;
-  if (c.runtime.device == "cpu" && t.precision != "fp32")
-    throw UsageError("train.precision=" + t.precision +
-                     " needs runtime.device=cuda; CPU ranks compute in fp32 "
-                     "(set train.precision=fp32)");
-  if (c.runtime.device == "cpu" && p.grad_reduce_dtype != "fp32")
-    throw UsageError("parallel.grad_reduce_dtype=" + p.grad_reduce_dtype +
-                     " needs runtime.device=cuda (NCCL); CPU ranks reduce in fp32 "
-                     "(set parallel.grad_reduce_dtype=fp32)");
-  if (c.runtime.device == "cuda") {
-    if (t.precision != "bf16")
-      throw UsageError("train.precision=" + t.precision +
-                       " is not available with runtime.device=cuda: GPUs compute in bf16 with "
-                       "fp32 master weights and optimizer state; set train.precision=bf16");
-    if (t.act_ckpt == "selective")
-      throw UsageError(
-          "train.act_ckpt=selective is not implemented by the CUDA engine; valid with "
-          "runtime.device=cuda: none or full");
-    for (auto [key, v] : {std::pair<const char*, int>{"parallel.pp", p.pp}, {"parallel.cp", p.cp}})
-      if (v != 1)
-        throw UsageError(kv(key, v) +
-                         " is not available with runtime.device=cuda: the CUDA engine runs "
-                         "data and tensor parallelism (parallel.dp, parallel.tp); set " +
-                         key + "=1, or runtime.device=cpu for pipeline/context parallelism");
-    if (p.sp)
-      throw UsageError(
-          "parallel.sp=true is not available with runtime.device=cuda (tensor parallelism "
-          "without sequence parallelism); set parallel.sp=false, or runtime.device=cpu");
-    if (p.zero_stage != 0)
-      throw UsageError(kv("parallel.zero_stage", p.zero_stage) +
-                       " is not available with runtime.device=cuda (replicated fp32 optimizer "
-                       "state only); set parallel.zero_stage=0, or runtime.device=cpu for ZeRO");
-  }
+  // What a device can run is the backend's answer (lib/backend: Backend::supports),
+  // asked by the trainer and the dry run; nothing device-specific is refused here.
+  if (c.runtime.strict_device && c.runtime.device != "cpu")
+    throw UsageError(
+        "runtime.strict_device=true is a CPU device for tests; it needs "
+        "runtime.device=cpu (got runtime.device=" +
+        c.runtime.device + ")");
 
   // Checkpoint, runtime.
   if (c.checkpoint.keep_last_n < 1)

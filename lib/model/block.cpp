@@ -1,4 +1,4 @@
-// One transformer block, forward and backward, on the CPU kernels, and the
+// One transformer block, forward and backward, on the backend's Ops, and the
 // layer-range drivers with activation checkpointing (none/selective/full).
 // Under tensor parallelism the q/k/v and w1/w3 GEMMs are column-parallel
 // (local heads / ffn columns) and wo, w2 row-parallel (partial sums reduced
@@ -9,35 +9,26 @@
 #include <cmath>
 
 #include "core/error.hpp"
-#include "kernels/ops.hpp"
 #include "model/model_impl.hpp"
 
 namespace st {
-namespace k = kernels;
 namespace {
-constexpr MemCat kAct = MemCat::Activations;
-
-Tensor act(int64_t rows, int64_t cols) { return Tensor({rows, cols}, kAct); }
-
-// y[N, out] = x[N, in] W^T, W: [out, in]
-void linear_fwd(const float* x, const Param* p, int64_t N, float* y) {
-  k::gemm(false, true, N, p->w.dim(0), p->w.dim(1), 1.f, x, p->w.data(), 0.f, y);
+// y[N, out] = x[N, in] W^T (+ y when beta = 1), W: [out, in]
+void linear_fwd(Ops& o, Stream& s, const void* x, const Param* p, int64_t N, float beta, void* y,
+                DType t) {
+  const int64_t out = p->w.dim(0), in = p->w.dim(1);
+  o.gemm(s, false, true, N, out, in, 1.f, x, in, p->w.raw(), in, t, beta, y, out, t);
 }
-// dW += dy^T x
-void linear_bwd_w(const float* dy, const float* x, Param* p, int64_t N) {
-  k::gemm(true, false, p->w.dim(0), p->w.dim(1), N, 1.f, dy, x, 1.f, p->g.data());
+// dW += dy^T x  (fp32 gradient)
+void linear_bwd_w(Ops& o, Stream& s, const void* dy, const void* x, Param* p, int64_t N, DType t) {
+  const int64_t out = p->w.dim(0), in = p->w.dim(1);
+  o.gemm(s, true, false, out, in, N, 1.f, dy, out, x, in, t, 1.f, p->g.raw(), in, DType::F32);
 }
 // dx (= or += when beta = 1) dy W
-void linear_bwd_x(const float* dy, const Param* p, int64_t N, float* dx, float beta) {
-  k::gemm(false, false, N, p->w.dim(1), p->w.dim(0), 1.f, dy, p->w.data(), beta, dx);
-}
-
-// Norm of the residual-stream rows [Ns, d]; rstd kept, the output returned.
-Tensor norm_fwd(const Tensor& x, const Param* p, const Dims& D, float eps, Tensor& rstd) {
-  rstd = Tensor({D.Ns}, kAct);
-  Tensor y = act(D.Ns, D.d);
-  k::rmsnorm_fwd(x.data(), p->w.data(), D.Ns, D.d, eps, y.data(), rstd.data());
-  return y;
+void linear_bwd_x(Ops& o, Stream& s, const void* dy, const Param* p, int64_t N, void* dx,
+                  float beta, DType t) {
+  const int64_t out = p->w.dim(0), in = p->w.dim(1);
+  o.gemm(s, false, false, N, in, out, 1.f, dy, out, p->w.raw(), in, t, beta, dx, in, t);
 }
 }  // namespace
 
@@ -49,52 +40,57 @@ void drop_activations(BlockActs& a, ActCkpt mode) {
     for (Tensor* t : {&a.q, &a.k, &a.v, &a.h2, &a.g, &a.u}) *t = Tensor();
 }
 
-// GEMM rows [N, d] of a norm output on the residual rows [Ns, d].
-#define ST_GEMM_ROWS(y) (sp ? gather_rows(y, D) : std::move(y))
+// Norm of the residual-stream rows [Ns, d], then the GEMM rows [N, d] of its
+// output (all-gathered over tp under sp); rstd kept.
+#define ST_NORM_ROWS(x, p, rstd)                                                                 \
+  [&] {                                                                                          \
+    rstd = f32({D.Ns});                                                                          \
+    Tensor y_ = act(D.Ns, D.d);                                                                  \
+    ops->rmsnorm_fwd(cs(), (x).raw(), (p)->w.raw(), D.Ns, D.d, eps, y_.raw(), rstd.data(), cdt); \
+    return sp ? gather_rows(y_, D) : std::move(y_);                                              \
+  }()
 
 Tensor Model::Impl::block_forward(int l, const Dims& D, BlockActs& a, bool want_output) {
   const LayerParams& P = layers[size_t(l)];
   const float eps = float(cfg.norm_eps);
+  Stream& s = cs();
   // Attention half.
-  Tensor y = norm_fwd(a.x, P.attn_norm, D, eps, a.rstd1);
-  a.xn1 = ST_GEMM_ROWS(y);
+  a.xn1 = ST_NORM_ROWS(a.x, P.attn_norm, a.rstd1);
   a.q = act(D.N, D.Hq * D.hd);
   a.k = act(D.N, D.Hkv * D.hd);
   a.v = act(D.N, D.Hkv * D.hd);
-  linear_fwd(a.xn1.data(), P.wq, D.N, a.q.data());
-  linear_fwd(a.xn1.data(), P.wk, D.N, a.k.data());
-  linear_fwd(a.xn1.data(), P.wv, D.N, a.v.data());
-  k::rope_fwd(a.q.data(), D.B, D.T, D.Hq, D.hd, rope_cos.data(), rope_sin.data());
-  k::rope_fwd(a.k.data(), D.B, D.T, D.Hkv, D.hd, rope_cos.data(), rope_sin.data());
+  linear_fwd(*ops, s, a.xn1.raw(), P.wq, D.N, 0.f, a.q.raw(), cdt);
+  linear_fwd(*ops, s, a.xn1.raw(), P.wk, D.N, 0.f, a.k.raw(), cdt);
+  linear_fwd(*ops, s, a.xn1.raw(), P.wv, D.N, 0.f, a.v.raw(), cdt);
+  ops->rope(s, a.q.raw(), D.B, D.T, D.Hq, D.hd, rope_cos.data(), rope_sin.data(), false, cdt);
+  ops->rope(s, a.k.raw(), D.B, D.T, D.Hkv, D.hd, rope_cos.data(), rope_sin.data(), false, cdt);
   attention_forward(D, a);
-  a.h2 = a.x.clone(kAct);
+  a.h2 = a.x.clone(MemCat::Activations);
   if (tp == 1) {
-    k::gemm(false, true, D.N, D.d, D.Hq * D.hd, 1.f, a.att.data(), P.wo->w.data(), 1.f,
-            a.h2.data());
+    linear_fwd(*ops, s, a.att.raw(), P.wo, D.N, 1.f, a.h2.raw(), cdt);
   } else {
     Tensor part = act(D.N, D.d);
-    linear_fwd(a.att.data(), P.wo, D.N, part.data());
+    linear_fwd(*ops, s, a.att.raw(), P.wo, D.N, 0.f, part.raw(), cdt);
     part = reduce_rows(std::move(part), D);
-    k::add_inplace(a.h2.data(), part.data(), part.numel());
+    ops->add(s, a.h2.raw(), part.raw(), part.numel(), cdt);
   }
   // MLP half.
-  y = norm_fwd(a.h2, P.ffn_norm, D, eps, a.rstd2);
-  a.xn2 = ST_GEMM_ROWS(y);
+  a.xn2 = ST_NORM_ROWS(a.h2, P.ffn_norm, a.rstd2);
   a.g = act(D.N, D.F);
   a.u = act(D.N, D.F);
-  linear_fwd(a.xn2.data(), P.w1, D.N, a.g.data());
-  linear_fwd(a.xn2.data(), P.w3, D.N, a.u.data());
+  linear_fwd(*ops, s, a.xn2.raw(), P.w1, D.N, 0.f, a.g.raw(), cdt);
+  linear_fwd(*ops, s, a.xn2.raw(), P.w3, D.N, 0.f, a.u.raw(), cdt);
   a.a = act(D.N, D.F);
-  k::swiglu_fwd(a.g.data(), a.u.data(), D.N * D.F, a.a.data());
+  ops->swiglu_fwd(s, a.g.raw(), a.u.raw(), D.N * D.F, a.a.raw(), cdt);
   if (!want_output) return Tensor();
-  Tensor out = a.h2.clone(kAct);
+  Tensor out = a.h2.clone(MemCat::Activations);
   if (tp == 1) {
-    k::gemm(false, true, D.N, D.d, D.F, 1.f, a.a.data(), P.w2->w.data(), 1.f, out.data());
+    linear_fwd(*ops, s, a.a.raw(), P.w2, D.N, 1.f, out.raw(), cdt);
   } else {
     Tensor part = act(D.N, D.d);
-    linear_fwd(a.a.data(), P.w2, D.N, part.data());
+    linear_fwd(*ops, s, a.a.raw(), P.w2, D.N, 0.f, part.raw(), cdt);
     part = reduce_rows(std::move(part), D);
-    k::add_inplace(out.data(), part.data(), part.numel());
+    ops->add(s, out.raw(), part.raw(), part.numel(), cdt);
   }
   return out;
 }
@@ -107,48 +103,48 @@ void Model::Impl::block_recompute(int l, const Dims& D, BlockActs& a, ActCkpt mo
   }
   const LayerParams& P = layers[size_t(l)];
   const float eps = float(cfg.norm_eps);
-  Tensor y = norm_fwd(a.x, P.attn_norm, D, eps, a.rstd1);
-  a.xn1 = ST_GEMM_ROWS(y);
+  a.xn1 = ST_NORM_ROWS(a.x, P.attn_norm, a.rstd1);
   attention_forward(D, a);
-  y = norm_fwd(a.h2, P.ffn_norm, D, eps, a.rstd2);
-  a.xn2 = ST_GEMM_ROWS(y);
+  a.xn2 = ST_NORM_ROWS(a.h2, P.ffn_norm, a.rstd2);
   a.a = act(D.N, D.F);
-  k::swiglu_fwd(a.g.data(), a.u.data(), D.N * D.F, a.a.data());
+  ops->swiglu_fwd(cs(), a.g.raw(), a.u.raw(), D.N * D.F, a.a.raw(), cdt);
 }
-#undef ST_GEMM_ROWS
+#undef ST_NORM_ROWS
 
 void Model::Impl::block_backward(int l, const Dims& D, BlockActs& a, Tensor& dh) {
   const LayerParams& P = layers[size_t(l)];
   const int64_t qd = D.Hq * D.hd, kd = D.Hkv * D.hd;
-  // d/d(norm input) from d/d(norm output) on the residual rows; under sp the
-  // weight gradient of the local rows is summed over tp first.
+  Stream& s = cs();
+  // d/d(norm input) from d/d(norm output) on the residual rows, added into
+  // dh; under sp the weight gradient of the local rows is summed over tp first.
   auto norm_bwd = [&](const Tensor& x, Param* p, const Tensor& rstd, const Tensor& dxn) {
     if (sp) {
-      Tensor dw({D.d}, kAct);
-      k::rmsnorm_bwd(x.data(), p->w.data(), rstd.data(), dxn.data(), D.Ns, D.d, dh.data(),
-                     dw.data(), /*accumulate=*/true);
+      Tensor dw = f32({D.d});
+      dw.zero();
+      ops->rmsnorm_bwd(s, x.raw(), p->w.raw(), rstd.data(), dxn.raw(), D.Ns, D.d, dh.raw(),
+                       dw.data(), /*accumulate=*/true, cdt);
       add_norm_grad(p, dw);
     } else {
-      k::rmsnorm_bwd(x.data(), p->w.data(), rstd.data(), dxn.data(), D.Ns, D.d, dh.data(),
-                     p->g.data(), /*accumulate=*/true);
+      ops->rmsnorm_bwd(s, x.raw(), p->w.raw(), rstd.data(), dxn.raw(), D.Ns, D.d, dh.raw(),
+                       p->g.data(), /*accumulate=*/true, cdt);
     }
   };
   // dh holds d/d(h3), h3 = h2 + a w2^T; under sp the GEMMs need all rows.
   Tensor dhf = sp ? gather_rows(dh, D) : Tensor();
-  const float* dy = sp ? dhf.data() : dh.data();
-  linear_bwd_w(dy, a.a.data(), P.w2, D.N);
+  const void* dy = sp ? dhf.raw() : dh.raw();
+  linear_bwd_w(*ops, s, dy, a.a.raw(), P.w2, D.N, cdt);
   a.a = Tensor();
   Tensor da = act(D.N, D.F);
-  linear_bwd_x(dy, P.w2, D.N, da.data(), 0.f);
+  linear_bwd_x(*ops, s, dy, P.w2, D.N, da.raw(), 0.f, cdt);
   // In place: g, u become dg, du.
-  k::swiglu_bwd(a.g.data(), a.u.data(), da.data(), D.N * D.F, a.g.data(), a.u.data());
+  ops->swiglu_bwd(s, a.g.raw(), a.u.raw(), da.raw(), D.N * D.F, a.g.raw(), a.u.raw(), cdt);
   da = Tensor();
-  linear_bwd_w(a.g.data(), a.xn2.data(), P.w1, D.N);
-  linear_bwd_w(a.u.data(), a.xn2.data(), P.w3, D.N);
+  linear_bwd_w(*ops, s, a.g.raw(), a.xn2.raw(), P.w1, D.N, cdt);
+  linear_bwd_w(*ops, s, a.u.raw(), a.xn2.raw(), P.w3, D.N, cdt);
   a.xn2 = Tensor();
   Tensor dxn = act(D.N, D.d);
-  linear_bwd_x(a.g.data(), P.w1, D.N, dxn.data(), 0.f);
-  linear_bwd_x(a.u.data(), P.w3, D.N, dxn.data(), 1.f);
+  linear_bwd_x(*ops, s, a.g.raw(), P.w1, D.N, dxn.raw(), 0.f, cdt);
+  linear_bwd_x(*ops, s, a.u.raw(), P.w3, D.N, dxn.raw(), 1.f, cdt);
   a.g = Tensor();
   a.u = Tensor();
   Tensor dxl = reduce_rows(std::move(dxn), D);
@@ -157,25 +153,25 @@ void Model::Impl::block_backward(int l, const Dims& D, BlockActs& a, Tensor& dh)
   a.rstd2 = Tensor();
   // dh now holds d/d(h2), h2 = x + att wo^T.
   if (sp) dhf = gather_rows(dh, D);
-  dy = sp ? dhf.data() : dh.data();
-  linear_bwd_w(dy, a.att.data(), P.wo, D.N);
+  dy = sp ? dhf.raw() : dh.raw();
+  linear_bwd_w(*ops, s, dy, a.att.raw(), P.wo, D.N, cdt);
   Tensor datt = act(D.N, qd);
-  linear_bwd_x(dy, P.wo, D.N, datt.data(), 0.f);
+  linear_bwd_x(*ops, s, dy, P.wo, D.N, datt.raw(), 0.f, cdt);
   dhf = Tensor();
   Tensor dq = act(D.N, qd), dk = act(D.N, kd), dv = act(D.N, kd);
-  attention_backward(D, a, datt.data(), dq.data(), dk.data(), dv.data());
+  attention_backward(D, a, datt, dq, dk, dv);
   datt = Tensor();
   for (Tensor* t : {&a.q, &a.k, &a.v, &a.att, &a.lse}) *t = Tensor();
-  k::rope_bwd(dq.data(), D.B, D.T, D.Hq, D.hd, rope_cos.data(), rope_sin.data());
-  k::rope_bwd(dk.data(), D.B, D.T, D.Hkv, D.hd, rope_cos.data(), rope_sin.data());
-  linear_bwd_w(dq.data(), a.xn1.data(), P.wq, D.N);
-  linear_bwd_w(dk.data(), a.xn1.data(), P.wk, D.N);
-  linear_bwd_w(dv.data(), a.xn1.data(), P.wv, D.N);
+  ops->rope(s, dq.raw(), D.B, D.T, D.Hq, D.hd, rope_cos.data(), rope_sin.data(), true, cdt);
+  ops->rope(s, dk.raw(), D.B, D.T, D.Hkv, D.hd, rope_cos.data(), rope_sin.data(), true, cdt);
+  linear_bwd_w(*ops, s, dq.raw(), a.xn1.raw(), P.wq, D.N, cdt);
+  linear_bwd_w(*ops, s, dk.raw(), a.xn1.raw(), P.wk, D.N, cdt);
+  linear_bwd_w(*ops, s, dv.raw(), a.xn1.raw(), P.wv, D.N, cdt);
   a.xn1 = Tensor();
   dxn = act(D.N, D.d);
-  linear_bwd_x(dq.data(), P.wq, D.N, dxn.data(), 0.f);
-  linear_bwd_x(dk.data(), P.wk, D.N, dxn.data(), 1.f);
-  linear_bwd_x(dv.data(), P.wv, D.N, dxn.data(), 1.f);
+  linear_bwd_x(*ops, s, dq.raw(), P.wq, D.N, dxn.raw(), 0.f, cdt);
+  linear_bwd_x(*ops, s, dk.raw(), P.wk, D.N, dxn.raw(), 1.f, cdt);
+  linear_bwd_x(*ops, s, dv.raw(), P.wv, D.N, dxn.raw(), 1.f, cdt);
   dxl = reduce_rows(std::move(dxn), D);
   norm_bwd(a.x, P.attn_norm, a.rstd1, dxl);
   a = BlockActs();

@@ -1,23 +1,26 @@
-// Model: parameter creation with seeded init (each rank draws its slice of
-// the single-rank weights), the parallel layout checks, micro-batch shapes,
-// RoPE tables for this rank's token positions, the pp = 1 drivers
-// (forward_backward, forward_loss) on top of the stage API, and parameter
-// counting. The stage API itself is in stage.cpp, blocks in block.cpp.
+// Model: parameter creation (the flat parameter and gradient buffers, each
+// rank's slice of the single-rank seeded weights), the parallel layout
+// checks, micro-batch shapes, RoPE tables for this rank's token positions,
+// the loss accumulator and phase timers, and the pp = 1 drivers
+// (forward_backward, forward_loss) on top of the stage API. The stage API
+// itself is in stage.cpp, blocks in block.cpp, ring attention in
+// ring_attention.cpp.
 #include "model/model.hpp"
 
 #include <cmath>
 #include <limits>
 
+#include "backend/backend.hpp"
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
-#include "kernels/ops.hpp"
 #include "model/model_impl.hpp"
 
 namespace st {
-namespace k = kernels;
 namespace {
-constexpr MemCat kAct = MemCat::Activations;
+// Every parameter starts on a 64-element boundary of the flat buffers (256 B
+// in fp32, 128 B in bf16: aligned for vector loads and cuBLASLt).
+constexpr int64_t kAlign = 64;
 
 uint64_t splitmix64(uint64_t& s) {
   uint64_t z = (s += 0x9E3779B97F4A7C15ull);
@@ -44,27 +47,6 @@ float normal_at(uint64_t s_init, int64_t i, double std) {
   const double r = std::sqrt(-2.0 * std::log(u1));
   return i % 2 == 0 ? float(std * r * std::cos(two_pi * u2))
                     : float(std * r * std::sin(two_pi * u2));
-}
-
-// Fill t (a block of the global tensor of shape gshape starting at offset;
-// 1-D or 2-D) with its elements of the global stream.
-void fill_normal_slice(Tensor& t, uint64_t seed, uint64_t index, double std,
-                       const std::vector<int64_t>& gshape, const std::vector<int64_t>& offset) {
-  uint64_t s = seed;
-  s = splitmix64(s) ^ (0xD1B54A32D192ED03ull * (index + 1));
-  float* p = t.data();
-  if (t.shape().size() == 1) {
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = normal_at(s, offset[0] + i, std);
-    return;
-  }
-  // Each element is a pure function of its global index: the rows can be
-  // filled by any number of threads (a 7B model is 6.7e9 log/sqrt/sincos).
-  const int64_t rows = t.dim(0), cols = t.dim(1);
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t base = (offset[0] + r) * gshape[1] + offset[1];
-    for (int64_t c = 0; c < cols; ++c) p[r * cols + c] = normal_at(s, base + c, std);
-  }
 }
 
 void check_cfg(const ModelCfg& c) {
@@ -131,28 +113,63 @@ std::vector<int32_t> Model::Impl::positions(int r, int64_t Tg) const {
   return p;
 }
 
+Tensor Model::Impl::upload_i32(const std::vector<int32_t>& host) {
+  Tensor t({int64_t(host.size())}, DType::I32, MemCat::Activations, *dev);
+  dev->copy_from_host(t.raw(), host.data(), host.size() * sizeof(int32_t), cs());
+  return t;
+}
+
 void Model::Impl::ensure_rope(int64_t Tg) {
   if (rope_T == Tg) return;
   const int64_t hd = cfg.d_model / cfg.n_heads, h2 = hd / 2;
-  pos = positions(cp_rank, Tg);
-  std::vector<float> c(size_t(Tg * h2)), s(size_t(Tg * h2));
-  k::rope_table(Tg, hd, cfg.rope_theta, 0, c.data(), s.data());
-  rope_cos.resize(pos.size() * size_t(h2));
-  rope_sin.resize(pos.size() * size_t(h2));
-  for (size_t t = 0; t < pos.size(); ++t)
-    for (int64_t i = 0; i < h2; ++i) {
-      rope_cos[t * size_t(h2) + size_t(i)] = c[size_t(pos[t] * h2 + i)];
-      rope_sin[t * size_t(h2) + size_t(i)] = s[size_t(pos[t] * h2 + i)];
-    }
+  pos.clear();
+  pos_dev.clear();
+  for (int r = 0; r < cp; ++r) pos.push_back(positions(r, Tg));
+  const std::vector<int32_t>& mine = pos[size_t(cp_rank)];
+  std::vector<float> c(mine.size() * size_t(h2)), s(mine.size() * size_t(h2));
+  rope_tables(mine.data(), int64_t(mine.size()), hd, cfg.rope_theta, c.data(), s.data());
+  rope_cos = Tensor({int64_t(mine.size()), h2}, DType::F32, MemCat::Other, *dev);
+  rope_sin = Tensor({int64_t(mine.size()), h2}, DType::F32, MemCat::Other, *dev);
+  dev->copy_from_host(rope_cos.raw(), c.data(), c.size() * sizeof(float), cs());
+  dev->copy_from_host(rope_sin.raw(), s.data(), s.size() * sizeof(float), cs());
+  if (cp > 1)
+    for (int r = 0; r < cp; ++r) pos_dev.push_back(upload_i32(pos[size_t(r)]));
   rope_T = Tg;
 }
 
-Model::Model(const ModelCfg& cfg, uint64_t seed, const ModelParallel& par)
+void Model::Impl::span_begin(bool fwd) {
+  Span sp;
+  for (auto* e : {&sp.a, &sp.b}) {
+    if (!spare.empty()) {
+      *e = std::move(spare.back());
+      spare.pop_back();
+    } else {
+      *e = dev->create_event();
+    }
+  }
+  sp.fwd = fwd;
+  sp.a->record(cs());
+  pending.push_back(std::move(sp));
+}
+
+void Model::Impl::span_end() { pending.back().b->record(cs()); }
+
+// ---- construction ----
+
+Model::Model(const ModelCfg& cfg, uint64_t seed, const ModelParallel& par, const ModelOptions& opt)
     : impl_(std::make_unique<Impl>()) {
   check_cfg(cfg);
   Impl& m = *impl_;
   m.cfg = cfg;
   m.par = par;
+  m.seed = seed;
+  m.be = opt.backend ? opt.backend : &cpu_backend();
+  m.dev = &m.be->device();
+  m.ops = &m.be->ops();
+  ST_CHECK(opt.compute == DType::F32 || opt.compute == DType::BF16,
+           "model compute dtype must be fp32 or bf16, got ", dtype_name(opt.compute));
+  m.cdt = opt.compute;
+  m.per_layer = opt.per_layer_weights;
   const int L = cfg.n_layers;
   if (par.tp) m.tp = par.tp->size(), m.tp_rank = par.tp->rank();
   if (par.cp) m.cp = par.cp->size(), m.cp_rank = par.cp->rank();
@@ -175,6 +192,7 @@ Model::Model(const ModelCfg& cfg, uint64_t seed, const ModelParallel& par)
   const int64_t V = cfg.vocab_size;
   // Reserve first: LayerParams hold pointers into the vector.
   m.params.reserve(size_t(3 + 9 * L));
+  m.spans.assign(size_t(L) + 2, {0, 0});
   uint64_t index = 0;  // the parameter's index in the single-rank model (its init stream)
   // split: -1 replicated, 0 rows, 1 columns over tp.
   auto add = [&](std::string name, std::vector<int64_t> gshape, int split, int layer, bool is_norm,
@@ -192,14 +210,17 @@ Model::Model(const ModelCfg& cfg, uint64_t seed, const ModelParallel& par)
       p.offset[size_t(split)] = shape[size_t(split)] * m.tp_rank;
       p.tp_sharded = true;
     }
-    p.w = Tensor(shape, MemCat::Params);
-    p.g = Tensor(shape, MemCat::Grads);
+    p.row = shape.size() > 1 ? numel_of(shape) / shape[0] : 1;
+    p.w = Tensor::view(nullptr, shape, m.cdt, *m.dev);
+    p.g = Tensor::view(nullptr, shape, DType::F32, *m.dev);
     p.decay = !is_norm;
-    if (is_norm) {
-      for (int64_t i = 0; i < p.w.numel(); ++i) p.w.data()[i] = 1.f;
-    } else {
-      fill_normal_slice(p.w, seed, idx, cfg.init_std, p.global_shape, p.offset);
-    }
+    // The init stream index travels in flat_off until the layout is fixed.
+    p.flat_off = int64_t(idx);
+    auto& span = m.spans[size_t(layer + 1)];
+    if (span.second == 0) span.first = m.flat_n;
+    const int64_t n = numel_of(shape);
+    m.flat_n += (n + kAlign - 1) / kAlign * kAlign;
+    span.second = m.flat_n - span.first;
     m.params.push_back(std::move(p));
     return &m.params.back();
   };
@@ -221,12 +242,94 @@ Model::Model(const ModelCfg& cfg, uint64_t seed, const ModelParallel& par)
   }
   m.norm = add("norm.weight", {d}, -1, L, true, par.has_head);
   m.output = add("output.weight", {V, d}, 0, L, false, par.has_head);
+  // Fix the flat offsets (params were added in forward order), keeping the
+  // init stream index aside.
+  std::vector<uint64_t> stream_index;
+  int64_t off = 0;
+  for (Param& p : m.params) {
+    stream_index.push_back(uint64_t(p.flat_off));
+    p.flat_off = off;
+    off += (p.w.numel() + kAlign - 1) / kAlign * kAlign;
+  }
+  m.init_index = std::move(stream_index);
+
+  m.loss_acc = Tensor({1}, DType::F64, MemCat::Other, *m.dev);
+  m.loss_acc.zero();
+  m.grads = Tensor({std::max<int64_t>(m.flat_n, 1)}, DType::F32, MemCat::Grads, *m.dev);
+  m.grads.zero();
+  m.bind_grads();
+  if (!m.per_layer) {
+    m.weights = Tensor({std::max<int64_t>(m.flat_n, 1)}, m.cdt, MemCat::Params, *m.dev);
+    m.weights.zero();  // the alignment padding, which buckets carry along
+    for (int l = -1; l <= L; ++l)
+      if (m.spans[size_t(l + 1)].second)
+        m.bind_layer(l, static_cast<char*>(m.weights.raw()) +
+                            size_t(m.spans[size_t(l + 1)].first) * dtype_size(m.cdt));
+    if (opt.init_weights)
+      for (Param& p : m.params) m.upload_weights(p);
+  }
 }
 
-Model::~Model() = default;
+Model::~Model() {
+  if (impl_ && impl_->dev) impl_->dev->synchronize();
+}
+
+void Model::Impl::bind_layer(int layer, void* base) {
+  const int64_t start = spans[size_t(layer + 1)].first;
+  for (Param& p : params) {
+    if (p.layer != layer) continue;
+    p.w.rebind(base ? static_cast<char*>(base) + size_t(p.flat_off - start) * dtype_size(cdt)
+                    : nullptr);
+  }
+}
+
+void Model::Impl::bind_grads() {
+  for (Param& p : params) p.g.rebind(grads.allocated() ? grads.data() + p.flat_off : nullptr);
+}
+
+void Model::Impl::upload_weights(Param& p) {
+  const int64_t n = p.w.numel();
+  std::vector<float> host(static_cast<size_t>(n));
+  init_rows(p, 0, p.w.dim(0), host.data());
+  if (cdt == DType::F32) {
+    dev->copy_from_host(p.w.raw(), host.data(), size_t(n) * sizeof(float), cs());
+  } else {
+    Tensor tmp({n}, DType::F32, MemCat::Workspace, *dev);
+    dev->copy_from_host(tmp.raw(), host.data(), size_t(n) * sizeof(float), cs());
+    ops->cast(cs(), tmp.raw(), DType::F32, p.w.raw(), cdt, n);
+  }
+}
+
+void Model::Impl::init_rows(const Param& p, int64_t row0, int64_t rows, float* out) const {
+  const int64_t row = p.row;
+  if (!p.decay) {  // norm weights
+    std::fill(out, out + rows * row, 1.f);
+    return;
+  }
+  const uint64_t idx = init_index[size_t(&p - params.data())];
+  uint64_t s = seed;
+  s = splitmix64(s) ^ (0xD1B54A32D192ED03ull * (idx + 1));
+  const double std = cfg.init_std;
+  if (p.w.shape().size() == 1) {
+    for (int64_t i = 0; i < rows; ++i) out[i] = normal_at(s, p.offset[0] + row0 + i, std);
+    return;
+  }
+  // Each element is a pure function of its global index: the rows can be
+  // filled by any number of threads (a 7B model is 6.7e9 log/sqrt/sincos).
+  const int64_t gcols = p.global_shape[1];
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t base = (p.offset[0] + row0 + r) * gcols + p.offset[1];
+    for (int64_t c = 0; c < row; ++c) out[r * row + c] = normal_at(s, base + c, std);
+  }
+}
+
+// ---- accessors ----
 
 const ModelCfg& Model::cfg() const { return impl_->cfg; }
 const ModelParallel& Model::parallel() const { return impl_->par; }
+Backend& Model::backend() const { return *impl_->be; }
+DType Model::compute_dtype() const { return impl_->cdt; }
 void Model::set_hooks(ModelHooks h) { impl_->hooks = std::move(h); }
 
 std::vector<Param*> Model::params() {
@@ -242,8 +345,95 @@ int64_t Model::num_params() const {
   return n;
 }
 
-void Model::zero_grad() {
-  for (Param& p : impl_->params) p.g.zero();
+int64_t Model::flat_numel() const { return impl_->flat_n; }
+
+std::pair<int64_t, int64_t> Model::layer_span(int layer) const {
+  const auto& s = impl_->spans;
+  if (layer + 1 < 0 || layer + 1 >= int(s.size())) return {0, 0};
+  return s[size_t(layer + 1)];
+}
+
+void* Model::weights_at(int64_t flat_off) {
+  Impl& m = *impl_;
+  const size_t es = dtype_size(m.cdt);
+  if (!m.per_layer) return static_cast<char*>(m.weights.raw()) + size_t(flat_off) * es;
+  for (auto& [layer, t] : m.layer_w) {
+    const auto [off, len] = m.spans[size_t(layer + 1)];
+    if (flat_off >= off && flat_off < off + len)
+      return static_cast<char*>(t.raw()) + size_t(flat_off - off) * es;
+  }
+  throw Error("model: flat offset " + std::to_string(flat_off) + " is not in a resident layer");
+}
+
+float* Model::grads() { return impl_->grads.allocated() ? impl_->grads.data() : nullptr; }
+
+void Model::allocate_layer_weights(int layer) {
+  Impl& m = *impl_;
+  ST_CHECK(m.per_layer, "allocate_layer_weights without per_layer_weights");
+  if (m.layer_w.count(layer)) return;
+  const int64_t len = m.spans[size_t(layer + 1)].second;
+  if (len == 0) return;
+  Tensor t({len}, m.cdt, MemCat::Params, *m.dev);
+  m.bind_layer(layer, t.raw());
+  m.layer_w.emplace(layer, std::move(t));
+}
+
+void Model::release_layer_weights(int layer) {
+  Impl& m = *impl_;
+  auto it = m.layer_w.find(layer);
+  if (it == m.layer_w.end()) return;
+  m.bind_layer(layer, nullptr);
+  m.layer_w.erase(it);
+}
+
+bool Model::layer_resident(int layer) const {
+  return !impl_->per_layer || impl_->layer_w.count(layer) != 0;
+}
+
+void Model::allocate_grads() {
+  Impl& m = *impl_;
+  if (m.grads.allocated()) return;
+  m.grads.allocate();
+  m.grads.zero();
+  m.bind_grads();
+}
+
+void Model::release_grads() {
+  impl_->grads.release();
+  impl_->bind_grads();
+}
+
+bool Model::grads_allocated() const { return impl_->grads.allocated(); }
+
+void Model::zero_grad() { impl_->grads.zero(); }
+
+void Model::init_values(const Param& p, int64_t row0, int64_t rows, float* out) const {
+  impl_->init_rows(p, row0, rows, out);
+}
+
+// ---- loss and timing ----
+
+double Model::take_loss() {
+  Impl& m = *impl_;
+  double h = 0;
+  m.dev->copy_to_host(&h, m.loss_acc.raw(), sizeof h, m.cs());
+  m.cs().synchronize();
+  m.loss_acc.zero();
+  return h;
+}
+
+PhaseTimes Model::take_times() {
+  Impl& m = *impl_;
+  PhaseTimes t = m.times_done;
+  for (auto& sp : m.pending) {
+    const double s = sp.b->seconds_since(*sp.a);
+    (sp.fwd ? t.fwd_s : t.bwd_s) += s;
+    m.spare.push_back(std::move(sp.a));
+    m.spare.push_back(std::move(sp.b));
+  }
+  m.pending.clear();
+  m.times_done = {};
+  return t;
 }
 
 void check_batch(const ModelCfg& c, int B, int T) {
@@ -260,18 +450,21 @@ float Model::forward_loss(const int32_t* tokens, const int32_t* targets, int B, 
   ms.D = m.dims(B, T);
   ms.mode = ActCkpt::Full;
   m.ensure_rope(T);
-  return m.forward(ms, tokens, nullptr, targets, /*keep=*/false, nullptr);
+  take_loss();  // start from zero
+  m.forward(ms, tokens, nullptr, targets, /*keep=*/false, nullptr);
+  return float(take_loss());
 }
 
 float Model::forward_backward(const int32_t* tokens, const int32_t* targets, int B, int T,
-                              float grad_scale, ActCkpt mode, PhaseTimes* times) {
+                              float grad_scale, ActCkpt mode) {
   Impl& m = *impl_;
   ST_USAGE_CHECK(m.par.has_embedding && m.par.has_head && m.l0 == 0 && m.l1 == m.cfg.n_layers,
                  "forward_backward needs the whole model on this rank (pp = 1); pipeline stages "
                  "use stage_forward / stage_backward");
   constexpr int kMicro = std::numeric_limits<int>::min();  // reserved id
-  const float loss = stage_forward(kMicro, tokens, nullptr, targets, B, T, mode, nullptr, times);
-  stage_backward(kMicro, nullptr, grad_scale, nullptr, times);
-  return loss;
+  take_loss();
+  stage_forward(kMicro, tokens, nullptr, targets, B, T, mode, grad_scale, nullptr);
+  stage_backward(kMicro, nullptr, grad_scale, nullptr);
+  return float(take_loss());
 }
 }  // namespace st

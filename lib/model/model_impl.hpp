@@ -2,11 +2,15 @@
 // it is built from. Blocks are run over a layer range [l0, l1) so pipeline
 // stages (a contiguous range each) reuse them; every shape here is this
 // rank's share under tensor / sequence / context parallelism (see Dims).
+// Tensors live on the backend's device; everything is enqueued on its
+// compute stream (cs()).
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "model/model.hpp"
 
 namespace st {
@@ -24,8 +28,9 @@ struct LayerParams {
   Param* w2 = nullptr;  // down
 };
 
-// Activations of one block. Which ones survive the forward depends on the
-// checkpointing mode (see drop_activations in block.cpp):
+// Activations of one block (compute dtype; rstd and lse fp32). Which ones
+// survive the forward depends on the checkpointing mode (see
+// drop_activations in block.cpp):
 //   None:      all
 //   Selective: x, q, k, v, h2, g, u (GEMM outputs); the attention core
 //              (att, lse), the norms and the SwiGLU product are recomputed
@@ -58,18 +63,23 @@ struct Dims {
 struct MicroState {
   Dims D;
   ActCkpt mode = ActCkpt::None;
-  std::vector<int32_t> tokens;   // local rows [N] (first stage)
-  std::vector<int32_t> targets;  // local rows [N] (last stage)
-  std::vector<BlockActs> acts;   // this stage's layers
-  Tensor hL, rstd, xn;           // head: final norm input [Ns, d], rstd, output [N, d]
-  Tensor logits, lse;            // [N, V] (local vocab), [N]
-  int64_t n_valid = 0;           // valid targets of the whole micro-batch (over cp)
+  Tensor tokens;                // local rows [N] int32 (first stage)
+  Tensor targets;               // local rows [N] int32 (last stage)
+  std::vector<BlockActs> acts;  // this stage's layers
+  Tensor dh_head;               // last stage: d(loss)/d(head input) [Ns, d], from the forward
+  float grad_scale = 1.f;       // last stage: the d(loss) the forward used
+  int64_t n_valid = 0;          // valid targets of the whole micro-batch (over cp)
 };
 
 struct Model::Impl {
   ModelCfg cfg;
   ModelParallel par;
   ModelHooks hooks;
+  Backend* be = nullptr;
+  Device* dev = nullptr;
+  Ops* ops = nullptr;
+  DType cdt = DType::F32;
+  bool per_layer = false;
   int tp = 1, tp_rank = 0, cp = 1, cp_rank = 0;
   bool sp = false;
   int l0 = 0, l1 = 0;  // this stage's layers
@@ -80,12 +90,40 @@ struct Model::Impl {
   Param* norm = nullptr;
   Param* output = nullptr;
   std::map<int, MicroState> micros;
+  uint64_t seed = 0;
+  std::vector<uint64_t> init_index;  // per param: its index in the single-rank model
 
-  // RoPE tables for this rank's token positions of the current global T:
-  // [T_local, hd/2] each.
+  // Flat buffers: spans[layer + 1] = {offset, length}; total length.
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  int64_t flat_n = 0;
+  Tensor weights;                 // contiguous compute weights (unless per_layer)
+  std::map<int, Tensor> layer_w;  // per_layer: resident layers' compute weights
+  Tensor grads;                   // fp32 gradients
+  Tensor loss_acc;                // fp64 [1] on the device
+  PhaseTimes times_done;          // resolved phase seconds
+  struct Span {
+    std::unique_ptr<Event> a, b;
+    bool fwd;
+  };
+  std::vector<Span> pending;                  // recorded, unresolved phase spans
+  std::vector<std::unique_ptr<Event>> spare;  // events to reuse
+
+  // RoPE tables and positions for this rank's tokens of the current global
+  // T: cos/sin [T_local, hd/2]; positions of every cp rank's rows [T_local]
+  // (ring attention needs the other blocks' positions).
   int64_t rope_T = -1;
-  std::vector<float> rope_cos, rope_sin;
-  std::vector<int32_t> pos;  // global positions of the local sequence rows [T_local]
+  Tensor rope_cos, rope_sin;
+  std::vector<Tensor> pos_dev;            // per cp rank
+  std::vector<std::vector<int32_t>> pos;  // host copies
+
+  Stream& cs() { return dev->compute_stream(); }
+  Tensor act(int64_t rows, int64_t cols) const {
+    return Tensor({rows, cols}, cdt, MemCat::Activations, *dev);
+  }
+  Tensor f32(std::vector<int64_t> shape) const {
+    return Tensor(std::move(shape), DType::F32, MemCat::Activations, *dev);
+  }
+  Tensor upload_i32(const std::vector<int32_t>& host);
 
   Dims dims(int B, int T) const;
   void ensure_rope(int64_t Tg);
@@ -99,6 +137,8 @@ struct Model::Impl {
     if (hooks.after_layer) hooks.after_layer(l);
   }
   void grads_ready(std::initializer_list<const Param*> ps);
+  void span_begin(bool fwd);
+  void span_end();
 
   // Tensor-parallel plumbing. gather_rows: [Ns, d] -> [N, d] (all-gather
   // over tp under sp; a copy otherwise). reduce_rows: partial sums [N, d] ->
@@ -111,8 +151,8 @@ struct Model::Impl {
 
   // Attention core (local heads): plain causal attention, or the ring over cp.
   void attention_forward(const Dims& D, BlockActs& a);
-  void attention_backward(const Dims& D, BlockActs& a, const float* datt, float* dq, float* dk,
-                          float* dv);
+  void attention_backward(const Dims& D, BlockActs& a, const Tensor& datt, Tensor& dq, Tensor& dk,
+                          Tensor& dv);
 
   // One block forward: reads a.x, fills every activation, returns the block
   // output when want_output (the next block's input). Afterwards the caller
@@ -133,16 +173,24 @@ struct Model::Impl {
   void layers_backward(int l0, int l1, const Dims& D, std::vector<BlockActs>& acts, Tensor& dh,
                        ActCkpt mode);
 
-  // Embedding (first stage): local token rows [N] -> residual stream [Ns, d].
-  Tensor embed_forward(const Dims& D, const int32_t* tok);
-  void embed_backward(const Dims& D, const int32_t* tok, const Tensor& dh);
-  // Head (last stage): final norm, LM head, cross-entropy; returns this
-  // rank's loss share. keep: leave what the backward needs in ms.
-  float head_forward(MicroState& ms, Tensor h, bool keep);
-  Tensor head_backward(MicroState& ms, float grad_scale);  // returns d/d(head input)
+  // Embedding (first stage): local token rows -> residual stream [Ns, d].
+  Tensor embed_forward(const Dims& D, const Tensor& tok);
+  void embed_backward(const Dims& D, const Tensor& tok, const Tensor& dh);
+  // Head (last stage): final norm, LM head, cross-entropy in row chunks;
+  // adds this rank's loss share to loss_acc. train: also the head's backward
+  // (weight gradients added, d(loss)/d(head input) left in ms.dh_head).
+  void head_forward(MicroState& ms, Tensor h, bool train);
 
-  float forward(MicroState& ms, const int32_t* tokens, const float* x_in, const int32_t* targets,
-                bool keep, std::vector<float>* x_out);
+  void forward(MicroState& ms, const int32_t* tokens, const Tensor* x_in, const int32_t* targets,
+               bool keep, Tensor* x_out);
+  // Rows of the LM head's logits computed at once (bounds the logits buffer).
+  int64_t head_chunk_rows(const Dims& D) const;
+
+  // Storage.
+  void bind_layer(int layer, void* base);  // re-point the layer's weight views
+  void bind_grads();
+  void upload_weights(Param& p);  // the seeded values into p.w
+  void init_rows(const Param& p, int64_t row0, int64_t rows, float* out) const;
 };
 
 void drop_activations(BlockActs& a, ActCkpt mode);

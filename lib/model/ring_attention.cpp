@@ -3,94 +3,97 @@
 // Ring forward: each rank starts from its own K/V block and passes the block
 // it holds to the next rank cp-1 times, merging every partial result by
 // log-sum-exp (online softmax). Ring backward: the K/V blocks go around
-// again together with their dK/dV accumulators, which every rank adds its
-// queries' contribution to; after cp shifts each rank holds its own dK/dV.
-// Causality uses global positions, so the load-balanced chunk layout (rank i
-// holds chunks i and 2cp-1-i) needs no special cases.
-#include <algorithm>
+// again together with their fp32 dK/dV accumulators, which every rank adds
+// its queries' contribution to; after cp shifts each rank holds its own
+// dK/dV. Causality uses global positions, so the load-balanced chunk layout
+// (rank i holds chunks i and 2cp-1-i) needs no special cases. The shifts
+// are grouped send/receive pairs on the cp communicator (a message from the
+// previous rank matches the one sent to the next, in call order).
 #include <cmath>
-#include <cstring>
 
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
-#include "kernels/ops.hpp"
 #include "model/model_impl.hpp"
 
 namespace st {
-namespace k = kernels;
 namespace {
-constexpr MemCat kAct = MemCat::Activations;
-constexpr int kTagFwd = 0x5201, kTagBwd = 0x5202;
-
-// Send n floats to the next rank of the ring, receive n from the previous
-// one. Even ranks send first, odd ranks receive first, so blocking sends
-// cannot all wait on each other.
-void ring_shift(Communicator* c, const float* send, float* recv, int64_t n, int tag) {
+// Send n elements to the next rank of the ring and receive n from the
+// previous one, ordered on the compute stream.
+void ring_shift(Communicator* c, Stream& s, const void* send, void* recv, int64_t n, DType t) {
   const int r = c->rank(), P = c->size();
-  const int next = (r + 1) % P, prev = (r + P - 1) % P;
-  if (r % 2 == 0) {
-    c->send(send, n, next, tag);
-    c->recv(recv, n, prev, tag);
-  } else {
-    c->recv(recv, n, prev, tag);
-    c->send(send, n, next, tag);
-  }
+  std::vector<P2POp> ops = {{true, const_cast<void*>(send), n, (r + 1) % P},
+                            {false, recv, n, (r + P - 1) % P}};
+  c->exchange(ops, t, s).wait(s);
 }
 }  // namespace
 
 void Model::Impl::attention_forward(const Dims& D, BlockActs& a) {
   const float scale = 1.f / std::sqrt(float(D.hd));
-  a.att = Tensor({D.N, D.Hq * D.hd}, kAct);
-  a.lse = Tensor({D.B, D.Hq, D.T}, kAct);
+  Stream& s = cs();
+  a.att = act(D.N, D.Hq * D.hd);
+  a.lse = f32({D.B, D.Hq, D.T});
   if (cp == 1) {
-    k::attention_fwd(a.q.data(), a.k.data(), a.v.data(), D.B, D.T, D.Hq, D.Hkv, D.hd, scale,
-                     a.att.data(), a.lse.data());
+    ops->attention_fwd(s, a.q.raw(), a.k.raw(), a.v.raw(), D.B, D.T, D.Hq, D.Hkv, D.hd, scale,
+                       a.att.raw(), a.lse.data(), cdt);
     return;
   }
   const int64_t nk = D.N * D.Hkv * D.hd;
-  std::vector<float> cur(size_t(2 * nk)), nxt(size_t(2 * nk));
-  std::memcpy(cur.data(), a.k.data(), size_t(nk) * sizeof(float));
-  std::memcpy(cur.data() + nk, a.v.data(), size_t(nk) * sizeof(float));
-  k::attention_fwd_block(a.q.data(), a.k.data(), a.v.data(), D.B, D.T, D.T, D.Hq, D.Hkv, D.hd,
-                         scale, pos.data(), pos.data(), a.att.data(), a.lse.data());
-  Tensor ob({D.N, D.Hq * D.hd}, kAct), lb({D.B, D.Hq, D.T}, kAct);
+  const size_t es = dtype_size(cdt);
+  Tensor cur = act(2, nk), nxt = act(2, nk);  // [k | v] of the block held
+  dev->copy(cur.raw(), a.k.raw(), size_t(nk) * es, s);
+  dev->copy(static_cast<char*>(cur.raw()) + size_t(nk) * es, a.v.raw(), size_t(nk) * es, s);
+  const int32_t* qpos = pos_dev[size_t(cp_rank)].as<int32_t>();
+  ops->attention_fwd_block(s, a.q.raw(), a.k.raw(), a.v.raw(), D.B, D.T, D.T, D.Hq, D.Hkv, D.hd,
+                           scale, qpos, qpos, a.att.raw(), a.lse.data(), cdt);
+  Tensor ob = act(D.N, D.Hq * D.hd), lb = f32({D.B, D.Hq, D.T});
   for (int j = 1; j < cp; ++j) {
-    ring_shift(par.cp, cur.data(), nxt.data(), 2 * nk, kTagFwd);
+    ring_shift(par.cp, s, cur.raw(), nxt.raw(), 2 * nk, cdt);
     std::swap(cur, nxt);
-    const std::vector<int32_t> kpos = positions((cp_rank + cp - j) % cp, D.Tg);
-    k::attention_fwd_block(a.q.data(), cur.data(), cur.data() + nk, D.B, D.T, D.T, D.Hq, D.Hkv,
-                           D.hd, scale, pos.data(), kpos.data(), ob.data(), lb.data());
-    k::attention_lse_merge(a.att.data(), a.lse.data(), ob.data(), lb.data(), D.B, D.T, D.Hq, D.hd);
+    const int32_t* kpos = pos_dev[size_t((cp_rank + cp - j) % cp)].as<int32_t>();
+    const char* kv = static_cast<const char*>(cur.raw());
+    ops->attention_fwd_block(s, a.q.raw(), kv, kv + size_t(nk) * es, D.B, D.T, D.T, D.Hq, D.Hkv,
+                             D.hd, scale, qpos, kpos, ob.raw(), lb.data(), cdt);
+    ops->attention_lse_merge(s, a.att.raw(), a.lse.data(), ob.raw(), lb.data(), D.B, D.T, D.Hq,
+                             D.hd, cdt);
   }
 }
 
-void Model::Impl::attention_backward(const Dims& D, BlockActs& a, const float* datt, float* dq,
-                                     float* dk, float* dv) {
+void Model::Impl::attention_backward(const Dims& D, BlockActs& a, const Tensor& datt, Tensor& dq,
+                                     Tensor& dk, Tensor& dv) {
   const float scale = 1.f / std::sqrt(float(D.hd));
+  Stream& s = cs();
   if (cp == 1) {
-    k::attention_bwd(a.q.data(), a.k.data(), a.v.data(), a.att.data(), a.lse.data(), datt, D.B, D.T,
-                     D.Hq, D.Hkv, D.hd, scale, dq, dk, dv);
+    ops->attention_bwd(s, a.q.raw(), a.k.raw(), a.v.raw(), a.att.raw(), a.lse.data(), datt.raw(),
+                       D.B, D.T, D.Hq, D.Hkv, D.hd, scale, dq.raw(), dk.raw(), dv.raw(), cdt);
     return;
   }
-  const int64_t nk = D.N * D.Hkv * D.hd;
-  // [k | v | dk | dv] of the block this rank holds.
-  std::vector<float> cur(size_t(4 * nk), 0.f), nxt(size_t(4 * nk));
-  std::memcpy(cur.data(), a.k.data(), size_t(nk) * sizeof(float));
-  std::memcpy(cur.data() + nk, a.v.data(), size_t(nk) * sizeof(float));
-  std::fill(dq, dq + D.N * D.Hq * D.hd, 0.f);
+  const int64_t nk = D.N * D.Hkv * D.hd, nq = D.N * D.Hq * D.hd;
+  const size_t es = dtype_size(cdt);
+  // The block held ([k | v], compute dtype) and its fp32 [dk | dv] accumulators.
+  Tensor cur = act(2, nk), nxt = act(2, nk);
+  Tensor acc = f32({2, nk}), acc_nxt = f32({2, nk}), dq32 = f32({nq});
+  dev->copy(cur.raw(), a.k.raw(), size_t(nk) * es, s);
+  dev->copy(static_cast<char*>(cur.raw()) + size_t(nk) * es, a.v.raw(), size_t(nk) * es, s);
+  acc.zero();
+  dq32.zero();
+  const int32_t* qpos = pos_dev[size_t(cp_rank)].as<int32_t>();
   for (int j = 0; j < cp; ++j) {
-    const std::vector<int32_t> kpos = positions((cp_rank + cp - j) % cp, D.Tg);
-    k::attention_bwd_block(a.q.data(), cur.data(), cur.data() + nk, a.att.data(), a.lse.data(),
-                           datt, D.B, D.T, D.T, D.Hq, D.Hkv, D.hd, scale, pos.data(), kpos.data(),
-                           dq, cur.data() + 2 * nk, cur.data() + 3 * nk);
+    const int32_t* kpos = pos_dev[size_t((cp_rank + cp - j) % cp)].as<int32_t>();
+    const char* kv = static_cast<const char*>(cur.raw());
+    ops->attention_bwd_block(s, a.q.raw(), kv, kv + size_t(nk) * es, a.att.raw(), a.lse.data(),
+                             datt.raw(), D.B, D.T, D.T, D.Hq, D.Hkv, D.hd, scale, qpos, kpos,
+                             dq32.data(), acc.data(), acc.data() + nk, cdt);
+    // Pass the block on with its accumulators; the last shift brings each
+    // rank its own dK/dV.
     if (j < cp - 1) {
-      ring_shift(par.cp, cur.data(), nxt.data(), 4 * nk, kTagBwd);
-    } else {  // the last shift brings each rank its own dK/dV
-      ring_shift(par.cp, cur.data() + 2 * nk, nxt.data() + 2 * nk, 2 * nk, kTagBwd);
+      ring_shift(par.cp, s, cur.raw(), nxt.raw(), 2 * nk, cdt);
+      std::swap(cur, nxt);
     }
-    std::swap(cur, nxt);
+    ring_shift(par.cp, s, acc.raw(), acc_nxt.raw(), 2 * nk, DType::F32);
+    std::swap(acc, acc_nxt);
   }
-  std::memcpy(dk, cur.data() + 2 * nk, size_t(nk) * sizeof(float));
-  std::memcpy(dv, cur.data() + 3 * nk, size_t(nk) * sizeof(float));
+  ops->cast(s, dq32.raw(), DType::F32, dq.raw(), cdt, nq);
+  ops->cast(s, acc.raw(), DType::F32, dk.raw(), cdt, nk);
+  ops->cast(s, acc.data() + nk, DType::F32, dv.raw(), cdt, nk);
 }
 }  // namespace st

@@ -1,22 +1,21 @@
 // The pipeline-stage API (stage_forward / stage_backward with several
 // micro-batches in flight), the first stage's vocab-parallel embedding, the
-// last stage's final norm, vocab-parallel LM head and cross-entropy, and the
-// tensor-parallel plumbing (gather / reduce of the residual stream rows,
-// norm-weight gradient reduction under sequence parallelism).
+// last stage's final norm, vocab-parallel LM head and cross-entropy (tp = 1
+// is its one-shard case) fused in row chunks with their backward, and the
+// tensor-parallel plumbing (gather / reduce
+// of the residual stream rows, norm-weight gradient reduction under
+// sequence parallelism). Collectives are enqueued after the compute stream
+// and the compute stream waits for them.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
-#include "kernels/ops.hpp"
 #include "model/model_impl.hpp"
 
 namespace st {
-namespace k = kernels;
-namespace {
-constexpr MemCat kAct = MemCat::Activations;
-}  // namespace
 
 void Model::Impl::grads_ready(std::initializer_list<const Param*> ps) {
   if (!hooks.grad_ready) return;
@@ -24,181 +23,172 @@ void Model::Impl::grads_ready(std::initializer_list<const Param*> ps) {
 }
 
 Tensor Model::Impl::gather_rows(const Tensor& x, const Dims& D) {
-  Tensor out({D.N, D.d}, kAct);
+  Tensor out = act(D.N, D.d);
   if (!sp) {
-    std::memcpy(out.data(), x.data(), x.bytes());
+    dev->copy(out.raw(), x.raw(), x.bytes(), cs());
     return out;
   }
-  par.tp->all_gather(x.data(), out.data(), D.Ns * D.d);
+  par.tp->all_gather(x.raw(), out.raw(), equal_counts(tp, D.Ns * D.d), cdt, cs()).wait(cs());
   return out;
 }
 
 Tensor Model::Impl::reduce_rows(Tensor partial, const Dims& D) {
   if (tp == 1) return partial;
   if (!sp) {
-    par.tp->all_reduce_sum(partial.data(), D.N * D.d);
+    par.tp->all_reduce_on(cs(), partial.raw(), D.N * D.d, cdt);
     return partial;
   }
-  Tensor out({D.Ns, D.d}, kAct);
-  par.tp->reduce_scatter_sum(partial.data(), out.data(), D.Ns * D.d);
+  Tensor out = act(D.Ns, D.d);
+  par.tp->reduce_scatter(partial.raw(), out.raw(), equal_counts(tp, D.Ns * D.d), cdt, cs())
+      .wait(cs());
   return out;
 }
 
 void Model::Impl::add_norm_grad(Param* p, Tensor& dw_local) {
-  if (sp) par.tp->all_reduce_sum(dw_local.data(), dw_local.numel());
-  k::add_inplace(p->g.data(), dw_local.data(), dw_local.numel());
+  if (sp) par.tp->all_reduce_on(cs(), dw_local.raw(), dw_local.numel(), DType::F32);
+  ops->add(cs(), p->g.raw(), dw_local.raw(), dw_local.numel(), DType::F32);
 }
 
-Tensor Model::Impl::embed_forward(const Dims& D, const int32_t* tok) {
-  if (tp == 1) {
-    Tensor h({D.N, D.d}, kAct);
-    k::embedding_fwd(tok, D.N, tok_emb->w.data(), D.V, D.d, h.data());
-    return h;
-  }
-  for (int64_t r = 0; r < D.N; ++r)
-    ST_CHECK(tok[r] >= 0 && tok[r] < cfg.vocab_size, "token ", tok[r], " at local row ", r,
-             " is outside the vocabulary [0, ", cfg.vocab_size, ")");
-  Tensor part({D.N, D.d}, kAct);
-  k::embedding_fwd_shard(tok, D.N, tok_emb->w.data(), D.v0, D.V, D.d, part.data());
-  return reduce_rows(std::move(part), D);
+Tensor Model::Impl::embed_forward(const Dims& D, const Tensor& tok) {
+  Tensor h = act(D.N, D.d);
+  ops->embedding_fwd(cs(), tok.as<int32_t>(), D.N, tok_emb->w.raw(), D.v0, D.V, D.d, h.raw(), cdt);
+  return reduce_rows(std::move(h), D);
 }
 
-void Model::Impl::embed_backward(const Dims& D, const int32_t* tok, const Tensor& dh) {
-  if (tp == 1) {
-    k::embedding_bwd(tok, D.N, dh.data(), D.V, D.d, tok_emb->g.data());
-    return;
-  }
+void Model::Impl::embed_backward(const Dims& D, const Tensor& tok, const Tensor& dh) {
   if (sp) {
     Tensor full = gather_rows(dh, D);
-    k::embedding_bwd_shard(tok, D.N, full.data(), D.v0, D.V, D.d, tok_emb->g.data());
+    ops->embedding_bwd(cs(), tok.as<int32_t>(), D.N, full.raw(), D.v0, D.V, D.d, tok_emb->g.data(),
+                       cdt);
   } else {
-    k::embedding_bwd_shard(tok, D.N, dh.data(), D.v0, D.V, D.d, tok_emb->g.data());
+    ops->embedding_bwd(cs(), tok.as<int32_t>(), D.N, dh.raw(), D.v0, D.V, D.d, tok_emb->g.data(),
+                       cdt);
   }
 }
 
-float Model::Impl::head_forward(MicroState& ms, Tensor h, bool keep) {
+int64_t Model::Impl::head_chunk_rows(const Dims& D) const {
+  // About 4M logits per chunk (16 MB in fp32): big enough for GEMM efficiency
+  // on either device, small next to the full [rows, vocab] matrix.
+  constexpr int64_t kChunkElems = int64_t(1) << 22;
+  return std::min<int64_t>(D.N, std::max<int64_t>(64, kChunkElems / std::max<int64_t>(D.V, 1)));
+}
+
+// Final norm, LM head and vocab-parallel cross-entropy over row chunks of
+// the (gathered) normed rows. Per chunk: logits = xn W^T; the row statistics
+// (ce_partial; across the tp group: max, rescale, sums); lse and row loss;
+// when training, the chunk's logits become d(loss)/d(logits) in place and
+// give dW += dlogits^T xn and dxn = dlogits W right away. The loss is the
+// last op, so nothing downstream can change those gradients.
+void Model::Impl::head_forward(MicroState& ms, Tensor h, bool train) {
   const Dims& D = ms.D;
-  const int32_t* tg = ms.targets.data();
-  Tensor rstd({D.Ns}, kAct), xnl({D.Ns, D.d}, kAct);
-  k::rmsnorm_fwd(h.data(), norm->w.data(), D.Ns, D.d, float(cfg.norm_eps), xnl.data(), rstd.data());
+  Stream& s = cs();
+  const int32_t* tg = ms.targets.as<int32_t>();
+  Tensor rstd = f32({D.Ns}), xnl = act(D.Ns, D.d);
+  ops->rmsnorm_fwd(s, h.raw(), norm->w.raw(), D.Ns, D.d, float(cfg.norm_eps), xnl.raw(),
+                   rstd.data(), cdt);
   Tensor xn = sp ? gather_rows(xnl, D) : std::move(xnl);
   xnl = Tensor();
-  Tensor logits({D.N, D.V}, kAct);
-  k::gemm(false, true, D.N, D.V, D.d, 1.f, xn.data(), output->w.data(), 0.f, logits.data());
-  Tensor lse({D.N}, kAct);
-  // Valid targets of the whole micro-batch (all cp ranks).
-  int64_t n_local = 0;
-  for (int64_t r = 0; r < D.N; ++r) n_local += tg[r] >= 0;
-  double nv = double(n_local);
-  if (cp > 1) par.cp->all_reduce_sum(&nv, 1);
-  const int64_t n_valid = int64_t(nv);
-  float loss = 0.f;
-  if (tp == 1) {
-    int64_t nl = 0;
-    const float mean = k::cross_entropy_fwd(logits.data(), tg, D.N, D.V, lse.data(), &nl);
-    loss = cp == 1 ? mean : (n_valid ? float(double(mean) * double(nl) / double(n_valid)) : 0.f);
-  } else {
-    for (int64_t r = 0; r < D.N; ++r)
-      ST_CHECK(tg[r] < cfg.vocab_size, "target ", tg[r], " at local row ", r,
-               " is outside the vocabulary [0, ", cfg.vocab_size, ")");
-    std::vector<float> mx(size_t(D.N));
-    std::vector<double> mxd(size_t(D.N)), sums(size_t(2 * D.N));
-    k::row_max(logits.data(), D.N, D.V, mx.data());
-    for (int64_t r = 0; r < D.N; ++r) mxd[size_t(r)] = mx[size_t(r)];
-    par.tp->all_reduce_max(mxd.data(), D.N);
-    for (int64_t r = 0; r < D.N; ++r) mx[size_t(r)] = float(mxd[size_t(r)]);
-    k::cross_entropy_shard_sums(logits.data(), tg, D.N, D.V, D.v0, mx.data(), sums.data(),
-                                sums.data() + D.N);
-    par.tp->all_reduce_sum(sums.data(), 2 * D.N);
-    double total = 0;
-    for (int64_t r = 0; r < D.N; ++r) {
-      lse.data()[r] = mx[size_t(r)] + float(std::log(sums[size_t(r)]));
-      if (tg[r] >= 0) total += double(lse.data()[r]) - sums[size_t(D.N + r)];
+  // Row statistics: [max | sumexp | target logit | global max | lse | row loss].
+  Tensor st = f32({6, D.N});
+  float* mx = st.data();
+  float *se = mx + D.N, *tl = se + D.N, *gm = tl + D.N, *lse = gm + D.N, *row_loss = lse + D.N;
+  Tensor dxn;
+  if (train) dxn = act(D.N, D.d);
+  const float scale = ms.n_valid > 0 ? ms.grad_scale / float(ms.n_valid) : 0.f;
+  const int64_t chunk = head_chunk_rows(D);
+  Tensor logits = act(chunk, D.V);
+  const size_t es = dtype_size(cdt);
+  for (int64_t r0 = 0; r0 < D.N; r0 += chunk) {
+    const int64_t rows = std::min(chunk, D.N - r0);
+    const char* x = static_cast<const char*>(xn.raw()) + size_t(r0 * D.d) * es;
+    ops->gemm(s, false, true, rows, D.V, D.d, 1.f, x, D.d, output->w.raw(), D.d, cdt, 0.f,
+              logits.raw(), D.V, cdt);
+    ops->ce_partial(s, logits.raw(), tg + r0, rows, D.V, D.v0, mx + r0, se + r0, tl + r0, cdt);
+    float* g = mx + r0;
+    if (tp > 1) {
+      g = gm + r0;
+      dev->copy(g, mx + r0, size_t(rows) * sizeof(float), s);
+      par.tp->all_reduce_on(s, g, rows, DType::F32, ReduceOp::Max);
+      ops->ce_rescale(s, mx + r0, g, se + r0, rows);
+      // sumexp and the target logit of these rows, one reduction each.
+      par.tp->all_reduce_on(s, se + r0, rows, DType::F32);
+      par.tp->all_reduce_on(s, tl + r0, rows, DType::F32);
     }
-    loss = n_valid ? float(total / double(n_valid)) : 0.f;
+    ops->ce_finish(s, g, se + r0, tl + r0, tg + r0, rows, lse + r0, row_loss + r0);
+    if (!train) continue;
+    ops->ce_bwd(s, logits.raw(), tg + r0, lse + r0, rows, D.V, D.v0, scale, logits.raw(), cdt);
+    ops->gemm(s, true, false, D.V, D.d, rows, 1.f, logits.raw(), D.V, x, D.d, cdt, 1.f,
+              output->g.raw(), D.d, DType::F32);
+    ops->gemm(s, false, false, rows, D.d, D.V, 1.f, logits.raw(), D.V, output->w.raw(), D.d, cdt,
+              0.f, static_cast<char*>(dxn.raw()) + size_t(r0 * D.d) * es, D.d, cdt);
   }
-  if (keep) {
-    ms.hL = std::move(h);
-    ms.rstd = std::move(rstd);
-    ms.xn = std::move(xn);
-    ms.logits = std::move(logits);
-    ms.lse = std::move(lse);
-    ms.n_valid = n_valid;
-  }
-  return loss;
-}
-
-Tensor Model::Impl::head_backward(MicroState& ms, float grad_scale) {
-  const Dims& D = ms.D;
-  const int32_t* tg = ms.targets.data();
-  // Everything is scaled by grad_scale at the source, so parameter grads
-  // accumulate directly. The logits become dlogits in place.
-  if (tp == 1) {
-    k::cross_entropy_bwd(ms.logits.data(), tg, ms.lse.data(), D.N, D.V, ms.n_valid, grad_scale,
-                         ms.logits.data());
-  } else {
-    const float s = ms.n_valid > 0 ? grad_scale / float(ms.n_valid) : 0.f;
-    k::cross_entropy_bwd_shard(ms.logits.data(), tg, ms.lse.data(), D.N, D.V, D.v0, s,
-                               ms.logits.data());
-  }
-  ms.lse = Tensor();
-  k::gemm(true, false, D.V, D.d, D.N, 1.f, ms.logits.data(), ms.xn.data(), 1.f, output->g.data());
-  Tensor dxn({D.N, D.d}, kAct);
-  k::gemm(false, false, D.N, D.d, D.V, 1.f, ms.logits.data(), output->w.data(), 0.f, dxn.data());
-  ms.logits = Tensor();
-  ms.xn = Tensor();
+  if (ms.n_valid > 0)
+    ops->loss_accumulate(s, row_loss, tg, D.N, 1.0 / double(ms.n_valid), loss_acc.as<double>());
+  if (!train) return;
+  logits = Tensor();
+  xn = Tensor();
   dxn = reduce_rows(std::move(dxn), D);
-  Tensor dh({D.Ns, D.d}, kAct);
+  ms.dh_head = act(D.Ns, D.d);
   if (sp) {
-    Tensor dw({D.d}, kAct);
-    k::rmsnorm_bwd(ms.hL.data(), norm->w.data(), ms.rstd.data(), dxn.data(), D.Ns, D.d, dh.data(),
-                   dw.data(), /*accumulate=*/false);
+    Tensor dw = f32({D.d});
+    dw.zero();
+    ops->rmsnorm_bwd(s, h.raw(), norm->w.raw(), rstd.data(), dxn.raw(), D.Ns, D.d, ms.dh_head.raw(),
+                     dw.data(), /*accumulate=*/false, cdt);
     add_norm_grad(norm, dw);
   } else {
-    k::rmsnorm_bwd(ms.hL.data(), norm->w.data(), ms.rstd.data(), dxn.data(), D.Ns, D.d, dh.data(),
-                   norm->g.data(), /*accumulate=*/false);
+    ops->rmsnorm_bwd(s, h.raw(), norm->w.raw(), rstd.data(), dxn.raw(), D.Ns, D.d, ms.dh_head.raw(),
+                     norm->g.data(), /*accumulate=*/false, cdt);
   }
-  ms.hL = Tensor();
-  ms.rstd = Tensor();
-  grads_ready({output, norm});
-  return dh;
 }
 
-float Model::Impl::forward(MicroState& ms, const int32_t* tokens, const float* x_in,
-                           const int32_t* targets, bool keep, std::vector<float>* x_out) {
+void Model::Impl::forward(MicroState& ms, const int32_t* tokens, const Tensor* x_in,
+                          const int32_t* targets, bool keep, Tensor* x_out) {
   const Dims& D = ms.D;
   // This cp rank's rows of a full [B, Tg] token array.
   auto local_rows = [&](const int32_t* full) {
+    const std::vector<int32_t>& p = pos[size_t(cp_rank)];
     std::vector<int32_t> out(size_t(D.N));
     for (int64_t b = 0; b < D.B; ++b)
-      for (int64_t t = 0; t < D.T; ++t) out[size_t(b * D.T + t)] = full[b * D.Tg + pos[size_t(t)]];
+      for (int64_t t = 0; t < D.T; ++t) out[size_t(b * D.T + t)] = full[b * D.Tg + p[size_t(t)]];
     return out;
   };
   Tensor h;
   if (par.has_embedding) {
     ST_USAGE_CHECK(tokens != nullptr, "model: the first pipeline stage needs tokens");
-    ms.tokens = local_rows(tokens);
+    const std::vector<int32_t> tok = local_rows(tokens);
+    for (size_t r = 0; r < tok.size(); ++r)
+      ST_CHECK(tok[r] >= 0 && tok[r] < cfg.vocab_size, "token ", tok[r], " at local row ", r,
+               " is outside the vocabulary [0, ", cfg.vocab_size, ")");
+    ms.tokens = upload_i32(tok);
     hook_before(-1);
-    h = embed_forward(D, ms.tokens.data());
+    h = embed_forward(D, ms.tokens);
     hook_after(-1);
   } else {
-    ST_USAGE_CHECK(x_in != nullptr, "model: a pipeline stage without the embedding needs x_in");
-    h = Tensor({D.Ns, D.d}, kAct);
-    std::memcpy(h.data(), x_in, h.bytes());
+    ST_USAGE_CHECK(x_in != nullptr && x_in->numel() == D.Ns * D.d,
+                   "model: a pipeline stage without the embedding needs x_in of ", D.Ns * D.d,
+                   " elements");
+    h = act(D.Ns, D.d);
+    dev->copy(h.raw(), x_in->raw(), h.bytes(), cs());
   }
   if (keep) ms.acts.resize(size_t(l1 - l0));
   h = layers_forward(l0, l1, D, std::move(h), keep ? &ms.acts : nullptr, ms.mode);
   if (!par.has_head) {
     ST_USAGE_CHECK(x_out != nullptr, "model: a pipeline stage without the head needs x_out");
-    x_out->assign(h.data(), h.data() + h.numel());
-    return 0.f;
+    *x_out = std::move(h);
+    return;
   }
   ST_USAGE_CHECK(targets != nullptr, "model: the last pipeline stage needs targets");
-  ms.targets = local_rows(targets);
+  const std::vector<int32_t> tgt = local_rows(targets);
+  for (size_t r = 0; r < tgt.size(); ++r)
+    ST_CHECK(tgt[r] < cfg.vocab_size, "target ", tgt[r], " at local row ", r,
+             " is outside the vocabulary [0, ", cfg.vocab_size, ")");
+  // Valid targets of the whole micro-batch: every cp rank holds the full array.
+  ms.n_valid = 0;
+  for (int64_t i = 0; i < D.B * D.Tg; ++i) ms.n_valid += targets[i] >= 0;
+  ms.targets = upload_i32(tgt);
   hook_before(cfg.n_layers);
-  const float loss = head_forward(ms, std::move(h), keep);
+  head_forward(ms, std::move(h), /*train=*/keep);
   hook_after(cfg.n_layers);
-  return loss;
 }
 
 int Model::in_flight() const { return int(impl_->micros.size()); }
@@ -207,55 +197,58 @@ int64_t Model::boundary_elems(int B, int T) const {
   return impl_->dims(B, T).Ns * impl_->cfg.d_model;
 }
 
-float Model::stage_forward(int micro, const int32_t* tokens, const float* x_in,
-                           const int32_t* targets, int B, int T, ActCkpt mode,
-                           std::vector<float>* x_out, PhaseTimes* t) {
+void Model::stage_forward(int micro, const int32_t* tokens, const Tensor* x_in,
+                          const int32_t* targets, int B, int T, ActCkpt mode, float grad_scale,
+                          Tensor* x_out) {
   Impl& m = *impl_;
   check_batch(m.cfg, B, T);
   ST_USAGE_CHECK(m.micros.count(micro) == 0, "model: micro-batch ", micro,
                  " is already in flight (forwarded, not yet backwarded)");
-  const double t0 = wall_time();
   MicroState ms;
   ms.D = m.dims(B, T);
   ms.mode = mode;
+  ms.grad_scale = grad_scale;
   m.ensure_rope(T);
-  const float loss = m.forward(ms, tokens, x_in, targets, /*keep=*/true, x_out);
+  m.span_begin(true);
+  m.forward(ms, tokens, x_in, targets, /*keep=*/true, x_out);
+  m.span_end();
   m.micros.emplace(micro, std::move(ms));
-  if (t) t->fwd_s += wall_time() - t0;
-  return loss;
 }
 
-void Model::stage_backward(int micro, const float* dy, float grad_scale, std::vector<float>* dx_in,
-                           PhaseTimes* t) {
+void Model::stage_backward(int micro, const Tensor* dy, float grad_scale, Tensor* dx_in) {
   Impl& m = *impl_;
   auto it = m.micros.find(micro);
   ST_USAGE_CHECK(it != m.micros.end(), "model: stage_backward of micro-batch ", micro,
                  " that is not in flight");
-  const double t0 = wall_time();
   MicroState ms = std::move(it->second);
   m.micros.erase(it);
   const Dims& D = ms.D;
   m.ensure_rope(D.Tg);
+  m.span_begin(false);
   Tensor dh;
   if (m.par.has_head) {
-    m.hook_before(m.cfg.n_layers);
-    dh = m.head_backward(ms, grad_scale);
-    m.hook_after(m.cfg.n_layers);
+    // The head's backward ran in its forward; its gradients are complete.
+    ST_USAGE_CHECK(grad_scale == ms.grad_scale, "model: stage_backward of micro-batch ", micro,
+                   " with grad_scale ", grad_scale, " but its forward used ", ms.grad_scale);
+    dh = std::move(ms.dh_head);
+    m.grads_ready({m.output, m.norm});
   } else {
-    ST_USAGE_CHECK(dy != nullptr, "model: a pipeline stage without the head needs dy");
-    dh = Tensor({D.Ns, D.d}, kAct);
-    std::memcpy(dh.data(), dy, dh.bytes());
+    ST_USAGE_CHECK(dy != nullptr && dy->numel() == D.Ns * D.d,
+                   "model: a pipeline stage without the head needs dy of ", D.Ns * D.d,
+                   " elements");
+    dh = m.act(D.Ns, D.d);
+    m.dev->copy(dh.raw(), dy->raw(), dh.bytes(), m.cs());
   }
   m.layers_backward(m.l0, m.l1, D, ms.acts, dh, ms.mode);
   if (m.par.has_embedding) {
     m.hook_before(-1);
-    m.embed_backward(D, ms.tokens.data(), dh);
+    m.embed_backward(D, ms.tokens, dh);
     m.grads_ready({m.tok_emb});
     m.hook_after(-1);
   } else {
     ST_USAGE_CHECK(dx_in != nullptr, "model: a pipeline stage without the embedding needs dx_in");
-    dx_in->assign(dh.data(), dh.data() + dh.numel());
+    *dx_in = std::move(dh);
   }
-  if (t) t->bwd_s += wall_time() - t0;
+  m.span_end();
 }
 }  // namespace st

@@ -1,10 +1,12 @@
-// Implementation of optim.hpp: AdamW (decoupled weight decay, bias
-// correction as in PyTorch's torch.optim.AdamW) and LR schedules.
+// Implementation of optim.hpp: AdamW slots over the backend's multi-tensor
+// AdamW (decoupled weight decay, bias correction as in PyTorch's
+// torch.optim.AdamW) and LR schedules.
 #include "optim/optim.hpp"
 
 #include <algorithm>
 #include <cmath>
 
+#include "backend/backend.hpp"
 #include "core/error.hpp"
 
 namespace st {
@@ -28,54 +30,44 @@ double lr_at(const OptimCfg& o, long step, long total) {
   return floor + 0.5 * (peak - floor) * (1.0 + std::cos(M_PI * frac));
 }
 
-void AdamW::add(const std::string& name, float* w, const float* g, int64_t n, bool decay) {
+void AdamW::add(const std::string& name, float* w, const float* g, int64_t n, bool decay, void* wc,
+                DType wc_t) {
+  Device& dev = be_.device();
   OptimSlot s;
   s.name = name;
   s.w = w;
   s.g = g;
   s.n = n;
   s.decay = decay;
-  s.m = Tensor({n}, MemCat::Optim);
-  s.v = Tensor({n}, MemCat::Optim);
+  s.wc = wc;
+  s.wc_t = wc_t;
+  s.m = Tensor({n}, DType::F32, MemCat::Optim, dev);
+  s.v = Tensor({n}, DType::F32, MemCat::Optim, dev);
+  s.m.zero();
+  s.v.zero();
   slots_.push_back(std::move(s));
 }
 
 void AdamW::step(double lr, double grad_scale, long t) {
-  const float b1 = float(cfg_.beta1), b2 = float(cfg_.beta2), eps = float(cfg_.eps);
-  const double bc1 = 1.0 - std::pow(cfg_.beta1, double(t));
-  const double bc2 = 1.0 - std::pow(cfg_.beta2, double(t));
-  const float step_size = float(lr / bc1);
-  const float bc2_sqrt = float(std::sqrt(bc2));
-  const float gs = float(grad_scale);
-  for (auto& s : slots_) {
-    const float wd = s.decay ? float(lr * cfg_.weight_decay) : 0.0f;
-    float* w = s.w;
-    const float* g = s.g;
-    float* m = s.m.data();
-    float* v = s.v.data();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < s.n; ++i) {
-      float gi = g[i] * gs;
-      w[i] -= wd * w[i];
-      m[i] = b1 * m[i] + (1.0f - b1) * gi;
-      v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-      float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-      w[i] -= step_size * m[i] / denom;
-    }
-  }
+  AdamWHyper h;
+  h.lr = float(lr);
+  h.beta1 = float(cfg_.beta1);
+  h.beta2 = float(cfg_.beta2);
+  h.eps = float(cfg_.eps);
+  h.weight_decay = float(cfg_.weight_decay);
+  h.step = t;
+  h.grad_scale = float(grad_scale);
+  std::vector<AdamWSpan> spans;
+  spans.reserve(slots_.size());
+  for (auto& s : slots_)
+    spans.push_back({s.w, s.g, s.m.data(), s.v.data(), s.wc, s.wc_t, s.n, s.decay});
+  be_.ops().adamw(be_.device().compute_stream(), spans, h);
 }
 
 int64_t AdamW::state_bytes() const {
   int64_t b = 0;
   for (auto& s : slots_) b += int64_t(s.m.bytes() + s.v.bytes());
   return b;
-}
-
-double sum_squares(const float* x, int64_t n) {
-  double acc = 0;
-#pragma omp parallel for reduction(+ : acc) schedule(static)
-  for (int64_t i = 0; i < n; ++i) acc += double(x[i]) * double(x[i]);
-  return acc;
 }
 
 double clip_coef(double norm, double clip) {

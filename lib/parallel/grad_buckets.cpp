@@ -2,105 +2,128 @@
 #include "parallel/grad_buckets.hpp"
 
 #include <algorithm>
-#include <cstring>
 
+#include "backend/backend.hpp"
 #include "core/error.hpp"
-#include "core/util.hpp"
 
 namespace st {
 
-GradBuckets::GradBuckets(std::vector<GradView> grads, const BucketOptions& o, Communicator* comm)
-    : grads_(std::move(grads)), opt_(o), comm_(comm) {
+GradBuckets::GradBuckets(std::vector<FlatParam> params, std::vector<int64_t> seg_len,
+                         const BucketOptions& o, Communicator& comm, Backend& be)
+    : params_(std::move(params)), opt_(o), comm_(comm), be_(be), grads_(seg_len.size(), nullptr) {
   const int64_t cap = std::max<int64_t>(1, int64_t(o.bucket_mb * 1024 * 1024 / sizeof(float)));
-  const int gsize = comm_->size(), me = comm_->rank();
-  bucket_of_.assign(grads_.size(), -1);
+  const int gsize = comm_.size(), me = comm_.rank();
+  const int np = int(params_.size());
+  for (int i = 0; i < np; ++i) {
+    const FlatParam& p = params_[size_t(i)];
+    ST_CHECK(p.seg >= 0 && p.seg < int(seg_len.size()) && p.off + p.n <= seg_len[size_t(p.seg)],
+             "gradient buckets: parameter ", i, " is outside its segment");
+    if (i > 0 && params_[size_t(i - 1)].seg == p.seg)
+      ST_CHECK(p.off >= params_[size_t(i - 1)].off + params_[size_t(i - 1)].n,
+               "gradient buckets: parameter ", i, " overlaps the previous one");
+  }
+  // The end of parameter i's range in its segment, its padding included.
+  auto end_of = [&](int i) {
+    const FlatParam& p = params_[size_t(i)];
+    return i + 1 < np && params_[size_t(i + 1)].seg == p.seg ? params_[size_t(i + 1)].off
+                                                             : seg_len[size_t(p.seg)];
+  };
+  bucket_of_.assign(params_.size(), -1);
+  // Backward produces the last parameters first: fill buckets in reverse.
   Bucket cur;
   auto close = [&] {
     if (cur.members.empty()) return;
+    std::reverse(cur.members.begin(), cur.members.end());
     buckets_.push_back(std::move(cur));
     cur = Bucket{};
   };
-  // Backward produces the last parameters first: fill buckets in reverse.
-  for (int i = int(grads_.size()) - 1; i >= 0; --i) {
-    const GradView& v = grads_[size_t(i)];
-    if (!cur.members.empty() && (cur.n + v.n > cap || (o.split_groups && v.group != cur.group)))
+  for (int i = np - 1; i >= 0; --i) {
+    const FlatParam& p = params_[size_t(i)];
+    const int64_t len = end_of(i) - p.off;
+    if (!cur.members.empty() && (cur.hi - cur.lo + len > cap || p.seg != cur.seg ||
+                                 (o.split_groups && p.group != cur.group)))
       close();
-    if (cur.members.empty()) cur.group = v.group;
+    if (cur.members.empty()) {
+      cur.group = p.group;
+      cur.seg = p.seg;
+      cur.hi = end_of(i);
+    }
     cur.members.push_back(i);
-    cur.offs.push_back(cur.n);
-    cur.n += v.n;
+    cur.lo = p.off;
   }
   close();
-  // Partition and pieces: cuts near multiples of ceil(n / g), moved down to a
-  // row boundary of the parameter they fall in; slots of the longest part.
+  // Partition: cuts near multiples of ceil(len / g), moved down to a row
+  // boundary of the parameter they fall in.
   for (int b = 0; b < int(buckets_.size()); ++b) {
     Bucket& bk = buckets_[size_t(b)];
-    const int64_t even = (bk.n + gsize - 1) / gsize;
-    std::vector<int64_t> cut(size_t(gsize) + 1, bk.n);
-    cut[0] = 0;
+    const int64_t len = bk.hi - bk.lo, even = (len + gsize - 1) / gsize;
+    std::vector<int64_t> cut(size_t(gsize) + 1, bk.hi);
+    cut[0] = bk.lo;
     for (int r = 1; r < gsize; ++r) {
-      int64_t t = std::min(bk.n, r * even);
-      for (size_t k = 0; k < bk.members.size(); ++k) {
-        const GradView& v = grads_[size_t(bk.members[k])];
-        if (t >= bk.offs[k] && t < bk.offs[k] + v.n) {
-          t = bk.offs[k] + (t - bk.offs[k]) / v.row * v.row;
+      int64_t t = std::min(bk.hi, bk.lo + r * even);
+      for (int i : bk.members) {
+        const FlatParam& p = params_[size_t(i)];
+        if (t >= p.off && t < p.off + p.n) {
+          t = p.off + (t - p.off) / p.row * p.row;
           break;
         }
       }
       cut[size_t(r)] = std::max(cut[size_t(r) - 1], t);
     }
-    bk.per_rank = 1;
-    for (int r = 0; r < gsize; ++r)
-      bk.per_rank = std::max(bk.per_rank, cut[size_t(r) + 1] - cut[size_t(r)]);
+    for (int r = 0; r < gsize; ++r) bk.counts.push_back(cut[size_t(r) + 1] - cut[size_t(r)]);
+    bk.part_lo = cut[size_t(me)];
     bk.shard_off = shard_numel_;
-    shard_numel_ += bk.per_rank;
-    bk.flat = Tensor({bk.per_rank * gsize}, MemCat::Comm);
-    if (o.reduce_scatter) bk.flat.release();  // only while the bucket is in flight
-    for (int r = 0; r < gsize; ++r) {
-      const int64_t lo = cut[size_t(r)], hi = cut[size_t(r) + 1];
-      for (size_t k = 0; k < bk.members.size(); ++k) {
-        const int i = bk.members[k];
-        bucket_of_[size_t(i)] = b;
-        const int64_t a = std::max(lo, bk.offs[k]),
-                      e = std::min(hi, bk.offs[k] + grads_[size_t(i)].n);
-        if (a >= e) continue;
-        bk.segs.push_back({i, a - bk.offs[k], e - a, r * bk.per_rank + (a - lo)});
-        if (r == me) pieces_.push_back({i, a - bk.offs[k], e - a, bk.shard_off + (a - lo), b});
-      }
+    shard_numel_ += bk.counts[size_t(me)];
+    const int64_t lo = cut[size_t(me)], hi = cut[size_t(me) + 1];
+    for (int i : bk.members) {
+      bucket_of_[size_t(i)] = b;
+      const FlatParam& p = params_[size_t(i)];
+      const int64_t a = std::max(lo, p.off), e = std::min(hi, p.off + p.n);
+      if (a < e) pieces_.push_back({i, a - p.off, e - a, bk.shard_off + (a - lo), b});
     }
   }
-  if (o.reduce_scatter) shard_grads_ = Tensor({std::max<int64_t>(shard_numel_, 1)}, MemCat::Grads);
+  if (o.reduce_scatter) {
+    shard_grads_ =
+        Tensor({std::max<int64_t>(shard_numel_, 1)}, DType::F32, MemCat::Grads, be_.device());
+    shard_grads_.zero();  // parts' padding is never written by the reduction's consumers
+  }
 }
-
-void GradBuckets::set_grad(int i, float* g) { grads_[size_t(i)].g = g; }
 
 void GradBuckets::start() {
   for (auto& b : buckets_) {
     b.ready = 0;
     b.launched = false;
-    b.done = false;
+    b.h = CommHandle();
   }
   next_launch_ = 0;
-  async_s_ = 0;
 }
 
 void GradBuckets::launch(Bucket& b) {
-  if (!b.flat.allocated()) b.flat.allocate();  // zeroed: the padding sums to 0
-  float* dst = b.flat.data();
-  for (const BucketSeg& sg : b.segs)
-    std::memcpy(dst + sg.flat_off, grads_[size_t(sg.param)].g + sg.param_off,
-                size_t(sg.len) * sizeof(float));
+  float* base = grads_[size_t(b.seg)];
+  ST_CHECK(base != nullptr, "gradient buckets: no gradient buffer set for segment ", b.seg);
+  Stream& s = be_.device().compute_stream();
+  Ops& ops = be_.ops();
+  const int64_t len = b.hi - b.lo;
+  const int me = comm_.rank();
+  float* src = base + b.lo;
   b.launched = true;
-  b.t_launch = wall_time();
-  if (comm_->size() == 1) {
-    b.done = true;
+  if (opt_.reduce_dtype == DType::F32) {
+    if (opt_.reduce_scatter)
+      b.h = comm_.reduce_scatter(src, shard_grads_.data() + b.shard_off, b.counts, DType::F32, s);
+    else
+      b.h = comm_.all_reduce(src, len, DType::F32, ReduceOp::Sum, s);
     return;
   }
-  if (opt_.reduce_scatter)
-    b.h = comm_->reduce_scatter_sum_async(b.flat.data(), shard_grads_.data() + b.shard_off,
-                                          b.per_rank);
-  else
-    b.h = comm_->all_reduce_sum_async(b.flat.data(), b.flat.numel());
+  const DType w = opt_.reduce_dtype;
+  b.wire = Tensor({len}, w, MemCat::Comm, be_.device());
+  ops.cast(s, src, DType::F32, b.wire.raw(), w, len);
+  if (opt_.reduce_scatter) {
+    b.wire_recv =
+        Tensor({std::max<int64_t>(b.counts[size_t(me)], 1)}, w, MemCat::Comm, be_.device());
+    b.h = comm_.reduce_scatter(b.wire.raw(), b.wire_recv.raw(), b.counts, w, s);
+  } else {
+    b.h = comm_.all_reduce(b.wire.raw(), len, w, ReduceOp::Sum, s);
+  }
 }
 
 void GradBuckets::grad_ready(int i) {
@@ -117,98 +140,50 @@ void GradBuckets::grad_ready(int i) {
 }
 
 void GradBuckets::poll() {
-  for (int k = 0; k < next_launch_; ++k) {
-    Bucket& b = buckets_[size_t(k)];
-    if (!b.done && b.h.test()) {
-      b.done = true;
-      async_s_ += wall_time() - b.t_launch;
-    }
-  }
+  for (int k = 0; k < next_launch_; ++k) buckets_[size_t(k)].h.test();
 }
 
-double GradBuckets::finish() {
+void GradBuckets::finish() {
   for (; next_launch_ < int(buckets_.size()); ++next_launch_)
     launch(buckets_[size_t(next_launch_)]);
-  const double t0 = wall_time();
+  Stream& s = be_.device().compute_stream();
+  Ops& ops = be_.ops();
+  const int me = comm_.rank();
   for (auto& b : buckets_) {
-    if (b.done) continue;
-    b.h.wait();
-    b.done = true;
-    async_s_ += wall_time() - b.t_launch;
+    b.h.wait(s);
+    if (opt_.reduce_dtype == DType::F32) continue;
+    if (opt_.reduce_scatter)
+      ops.cast(s, b.wire_recv.raw(), opt_.reduce_dtype, shard_grads_.data() + b.shard_off,
+               DType::F32, b.counts[size_t(me)]);
+    else
+      ops.cast(s, b.wire.raw(), opt_.reduce_dtype, grads_[size_t(b.seg)] + b.lo, DType::F32,
+               b.hi - b.lo);
+    b.wire = Tensor();  // freed in compute-stream order, after the wait
+    b.wire_recv = Tensor();
   }
-  const double waited = wall_time() - t0;
-  const float s = opt_.scale;
-  for (auto& b : buckets_) {
-    if (opt_.reduce_scatter) {
-      float* sh = shard_grads_.data() + b.shard_off;
-      if (comm_->size() == 1) std::memcpy(sh, b.flat.data(), size_t(b.per_rank) * sizeof(float));
-      for (int64_t j = 0; j < b.per_rank; ++j) sh[j] *= s;
-      b.flat.release();
-      continue;
-    }
-    const float* src = b.flat.data();
-    for (const BucketSeg& sg : b.segs) {
-      const float* x = src + sg.flat_off;
-      float* g = grads_[size_t(sg.param)].g + sg.param_off;
-      for (int64_t j = 0; j < sg.len; ++j) g[j] = x[j] * s;
-    }
-  }
-  return waited;
 }
 
-double GradBuckets::reduce_all() {
+void GradBuckets::reduce_all() {
   start();
-  for (int i = int(grads_.size()) - 1; i >= 0; --i) grad_ready(i);
-  return finish();
+  for (int i = int(params_.size()) - 1; i >= 0; --i) grad_ready(i);
+  finish();
 }
 
-void GradBuckets::pack_shard(const std::vector<const float*>& src, float* shard) const {
-  for (const ShardPiece& p : pieces_)
-    std::memcpy(shard + p.shard_off, src[size_t(p.param)] + p.param_off,
-                size_t(p.len) * sizeof(float));
+double GradBuckets::async_seconds() {
+  double s = 0;
+  for (auto& b : buckets_) s += b.h.seconds();
+  return s;
 }
 
-void GradBuckets::all_gather_bucket(int bi, const float* shard, const std::vector<float*>& dst) {
-  Bucket& b = buckets_[size_t(bi)];
-  const bool was = b.flat.allocated();
-  if (!was) b.flat.allocate();
-  if (comm_->size() == 1) {
-    std::memcpy(b.flat.data(), shard + b.shard_off, size_t(b.per_rank) * sizeof(float));
-  } else {
-    std::vector<float> mine(shard + b.shard_off, shard + b.shard_off + b.per_rank);
-    comm_->all_gather(mine.data(), b.flat.data(), b.per_rank);
-  }
-  for (const BucketSeg& sg : b.segs)
-    std::memcpy(dst[size_t(sg.param)] + sg.param_off, b.flat.data() + sg.flat_off,
-                size_t(sg.len) * sizeof(float));
-  if (!was) b.flat.release();
+CommHandle GradBuckets::all_gather_bucket(int bi, void* base, DType t) {
+  const Bucket& b = buckets_[size_t(bi)];
+  const size_t es = dtype_size(t);
+  char* p = static_cast<char*>(base);
+  return all_gather_bucket(bi, p + size_t(b.part_lo) * es, p + size_t(b.lo) * es, t);
 }
 
-std::vector<LayerBucket> plan_layer_buckets(const std::vector<std::pair<int64_t, int64_t>>& ranges,
-                                            int64_t cap_elems) {
-  ST_CHECK(ranges.size() >= 2, "plan_layer_buckets: need the embedding and head ranges, got ",
-           ranges.size());
-  for (size_t i = 1; i < ranges.size(); ++i)
-    ST_CHECK(ranges[i].first == ranges[i - 1].first + ranges[i - 1].second,
-             "plan_layer_buckets: layer ", int(i) - 1, " starts at ", ranges[i].first,
-             ", not where layer ", int(i) - 2, " ends (",
-             ranges[i - 1].first + ranges[i - 1].second, ")");
-  const int64_t cap = std::max<int64_t>(1, cap_elems);
-  std::vector<LayerBucket> out;
-  LayerBucket cur;
-  bool open = false;
-  for (int i = int(ranges.size()) - 1; i >= 0; --i) {  // backward order
-    const auto [off, n] = ranges[size_t(i)];
-    if (!open) cur = LayerBucket{off + n, 0, 0};
-    open = true;
-    cur.off = off;
-    cur.n += n;
-    cur.close_layer = i - 1;
-    if (cur.n >= cap || i == 0) {
-      out.push_back(cur);
-      open = false;
-    }
-  }
-  return out;
+CommHandle GradBuckets::all_gather_bucket(int bi, const void* part, void* dst, DType t) {
+  const Bucket& b = buckets_[size_t(bi)];
+  return comm_.all_gather(part, dst, b.counts, t, be_.device().compute_stream());
 }
 }  // namespace st

@@ -4,6 +4,7 @@
 // group, the dp x cp group over which gradients are reduced and ZeRO shards
 // live, and the pipeline layer ranges (contiguous stages, or interleaved
 // model chunks) are all derived here so every part of the program agrees.
+// The groups are MPI communicators; a device backend builds its own on them.
 #pragma once
 #include <memory>
 #include <string>
@@ -40,14 +41,15 @@ class Mesh {
   const MeshCoords& coords() const { return coords_; }
   int rank() const { return rank_; }
 
-  // Groups: ranks that differ only in that coordinate.
-  Communicator& tp() { return *tp_; }
-  Communicator& cp() { return *cp_; }
-  Communicator& dp() { return *dp_; }
-  Communicator& pp() { return *pp_; }
+  // Groups (MPI, host): ranks that differ only in that coordinate. A
+  // backend turns each into a communicator for its device's buffers
+  // (Backend::communicator); the host groups carry the scalars.
+  MpiCommunicator& tp() { return *tp_; }
+  MpiCommunicator& cp() { return *cp_; }
+  MpiCommunicator& dp() { return *dp_; }
+  MpiCommunicator& pp() { return *pp_; }
   // dp x cp: where local gradients are summed (and ZeRO shards live).
-  Communicator& dpcp() { return *dpcp_; }
-  MpiCommunicator& pp_mpi() { return *pp_; }
+  MpiCommunicator& dpcp() { return *dpcp_; }
   // Every group, for resetting and summing collective statistics.
   std::vector<Communicator*> groups();
 

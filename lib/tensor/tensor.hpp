@@ -1,7 +1,14 @@
-// Tensor: a contiguous fp32 (or bf16) buffer with a shape, and the allocator
-// that tracks current and peak bytes per category. The categories let tests
-// check what ZeRO stages and activation checkpointing save, measured rather
-// than computed.
+// Tensor: a contiguous buffer of fp32, bf16 or int32 elements with a shape,
+// on a Device (device.hpp), owning its storage or viewing someone else's
+// (a parameter inside the model's flat buffer). Storage comes from the
+// device's allocator by category, so the memory statistics telemetry and the
+// ZeRO tests read are measured, not computed.
+//
+// Two ways to make one:
+//  - Tensor(shape, dtype, cat, device): device memory, contents undefined
+//    (NaN on the strict CPU device); what the model and engine use.
+//  - Tensor(shape, cat): host fp32 on the default CPU device, zeroed; for
+//    host-side buffers and tests.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -9,48 +16,53 @@
 #include <string>
 #include <vector>
 
+#include "tensor/device.hpp"
+#include "tensor/dtype.hpp"
+
 namespace st {
 
-enum class DType { F32, BF16 };
-enum class Device { CPU, CUDA };
-enum class MemCat { Params = 0, Grads, Optim, Activations, Comm, Other, kCount };
-const char* memcat_name(MemCat c);
-size_t dtype_size(DType d);
-
-// Process-wide byte accounting (thread-safe).
-struct MemStats {
-  static void add(MemCat c, int64_t bytes);
-  static int64_t current(MemCat c);
-  static int64_t peak(MemCat c);
-  static int64_t current_total();
-  static int64_t peak_total();
-  static void reset_peaks();  // peaks := current
-};
-
-// Owning, contiguous, CPU fp32 tensor. Moves are cheap; copies are explicit.
-// Storage of kPageOwnedBytes or more starts on a 4 KiB page and is padded to
-// whole pages (no other allocation shares them: safe to page-lock in place).
 class Tensor {
  public:
-  static constexpr size_t kPageOwnedBytes = size_t(64) << 10;
   Tensor() = default;
+  Tensor(std::vector<int64_t> shape, DType dt, MemCat cat, Device& dev);
   Tensor(std::vector<int64_t> shape, MemCat cat = MemCat::Other);
+  // A non-owning view of `data` (which must outlive it).
+  static Tensor view(void* data, std::vector<int64_t> shape, DType dt, Device& dev);
   ~Tensor();
   Tensor(Tensor&& o) noexcept;
   Tensor& operator=(Tensor&& o) noexcept;
   Tensor(const Tensor&) = delete;
   Tensor& operator=(const Tensor&) = delete;
 
+  // Same shape, dtype and device, contents copied (in stream order).
   Tensor clone(MemCat cat) const;
+  // Zero the contents (in the device's compute stream order).
   void zero();
-  void release();  // free the storage, keep the shape
-  void allocate();  // (re)allocate storage of the current shape, zeroed
+  void release();   // free the storage (a view forgets its pointer); the shape stays
+  void allocate();  // (re)allocate owned storage of the current shape; contents undefined
+  // Re-point a view (after its backing buffer moved); null clears it.
+  void rebind(void* data);
   bool allocated() const { return data_ != nullptr; }
+  bool is_view() const { return !owned_; }
 
-  float* data() { return data_; }
-  const float* data() const { return data_; }
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
+  template <typename T>
+  T* as() {
+    return static_cast<T*>(data_);
+  }
+  template <typename T>
+  const T* as() const {
+    return static_cast<const T*>(data_);
+  }
+  // fp32 data (checked: throws for another dtype).
+  float* data();
+  const float* data() const;
+
+  DType dtype() const { return dtype_; }
+  Device* device() const { return dev_; }
   int64_t numel() const { return numel_; }
-  size_t bytes() const { return size_t(numel_) * sizeof(float); }
+  size_t bytes() const { return size_t(numel_) * dtype_size(dtype_); }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t dim(int i) const { return shape_[size_t(i)]; }
   MemCat cat() const { return cat_; }
@@ -59,8 +71,11 @@ class Tensor {
  private:
   std::vector<int64_t> shape_;
   int64_t numel_ = 0;
-  float* data_ = nullptr;
+  void* data_ = nullptr;
+  DType dtype_ = DType::F32;
   MemCat cat_ = MemCat::Other;
+  Device* dev_ = nullptr;
+  bool owned_ = true;
 };
 
 int64_t numel_of(const std::vector<int64_t>& shape);

@@ -1,5 +1,5 @@
-// Implementation of checkpointing.hpp.
-#include "checkpointing.hpp"
+// Implementation of train_state.hpp.
+#include "engine/train_state.hpp"
 
 #include <filesystem>
 
@@ -23,7 +23,7 @@ namespace {
 // Rows [lo, hi) of dim 0 of this rank's block of `p` (its tp slice of the
 // global tensor), as a hyperslab of the global tensor.
 ShardView slice(const std::string& name, const Param* p, float* data, int r, int n) {
-  const auto& shape = p->w.shape();
+  const auto& shape = p->g.shape();
   ShardView v;
   v.name = name;
   v.global_shape = p->global_shape.empty() ? shape : p->global_shape;
@@ -49,7 +49,7 @@ ShardView block(const std::string& name, const Param* p, float* data) {
 // parallelism splits a dim other than 0 (row-parallel wo, w2).
 ShardView row_piece(const std::string& name, const Param* p, int64_t off, int64_t len,
                     float* data) {
-  const auto& shape = p->w.shape();
+  const auto& shape = p->g.shape();
   int64_t row = 1;
   for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
   ST_CHECK(off % row == 0 && len % row == 0, "checkpoint: ZeRO piece [", off, ", ", off + len,
@@ -68,27 +68,26 @@ json model_fingerprint(const ModelCfg& m) {
 
 CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_consumed) {
   CkptState st;
+  st.device = s.device;
   auto& slots = s.opt->slots();
   const int r = s.replica, n = s.replicas;
-  for (size_t i = 0; i < s.params.size(); ++i) {
-    Param* p = s.params[i];
-    const auto& shape = p->w.shape();
-    if (shape[0] < n && r >= shape[0]) continue;     // nothing left for this rank
-    if (!p->tp_sharded && s.tp_rank != 0) continue;  // tp rank 0 writes replicated tensors
-    if (s.zero_stage < 3) st.tensors.push_back(slice("params/" + p->name, p, p->w.data(), r, n));
-    if (s.zero_stage > 0) continue;
-    st.tensors.push_back(slice("exp_avg/" + p->name, p, slots[i].m.data(), r, n));
-    st.tensors.push_back(slice("exp_avg_sq/" + p->name, p, slots[i].v.data(), r, n));
-  }
-  if (s.zero_stage > 0) {
+  if (s.zero_stage == 0) {
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      Param* p = s.params[i];
+      const auto& shape = p->g.shape();
+      if (shape[0] < n && r >= shape[0]) continue;     // nothing left for this rank
+      if (!p->tp_sharded && s.tp_rank != 0) continue;  // tp rank 0 writes replicated tensors
+      st.tensors.push_back(slice("params/" + p->name, p, s.master[i], r, n));
+      st.tensors.push_back(slice("exp_avg/" + p->name, p, slots[i].m.data(), r, n));
+      st.tensors.push_back(slice("exp_avg_sq/" + p->name, p, slots[i].v.data(), r, n));
+    }
+  } else {
     const auto& pieces = s.zero->pieces();
     for (size_t k = 0; k < pieces.size(); ++k) {
       const Param* p = s.params[size_t(pieces[k].param)];
       if (!p->tp_sharded && s.tp_rank != 0) continue;
       const int64_t off = pieces[k].param_off, len = pieces[k].len;
-      if (s.zero_stage >= 3)
-        st.tensors.push_back(
-            row_piece("params/" + p->name, p, off, len, s.master + pieces[k].shard_off));
+      st.tensors.push_back(row_piece("params/" + p->name, p, off, len, slots[k].w));
       st.tensors.push_back(row_piece("exp_avg/" + p->name, p, off, len, slots[k].m.data()));
       st.tensors.push_back(row_piece("exp_avg_sq/" + p->name, p, off, len, slots[k].v.data()));
     }
@@ -134,20 +133,19 @@ std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string
 long restore(const TrainState& s, const std::string& step_dir) {
   std::vector<ShardView> want;
   auto& slots = s.opt->slots();
-  for (size_t i = 0; i < s.params.size(); ++i) {
-    Param* p = s.params[i];
-    if (s.zero_stage < 3) want.push_back(block("params/" + p->name, p, p->w.data()));
-    if (s.zero_stage > 0) continue;
-    want.push_back(block("exp_avg/" + p->name, p, slots[i].m.data()));
-    want.push_back(block("exp_avg_sq/" + p->name, p, slots[i].v.data()));
-  }
-  if (s.zero_stage > 0) {
+  if (s.zero_stage == 0) {
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      Param* p = s.params[i];
+      want.push_back(block("params/" + p->name, p, s.master[i]));
+      want.push_back(block("exp_avg/" + p->name, p, slots[i].m.data()));
+      want.push_back(block("exp_avg_sq/" + p->name, p, slots[i].v.data()));
+    }
+  } else {
     const auto& pieces = s.zero->pieces();
     for (size_t k = 0; k < pieces.size(); ++k) {
       const Param* p = s.params[size_t(pieces[k].param)];
       const int64_t off = pieces[k].param_off, len = pieces[k].len;
-      if (s.zero_stage >= 3)
-        want.push_back(row_piece("params/" + p->name, p, off, len, s.master + pieces[k].shard_off));
+      want.push_back(row_piece("params/" + p->name, p, off, len, slots[k].w));
       want.push_back(row_piece("exp_avg/" + p->name, p, off, len, slots[k].m.data()));
       want.push_back(row_piece("exp_avg_sq/" + p->name, p, off, len, slots[k].v.data()));
     }
@@ -159,7 +157,39 @@ long restore(const TrainState& s, const std::string& step_dir) {
     throw UsageError("checkpoint '" + step_dir + "' holds a different model (" + saved.dump() +
                      ") than the config (" + model_fingerprint(s.cfg->model).dump() +
                      "); set checkpoint.resume=none or point checkpoint.dir elsewhere");
-  LoadResult r = load(step_dir, want, -1);
-  return r.scalars.value("step", r.step);
+  Device* dev = s.device;
+  if (!dev || dev->host_accessible()) {
+    if (dev) dev->synchronize();
+    LoadResult r = load(step_dir, want, -1);
+    return r.scalars.value("step", r.step);
+  }
+  // Device memory: load into host staging buffers, a batch of about 1 GiB at
+  // a time, and copy each batch up.
+  constexpr size_t kBatchBytes = size_t(1) << 30;
+  long step = -1;
+  size_t i = 0;
+  while (i < want.size() || step < 0) {
+    std::vector<ShardView> batch;
+    std::vector<std::vector<float>> host;
+    std::vector<float*> dst;
+    size_t bytes = 0;
+    while (i < want.size() && (batch.empty() || bytes < kBatchBytes)) {
+      ShardView v = want[i++];
+      const size_t n = size_t(numel_of(v.shape));
+      host.emplace_back(n);
+      dst.push_back(v.data);
+      v.data = host.back().data();
+      batch.push_back(std::move(v));
+      bytes += n * sizeof(float);
+    }
+    LoadResult r = load(step_dir, batch, -1);
+    step = r.scalars.value("step", r.step);
+    for (size_t k = 0; k < batch.size(); ++k)
+      dev->copy_from_host(dst[k], host[k].data(), host[k].size() * sizeof(float),
+                          dev->compute_stream());
+    if (want.empty()) break;
+  }
+  dev->synchronize();
+  return step;
 }
 }  // namespace st

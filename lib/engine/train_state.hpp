@@ -1,11 +1,13 @@
-// Glue between the trainer and the checkpoint module: which shard of every
-// tensor this rank saves, the scalars that make a resume exact, and restoring
-// a run from any committed checkpoint, whatever layout wrote it.
+// Glue between the engine and the checkpoint module: which shard of every
+// tensor this rank saves (device pointers; the checkpointer snapshots them
+// into pinned host buffers, so no host copy of the model exists), the
+// scalars that make a resume exact, and restoring a run from any committed
+// checkpoint, whatever layout and device wrote it.
 //  - Replicated tensors (weights, and moments under ZeRO 0) are split along
 //    dim 0 over the replicas (the dp x cp group), so each element is written
 //    exactly once and all ranks write in parallel.
-//  - Under ZeRO >= 1 each rank saves the moments it owns (and under ZeRO 3
-//    its shard of the weights): its pieces of the ZeRO partition, which are
+//  - Under ZeRO >= 1 each rank saves the master weights and moments it owns:
+//    its pieces of the ZeRO partition, which are
 //    whole rows of the tensor's tp block and so one hyperslab of the global
 //    tensor each, with the tensor's N-D global shape. The loader reads any
 //    hyperslab from any set of saved shards (and flat <-> N-D for older
@@ -32,7 +34,10 @@ struct TrainState {
   int zero_stage = 0;
   int tp_rank = 0;  // replicated (not tp-sharded) tensors are written by tp rank 0
   const GradBuckets* zero = nullptr;  // the ZeRO partition (pieces() <-> optimizer slots)
-  float* master = nullptr;            // ZeRO 3: the master weight shard (Param::w is not resident)
+  // ZeRO 0: each parameter's fp32 master weights (device); under ZeRO >= 1
+  // the master of piece k is optimizer slot k's w.
+  std::vector<float*> master;
+  Device* device = nullptr;  // where all of it lives
 };
 
 // Rows [lo, hi) of a replicated tensor's dim 0 that replica r of n writes

@@ -1,0 +1,135 @@
+// The fp32 CPU kernels: the CPU backend's Ops (ops_cpu.cpp, behind
+// kernels/ops.hpp) run these, converting bf16 operands to fp32 around them.
+// Host pointers; each call runs to completion on the calling thread (with an
+// OpenMP team when the work is large enough).
+//
+// Conventions (all ops):
+//  - Tensors are contiguous row-major; "rows" is the flattened leading size
+//    (B*T for activations).
+//  - Activation layouts: x [rows, d]; q [B, T, Hq, hd]; k, v [B, T, Hkv, hd]
+//    (i.e. the [rows, H*hd] output of a linear layer, viewed per head).
+//  - Backward ops OVERWRITE activation gradients (dx, dq, ...) unless an
+//    `accumulate` flag says otherwise, and ADD INTO parameter gradients
+//    (dw, dtable), so gradients of a step accumulate in place.
+//  - Every op is deterministic: the same inputs give bitwise the same outputs
+//    for a given thread count (recomputation for activation checkpointing
+//    relies on this). Reductions over rows into parameter gradients do not
+//    depend on the thread count.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace st::kernels {
+
+// C[M,N] = alpha * op(A) op(B) + beta * C, row-major; op(A) is [M,K], op(B)
+// is [K,N]. lda/ldb/ldc are row strides of A, B, C as stored.
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// Same, packed (lda = trans_a ? M : K, ldb = trans_b ? K : N, ldc = N).
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          const float* B, float beta, float* C);
+
+// What the GEMM runs on, for run.json and the log, e.g. "OpenBLAS 0.3.21
+// ... (core SkylakeX)". Ends with a hint when the library picked a generic
+// kernel on a CPU that has AVX2 (OpenBLAS falls back to Prescott on CPUs it
+// does not recognise, about 3x slower; OPENBLAS_CORETYPE overrides it).
+std::string gemm_library();
+
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int64_t n);
+
+// out[r, :] = table[tokens[r], :]; tokens must be in [0, vocab).
+void embedding_fwd(const int32_t* tokens, int64_t rows, const float* table, int64_t vocab,
+                   int64_t d, float* out);
+// dtable[tokens[r], :] += dout[r, :]  (deterministic: no atomics).
+void embedding_bwd(const int32_t* tokens, int64_t rows, const float* dout, int64_t vocab, int64_t d,
+                   float* dtable);
+
+// Vocab-parallel embedding shard: table holds rows [v0, v0+vl) of the
+// vocabulary; rows whose token is outside get 0 (the tp all-reduce fills
+// them from the owning rank). Backward adds only the owned rows.
+void embedding_fwd_shard(const int32_t* tokens, int64_t rows, const float* table, int64_t v0,
+                         int64_t vl, int64_t d, float* out);
+void embedding_bwd_shard(const int32_t* tokens, int64_t rows, const float* dout, int64_t v0,
+                         int64_t vl, int64_t d, float* dtable);
+
+// y = x * rstd * w, rstd[r] = 1 / sqrt(mean_j x[r,j]^2 + eps). rstd: [rows].
+void rmsnorm_fwd(const float* x, const float* w, int64_t rows, int64_t d, float eps, float* y,
+                 float* rstd);
+// dx (= or += when accumulate) and dw (+=) from dy, x, w and the saved rstd.
+void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, int64_t rows,
+                 int64_t d, float* dx, float* dw, bool accumulate);
+
+// RoPE, interleaved pairs (x[2i], x[2i+1]) as in Meta's Llama reference
+// (view_as_complex): angle(t, i) = (pos0 + t) * theta^(-2i/hd).
+// Tables cos/sin: [T, hd/2], built by rope_table.
+void rope_table(int64_t T, int64_t hd, double theta, int64_t pos0, float* cos_t, float* sin_t);
+// In place on x [B, T, H, hd] (hd even): rotate each pair by +angle.
+void rope_fwd(float* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
+              const float* sin_t);
+// In place on dx [B, T, H, hd]: rotate by -angle (the transpose of rope_fwd).
+void rope_bwd(float* dx, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
+              const float* sin_t);
+
+// out = silu(gate) * up, elementwise over n.
+void swiglu_fwd(const float* gate, const float* up, int64_t n, float* out);
+// dgate, dup (overwritten) from dout. dgate may alias gate, dup may alias up
+// only if both alias (then gate/up are consumed).
+void swiglu_bwd(const float* gate, const float* up, const float* dout, int64_t n, float* dgate,
+                float* dup);
+
+// Causal grouped-query attention, softmax(q k^T * scale) v with
+// max-subtraction; query head h reads kv head h / (Hq / Hkv).
+// q: [B,T,Hq,hd], k,v: [B,T,Hkv,hd], out: [B,T,Hq,hd],
+// lse: [B,Hq,T] log-sum-exp of the scaled scores (saved for backward).
+void attention_fwd(const float* q, const float* k, const float* v, int64_t B, int64_t T, int64_t Hq,
+                   int64_t Hkv, int64_t hd, float scale, float* out, float* lse);
+// dq, dk, dv overwritten. Needs q, k, v, out, lse from the forward.
+void attention_bwd(const float* q, const float* k, const float* v, const float* out,
+                   const float* lse, const float* dout, int64_t B, int64_t T, int64_t Hq,
+                   int64_t Hkv, int64_t hd, float scale, float* dq, float* dk, float* dv);
+
+// Attention of queries against one K/V block, for ring attention (context
+// parallelism): q [B,Tq,Hq,hd], k,v [B,Tk,Hkv,hd]; query t sees key s iff
+// kpos[s] <= qpos[t] (global token positions; kpos ascending). out is the
+// attention output within the block, lse [B,Hq,Tq] its log-sum-exp; a query
+// that sees no key gets out = 0, lse = -inf.
+void attention_fwd_block(const float* q, const float* k, const float* v, int64_t B, int64_t Tq,
+                         int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
+                         const int32_t* qpos, const int32_t* kpos, float* out, float* lse);
+// Online-softmax merge: (out, lse) := combination of (out, lse) and (out_b,
+// lse_b), both normalized partial results over disjoint key sets. out:
+// [B,T,H,hd], lse: [B,H,T]; -inf marks "no keys".
+void attention_lse_merge(float* out, float* lse, const float* out_b, const float* lse_b, int64_t B,
+                         int64_t T, int64_t H, int64_t hd);
+// Backward of one block given the FINAL out and lse (over all blocks):
+// ADDS into dq [B,Tq,Hq,hd], dk and dv [B,Tk,Hkv,hd].
+void attention_bwd_block(const float* q, const float* k, const float* v, const float* out,
+                         const float* lse, const float* dout, int64_t B, int64_t Tq, int64_t Tk,
+                         int64_t Hq, int64_t Hkv, int64_t hd, float scale, const int32_t* qpos,
+                         const int32_t* kpos, float* dq, float* dk, float* dv);
+
+// Softmax cross-entropy over a vocabulary shard, in the three steps of
+// Ops::ce_partial / ce_rescale / ce_finish (kernels/ops.hpp): logits [rows,
+// V] hold vocabulary columns [v0, v0 + V); targets are global ids, < 0
+// ignored. Throws for a target >= v0 + V when v0 == 0 and the shard is the
+// whole vocabulary (full == true).
+void ce_partial(const float* logits, const int32_t* targets, int64_t rows, int64_t V, int64_t v0,
+                float* max, float* sumexp, float* tlogit);
+void ce_rescale(const float* max, const float* gmax, float* sumexp, int64_t rows);
+void ce_finish(const float* gmax, const float* sumexp, const float* tlogit, const int32_t* targets,
+               int64_t rows, float* lse, float* row_loss);
+// sum over rows with a target of row_loss (double, fixed order).
+double loss_sum(const float* row_loss, const int32_t* targets, int64_t rows);
+// dlogits = (softmax - onehot) * scale from the global lse; ignored rows 0;
+// dlogits may alias logits.
+void ce_bwd(const float* logits, const int32_t* targets, const float* lse, int64_t rows, int64_t V,
+            int64_t v0, float scale, float* dlogits);
+
+// AdamW on fp32 master weights with decoupled weight decay, the formula of
+// kernels/ops.hpp's AdamWHyper (g scaled by grad_scale first; bc1, bc2 the
+// bias corrections of `step`, counting from 1).
+void adamw_step(float* w, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                float beta2, float eps, float weight_decay, int64_t step, float grad_scale = 1.f);
+
+}  // namespace st::kernels

@@ -1,0 +1,166 @@
+// The CUDA backend (lib/backend/backend.hpp) and the entry point of
+// libscaletrain_cuda.so that lib/backend's loader looks up with dlsym:
+// scaletrain_cuda_backend(abi, why). One object per process, never
+// destroyed (CUDA and NCCL tear down with the process).
+//
+//  - supports: train.precision=bf16 only (the kernels store bf16
+//    activations); every layout the CPU backend runs is accepted.
+//  - preflight: this rank's GPU (select_device: the node-local rank among
+//    the visible devices, sm_80 or newer) and the peak MFU is reported
+//    against (runtime.gpu_peak_tflops, else the device's dense bf16 row of
+//    lib/metrics); then the device and the Ops are created. Collective-free.
+//  - communicator: one NcclCommunicator per MPI group, created on first
+//    use (collectively over the group) and kept until the group's MPI
+//    communicator is freed: an MPI attribute with a delete callback drops
+//    it then, so a group made later at the same address gets its own.
+#include <unistd.h>
+
+#include <mutex>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "kernels/cuda/cuda_ops.hpp"
+#include "kernels/cuda/device.hpp"
+#include "kernels/cuda/nccl_communicator.hpp"
+#include "metrics/metrics.hpp"
+
+namespace st::cuda {
+namespace {
+
+std::string host_name() {
+  char h[256] = {0};
+  if (gethostname(h, sizeof h - 1) != 0) return "?";
+  return h;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  std::string name() const override { return "cuda"; }
+
+  std::string supports(const Config& cfg) const override {
+    if (cfg.train.precision != "bf16")
+      return "runtime.device=cuda runs train.precision=bf16 (bf16 activations and compute "
+             "weights; fp32 master weights, gradients and optimizer state); train.precision=" +
+             cfg.train.precision + " is for runtime.device=cpu: set train.precision=bf16";
+    return "";
+  }
+
+  std::string preflight(const Config& cfg, int local_rank, int local_size) override {
+    if (dev_) return "";  // chosen already (this process asked before)
+    const std::string where = "runtime.device=cuda on host " + host_name() + " (node-local rank " +
+                              std::to_string(local_rank) + " of " + std::to_string(local_size) +
+                              "): ";
+    int ordinal = 0;
+    std::string name;
+    const std::string why = select_device(local_rank, local_size, &ordinal, &name);
+    if (!why.empty()) return where + why + "; use runtime.device=cpu on a machine without GPUs";
+    if (cfg.runtime.gpu_peak_tflops > 0) {
+      peak_ = {cfg.runtime.gpu_peak_tflops * 1e12, "config runtime.gpu_peak_tflops"};
+    } else if (auto p = metrics::peak_flops(name, "bf16")) {
+      peak_ = {p->flops, "table: " + p->device + " " + p->precision + " (" + p->source + ")"};
+    } else {
+      return where + "no dense bf16 peak FLOP/s is known for '" + name +
+             "' (lib/metrics peak table); set runtime.gpu_peak_tflops to its dense bf16 TFLOP/s "
+             "for MFU";
+    }
+    try {
+      dev_ = std::make_unique<CudaDevice>(ordinal, name);
+      ops_ = make_cuda_ops(*dev_);
+    } catch (const std::exception& e) {
+      ops_.reset();
+      dev_.reset();
+      return where + e.what();
+    }
+    return "";
+  }
+
+  Device& device() override {
+    ST_CHECK(dev_ != nullptr, "runtime.device=cuda: the device is used before preflight()");
+    return *dev_;
+  }
+  Ops& ops() override {
+    ST_CHECK(ops_ != nullptr, "runtime.device=cuda: the ops are used before preflight()");
+    return *ops_;
+  }
+
+  Communicator& communicator(MpiCommunicator& group) override {
+    device();  // preflight first
+    const MPI_Comm key = group.mpi();
+    NcclCommunicator* made = nullptr;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      for (auto& e : comms_)
+        if (e.key == key) return *e.comm;
+      comms_.push_back({key, std::make_unique<NcclCommunicator>(group, *dev_)});
+      made = comms_.back().comm.get();
+      // Finished collectives are counted when the compute stream is synchronised.
+      if (!hooked_) dev_->after_sync([this] { reap_all(); });
+      hooked_ = true;
+      if (keyval_ == MPI_KEYVAL_INVALID)
+        ST_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &on_comm_free, &keyval_, this));
+    }
+    ST_MPI_CHECK(MPI_Comm_set_attr(key, keyval_, made));
+    return *made;
+  }
+
+  std::optional<DevicePeak> peak(const Config& cfg) override {
+    if (dev_) return peak_;
+    if (cfg.runtime.gpu_peak_tflops > 0)
+      return DevicePeak{cfg.runtime.gpu_peak_tflops * 1e12, "config runtime.gpu_peak_tflops"};
+    return std::nullopt;
+  }
+
+ private:
+  struct Entry {
+    MPI_Comm key;
+    std::unique_ptr<NcclCommunicator> comm;
+  };
+  // MPI calls this when a group's communicator is freed (copy callback: none,
+  // so MPI_Comm_dup'ed groups get their own NCCL communicator).
+  static int on_comm_free(MPI_Comm, int, void* attr, void* self) {
+    static_cast<CudaBackend*>(self)->drop(static_cast<NcclCommunicator*>(attr));
+    return MPI_SUCCESS;
+  }
+  void drop(NcclCommunicator* c) {
+    std::unique_ptr<NcclCommunicator> gone;  // destroyed outside the lock
+    std::lock_guard<std::mutex> g(mu_);
+    for (size_t i = 0; i < comms_.size(); ++i)
+      if (comms_[i].comm.get() == c) {
+        gone = std::move(comms_[i].comm);
+        comms_.erase(comms_.begin() + long(i));
+        break;
+      }
+  }
+  void reap_all() {
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto& e : comms_) e.comm->reap();
+  }
+
+  std::unique_ptr<CudaDevice> dev_;
+  std::unique_ptr<Ops> ops_;
+  DevicePeak peak_;
+  std::mutex mu_;
+  std::vector<Entry> comms_;
+  bool hooked_ = false;
+  int keyval_ = MPI_KEYVAL_INVALID;
+};
+}  // namespace
+}  // namespace st::cuda
+
+extern "C" __attribute__((visibility("default"))) st::Backend* scaletrain_cuda_backend(
+    int abi, std::string* why) {
+  if (abi != st::kBackendAbi) {
+    if (why)
+      *why = "built for backend ABI " + std::to_string(st::kBackendAbi) + ", the program uses " +
+             std::to_string(abi) + ": rebuild the program and the library from one tree";
+    return nullptr;
+  }
+  try {
+    static st::Backend* backend = new st::cuda::CudaBackend();  // process lifetime
+    return backend;
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return nullptr;
+  }
+}

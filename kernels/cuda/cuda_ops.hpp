@@ -1,0 +1,12 @@
+// The CUDA backend's Ops (kernels/ops.hpp) over the CUDA device: cuBLASLt
+// GEMM, cuDNN causal attention, and the custom kernels of ops_cuda.hpp
+// (cuda_ops.cpp says which op runs where and which dtypes each takes).
+#pragma once
+#include <memory>
+
+#include "kernels/cuda/device.hpp"
+#include "kernels/ops.hpp"
+
+namespace st::cuda {
+std::unique_ptr<Ops> make_cuda_ops(CudaDevice& dev);
+}  // namespace st::cuda

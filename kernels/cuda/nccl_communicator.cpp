@@ -1,0 +1,317 @@
+// NCCL implementation of the Communicator seam (see nccl_communicator.hpp).
+#include "kernels/cuda/nccl_communicator.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/error.hpp"
+#include "core/util.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+
+// NCCL: the message includes NCCL's error string and its last error text.
+#define ST_NCCL_CHECK(call, comm)                                                              \
+  do {                                                                                         \
+    ncclResult_t st_nccl_rc_ = (call);                                                         \
+    if (st_nccl_rc_ != ncclSuccess)                                                            \
+      ::st::throw_error("NCCL", __FILE__, __LINE__,                                            \
+                        ::st::detail::cat(#call, " failed: ", ncclGetErrorString(st_nccl_rc_), \
+                                          ": ", ncclGetLastError(comm)));                      \
+  } while (0)
+
+namespace st::cuda {
+namespace {
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return ncclFloat32;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::F64:
+      return ncclFloat64;
+    default:
+      return ncclInt32;
+  }
+}
+const char* offset(const void* p, int64_t elems, DType t) {
+  return static_cast<const char*>(p) + size_t(elems) * dtype_size(t);
+}
+char* offset(void* p, int64_t elems, DType t) {
+  return static_cast<char*>(p) + size_t(elems) * dtype_size(t);
+}
+}  // namespace
+
+struct NcclCommunicator::Coll {
+  Coll(CollKind k, int64_t b, const char* w) : kind(k), bytes(b), what(w) {}
+  CudaEvent start{true}, end{true};
+  CollKind kind;
+  int64_t bytes;
+  const char* what;
+  std::atomic<double> started{0};  // host time it was first seen running (0: not yet)
+};
+
+class NcclCommunicator::Op final : public CommOp {
+ public:
+  Op(NcclCommunicator* c, std::shared_ptr<Coll> coll) : c_(c), coll_(std::move(coll)) {}
+  bool test() override {
+    const bool done = coll_->end.query();
+    if (done) c_->reap();
+    return done;
+  }
+  void wait_host() override { c_->wait_host(*coll_); }
+  void wait_stream(Stream& s) override { s.wait(coll_->end); }
+  double seconds() override {
+    return coll_->end.query() ? coll_->end.seconds_since(coll_->start) : 0.0;
+  }
+
+ private:
+  NcclCommunicator* c_;
+  std::shared_ptr<Coll> coll_;
+};
+
+NcclCommunicator::NcclCommunicator(MpiCommunicator& group, CudaDevice& dev)
+    : dev_(dev), name_(group.name()), rank_(group.rank()), size_(group.size()) {
+  timeout_s_ = group.timeout_s();
+  dev_.make_current();
+  int lo = 0, hi = 0;
+  ST_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+  // Highest priority: collectives should not queue behind compute kernels.
+  stream_ = std::make_unique<CudaStream>("nccl:" + name_, hi);
+  ready_ = std::make_unique<CudaEvent>(false);
+  if (size_ == 1) return;  // no NCCL communicator for a group of one
+  ncclUniqueId id{};
+  if (rank_ == 0) ST_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+  group.broadcast_bytes(&id, int64_t(sizeof id), 0);
+  ST_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_), nullptr);
+  watchdog_ = std::thread([this] { watch(); });
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  if (stream_) cudaStreamSynchronize(stream_->get());
+  try {
+    reap();
+  } catch (...) {  // destructors do not throw; the job is ending anyway
+  }
+  if (comm_ && !aborted_) ncclCommDestroy(comm_);
+}
+
+CommHandle NcclCommunicator::launch(Stream& after, CollKind k, int64_t bytes, const char* what,
+                                    const std::function<void()>& enqueue) {
+  check_async(what);
+  auto c = std::make_shared<Coll>(k, bytes, what);
+  ready_->record(after);
+  ST_CUDA_CHECK(cudaStreamWaitEvent(stream_->get(), ready_->get(), 0));
+  c->start.record(stream_->get());
+  enqueue();
+  c->end.record(stream_->get());
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    pending_.push_back(c);
+  }
+  return CommHandle(std::make_shared<Op>(this, std::move(c)));
+}
+
+void NcclCommunicator::reap() {
+  std::vector<std::shared_ptr<Coll>> done;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    while (!pending_.empty() && pending_.front()->end.query()) {
+      done.push_back(std::move(pending_.front()));
+      pending_.pop_front();
+    }
+  }
+  for (auto& c : done) add_stat(c->kind, c->bytes, c->end.seconds_since(c->start));
+}
+
+void NcclCommunicator::wait_host(Coll& c) {
+  for (long spin = 0;; ++spin) {
+    if (c.end.query()) {
+      reap();
+      return;
+    }
+    check_async(c.what);
+    if (c.started == 0 && c.start.query()) c.started = wall_time();
+    if (c.started > 0 && wall_time() - c.started > timeout_s_)
+      fail(detail::cat(c.what, " of ", c.bytes, " bytes not finished after ", timeout_s_,
+                       " s (runtime.timeout_s)"));
+    if (spin < 1000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void NcclCommunicator::check_async(const char* when) {
+  if (!comm_) return;
+  ncclResult_t r = ncclSuccess;
+  if (ncclCommGetAsyncError(comm_, &r) == ncclSuccess && r != ncclSuccess && r != ncclInProgress)
+    fail(detail::cat("NCCL error (at ", when, "): ", ncclGetErrorString(r), ": ",
+                     ncclGetLastError(comm_)));
+}
+
+std::string NcclCommunicator::overdue() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (pending_.empty()) return "";
+  Coll& c = *pending_.front();
+  if (c.end.query()) return "";
+  const double now = wall_time();
+  if (c.started == 0 && c.start.query()) c.started = now;
+  if (c.started > 0 && now - c.started > timeout_s_)
+    return detail::cat(c.what, " of ", c.bytes, " bytes not finished ", now - c.started,
+                       " s after it started on the device (runtime.timeout_s=", timeout_s_, ")");
+  return "";
+}
+
+void NcclCommunicator::fail(const std::string& why) {
+  const std::string msg =
+      detail::cat(error_prefix(__FILE__, __LINE__), "NCCL group '", name_, "' (rank ", rank_,
+                  " of ", size_, "): ", why, "; a peer is dead or stuck. Aborting the job.");
+  std::fprintf(stderr, "%s\n", msg.c_str());
+  std::fflush(stderr);
+  if (!aborted_.exchange(true) && comm_) ncclCommAbort(comm_);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] honest
+}
+
+void NcclCommunicator::watch() {
+  dev_.make_current();
+  const auto period = std::chrono::milliseconds(std::max(10, std::min(100, int(timeout_s_ * 100))));
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!stop_) {
+    cv_.wait_for(lk, period);
+    if (stop_) break;
+    lk.unlock();
+    std::string why;
+    try {
+      check_async("watchdog");
+      reap();
+      why = overdue();
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (!why.empty()) fail(why);
+    lk.lock();
+  }
+}
+
+CommHandle NcclCommunicator::all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) {
+  if (size_ == 1 || n == 0) return {};
+  return launch(after, CollKind::AllReduce, n * int64_t(dtype_size(t)), "all_reduce", [&] {
+    ST_NCCL_CHECK(ncclAllReduce(buf, buf, size_t(n), nccl_type(t),
+                                op == ReduceOp::Sum ? ncclSum : ncclMax, comm_, stream_->get()),
+                  comm_);
+  });
+}
+
+CommHandle NcclCommunicator::reduce_scatter(const void* send, void* recv,
+                                            const std::vector<int64_t>& counts, DType t,
+                                            Stream& after) {
+  ST_CHECK(int(counts.size()) == size_, "reduce_scatter on '", name_, "': ", counts.size(),
+           " counts for ", size_, " ranks");
+  if (size_ == 1) {
+    if (counts[0] && send != recv) dev_.copy(recv, send, size_t(counts[0]) * dtype_size(t), after);
+    return {};
+  }
+  int64_t total = 0;
+  bool equal = true;
+  for (int64_t c : counts) total += c, equal = equal && c == counts[0];
+  if (total == 0) return {};
+  return launch(
+      after, CollKind::ReduceScatter, total * int64_t(dtype_size(t)), "reduce_scatter", [&] {
+        const cudaStream_t s = stream_->get();
+        if (equal) {
+          ST_NCCL_CHECK(
+              ncclReduceScatter(send, recv, size_t(counts[0]), nccl_type(t), ncclSum, comm_, s),
+              comm_);
+          return;
+        }
+        // Each rank's part reduced to it (recvbuff is used on the root only).
+        ST_NCCL_CHECK(ncclGroupStart(), comm_);
+        int64_t off = 0;
+        for (int r = 0; r < size_; ++r) {
+          if (counts[size_t(r)] > 0)
+            ST_NCCL_CHECK(ncclReduce(offset(send, off, t), r == rank_ ? recv : nullptr,
+                                     size_t(counts[size_t(r)]), nccl_type(t), ncclSum, r, comm_, s),
+                          comm_);
+          off += counts[size_t(r)];
+        }
+        ST_NCCL_CHECK(ncclGroupEnd(), comm_);
+      });
+}
+
+CommHandle NcclCommunicator::all_gather(const void* send, void* recv,
+                                        const std::vector<int64_t>& counts, DType t,
+                                        Stream& after) {
+  ST_CHECK(int(counts.size()) == size_, "all_gather on '", name_, "': ", counts.size(),
+           " counts for ", size_, " ranks");
+  std::vector<int64_t> displ;
+  int64_t total = 0;
+  bool equal = true;
+  for (int64_t c : counts) displ.push_back(total), total += c, equal = equal && c == counts[0];
+  char* mine = offset(recv, displ[size_t(rank_)], t);
+  if (size_ == 1) {
+    if (send != mine && counts[0]) dev_.copy(mine, send, size_t(counts[0]) * dtype_size(t), after);
+    return {};
+  }
+  if (total == 0) return {};
+  return launch(after, CollKind::AllGather, total * int64_t(dtype_size(t)), "all_gather", [&] {
+    const cudaStream_t s = stream_->get();
+    if (equal) {  // in place when send == recv + rank * count (NCCL's rule too)
+      ST_NCCL_CHECK(ncclAllGather(send, recv, size_t(counts[0]), nccl_type(t), comm_, s), comm_);
+      return;
+    }
+    // Each rank's part broadcast from it (in place on the root when send == mine).
+    ST_NCCL_CHECK(ncclGroupStart(), comm_);
+    for (int r = 0; r < size_; ++r) {
+      if (counts[size_t(r)] == 0) continue;
+      char* dst = offset(recv, displ[size_t(r)], t);
+      ST_NCCL_CHECK(ncclBroadcast(r == rank_ ? send : dst, dst, size_t(counts[size_t(r)]),
+                                  nccl_type(t), r, comm_, s),
+                    comm_);
+    }
+    ST_NCCL_CHECK(ncclGroupEnd(), comm_);
+  });
+}
+
+CommHandle NcclCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Stream& after) {
+  int64_t bytes = 0;
+  std::vector<const P2POp*> sends, recvs;
+  for (const P2POp& o : ops) {
+    ST_CHECK(o.peer >= 0 && o.peer < size_, "exchange on '", name_, "': peer ", o.peer,
+             " outside the group of ", size_);
+    ST_CHECK(o.n >= 0, "exchange on '", name_, "': ", o.n, " elements");
+    bytes += o.n * int64_t(dtype_size(t));
+    (o.send ? sends : recvs).push_back(&o);
+  }
+  if (size_ == 1) {  // to and from itself: the k-th receive gets the k-th send
+    ST_CHECK(sends.size() == recvs.size(), "exchange on '", name_, "' (one rank): ", sends.size(),
+             " sends and ", recvs.size(), " receives");
+    for (size_t i = 0; i < sends.size(); ++i) {
+      ST_CHECK(sends[i]->n == recvs[i]->n, "exchange on '", name_, "' (one rank): a send of ",
+               sends[i]->n, " elements matched with a receive of ", recvs[i]->n);
+      if (sends[i]->buf != recvs[i]->buf)
+        dev_.copy(recvs[i]->buf, sends[i]->buf, size_t(sends[i]->n) * dtype_size(t), after);
+    }
+    return {};
+  }
+  if (bytes == 0) return {};
+  return launch(after, CollKind::SendRecv, bytes, "send/recv", [&] {
+    const cudaStream_t s = stream_->get();
+    ST_NCCL_CHECK(ncclGroupStart(), comm_);
+    for (const P2POp& o : ops) {
+      if (o.n == 0) continue;
+      if (o.send)
+        ST_NCCL_CHECK(ncclSend(o.buf, size_t(o.n), nccl_type(t), o.peer, comm_, s), comm_);
+      else
+        ST_NCCL_CHECK(ncclRecv(o.buf, size_t(o.n), nccl_type(t), o.peer, comm_, s), comm_);
+    }
+    ST_NCCL_CHECK(ncclGroupEnd(), comm_);
+  });
+}
+}  // namespace st::cuda

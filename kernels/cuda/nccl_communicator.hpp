@@ -1,0 +1,96 @@
+// The NCCL implementation of the Communicator seam (lib/comm/communicator.hpp)
+// for the CUDA backend: one ncclComm per MPI group, created collectively
+// over the group (rank 0's unique id broadcast on the group's MPI
+// communicator), with its own non-blocking, high-priority stream.
+//
+//  - Every collective waits (cudaStreamWaitEvent) for an event recorded on
+//    `after` when it is called, then runs on the communicator's stream
+//    between a start and an end event; its handle tests / waits on the end
+//    event (wait(stream) is a cudaStreamWaitEvent, so the compute stream can
+//    go on until it needs the result), and seconds() is the device time
+//    between the two events.
+//  - reduce_scatter and all_gather with unequal per-rank counts are a group
+//    of ncclReduce to each root / ncclBroadcast from each root; equal counts
+//    use ncclReduceScatter / ncclAllGather. exchange is a group of
+//    ncclSend/ncclRecv (NCCL matches them in order per peer, the seam's rule).
+//  - A group of one rank has no NCCL communicator: collectives are no-ops or
+//    device copies on `after`, as MpiCommunicator does.
+//  - Statistics (calls, bytes, device seconds per kind) are counted when a
+//    collective is seen finished: by its handle, by the watchdog, and after
+//    every host synchronisation of the compute stream (so a step's figures
+//    are complete once the engine has synchronised).
+//  - Never hangs: a watchdog thread polls ncclCommGetAsyncError and the
+//    oldest unfinished collective; on an NCCL error, or when a collective has
+//    run longer than timeout_s() since it started on the device, it prints
+//    a message naming host, rank, group and collective, aborts the NCCL
+//    communicator and ends the job (MPI_Abort). Host waits (handle.wait())
+//    apply the same checks. Creating the communicator (ncclCommInitRank) is
+//    blocking and not covered by the timeout.
+#pragma once
+#include <nccl.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "comm/communicator.hpp"
+#include "kernels/cuda/device.hpp"
+
+namespace st::cuda {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Collective over `group`'s ranks; uses `dev` (current on this thread).
+  NcclCommunicator(MpiCommunicator& group, CudaDevice& dev);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+
+  CommHandle all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) override;
+  CommHandle reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                            DType t, Stream& after) override;
+  CommHandle all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType t,
+                        Stream& after) override;
+  CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) override;
+
+  // Counts the collectives that have finished into the statistics.
+  void reap();
+
+  struct Coll;  // one collective in flight (nccl_communicator.cpp)
+  // Host wait for c with the watchdog's checks.
+  void wait_host(Coll& c);
+
+ private:
+  class Op;
+  // Orders the stream after `after`, brackets enqueue() (the NCCL calls)
+  // with c's events, and returns its handle.
+  CommHandle launch(Stream& after, CollKind k, int64_t bytes, const char* what,
+                    const std::function<void()>& enqueue);
+  void check_async(const char* when);
+  // The oldest unfinished collective, if it has run past the timeout: why.
+  std::string overdue();
+  [[noreturn]] void fail(const std::string& why);
+  void watch();
+
+  CudaDevice& dev_;
+  std::string name_;
+  int rank_ = 0, size_ = 1;
+  ncclComm_t comm_ = nullptr;
+  std::unique_ptr<CudaStream> stream_;
+  std::unique_ptr<CudaEvent> ready_;  // recorded on `after`, waited for by stream_
+  std::mutex mu_;                     // pending_, stop_
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Coll>> pending_;
+  bool stop_ = false;
+  std::atomic<bool> aborted_{false};
+  std::thread watchdog_;
+};
+}  // namespace st::cuda

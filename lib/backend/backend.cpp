@@ -1,0 +1,90 @@
+// The CPU backend and the run-time loader of the CUDA backend library (see
+// backend.hpp).
+#include "backend/backend.hpp"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "core/error.hpp"
+#include "core/util.hpp"
+
+namespace st {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(bool strict) : strict_(strict) {}
+  std::string name() const override { return strict_ ? "cpu-strict" : "cpu"; }
+  std::string supports(const Config&) const override { return ""; }
+  std::string preflight(const Config&, int, int) override { return ""; }
+  Device& device() override { return strict_ ? cpu_strict_device() : cpu_device(); }
+  Ops& ops() override { return cpu_ops(); }
+  Communicator& communicator(MpiCommunicator& group) override {
+    group.bind(device());
+    return group;
+  }
+  std::optional<DevicePeak> peak(const Config& cfg) override {
+    if (cfg.runtime.cpu_peak_gflops > 0)
+      return DevicePeak{cfg.runtime.cpu_peak_gflops * 1e9, "config runtime.cpu_peak_gflops"};
+    return std::nullopt;
+  }
+
+ private:
+  bool strict_;
+};
+
+std::string this_library_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cuda_backend_path), &info) && info.dli_fname)
+    return std::filesystem::path(info.dli_fname).parent_path().string();
+  return ".";
+}
+
+Backend* load_cuda() {
+  static std::mutex mu;
+  static Backend* loaded = nullptr;
+  std::lock_guard<std::mutex> g(mu);
+  if (loaded) return loaded;
+  const std::string path = cuda_backend_path();
+  if (!std::filesystem::exists(path))
+    throw UsageError("runtime.device=cuda: the CUDA backend library '" + path +
+                     "' does not exist (this build has no CUDA backend, or "
+                     "SCALETRAIN_BACKEND_DIR points elsewhere); use runtime.device=cpu");
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    throw UsageError("runtime.device=cuda: cannot load the CUDA backend library '" + path +
+                     "': " + (e ? e : "unknown error"));
+  }
+  auto entry = reinterpret_cast<BackendEntry>(dlsym(h, kCudaBackendEntry));
+  if (!entry)
+    throw UsageError("runtime.device=cuda: '" + path + "' has no entry point " + kCudaBackendEntry +
+                     " (not a scaletrain backend library)");
+  std::string why;
+  Backend* b = entry(kBackendAbi, &why);
+  if (!b) throw UsageError("runtime.device=cuda: '" + path + "': " + why);
+  loaded = b;
+  return b;
+}
+}  // namespace
+
+Backend& cpu_backend(bool strict) {
+  static CpuBackend inline_be(false), strict_be(true);
+  return strict ? strict_be : inline_be;
+}
+
+std::string cuda_backend_path() {
+  const std::string dir = env("SCALETRAIN_BACKEND_DIR").value_or(this_library_dir());
+  return (std::filesystem::path(dir) / kCudaBackendFile).string();
+}
+
+Backend& backend_for(const Config& cfg) {
+  if (cfg.runtime.device == "cuda") return *load_cuda();
+  ST_USAGE_CHECK(cfg.runtime.device == "cpu", "runtime.device: '", cfg.runtime.device,
+                 "' is not valid; use cpu or cuda");
+  return cpu_backend(cfg.runtime.strict_device);
+}
+}  // namespace st

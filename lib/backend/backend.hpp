@@ -1,0 +1,67 @@
+// The Backend: what one device kind supplies to the one model and the one
+// engine: a Device (memory, streams, events, copies), Ops (every kernel) and
+// Communicators (collectives on that device's buffers), plus what it can
+// run of a config and the peak FLOP/s MFU is reported against.
+//
+//  - cpu: always built; the default CPU device (inline streams), the CPU
+//    Ops, MPI collectives. runtime.strict_device=true selects the strict
+//    CPU device instead (worker-thread streams, NaN-filled allocations).
+//  - cuda: a shared library (libscaletrain_cuda.so, built from kernels/cuda
+//    when the CUDA toolkit is found) loaded the first time
+//    runtime.device=cuda asks for it, so CPU ranks and the analysis never
+//    load a CUDA library. A missing or broken library is a one-line
+//    UsageError naming it.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "comm/communicator.hpp"
+#include "config/config.hpp"
+#include "kernels/ops.hpp"
+#include "tensor/device.hpp"
+
+namespace st {
+
+// The peak MFU is reported against, when the backend knows it.
+struct DevicePeak {
+  double flops = 0;    // per rank
+  std::string source;  // where the figure comes from
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;  // "cpu", "cpu-strict", "cuda"
+  // What of a schema-valid config this backend cannot run: "" or the reason,
+  // naming the key and what would be valid. Touches no device (a dry run
+  // asks it on a machine without GPUs).
+  virtual std::string supports(const Config& cfg) const = 0;
+  // This rank's device: picks it (node-local rank among the visible ones)
+  // and checks it. Collective-free; "" or the reason. Call before device().
+  virtual std::string preflight(const Config& cfg, int local_rank, int local_size) = 0;
+  virtual Device& device() = 0;
+  virtual Ops& ops() = 0;
+  // A communicator over `group`'s ranks for this device's buffers, owned by
+  // the backend (the same object for the same group). Collective over group.
+  virtual Communicator& communicator(MpiCommunicator& group) = 0;
+  // The peak for MFU (nullopt: the trainer measures the CPU's sgemm rate).
+  virtual std::optional<DevicePeak> peak(const Config& cfg) = 0;
+};
+
+Backend& cpu_backend(bool strict = false);
+// The backend runtime.device (and runtime.strict_device) name; loads the
+// CUDA library on first use. Throws UsageError when it cannot be had.
+Backend& backend_for(const Config& cfg);
+// Where the CUDA backend library is looked for: $SCALETRAIN_BACKEND_DIR, or
+// the folder this library (libst_backend.so) was loaded from.
+std::string cuda_backend_path();
+
+// The entry point the CUDA backend library exports (extern "C"): returns its
+// Backend (process lifetime), or null with *why set. `abi` must equal
+// kBackendAbi (the library and the program were built from the same tree).
+constexpr int kBackendAbi = 1;
+using BackendEntry = Backend* (*)(int abi, std::string* why);
+constexpr const char* kCudaBackendEntry = "scaletrain_cuda_backend";
+constexpr const char* kCudaBackendFile = "libscaletrain_cuda.so";
+}  // namespace st

@@ -1,0 +1,115 @@
+// The pipeline schedule runner of the engine: executes this stage's 1F1B or
+// interleaved schedule (parallel/pipeline.hpp). Boundary tensors go to the
+// neighbouring virtual stage (chunk c of stage s is virtual stage c*pp + s)
+// through the device's communicators: a receive is waited for by the compute
+// stream before the op that needs it, a send is left in flight (its buffer
+// kept) until the end of the step.
+//
+// Point-to-point messages carry no tag (communicator.hpp): between two
+// ranks they match in call order, and a communicator runs its operations in
+// order on one stream. Activations (forward) and gradients (backward) are
+// separate message streams, so each direction has its own communicators;
+// within a direction a stage sends on the communicator of its colour and
+// receives on its neighbour's, with neighbouring stages coloured differently
+// (2 colours for an even number of stages, 3 for an odd one, as the
+// interleaved schedule wraps from the last stage to the first). A stage's
+// sends then never wait behind its own receives, which is what would
+// deadlock a ring of stages that all send before they receive. Every stage
+// walks forward ops and backward ops in the same (chunk, micro) order
+// (pipeline_schedule), so sends and receives pair up in order.
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+#include "core/util.hpp"
+#include "engine/engine.hpp"
+#include "parallel/pipeline.hpp"
+
+namespace st {
+namespace {
+int colours(int P) { return P % 2 == 0 ? 2 : 3; }
+int colour(int s, int P) { return P % 2 == 0 ? s % 2 : (s == P - 1 ? 2 : s % 2); }
+}  // namespace
+
+void Engine::make_pp_links() {
+  const int P = mesh_.dims().pp;
+  for (const char* dir : {"fwd", "bwd"})
+    for (int k = 0; k < colours(P); ++k) {
+      pp_links_.push_back(mesh_.pp().dup(std::string("pp_") + dir + std::to_string(k)));
+      used_.push_back(&be_.communicator(*pp_links_.back()));  // collective: NCCL creates it here
+    }
+}
+
+Communicator& Engine::pp_link(bool forward, int sender) {
+  const int P = mesh_.dims().pp;
+  const size_t i = size_t((forward ? 0 : colours(P)) + colour(sender, P));
+  return be_.communicator(*pp_links_[i]);
+}
+
+double Engine::run_pipeline(long step, const DataLoader& loader, StepOut& o) {
+  const int P = mesh_.dims().pp, s = mesh_.coords().pp, v = int(chunks_.size());
+  const int M = cfg_.train.grad_accum;
+  const int prev = (s + P - 1) % P, next = (s + 1) % P;
+  Stream& cs = dev_.compute_stream();
+  struct Pending {
+    Tensor buf;
+    CommHandle h;
+  };
+  std::vector<Pending> sends;
+  struct Wait {
+    std::unique_ptr<Event> a, b;
+  };
+  std::vector<Wait> waits;
+  // Receive n elements from `peer` on `c`; the compute stream waits for it.
+  auto receive = [&](Communicator& c, int peer, int64_t n) {
+    Tensor t({n}, cdt_, MemCat::Activations, dev_);
+    Wait w{dev_.create_event(), dev_.create_event()};
+    w.a->record(cs);
+    c.exchange({{false, t.raw(), n, peer}}, cdt_, cs).wait(cs);
+    w.b->record(cs);
+    waits.push_back(std::move(w));
+    return t;
+  };
+  auto send = [&](Communicator& c, int peer, Tensor t) {
+    const int64_t n = t.numel();
+    CommHandle h = c.exchange({{true, t.raw(), n, peer}}, cdt_, cs);
+    sends.push_back({std::move(t), std::move(h)});
+  };
+  MicroBatch mb;
+  const float scale = 1.0f / float(M * mesh_.dims().dp);
+  for (const PipeOp& op : pipeline_schedule(P, v, M, s)) {
+    Model& model = *chunks_[size_t(op.chunk)];
+    const int vs = op.chunk * P + s;
+    const bool first = vs == 0, last = vs == P * v - 1;
+    double td = wall_time();
+    loader.get(step, op.micro, mb);
+    o.data_s += wall_time() - td;
+    const int64_t nb = model.boundary_elems(mb.B, mb.T);
+    if (op.forward) {
+      Tensor in;
+      if (!first) in = receive(pp_link(true, prev), prev, nb);
+      Tensor out;
+      model.stage_forward(op.micro, mb.tokens.data(), first ? nullptr : &in, mb.targets.data(),
+                          mb.B, mb.T, ckpt_mode_, scale, &out);
+      if (!last) send(pp_link(true, s), next, std::move(out));
+    } else {
+      Tensor dy;
+      if (!last) dy = receive(pp_link(false, next), next, nb);
+      Tensor dx;
+      collect_ = op.micro == M - 1;  // this chunk's last backward
+      model.stage_backward(op.micro, last ? nullptr : &dy, scale, first ? nullptr : &dx);
+      collect_ = false;
+      if (!first) send(pp_link(false, s), prev, std::move(dx));
+    }
+    for (auto& p : sends) p.h.test();  // let sends progress
+  }
+  Wait w{dev_.create_event(), dev_.create_event()};
+  w.a->record(cs);
+  for (auto& p : sends) p.h.wait(cs);
+  w.b->record(cs);
+  waits.push_back(std::move(w));
+  sends.clear();  // buffers freed in compute-stream order, after the waits
+  dev_.synchronize();
+  double waited = 0;
+  for (auto& x : waits) waited += x.b->seconds_since(*x.a);
+  return waited;
+}
+}  // namespace st
