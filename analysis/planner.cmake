@@ -1,10 +1,10 @@
 # scaletrain-plan: layout planning, calibration, predicted-vs-measured
 # comparison and the MPT fit (docs/planner.md). Links lib/plan, the CPU
-# kernels and AdamW (for calibrate's timings), the telemetry reader and the
-# analysis library (run summaries, plots): no MPI, no CUDA.
+# kernels (for calibrate's timings), the telemetry reader and the analysis
+# library (run summaries, plots): no MPI, no CUDA.
 add_library(st_planner_ops ${CMAKE_CURRENT_LIST_DIR}/planner/op_runner.cpp)
 target_include_directories(st_planner_ops PUBLIC ${CMAKE_CURRENT_LIST_DIR})
-target_link_libraries(st_planner_ops PUBLIC st_plan st_kernels_cpu st_optim st_core)
+target_link_libraries(st_planner_ops PUBLIC st_plan st_kernels_cpu st_tensor st_core)
 
 add_library(st_planner
   ${CMAKE_CURRENT_LIST_DIR}/planner/cli.cpp

@@ -129,7 +129,7 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
                           &mo.embed_bwd, &mo.head_fwd, &mo.head_bwd})
       for (const Op& op : *v) ops.emplace(op.key(), op);
     for (int s = 0; s < c.cfg.parallel.pp; ++s)
-      for (const Op& op : step_end_ops(c.cfg, stage_shape(c.cfg, s).params, true))
+      for (const Op& op : step_end_ops(c.cfg, stage_shape(c.cfg, s).params))
         ops.emplace(op.key(), op);
   }
   if (valid == 0)

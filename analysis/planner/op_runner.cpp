@@ -1,6 +1,6 @@
 // Implementation of op_runner.hpp: one harness per op kind that sets up
 // inputs of the op's shape and calls the kernel the trainer calls
-// (lib/model's block.cpp, stage.cpp and ring_attention.cpp; AdamW::step).
+// (lib/model's block.cpp, stage.cpp and ring_attention.cpp; Ops::adamw).
 #include "planner/op_runner.hpp"
 
 #include <algorithm>
@@ -9,15 +9,13 @@
 #include <functional>
 #include <random>
 
-#include "config/config.hpp"
 #include "core/util.hpp"
 #include "kernels/ops.hpp"
-#include "optim/optim.hpp"
+#include "tensor/device.hpp"
 #include "tensor/tensor.hpp"
 
 namespace st::plan {
 namespace {
-namespace k = kernels;
 
 std::vector<float> filled(int64_t n, float scale = 0.1f) {
   std::vector<float> v(size_t(std::max<int64_t>(n, 1)));
@@ -39,8 +37,13 @@ std::vector<int32_t> cp_positions(int r, int cp, int64_t Tg) {
   return p;
 }
 
-// The call for one op, with its buffers captured.
+// The call for one op, with its buffers captured: the CPU backend's Ops
+// (kernels/ops.hpp) in fp32 on the default CPU device's inline stream, as
+// lib/model calls them.
 std::function<void()> harness(const Op& op) {
+  Ops& o = cpu_ops();
+  Stream& st = cpu_device().compute_stream();
+  const DType F = DType::F32;
   const int64_t* s = op.s;
   switch (op.kind) {
     case OpKind::Gemm: {
@@ -50,7 +53,10 @@ std::function<void()> harness(const Op& op) {
       auto C = std::make_shared<std::vector<float>>(filled(m * n));
       const bool ta = op.ta, tb = op.tb;
       const float beta = ta ? 1.f : 0.f;  // weight gradients accumulate (linear_bwd_w)
-      return [=] { k::gemm(ta, tb, m, n, kk, 1.f, A->data(), B->data(), beta, C->data()); };
+      const int64_t lda = ta ? m : kk, ldb = tb ? kk : n;
+      return [=, &o, &st] {
+        o.gemm(st, ta, tb, m, n, kk, 1.f, A->data(), lda, B->data(), ldb, F, beta, C->data(), n, F);
+      };
     }
     case OpKind::AttnFwd:
     case OpKind::AttnBwd: {
@@ -59,7 +65,7 @@ std::function<void()> harness(const Op& op) {
       const float scale = 1.f / std::sqrt(float(hd));
       auto q = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd, 1.f));
       auto kv = std::make_shared<std::vector<float>>(filled(2 * B * T * Hkv * hd, 1.f));
-      auto o = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd));
+      auto out = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd));
       auto lse = std::make_shared<std::vector<float>>(filled(B * Hq * T));
       auto ob = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd));
       auto lb = std::make_shared<std::vector<float>>(filled(B * Hq * T));
@@ -67,39 +73,39 @@ std::function<void()> harness(const Op& op) {
       auto dkv = std::make_shared<std::vector<float>>(filled(2 * B * T * Hkv * hd));
       const int64_t nk = B * T * Hkv * hd;
       // Forward once so backward sees a consistent (out, lse).
-      if (cp == 1) {
-        k::attention_fwd(q->data(), kv->data(), kv->data() + nk, B, T, Hq, Hkv, hd, scale,
-                         o->data(), lse->data());
-      }
+      if (cp == 1)
+        o.attention_fwd(st, q->data(), kv->data(), kv->data() + nk, B, T, Hq, Hkv, hd, scale,
+                        out->data(), lse->data(), F);
       auto qpos = std::make_shared<std::vector<int32_t>>(cp_positions(0, cp, T * cp));
       auto kpos = std::make_shared<std::vector<std::vector<int32_t>>>();
       for (int j = 0; j < cp; ++j) kpos->push_back(cp_positions((cp - j) % cp, cp, T * cp));
       const bool fwd = op.kind == OpKind::AttnFwd;
-      return [=] {
+      return [=, &o, &st] {
         if (cp == 1) {
           if (fwd)
-            k::attention_fwd(q->data(), kv->data(), kv->data() + nk, B, T, Hq, Hkv, hd, scale,
-                             o->data(), lse->data());
+            o.attention_fwd(st, q->data(), kv->data(), kv->data() + nk, B, T, Hq, Hkv, hd, scale,
+                            out->data(), lse->data(), F);
           else
-            k::attention_bwd(q->data(), kv->data(), kv->data() + nk, o->data(), lse->data(),
-                             ob->data(), B, T, Hq, Hkv, hd, scale, dq->data(), dkv->data(),
-                             dkv->data() + nk);
+            o.attention_bwd(st, q->data(), kv->data(), kv->data() + nk, out->data(), lse->data(),
+                            ob->data(), B, T, Hq, Hkv, hd, scale, dq->data(), dkv->data(),
+                            dkv->data() + nk, F);
           return;
         }
         // cp rank 0's share of the ring: its own block, then cp-1 others.
         for (int j = 0; j < cp; ++j) {
+          const int32_t* kp = (*kpos)[size_t(j)].data();
           if (fwd) {
-            float* out = j == 0 ? o->data() : ob->data();
+            float* dst = j == 0 ? out->data() : ob->data();
             float* l = j == 0 ? lse->data() : lb->data();
-            k::attention_fwd_block(q->data(), kv->data(), kv->data() + nk, B, T, T, Hq, Hkv, hd,
-                                   scale, qpos->data(), (*kpos)[size_t(j)].data(), out, l);
+            o.attention_fwd_block(st, q->data(), kv->data(), kv->data() + nk, B, T, T, Hq, Hkv, hd,
+                                  scale, qpos->data(), kp, dst, l, F);
             if (j > 0)
-              k::attention_lse_merge(o->data(), lse->data(), ob->data(), lb->data(), B, T, Hq, hd);
+              o.attention_lse_merge(st, out->data(), lse->data(), ob->data(), lb->data(), B, T, Hq,
+                                    hd, F);
           } else {
-            k::attention_bwd_block(q->data(), kv->data(), kv->data() + nk, o->data(), lse->data(),
-                                   ob->data(), B, T, T, Hq, Hkv, hd, scale, qpos->data(),
-                                   (*kpos)[size_t(j)].data(), dq->data(), dkv->data(),
-                                   dkv->data() + nk);
+            o.attention_bwd_block(st, q->data(), kv->data(), kv->data() + nk, out->data(),
+                                  lse->data(), ob->data(), B, T, T, Hq, Hkv, hd, scale,
+                                  qpos->data(), kp, dq->data(), dkv->data(), dkv->data() + nk, F);
           }
         }
       };
@@ -114,11 +120,12 @@ std::function<void()> harness(const Op& op) {
       auto dw = std::make_shared<std::vector<float>>(filled(d));
       auto rstd = std::make_shared<std::vector<float>>(filled(rows, 1.f));
       if (op.kind == OpKind::NormFwd)
-        return
-            [=] { k::rmsnorm_fwd(x->data(), w->data(), rows, d, 1e-5f, y->data(), rstd->data()); };
-      return [=] {
-        k::rmsnorm_bwd(x->data(), w->data(), rstd->data(), y->data(), rows, d, dx->data(),
-                       dw->data(), true);
+        return [=, &o, &st] {
+          o.rmsnorm_fwd(st, x->data(), w->data(), rows, d, 1e-5f, y->data(), rstd->data(), F);
+        };
+      return [=, &o, &st] {
+        o.rmsnorm_bwd(st, x->data(), w->data(), rstd->data(), y->data(), rows, d, dx->data(),
+                      dw->data(), true, F);
       };
     }
     case OpKind::RopeFwd:
@@ -127,13 +134,12 @@ std::function<void()> harness(const Op& op) {
       auto x = std::make_shared<std::vector<float>>(filled(rows * H * hd));
       auto c = std::make_shared<std::vector<float>>(size_t(rows * hd / 2));
       auto sn = std::make_shared<std::vector<float>>(size_t(rows * hd / 2));
-      k::rope_table(rows, hd, 10000.0, 0, c->data(), sn->data());
-      const bool fwd = op.kind == OpKind::RopeFwd;
-      return [=] {
-        if (fwd)
-          k::rope_fwd(x->data(), 1, rows, H, hd, c->data(), sn->data());
-        else
-          k::rope_bwd(x->data(), 1, rows, H, hd, c->data(), sn->data());
+      std::vector<int32_t> pos(static_cast<size_t>(rows), 0);
+      for (int64_t t = 0; t < rows; ++t) pos[size_t(t)] = int32_t(t);
+      rope_tables(pos.data(), rows, hd, 10000.0, c->data(), sn->data());
+      const bool inverse = op.kind == OpKind::RopeBwd;
+      return [=, &o, &st] {
+        o.rope(st, x->data(), 1, rows, H, hd, c->data(), sn->data(), inverse, F);
       };
     }
     case OpKind::SwigluFwd:
@@ -141,19 +147,21 @@ std::function<void()> harness(const Op& op) {
       const int64_t n = s[0];
       auto g = std::make_shared<std::vector<float>>(filled(n));
       auto u = std::make_shared<std::vector<float>>(filled(n));
-      auto o = std::make_shared<std::vector<float>>(filled(n));
+      auto out = std::make_shared<std::vector<float>>(filled(n));
       auto dg = std::make_shared<std::vector<float>>(filled(n));
       auto du = std::make_shared<std::vector<float>>(filled(n));
       if (op.kind == OpKind::SwigluFwd)
-        return [=] { k::swiglu_fwd(g->data(), u->data(), n, o->data()); };
-      return [=] { k::swiglu_bwd(g->data(), u->data(), o->data(), n, dg->data(), du->data()); };
+        return [=, &o, &st] { o.swiglu_fwd(st, g->data(), u->data(), n, out->data(), F); };
+      return [=, &o, &st] {
+        o.swiglu_bwd(st, g->data(), u->data(), out->data(), n, dg->data(), du->data(), F);
+      };
     }
     case OpKind::Add:
     case OpKind::Copy: {
       const int64_t n = s[0];
       auto x = std::make_shared<std::vector<float>>(filled(n));
       auto y = std::make_shared<std::vector<float>>(filled(n));
-      if (op.kind == OpKind::Add) return [=] { k::add_inplace(y->data(), x->data(), n); };
+      if (op.kind == OpKind::Add) return [=, &o, &st] { o.add(st, y->data(), x->data(), n, F); };
       return [=] { std::memcpy(y->data(), x->data(), size_t(n) * sizeof(float)); };
     }
     case OpKind::CeFwd:
@@ -161,15 +169,23 @@ std::function<void()> harness(const Op& op) {
       const int64_t rows = s[0], V = s[1];
       auto logits = std::make_shared<std::vector<float>>(filled(rows * V, 1.f));
       auto dl = std::make_shared<std::vector<float>>(filled(rows * V));
+      auto mx = std::make_shared<std::vector<float>>(filled(rows));
+      auto se = std::make_shared<std::vector<float>>(filled(rows));
+      auto tl = std::make_shared<std::vector<float>>(filled(rows));
       auto lse = std::make_shared<std::vector<float>>(filled(rows));
+      auto loss = std::make_shared<std::vector<float>>(filled(rows));
       auto tg = std::make_shared<std::vector<int32_t>>(size_t(rows));
       for (int64_t r = 0; r < rows; ++r) (*tg)[size_t(r)] = int32_t(r % V);
-      k::cross_entropy_fwd(logits->data(), tg->data(), rows, V, lse->data());
-      if (op.kind == OpKind::CeFwd)
-        return [=] { k::cross_entropy_fwd(logits->data(), tg->data(), rows, V, lse->data()); };
-      return [=] {
-        k::cross_entropy_bwd(logits->data(), tg->data(), lse->data(), rows, V, rows, 1.f,
-                             dl->data());
+      auto fwd = [=, &o, &st] {
+        o.ce_partial(st, logits->data(), tg->data(), rows, V, 0, mx->data(), se->data(), tl->data(),
+                     F);
+        o.ce_finish(st, mx->data(), se->data(), tl->data(), tg->data(), rows, lse->data(),
+                    loss->data());
+      };
+      fwd();
+      if (op.kind == OpKind::CeFwd) return fwd;
+      return [=, &o, &st] {
+        o.ce_bwd(st, logits->data(), tg->data(), lse->data(), rows, V, 0, 1.f, dl->data(), F);
       };
     }
     case OpKind::EmbedFwd:
@@ -180,21 +196,32 @@ std::function<void()> harness(const Op& op) {
       auto tok = std::make_shared<std::vector<int32_t>>(size_t(rows));
       for (int64_t r = 0; r < rows; ++r) (*tok)[size_t(r)] = int32_t((r * 7) % vocab);
       if (op.kind == OpKind::EmbedFwd)
-        return [=] { k::embedding_fwd(tok->data(), rows, table->data(), vocab, d, x->data()); };
-      return [=] { k::embedding_bwd(tok->data(), rows, x->data(), vocab, d, table->data()); };
+        return [=, &o, &st] {
+          o.embedding_fwd(st, tok->data(), rows, table->data(), 0, vocab, d, x->data(), F);
+        };
+      return [=, &o, &st] {
+        o.embedding_bwd(st, tok->data(), rows, x->data(), 0, vocab, d, table->data(), F);
+      };
     }
     case OpKind::Alloc: {
       const int64_t n = s[0];
-      return [n] { Tensor t({n}, MemCat::Activations); };  // allocate, zero, free
+      return [n] { Tensor t({n}, MemCat::Activations); };  // allocate, fill, free
     }
     case OpKind::Adam: {
       const int64_t n = s[0];
       auto w = std::make_shared<std::vector<float>>(filled(n));
       auto g = std::make_shared<std::vector<float>>(filled(n));
-      auto opt = std::make_shared<AdamW>(OptimCfg{});
-      opt->add("w", w->data(), g->data(), n, true);
-      auto t = std::make_shared<long>(0);
-      return [opt, t, w, g] { opt->step(1e-4, 1.0, ++*t); };  // w, g: the slot's buffers
+      auto m = std::make_shared<std::vector<float>>(size_t(n), 0.f);
+      auto v = std::make_shared<std::vector<float>>(size_t(n), 0.f);
+      auto t = std::make_shared<int64_t>(0);
+      return [=, &o, &st] {
+        AdamWSpan sp;
+        sp.w = w->data(), sp.g = g->data(), sp.m = m->data(), sp.v = v->data(), sp.n = n;
+        sp.wc = nullptr;
+        AdamWHyper h;
+        h.lr = 1e-4f, h.weight_decay = 0.1f, h.step = ++*t;
+        o.adamw(st, {sp}, h);
+      };
     }
   }
   return [] {};
@@ -205,7 +232,12 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-double time_calls(const std::function<void()>& f, double min_seconds, bool fastest = false) {
+double time_calls(const std::function<void()>& f0, double min_seconds, bool fastest = false) {
+  Stream& st = cpu_device().compute_stream();
+  auto f = [&] {
+    f0();
+    st.synchronize();
+  };
   f();  // warm-up: first touch of the buffers, library set-up
   std::vector<double> t;
   const double end = wall_time() + min_seconds;

@@ -1,6 +1,6 @@
-// Runs one op of lib/plan/ops.hpp through the project's own kernels
-// (kernels/ops.hpp, and AdamW from lib/optim) on freshly filled buffers and
-// times it: what `scaletrain-plan calibrate` measures, in process for one
+// Runs one op of lib/plan/ops.hpp through the CPU backend's own kernels
+// (kernels/ops.hpp's Ops, fp32, on the default CPU device) on filled buffers
+// and times it: what `scaletrain-plan calibrate` measures, in process for one
 // rank alone and inside the MPI probe for ranks sharing the node.
 #pragma once
 #include <vector>

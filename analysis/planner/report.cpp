@@ -277,9 +277,11 @@ void write_plan(const std::vector<Candidate>& cands, const Config& base, const C
         "| HFU % | memory parts | time parts "
         "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   int shown = 0;
+  bool dagger = false;
   for (const Candidate& c : cands) {
     if (!c.feasible || shown >= o.top) continue;
     ++shown;
+    dagger = dagger || !c.not_runnable.empty();
     md << "| " << shown << " | " << c.name() << (c.not_runnable.empty() ? "" : " (†)") << " | "
        << c.devices << " | " << gib(c.mem.peak.total()) << " | " << gib(c.margin()) << " | "
        << ms(c.time.step) << " | " << fx(c.time.tokens_per_s, 1) << " | "
@@ -287,8 +289,9 @@ void write_plan(const std::vector<Candidate>& cands, const Config& base, const C
        << fx(100 * c.time.hfu, 1) << " | " << mem_parts(c.mem) << " | " << time_parts(c.time)
        << " |\n";
   }
-  md << "\n(†) predicted, but this build's trainer does not run it on the cluster's device "
-        "(plan.json: not_runnable).\n";
+  if (dagger)
+    md << "\n(†) predicted, but this build's trainer does not run it on the cluster's device "
+          "(plan.json: not_runnable).\n";
   std::vector<const Candidate*> nearest;
   for (const Candidate& c : cands)
     if (!c.feasible && c.timed && int(nearest.size()) < o.near) nearest.push_back(&c);

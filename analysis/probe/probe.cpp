@@ -1,13 +1,12 @@
 // scaletrain-plan-probe: the MPI half of `scaletrain-plan calibrate`, the one
 // MPI program under analysis/ (the planner itself links no MPI; calibrate
 // launches this with mpiexec at each rank count). Through the trainer's own
-// communicator (lib/comm MpiCommunicator: the same non-blocking calls and
-// wait loop) it times all-reduce, reduce-scatter, all-gather, the ring shift
-// of ring attention and pipeline point-to-point sends over the whole world at
-// a list of message sizes; and, with every rank computing at once, one pass
-// over a list of ops (ops.hpp keys), so calibrate can tell how much slower a
-// rank computes when the node's cores are shared. Rank 0 prints one line per
-// measurement:
+// communicator (lib/comm MpiCommunicator's device collectives on the CPU
+// device's stream, as the engine calls them) it times all-reduce, reduce-scatter, all-gather, the
+// ring shift of ring attention and pipeline point-to-point sends over the whole world at a list of
+// message sizes; and, with every rank computing at once, one pass over a list of ops (ops.hpp
+// keys), so calibrate can tell how much slower a rank computes when the node's cores are shared.
+// Rank 0 prints one line per measurement:
 //   coll <kind> <ranks> <bytes> <seconds>      (median over repetitions)
 //   compute <ranks> <ratio>                    (every rank at once / rank 0 alone)
 //
@@ -26,6 +25,7 @@
 #include "plan/ops.hpp"
 #include "planner/op_runner.hpp"
 #include "runtime/runtime.hpp"
+#include "tensor/device.hpp"
 
 namespace {
 using st::MpiCommunicator;
@@ -98,30 +98,34 @@ int main(int argc, char** argv) {
       if (r == 0) std::printf("coll %s %d %lld %.9g\n", kind, n, (long long)bytes, s);
     };
     if (n > 1) {
+      // The engine's device collectives on the CPU device's stream (each
+      // waited for, as a blocking use in the step would be).
+      st::Stream& cs = st::cpu_device().compute_stream();
+      const st::DType F = st::DType::F32;
       for (int64_t bytes : sizes) {
         const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);
         std::vector<float> a(size_t(elems), 1.f), b(size_t(elems), 0.f);
-        const int64_t part = elems / n;
-        out("all_reduce", elems * 4, timed(w, seconds, [&] { w.all_reduce_sum(a.data(), elems); }));
-        out("reduce_scatter", elems * 4,
-            timed(w, seconds, [&] { w.reduce_scatter_sum(a.data(), b.data(), part); }));
+        const std::vector<int64_t> counts = st::equal_counts(n, elems / n);  // n parts of elems / n
+        out("all_reduce", elems * 4, timed(w, seconds, [&] {
+              w.all_reduce(a.data(), elems, F, st::ReduceOp::Sum, cs).wait(cs);
+            }));
+        out("reduce_scatter", elems * 4, timed(w, seconds, [&] {
+              w.reduce_scatter(a.data(), b.data(), counts, F, cs).wait(cs);
+            }));
         out("all_gather", elems * 4,
-            timed(w, seconds, [&] { w.all_gather(a.data(), b.data(), part); }));
-        // ring_attention.cpp's shift: even ranks send first, odd ranks receive first.
+            timed(w, seconds, [&] { w.all_gather(a.data(), b.data(), counts, F, cs).wait(cs); }));
+        // Ring attention's shift: send to the next rank and receive from the
+        // previous one at once.
         const int next = (r + 1) % n, prev = (r + n - 1) % n;
         out("ring_shift", elems * 4, timed(w, seconds, [&] {
-              if (r % 2 == 0) {
-                w.send(a.data(), elems, next, 7);
-                w.recv(b.data(), elems, prev, 7);
-              } else {
-                w.recv(b.data(), elems, prev, 7);
-                w.send(a.data(), elems, next, 7);
-              }
+              w.exchange({{true, a.data(), elems, next}, {false, b.data(), elems, prev}}, F, cs)
+                  .wait(cs);
             }));
-        // Pipeline boundary: pairs (0->1, 2->3, ...) at once.
+        // Pipeline hand-off: pairs (0->1, 2->3, ...) at once.
         out("p2p", elems * 4, timed(w, seconds, [&] {
-              if (r % 2 == 0 && r + 1 < n) w.send(a.data(), elems, r + 1, 8);
-              if (r % 2 == 1) w.recv(b.data(), elems, r - 1, 8);
+              if (r % 2 == 0 && r + 1 < n)
+                w.exchange({{true, a.data(), elems, r + 1}}, F, cs).wait(cs);
+              if (r % 2 == 1) w.exchange({{false, b.data(), elems, r - 1}}, F, cs).wait(cs);
             }));
       }
     }

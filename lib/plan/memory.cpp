@@ -39,9 +39,8 @@ ActSizes act_sizes(const Config& cfg) {
   else
     a.block_saved = a.block_full;
   // Forward, MLP half: the output copy of h2 [Ns, d]; with tp the partial
-  // sum [N, d] (and under sp its reduce-scattered rows); under sp the norm
-  // output [Ns, d] that was all-gathered stays alive to the block's end.
-  a.fwd_extra = Ns * d + (tp > 1 ? N * d + (sp ? Ns * d : 0) : 0) + (sp ? Ns * d : 0);
+  // sum [N, d] (and under sp its reduce-scattered rows).
+  a.fwd_extra = Ns * d + (tp > 1 ? N * d + (sp ? Ns * d : 0) : 0);
   a.bwd_extra = Ns * d + (sp ? N * d : 0);
   a.head_kept = Ns * d + Ns + N * d + N * D.V + N;
   a.head_bwd = a.head_kept - N + N * d;
@@ -53,7 +52,8 @@ ActSizes act_sizes(const Config& cfg) {
 MemoryEstimate estimate_memory(const Config& cfg, int stage) {
   const auto& p = cfg.parallel;
   const bool gpu = cfg.runtime.device == "cuda";
-  const double ab = gpu ? 2 : 4;  // bytes per activation element
+  const bool bf16 = cfg.train.precision == "bf16";
+  const double ab = bf16 ? 2 : 4;  // bytes per activation / compute-weight element
   const int z = p.zero_stage;
   const double Z = double(p.dp) * p.cp;  // ZeRO shards over dp x cp
   MemoryEstimate est;
@@ -63,29 +63,24 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
   const MicroDims D = micro_dims(cfg);
   const ActSizes A = act_sizes(cfg);
 
-  // What exists for the whole step.
+  // What exists for the whole step (lib/engine/engine.cpp init_masters):
+  // the compute weights (the shard under ZeRO 3), and a separate fp32
+  // master (the shard from ZeRO 1) unless the compute weights are fp32 and
+  // replicated; AdamW moments (the shard from ZeRO 1); the model's flat
+  // gradient buffer (ZeRO 0/1: kept; ZeRO 2/3: the shard kept, the whole
+  // buffer allocated per step), reduced in place.
   MemParts base;
-  if (gpu) {
-    base.weights = (z >= 3 ? 2 * P / Z : 2 * P) + (z == 0 ? 4 * P : 0);
-    base.optim = z >= 1 ? 12 * P / Z : 8 * P;
-  } else {
-    base.weights = z >= 3 ? 4 * P / Z : 4 * P;
-    base.optim = z >= 1 ? 8 * P / Z : 8 * P;
-  }
-  // CPU engine: ZeRO 0/1 keep the full gradients and every bucket's flat
-  // buffer; ZeRO 2/3 keep the shard, allocate the full gradients per step
-  // and a bucket's buffer from its launch to the end of the reduction.
-  // GPU (the CUDA engine's flat gradient buffer, reduced in place): the full
-  // fp32 buffer at every stage (it accumulates the micro-batches), no bucket
-  // copies, a bf16 staging copy with grad_reduce_dtype=bf16.
-  base.grads = !gpu && z >= 2 ? 4 * P / Z : 4 * P;
-  if (gpu)
-    base.buffers = p.grad_reduce_dtype == "bf16" ? 2 * P : 0;
-  else
-    base.buffers = z >= 2 ? 0 : 4 * P;
+  const double compute_copy = ab * P / (z >= 3 ? Z : 1);
+  const double master = bf16 || z >= 3 ? 4 * P / (z >= 1 ? Z : 1) : 0;
+  base.weights = compute_copy + (z >= 3 && !bf16 ? 0 : master);
+  base.optim = 8 * P / (z >= 1 ? Z : 1);
+  base.grads = z >= 2 ? 4 * P / Z : 4 * P;
   if (gpu) base.workspace = 32.0 * (1 << 20);  // cuBLASLt workspace (kernels/cuda/gemm_lt.hpp)
-  const double step_grads = !gpu && z >= 2 ? 4 * P : 0;
-  const bool bucket_copies = !gpu && z >= 2;
+  const double step_grads = z >= 2 ? 4 * P : 0;
+  // With grad_reduce_dtype=bf16 a bucket is cast to a bf16 wire buffer (and
+  // a received part under ZeRO 2/3) from its launch to the end of the
+  // reduction (lib/parallel/grad_buckets.cpp).
+  const bool bucket_copies = p.grad_reduce_dtype == "bf16";
 
   // ZeRO 3: the layer in use plus the one being prefetched (its gather buffers).
   double layer_max = 0;
@@ -95,8 +90,10 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
     for (const StageParam& q : ps) per_layer[q.layer] += q.n;
     for (auto& [l, n] : per_layer) layer_max = std::max(layer_max, n);
   }
-  const double gathered = z >= 3 ? (gpu ? 2 : 4) * layer_max : 0;
-  const double prefetch = z >= 3 ? (gpu ? 2 : 4) * layer_max : 0;
+  // ZeRO 3 gathers a layer into the model's own weight storage: the layer in
+  // use and the one prefetched (lib/parallel/zero3.cpp).
+  const double gathered = z >= 3 ? 2 * ab * layer_max : 0;
+  const double prefetch = 0;
 
   // Buckets (ZeRO 2/3: each flat buffer exists from its launch to the end of
   // the reduction).
@@ -112,7 +109,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
       bool all = true;
       for (int i = bks[launched].first; i < int(ps.size()) && all; ++i) all = ready[size_t(i)];
       if (!all) break;
-      if (bucket_copies) flats += 4 * bks[launched].n;
+      if (bucket_copies) flats += 2 * bks[launched].n * (z >= 2 ? 1.0 + 1.0 / Z : 1.0);
       ++launched;
     }
   };
@@ -128,24 +125,25 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
   };
   std::map<std::pair<int, int>, double> held;  // (micro, chunk) -> saved elements
   double held_sum = 0;
-  const double ring = p.cp > 1 ? 8.0 * D.N * D.kd : 0;  // ring attention's K/V (+dK/dV) messages
-  const double bound = double(D.Ns * D.d);              // one pipeline boundary tensor
-  double sends = 0;                                     // pipeline sends kept to the step's end
+  const double bound = double(D.Ns * D.d);  // one pipeline boundary tensor
+  // Pipeline sends are kept to the step's end (lib/engine/engine_pipeline.cpp),
+  // and the tensor received for a forward or a backward is alive while it runs.
+  double sends = 0;
   double best = -1, act_best = 0;
   MemParts at_best;
   double untracked_best = 0;
-  auto moment = [&](double act_el, double extra_untracked, const char* what) {
+  auto moment = [&](double act_el, double received, const char* what) {
     act_best = std::max(act_best, act_el * ab);
     MemParts m = base;
     m.activations = act_el * ab;
     m.grads += step_grads;
     m.weights += gathered;
-    m.buffers += flats + prefetch + (sends + extra_untracked) * 4;
+    m.buffers += flats + prefetch + (sends + received) * ab;
     if (m.total() > best) {
       best = m.total();
       at_best = m;
       est.peak_at = what;
-      untracked_best = (sends + extra_untracked) * 4 + (gpu ? base.workspace : 0);
+      untracked_best = gpu ? base.workspace : 0;  // library workspaces are not tracked
     }
   };
   for (const PipeStep& op : pipeline_ops(p.pp, v, M, stage)) {
@@ -159,7 +157,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
       if (last_vs) moment(held_sum + nl * A.block_saved + A.head_kept, 0, "head forward");
       held[key] = saved(op.chunk);
       held_sum += held[key];
-      if (p.pp > 1 && !last_vs && !gpu) sends += bound;
+      if (p.pp > 1 && !last_vs) sends += bound;
     } else {
       held_sum -= held[key];
       held.erase(key);
@@ -171,31 +169,16 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
       const auto [l0, l1] = s.chunks[size_t(op.chunk)];
       for (int l = l1 - 1; l >= l0; --l) {
         moment(held_sum + double(l - l0) * A.block_saved + A.block_full + A.bwd_extra,
-               ring + ((p.pp > 1 && !last_vs) ? bound : 0), "backward of a block");
+               (p.pp > 1 && !last_vs) ? bound : 0, "backward of a block");
         if (collect) mark_ready(l, op.chunk);
       }
       if (first_vs && collect) mark_ready(-1, op.chunk);
-      if (p.pp > 1 && !first_vs && !gpu) sends += bound;
+      if (p.pp > 1 && !first_vs) sends += bound;
     }
   }
   // The end of the gradient reduction: every bucket buffer (ZeRO 2/3), the
   // last backward's output gradient.
   moment(double(D.Ns * D.d), 0, "end of gradient reduction");
-  // ZeRO 1/2 after the update: this rank's shard packed for the all-gather
-  // (and, ZeRO 2, one bucket's buffer at a time); no activations, and under
-  // ZeRO 2 the full gradients are already freed.
-  if (z == 1 || z == 2) {
-    double max_bucket = 0;
-    for (const GradBucket& b : bks) max_bucket = std::max(max_bucket, b.n);
-    MemParts m = base;
-    m.buffers += 4 * P / Z + (z == 2 ? 4 * max_bucket : 0);
-    if (m.total() > best) {
-      best = m.total();
-      at_best = m;
-      est.peak_at = "parameter all-gather after the update";
-      untracked_best = gpu ? base.workspace : 0;
-    }
-  }
   est.peak = at_best;
   est.activations_max = act_best;
   est.untracked = untracked_best;

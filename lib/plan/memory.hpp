@@ -11,13 +11,12 @@
 // is the largest sum over the moments of one step (forward of a block, the
 // head, backward of a block, each bucket launch, the end of the reduction).
 //
-// runtime.device=cpu: everything fp32, as the CPU engine. runtime.device=cuda:
-// bf16 compute weights and activations, fp32 gradients, master weights and
-// moments (the master weights count as weights while replicated, ZeRO 0, and
-// with the optimizer state once sharded, ZeRO >= 1), the CUDA engine's flat
-// fp32 gradient buffer reduced in place (whole at every ZeRO stage: it
-// accumulates the micro-batches), plus the GEMM workspace. The CUDA engine
-// runs ZeRO 0 today; its other stages here are the design it would follow.
+// The engine is the same on every device (lib/engine): compute weights and
+// activations in train.precision (fp32 or bf16), fp32 gradients (one flat
+// buffer per model chunk, reduced in place), fp32 master weights (a separate
+// copy unless the compute weights are fp32 and replicated) and moments.
+// runtime.device=cuda adds the cuBLASLt workspace, which the device
+// allocator does not count.
 #pragma once
 #include <string>
 #include <utility>
@@ -29,13 +28,12 @@
 namespace st::plan {
 
 struct MemParts {
-  double weights =
-      0;  // parameters: fp32 (CPU) or bf16 + fp32 master (GPU); ZeRO-3 shard + gathered layers
-  double grads = 0;        // gradients: full buffer and/or this rank's shard
-  double optim = 0;        // AdamW moments (+ fp32 master once sharded, GPU)
+  double weights = 0;      // compute weights (ZeRO-3: shard + gathered layers) + fp32 master
+  double grads = 0;        // gradients: the flat buffer and/or this rank's shard
+  double optim = 0;        // AdamW moments
   double activations = 0;  // kept for backward, plus the transients of the peak moment
-  double buffers = 0;  // communication: bucket buffers, ZeRO-3 prefetch, pipeline and ring messages
-  double workspace = 0;  // GPU GEMM / attention workspace; 0 on CPU
+  double buffers = 0;      // communication: bf16 bucket wires, pipeline messages in flight
+  double workspace = 0;    // GPU GEMM workspace; 0 on CPU
   double total() const { return weights + grads + optim + activations + buffers + workspace; }
 };
 

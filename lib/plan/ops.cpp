@@ -243,18 +243,11 @@ MicroOps micro_ops(const Config& cfg) {
 
 Op adam_op(int64_t elements) { return make(OpKind::Adam, {elements}); }
 
-std::vector<Op> step_end_ops(const Config& cfg, int64_t stage_params, bool cpu) {
+std::vector<Op> step_end_ops(const Config& cfg, int64_t stage_params) {
   const int z = cfg.parallel.zero_stage;
   const int64_t dpcp = int64_t(cfg.parallel.dp) * cfg.parallel.cp;
   const int64_t n = z >= 1 ? stage_params / dpcp : stage_params;
-  std::vector<Op> v = {adam_op(n), make(OpKind::Copy, {n / 2})};  // AdamW, the norm's squares
-  if (cpu) {
-    // The CPU engine copies the gradients into the bucket buffers and back
-    // (scaled), or under ZeRO 2/3 scales its shard (grad_buckets.cpp).
-    v.push_back(make(OpKind::Copy, {stage_params}));
-    v.push_back(make(OpKind::Copy, {z >= 2 ? stage_params / dpcp : stage_params}));
-  }
-  return v;
+  return {adam_op(n), make(OpKind::Copy, {n / 2})};  // AdamW, the norm's squares
 }
 
 }  // namespace st::plan

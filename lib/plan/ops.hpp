@@ -57,8 +57,8 @@ MicroOps micro_ops(const Config& cfg);
 // AdamW over this rank's optimizer elements (ZeRO shard or all).
 Op adam_op(int64_t elements);
 // The calls of a step's end on one rank of a stage holding stage_params:
-// AdamW over its slots, the squares for the gradient norm and, on CPU ranks,
-// the copies of the gradients into the bucket buffers and back.
-std::vector<Op> step_end_ops(const Config& cfg, int64_t stage_params, bool cpu);
+// AdamW over its slots and the squares for the gradient norm (the buckets
+// reduce the gradient buffer in place: no copies).
+std::vector<Op> step_end_ops(const Config& cfg, int64_t stage_params);
 
 }  // namespace st::plan

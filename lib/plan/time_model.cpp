@@ -390,8 +390,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   // Optimizer: AdamW over this rank's slots and the squares for the norm;
   // ZeRO 1/2 then all-gather the updated shards bucket by bucket (blocking).
   const StageShape shc = stage_shape(cfg, crit);
-  for (const Op& op : step_end_ops(cfg, shc.params, !cl.gpu()))
-    r.optimizer += op_seconds(op, cl, on_node);
+  for (const Op& op : step_end_ops(cfg, shc.params)) r.optimizer += op_seconds(op, cl, on_node);
   if ((z == 1 || z == 2) && dpcp > 1) {
     for (const GradBucket& b : grad_buckets(cfg, stage_params(cfg, shc))) {
       const double t = coll("all_gather", b.n * wbytes, dpcpG);  // the compute weights
