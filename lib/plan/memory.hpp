@@ -43,9 +43,9 @@ struct MemoryEstimate {
   std::string peak_at;  // the moment, e.g. "head backward", "end of gradient reduction"
   double activations_max =
       0;  // the largest activation bytes of the step (trainer's activation peak)
-  // Bytes of `peak` the trainer's tracked allocator does not see (CPU:
-  // pipeline and ring-attention messages are plain vectors; GPU: library
-  // workspaces): mem_peak_bytes in telemetry compares to total() - untracked.
+  // Bytes of `peak` the trainer's tracked allocator does not see (the GPU
+  // libraries' workspaces): mem_peak_bytes in telemetry compares to
+  // total() - untracked.
   double untracked = 0;
   double tracked() const { return peak.total() - untracked; }
 };

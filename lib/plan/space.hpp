@@ -38,8 +38,10 @@ struct Candidate {
   double available = 0;  // device bytes the model may use (memory - reserved)
   StepPrediction time;   // when valid
   bool timed = false;
-  // Whether this build's trainer runs the layout on the cluster's device
-  // (runtime.device=cuda runs dp x tp only); "" when it does.
+  // Why the config rules refuse the layout on the cluster's device
+  // (runtime.device=cuda, bf16) though they accept it on CPU ranks; "" when
+  // they accept it (today every valid layout: what a device runs is its
+  // backend's answer at run time, lib/backend).
   std::string not_runnable;
   std::string name() const;  // e.g. "dp4-tp2-pp1-cp1-z1-mb2-ga4-b25-none"
   double margin() const { return available - mem.peak.total(); }
