@@ -5,10 +5,14 @@
 #include <sstream>
 
 #include "core/util.hpp"
+#include "parallel/mesh.hpp"
 
 namespace st {
 
-LayoutMemory rank_memory(const Config& cfg, int rank) { return estimate_layout_memory(cfg, rank); }
+plan::MemoryEstimate rank_memory(const Config& cfg, int rank) {
+  const auto& p = cfg.parallel;
+  return plan::estimate_memory(cfg, mesh_coords(rank, MeshDims{p.pp, p.dp, p.cp, p.tp}).pp);
+}
 
 namespace {
 int64_t meminfo_available() {
@@ -59,18 +63,18 @@ std::string check_host_memory(const Config& cfg, const Runtime& rt) {
   for (const auto& [host, ranks] : rt.hosts())
     if (host == rt.host())
       for (int r : ranks) {
-        need_host += rank_memory(cfg, r).total();
+        need_host += rank_memory(cfg, r).peak.total();
         ++ranks_here;
       }
   if (need_host <= double(avail)) return "";
-  const LayoutMemory m = rank_memory(cfg, rt.rank());
+  const plan::MemParts m = rank_memory(cfg, rt.rank()).peak;
   std::ostringstream os;
   os.precision(4);
   os << "not enough memory for this model: rank " << rt.rank() << " needs about "
      << int64_t(m.total()) << " bytes (" << human_bytes(m.total()) << ": params "
-     << human_bytes(m.params) << ", grads " << human_bytes(m.grads) << ", optimizer "
+     << human_bytes(m.weights) << ", grads " << human_bytes(m.grads) << ", optimizer "
      << human_bytes(m.optim) << ", activations " << human_bytes(m.activations)
-     << "; the --dry-run estimate), the " << ranks_here << " rank(s) on host " << rt.host()
+     << ", buffers " << human_bytes(m.buffers) << "; the --dry-run estimate), the " << ranks_here << " rank(s) on host " << rt.host()
      << " about " << int64_t(need_host) << " bytes (" << human_bytes(need_host) << "), but "
      << avail << " bytes (" << human_bytes(double(avail))
      << ") are available there. Use a smaller model (model.*), more ranks or nodes with "

@@ -8,14 +8,15 @@
 #include <string>
 
 #include "config/config.hpp"
+#include "plan/memory.hpp"
 #include "runtime/runtime.hpp"
 #include "trainer.hpp"
 
 namespace st {
 
-// What world rank `rank` is estimated to hold (params, grads, optimizer
-// state, activations): the one place that calls the --dry-run estimate.
-LayoutMemory rank_memory(const Config& cfg, int rank);
+// What world rank `rank` is estimated to hold at its peak (lib/plan's memory
+// model, the --dry-run estimate).
+plan::MemoryEstimate rank_memory(const Config& cfg, int rank);
 
 // Bytes the job may still allocate on this host: min(MemAvailable, cgroup v2
 // memory.max - memory.current); -1 when neither can be read.

@@ -10,7 +10,9 @@
 #   scripts/layout-study.sh [BUILD_DIR] [STEPS]      (default: build, 8)
 # Environment: MPIEXEC (default mpiexec), THREADS per rank (default 1),
 # GB global batch (default 4), SEQ tokens per sequence (default 128),
-# OUT (default a fresh folder under /tmp).
+# OUT (default a fresh folder under /tmp), PEAK_GFLOPS (runtime.cpu_peak_gflops,
+# default 1; 0 makes every run measure its sgemm rate at start, which
+# scaletrain-plan compare uses for the run's speed).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 source "$src/scripts/cpu-env.sh"  # OpenBLAS kernel pick for unrecognised CPUs
@@ -21,6 +23,7 @@ mpiexec=${MPIEXEC:-mpiexec}
 threads=${THREADS:-1}
 gb=${GB:-4}
 seq=${SEQ:-128}
+peak=${PEAK_GFLOPS:-1}
 out=${OUT:-$(mktemp -d /tmp/layout-study.XXXXXX)}
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -65,7 +68,7 @@ for l in "${layouts[@]}"; do
   mb=$((gb / accum / dp))
   args="--config $src/configs/models/default.yaml --set model.seq_len=$seq
         --set train.steps=$steps --set train.micro_batch=$mb --set train.grad_accum=$accum
-        --set runtime.threads=$threads --set runtime.cpu_peak_gflops=1 --set checkpoint.interval=0
+        --set runtime.threads=$threads --set runtime.cpu_peak_gflops=$peak --set checkpoint.interval=0
         --set data.source=synthetic $sets --out $out/$name"
   if [ "$ranks" = 1 ]; then cmd="$bin $args"; else cmd="$mpiexec --oversubscribe --bind-to none -n $ranks $bin $args"; fi
   if ! $cmd >"$out/$name.log" 2>&1; then

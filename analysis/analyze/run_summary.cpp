@@ -190,21 +190,15 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
 
   // MFU / HFU.
   metrics::ModelShape m{ri.n_params, ri.n_layers, ri.d_model, ri.n_heads, ri.seq_len};
-  const double T = ri.seq_len;
-  const double attn_fwd = double(m.n_layers) * 4.0 * m.d_model * T * T;
   if (opt.formula == FlopsFormula::Mpt) {
     s.formula = "MPT/llm-foundry: 3 x (2*N*T + 4*L*d*T^2) per sequence";
     s.model_flops_per_seq = metrics::mpt_model_flops_per_seq(m);
   } else {
     s.formula = "6N + 12*L*H*Q*T per token";
-    s.model_flops_per_seq = metrics::flops_per_token_6n12lhqt(m) * T;
+    s.model_flops_per_seq = metrics::flops_per_token_6n12lhqt(m) * double(ri.seq_len);
   }
-  // Hardware FLOPs add the recomputation: the whole forward under full
-  // activation checkpointing, the attention core (QK^T, AV) under selective.
-  const double fwd = s.model_flops_per_seq / 3.0;
-  s.hw_flops_per_seq = s.model_flops_per_seq + (ri.act_ckpt == "full"        ? fwd
-                                                : ri.act_ckpt == "selective" ? attn_fwd
-                                                                             : 0.0);
+  // Hardware FLOPs add the recomputation (lib/metrics, shared with scaletrain-plan).
+  s.hw_flops_per_seq = metrics::hw_flops_per_seq(m, s.model_flops_per_seq, ri.act_ckpt);
   if (opt.peak_override > 0) {
     s.peak = opt.peak_override;
     s.peak_source = "--peak-flops " + fmt_g(opt.peak_override);

@@ -8,6 +8,9 @@
 //  - PreemptionRequeue: a running job gets USR1 in its batch shell (what
 //    --signal=B:USR1@120 does), writes an emergency checkpoint, requeues
 //    itself and resumes; every rank's telemetry holds each step exactly once.
+//  - PlanCampaignReport: the planner's three commands with the CPU cluster
+//    file: scaletrain-plan writes campaign.yaml, mfu_sweep.sh runs it, and
+//    scaletrain-plan compare sets the predictions beside the measurements.
 // Skipped, with the reason, only when the Slurm/munge binaries are missing.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -184,6 +187,50 @@ TEST_F(Slurm, WeakScalingCampaign) {
   EXPECT_DOUBLE_EQ(cj["series"][0]["efficiency"][0].get<double>(), 1.0);
   for (const char* f : {"report.md", "campaign.csv"})
     EXPECT_TRUE(fs::exists(camp / "analysis" / f)) << f;
+}
+
+TEST_F(Slurm, PlanCampaignReport) {
+  const std::string build = st::test::env_or("SCALETRAIN_BUILD_DIR", ".");
+  const std::string plan = q(build + "/analysis/scaletrain-plan");
+  const std::string pdir = dir_ + "/plan", results = dir_ + "/plan-results";
+  // 1. Plan: the tiny model at 1 and 2 ranks on this machine's cluster file.
+  auto p = sh(plan +
+              " --cluster configs/clusters/cpu-local.yaml --config configs/models/tiny.yaml"
+              " --devices 1,2 --top 2 --near 0 --campaign-name pcr --campaign-steps 6"
+              " --no-plots --out " +
+              q(pdir));
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  ASSERT_TRUE(fs::exists(fs::path(pdir) / "campaign.yaml")) << p.output;
+  // 2. Campaign: mfu_sweep.sh runs the plan's layouts, then analyses them.
+  auto sub = sh("SCALETRAIN_RESULTS=" + q(results) + " slurm/campaigns/mfu_sweep.sh --campaign " +
+                q(pdir + "/campaign.yaml") + " --name pcr");
+  ASSERT_EQ(sub.exit_code, 0) << sub.output;
+  const fs::path camp = fs::path(results) / "pcr";
+  const std::string analyze_id = slurp(camp / "slurm/analyze.jobid");
+  ASSERT_FALSE(analyze_id.empty()) << sub.output;
+  ASSERT_TRUE(wait_jobs(analyze_id.substr(0, analyze_id.find('\n')), 300))
+      << "campaign did not finish in time\n"
+      << diagnostics();
+  EXPECT_TRUE(fs::exists(camp / "README.md"));
+  std::vector<std::string> runs;
+  for (const auto& e : fs::directory_iterator(camp / "runs"))
+    if (fs::exists(e.path() / "run.json")) runs.push_back(q(e.path().string()));
+  ASSERT_EQ(runs.size(), 2u) << "the plan's top 2 layouts";
+  // 3. Report: predictions beside measurements.
+  std::string args;
+  for (const auto& r : runs) args += " " + r;
+  auto c = sh(plan + " compare --cluster configs/clusters/cpu-local.yaml" + args + " --out " +
+              q(dir_ + "/compare"));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  json cj = load_json(fs::path(dir_) / "compare/compare.json");
+  ASSERT_FALSE(cj.is_discarded());
+  ASSERT_EQ(cj["runs"].size(), 2u);
+  for (const auto& r : cj["runs"]) {
+    EXPECT_GT(r["step_pred_s"].get<double>(), 0) << r.dump();
+    EXPECT_GT(r["step_meas_s"].get<double>(), 0) << r.dump();
+    // Memory does not depend on the machine's load: the model's 10% holds here too.
+    EXPECT_LT(std::abs(r["mem_err"].get<double>()), 0.10) << r.dump();
+  }
 }
 
 TEST_F(Slurm, PreemptionRequeue) {

@@ -105,6 +105,11 @@ struct Config {
 // message names the key, the value and what would be valid.
 Config load_config(const std::string& yaml_path, const std::vector<std::string>& overrides);
 
+// The cross-field checks load_config runs (model shape, the layout against
+// the shape, the backend), for a Config changed in code (scaletrain-plan's
+// layouts). Throws UsageError naming the keys.
+void validate_config(const Config& cfg);
+
 // Checks that need the world size (dp*tp*pp*cp == world, ...); fills dp=0.
 void resolve_layout(Config& cfg, int world_size);
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/schema.hpp"
+#include "config/yaml_text.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "scaletrain/build_config.hpp"
@@ -67,15 +68,7 @@ YAML::Node parse_file(const std::string& path) {
   if (!fs::exists(path, ec)) throw UsageError("config file '" + path + "' not found");
   if (fs::is_directory(path, ec))
     throw UsageError("config file '" + path + "' is a directory, not a YAML file");
-  std::string text = read_file(path);
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw UsageError("YAML syntax error in " + path + " at line " +
-                     std::to_string(e.mark.line + 1) + ", column " +
-                     std::to_string(e.mark.column + 1) + ": " + e.msg);
-  }
+  YAML::Node root = parse_yaml_text(read_file(path), path);
   if (!root.IsNull() && !root.IsMap())
     throw UsageError("config file " + path + " must be a map of sections (model:, train:, ...)");
   return root;
@@ -159,6 +152,16 @@ void apply_preset(Config& cfg, const std::string& name) {
 }
 
 }  // namespace
+
+YAML::Node parse_yaml_text(const std::string& text, const std::string& path) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw UsageError("YAML syntax error in " + path + " at line " +
+                     std::to_string(e.mark.line + 1) + ", column " +
+                     std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+}
 
 std::string config_detail::schema_first_key(const std::string& sec) {
   for (const auto& k : schema())

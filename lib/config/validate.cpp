@@ -115,6 +115,8 @@ void validate(const Config& c) {
 
 }  // namespace config_detail
 
+void validate_config(const Config& cfg) { config_detail::validate(cfg); }
+
 void resolve_layout(Config& cfg, int world_size) {
   auto& p = cfg.parallel;
   if (world_size < 1) throw UsageError("world size " + std::to_string(world_size) + " is < 1");

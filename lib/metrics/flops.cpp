@@ -16,6 +16,15 @@ double mpt_hw_flops_per_seq(const ModelShape& m, bool act_ckpt) {
   return (act_ckpt ? 4.0 : 3.0) * mpt_flops_per_seq_fwd(m);
 }
 
+double hw_flops_per_seq(const ModelShape& m, double model_flops_per_seq,
+                        const std::string& act_ckpt) {
+  const double T = m.seq_len;
+  if (act_ckpt == "full") return model_flops_per_seq * 4.0 / 3.0;
+  if (act_ckpt == "selective")
+    return model_flops_per_seq + double(m.n_layers) * 4.0 * double(m.d_model) * T * T;
+  return model_flops_per_seq;
+}
+
 double flops_per_token_6n12lhqt(const ModelShape& m) {
   const double H = m.n_heads;
   const double Q = m.n_heads > 0 ? double(m.d_model) / H : 0.0;

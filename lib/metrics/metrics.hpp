@@ -27,6 +27,14 @@ double mpt_model_flops_per_seq(const ModelShape& m);
 // checkpointing recomputes the forward, else 3x (same as model FLOPs).
 double mpt_hw_flops_per_seq(const ModelShape& m, bool act_ckpt);
 
+// Hardware FLOPs per sequence (HFU numerator) for an activation-checkpointing
+// mode: the model FLOPs plus what is recomputed, the whole forward
+// (model / 3) under "full", the attention core (QK^T and AV, 4*L*d*T^2)
+// under "selective", nothing under "none". Works with either model-FLOPs
+// formula (MPT or 6N+12LHQT); scaletrain-analyze and scaletrain-plan both use it.
+double hw_flops_per_seq(const ModelShape& m, double model_flops_per_seq,
+                        const std::string& act_ckpt);
+
 // Training FLOPs per *token* in the PaLM form (Chowdhery et al. 2022, App. B):
 //   6*N + 12*L*H*Q*T
 // N = parameters, L = layers, H = attention heads, Q = head dimension

@@ -1,0 +1,263 @@
+// Implementation of calibrate.hpp.
+#include "planner/calibrate.hpp"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/util.hpp"
+#include "plan/layout.hpp"
+#include "plan/ops.hpp"
+#include "planner/op_runner.hpp"
+
+namespace fs = std::filesystem;
+
+namespace st::plan {
+namespace {
+
+std::string probe_path() {
+  if (auto e = env("SCALETRAIN_PLAN_PROBE"); e && !e->empty()) return *e;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return (exe.parent_path() / "scaletrain-plan-probe").string();
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string o = "'";
+  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return o + "'";
+}
+
+// Runs the probe at `ranks` and returns its stdout; UsageError with its output on failure.
+std::string run_probe(int ranks, const std::string& args, std::ostream& log) {
+  const std::string mpiexec = env("SCALETRAIN_MPIEXEC").value_or("mpiexec");
+  const std::string probe = probe_path();
+  std::error_code ec;
+  if (!fs::exists(probe, ec))
+    throw UsageError("calibrate: the MPI probe '" + probe +
+                     "' is missing (build the scaletrain-plan-probe target, or set "
+                     "SCALETRAIN_PLAN_PROBE)");
+  std::string cmd =
+      (::getuid() == 0 ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " : "") +
+      std::string("OMPI_MCA_rmaps_base_oversubscribe=1 ") + mpiexec +
+      " --oversubscribe --bind-to none -n " + std::to_string(ranks) + " " + shell_quote(probe) +
+      " " + args + " 2>&1";
+  log << "calibrate: " << cmd << "\n" << std::flush;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) throw Error("calibrate: cannot start '" + cmd + "'");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int rc = ::pclose(p);
+  if (rc != 0)
+    throw UsageError("calibrate: the MPI probe failed at " + std::to_string(ranks) +
+                     " ranks (exit status " + std::to_string(rc) +
+                     "; set SCALETRAIN_MPIEXEC "
+                     "to your launcher):\n" +
+                     out);
+  return out;
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto c = line.find(':');
+      if (c != std::string::npos) return line.substr(c + 2);
+    }
+  return "cpu";
+}
+
+double mem_total_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  while (f >> key) {
+    if (key == "MemTotal:") {
+      f >> kb;
+      return kb * 1024;
+    }
+    f.ignore(1 << 20, '\n');
+  }
+  return 0;
+}
+
+}  // namespace
+
+Link fit_alpha_beta(const std::vector<std::pair<double, double>>& pts) {
+  // Minimise sum ((a + b x - t) / t)^2 over a >= 0, b >= 0.
+  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
+  for (auto [x, t] : pts) {
+    const double w = 1 / (t * t);
+    s00 += w, s01 += w * x, s11 += w * x * x, r0 += w * t, r1 += w * x * t;
+  }
+  const double det = s00 * s11 - s01 * s01;
+  double a = det != 0 ? (r0 * s11 - r1 * s01) / det : 0;
+  double b = det != 0 ? (s00 * r1 - s01 * r0) / det : 0;
+  if (a < 0) {  // refit through the origin
+    a = 0;
+    b = s11 > 0 ? r1 / s11 : 0;
+  }
+  if (b <= 0) {  // flat: latency only (a bandwidth too high to matter)
+    b = 1e-12;
+    a = s00 > 0 ? r0 / s00 : 0;
+  }
+  return {1 / b, a};
+}
+
+int calibrate(const CalibrateOptions& o, std::ostream& log) {
+  if (o.out.empty())
+    throw UsageError("calibrate: give --out FILE.yaml (the cluster file to write)");
+  // Every op the layouts of the ranges would call, per rank count.
+  std::map<std::string, Op> ops;
+  int valid = 0;
+  for (const Candidate& c : enumerate_layouts(o.base, o.ranges, "cpu")) {
+    if (!c.reason.empty()) continue;
+    ++valid;
+    const MicroOps mo = micro_ops(c.cfg);
+    for (const auto* v : {&mo.block_fwd, &mo.block_bwd, &mo.block_recompute, &mo.embed_fwd,
+                          &mo.embed_bwd, &mo.head_fwd, &mo.head_bwd})
+      for (const Op& op : *v) ops.emplace(op.key(), op);
+    for (int s = 0; s < c.cfg.parallel.pp; ++s)
+      for (const Op& op : step_end_ops(c.cfg, stage_shape(c.cfg, s).params))
+        ops.emplace(op.key(), op);
+  }
+  if (valid == 0)
+    throw UsageError(
+        "calibrate: no valid layout in the given ranges for the model (every one "
+        "breaks a divisibility rule); widen --devices / --tp / --cp ...");
+  log << "calibrate: " << valid << " layouts, " << ops.size() << " distinct kernel calls to time\n"
+      << std::flush;
+
+  if (!o.add_to.empty()) {
+    Cluster c = load_cluster(o.add_to);
+    if (c.gpu())
+      throw UsageError("calibrate --add-to " + o.add_to + ": not a kind: cpu cluster file");
+    size_t added = 0;
+    for (const auto& [key, op] : ops)
+      if (!c.op_seconds.count(key)) {
+        c.op_seconds[key] = time_op(op, o.op_seconds);
+        ++added;
+      }
+    c.meta["command_add_" + std::to_string(c.meta.size())] = o.command;
+    write_file_atomic(o.out, cluster_to_yaml(c));
+    log << "calibrate: added " << added << " kernel calls to " << o.add_to << ", wrote " << o.out
+        << "\n";
+    return 0;
+  }
+  Cluster c;
+  c.name = o.name;
+  c.kind = "cpu";
+  c.precision = "fp32";
+  c.device = "cpu: " + cpu_model();
+  c.threads_per_rank = omp_get_max_threads();
+  c.cores_per_node = int(::sysconf(_SC_NPROCESSORS_ONLN));
+  int max_ranks = 1;
+  for (int r : o.ranges.devices) max_ranks = std::max(max_ranks, r);
+  c.devices_per_node = max_ranks;
+  c.memory_bytes = mem_total_bytes() / max_ranks;
+  c.memory_reserved = 0;
+  {
+    Op g;
+    g.kind = OpKind::Gemm;
+    g.s[0] = g.s[1] = g.s[2] = 768;
+    // The trainer's convention (app/cpu_peak.cpp): the fastest of the
+    // repetitions of 1 s of 768^3 sgemm, so a run's measured peak compares.
+    c.peak_flops = g.flops() / time_op(g, 1.0, true);
+    c.peak_source = "measured sgemm 768^3 by calibrate (fastest repetition)";
+  }
+  size_t done = 0;
+  for (const auto& [key, op] : ops) {
+    c.op_seconds[key] = time_op(op, o.op_seconds);
+    if (++done % 50 == 0)
+      log << "calibrate: timed " << done << "/" << ops.size() << "\n" << std::flush;
+  }
+
+  // The compute mix of one block (first valid layout's shapes) for the
+  // slowdown under shared cores.
+  std::vector<Op> mix;
+  {
+    Config b = o.base;
+    b.parallel.tp = b.parallel.pp = b.parallel.cp = 1;
+    b.parallel.sp = false;
+    const MicroOps mo = micro_ops(b);
+    mix = mo.block_fwd;
+    mix.insert(mix.end(), mo.block_bwd.begin(), mo.block_bwd.end());
+  }
+  std::string mix_keys;
+  for (const Op& op : mix) mix_keys += (mix_keys.empty() ? "" : ";") + op.key();
+  c.concurrency[1] = 1.0;
+  std::string sizes;
+  for (long s : o.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
+  std::map<std::pair<std::string, int>, std::vector<std::pair<double, double>>> pts;
+  std::ostringstream raw;
+  for (int r : o.ranges.devices) {
+    if (r < 2) continue;
+    std::ostringstream args;
+    args << "--sizes " << sizes << " --seconds " << o.coll_seconds << " --ops "
+         << shell_quote(mix_keys);
+    const std::string text = run_probe(r, args.str(), log);
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      std::string tag;
+      ls >> tag;
+      if (tag == "coll") {
+        std::string kind;
+        int n = 0;
+        double bytes = 0, sec = 0;
+        if (ls >> kind >> n >> bytes >> sec) pts[{kind, n}].push_back({bytes, sec});
+        raw << line << "\n";
+      } else if (tag == "compute") {
+        int n = 0;
+        double sec = 0;
+        if (ls >> n >> sec) c.concurrency[n] = sec;  // the probe's ratio, measured back to back
+      }
+    }
+  }
+  for (auto& [key, p] : pts) {
+    MeasuredCollective m;
+    m.kind = key.first;
+    m.ranks = key.second;
+    m.fit = fit_alpha_beta(p);
+    c.collectives.push_back(m);
+  }
+  // Links: the point-to-point fit at the smallest rank count measured.
+  for (const auto& m : c.collectives)
+    if (m.kind == "p2p" && (c.intra.bandwidth == 0 || m.ranks == 2)) c.intra = m.fit;
+  if (c.intra.bandwidth == 0) c.intra = {10e9, 1e-6};  // one rank only: nothing measured
+  c.inter = c.intra;
+  c.notes = "measured by scaletrain-plan calibrate; one node, " + std::to_string(c.cores_per_node) +
+            " cores, ranks " + std::to_string(max_ranks) + " at most";
+  c.meta["date"] = iso_time_utc();
+  char host[256] = "";
+  ::gethostname(host, sizeof host - 1);
+  c.meta["host"] = host;
+  c.meta["command"] = o.command;
+  c.meta["model"] = o.base.model.name + " (d_model " + std::to_string(o.base.model.d_model) +
+                    ", seq_len " + std::to_string(o.base.model.seq_len) + ")";
+  std::ifstream la("/proc/loadavg");
+  std::string l1, l5, l15;
+  la >> l1 >> l5 >> l15;
+  c.meta["load_average"] = l1 + " " + l5 + " " + l15;
+  const std::string yaml = cluster_to_yaml(c);
+  std::error_code ec;
+  if (fs::path(o.out).has_parent_path()) fs::create_directories(fs::path(o.out).parent_path(), ec);
+  write_file_atomic(o.out, yaml);
+  log << "calibrate: wrote " << o.out << " (" << c.op_seconds.size() << " ops, "
+      << c.collectives.size() << " collective fits, sgemm " << c.peak_flops / 1e9 << " GFLOP/s)\n";
+  return 0;
+}
+
+}  // namespace st::plan

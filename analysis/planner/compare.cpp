@@ -1,0 +1,213 @@
+// Implementation of compare.hpp.
+#include "planner/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analyze/run_summary.hpp"
+#include "core/error.hpp"
+#include "core/util.hpp"
+#include "plan/memory.hpp"
+#include "plan/time_model.hpp"
+#include "telemetry/reader.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace st::plan {
+
+Config config_from_run_json(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "run.json").string();
+  json j;
+  try {
+    j = json::parse(read_file(path));
+  } catch (const json::exception& e) {
+    throw UsageError(path + ": not valid JSON: " + e.what());
+  }
+  if (!j.contains("config") || !j["config"].is_object())
+    throw UsageError(path + ": no 'config' object (a run folder written by scaletrain?)");
+  std::vector<std::string> sets;
+  for (const char* sec : {"model", "parallel", "train", "runtime"}) {
+    if (!j["config"].contains(sec)) continue;
+    for (auto& [k, v] : j["config"][sec].items()) {
+      if (std::string(sec) == "model" && k == "preset") continue;
+      if (std::string(sec) == "runtime" && (k == "out" || k == "name")) continue;
+      std::string val;
+      if (v.is_string())
+        val = v.get<std::string>();
+      else if (v.is_boolean())
+        val = v.get<bool>() ? "true" : "false";
+      else
+        val = v.dump();
+      if (val.empty()) continue;
+      sets.push_back(std::string(sec) + "." + k + "=" + val);
+    }
+  }
+  Config c;
+  try {
+    c = load_config("", sets);
+    resolve_layout(c, j.value("world_size", 0));
+  } catch (const UsageError& e) {
+    throw UsageError(path + ": config: " + e.what());
+  }
+  return c;
+}
+
+namespace {
+std::string layout_name(const Config& c) {
+  const auto& p = c.parallel;
+  std::ostringstream o;
+  o << "dp" << p.dp << " tp" << p.tp << " pp" << p.pp << " cp" << p.cp << (p.sp ? " sp" : "")
+    << " z" << p.zero_stage
+    << (p.num_model_chunks > 1 ? " v" + std::to_string(p.num_model_chunks) : "") << " mb"
+    << c.train.micro_batch << " ga" << c.train.grad_accum << " " << c.train.act_ckpt;
+  return o.str();
+}
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+}  // namespace
+
+std::vector<CompareRow> compare_runs(const std::vector<std::string>& dirs, const Cluster& cl) {
+  std::vector<CompareRow> rows;
+  for (const std::string& dir : dirs) {
+    const Config cfg = config_from_run_json(dir);
+    const telemetry::RunTelemetry run = telemetry::read_run(dir);
+    analysis::Options opt;
+    const analysis::RunSummary s = analysis::summarize_run(run, opt);
+    CompareRow r;
+    r.run = fs::path(dir).filename().string();
+    if (r.run.empty()) r.run = fs::path(dir).parent_path().filename().string();
+    r.layout = layout_name(cfg);
+    r.ranks = s.gpus;
+    // Memory: every rank's largest peak against its stage's prediction;
+    // the row shows the rank with the largest relative error.
+    std::vector<MemoryEstimate> stage;
+    for (int st = 0; st < cfg.parallel.pp; ++st) stage.push_back(estimate_memory(cfg, st));
+    const int per_stage = cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp;
+    double worst = -1;
+    std::vector<double> exposed;
+    for (size_t k = 0; k < run.ranks.size(); ++k) {
+      int64_t peak = 0;
+      std::vector<double> ex;
+      for (const auto& st : run.ranks[k].steps) {
+        peak = std::max(peak, st.mem_peak_bytes);
+        if (st.step >= s.win_first && st.step <= s.win_last) ex.push_back(st.comm_exposed_s);
+      }
+      exposed.push_back(median(ex));
+      const double pred = stage[size_t(int(k) / per_stage)].tracked();
+      const double e = peak > 0 ? std::abs(pred / double(peak) - 1) : 0;
+      if (e > worst) {
+        worst = e;
+        r.mem_pred = pred;
+        r.mem_meas = double(peak);
+      }
+    }
+    r.exposed_meas = exposed.empty() ? 0 : *std::max_element(exposed.begin(), exposed.end());
+    const StepPrediction t = predict_step(cfg, cl);
+    r.step_pred = t.step;
+    const auto& ri = run.info;
+    if (!cl.gpu() && ri.peak_flops > 0 && ri.peak_source.rfind("measured sgemm", 0) == 0) {
+      Cluster at_run = cl;
+      at_run.concurrency = {
+          {std::min(r.ranks, cl.devices_per_node), cl.peak_flops / ri.peak_flops}};
+      r.step_pred_rt = predict_step(cfg, at_run).step;
+    }
+    r.step_meas = s.step_p50;
+    r.exposed_pred = t.exposed_comm();
+    r.tok_s_pred = t.tokens_per_s;
+    r.tok_s_meas = s.tok_s;
+    r.mfu_pred = t.mfu * 100;
+    r.mfu_meas = s.mfu;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+void write_compare(const std::vector<CompareRow>& rows, const Cluster& cl,
+                   const std::string& out_dir, std::ostream& out) {
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  double mem_ape = 0, step_ape = 0, mem_max = 0, rt_ape = 0;
+  int rt_n = 0;
+  for (const auto& r : rows) {
+    mem_ape += std::abs(r.mem_err());
+    step_ape += std::abs(r.step_err());
+    mem_max = std::max(mem_max, std::abs(r.mem_err()));
+    if (r.step_pred_rt > 0) rt_ape += std::abs(r.step_rt_err()), ++rt_n;
+  }
+  const double n = std::max<size_t>(1, rows.size());
+  auto f = [](double v, int p) {
+    std::ostringstream o;
+    o.setf(std::ios::fixed);
+    o.precision(p);
+    o << v;
+    return o.str();
+  };
+  std::ostringstream md, csv;
+  md << "# Predicted against measured\n\ncluster file: `" << cl.path << "` (" << cl.name
+     << ")\n\n| run | layout | ranks | memory pred MiB | memory meas MiB | error | step pred ms | "
+        "step meas ms | error | step pred at run speed ms | error | exposed comm pred ms | "
+        "meas ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  csv << "run,layout,ranks,mem_pred_bytes,mem_meas_bytes,mem_err,step_pred_s,step_meas_s,step_err,"
+         "step_pred_run_speed_s,step_run_speed_err,"
+         "exposed_pred_s,exposed_meas_s,tok_s_pred,tok_s_meas,mfu_pred_pct,mfu_meas_pct\n";
+  json j;
+  j["cluster"] = cl.path;
+  j["runs"] = json::array();
+  for (const auto& r : rows) {
+    md << "| " << r.run << " | " << r.layout << " | " << r.ranks << " | "
+       << f(r.mem_pred / 1048576, 1) << " | " << f(r.mem_meas / 1048576, 1) << " | "
+       << f(100 * r.mem_err(), 1) << "% | " << f(r.step_pred * 1e3, 1) << " | "
+       << f(r.step_meas * 1e3, 1) << " | " << f(100 * r.step_err(), 1) << "% | "
+       << (r.step_pred_rt > 0
+               ? f(r.step_pred_rt * 1e3, 1) + " | " + f(100 * r.step_rt_err(), 1) + "%"
+               : std::string("- | -"))
+       << " | " << f(r.exposed_pred * 1e3, 1) << " | " << f(r.exposed_meas * 1e3, 1) << " |\n";
+    csv << r.run << "," << r.layout << "," << r.ranks << "," << r.mem_pred << "," << r.mem_meas
+        << "," << r.mem_err() << "," << r.step_pred << "," << r.step_meas << "," << r.step_err()
+        << "," << r.step_pred_rt << "," << r.step_rt_err() << "," << r.exposed_pred << ","
+        << r.exposed_meas << "," << r.tok_s_pred << "," << r.tok_s_meas << "," << r.mfu_pred << ","
+        << r.mfu_meas << "\n";
+    j["runs"].push_back({{"run", r.run},
+                         {"layout", r.layout},
+                         {"ranks", r.ranks},
+                         {"mem_pred_bytes", r.mem_pred},
+                         {"mem_meas_bytes", r.mem_meas},
+                         {"mem_err", r.mem_err()},
+                         {"step_pred_s", r.step_pred},
+                         {"step_meas_s", r.step_meas},
+                         {"step_err", r.step_err()},
+                         {"step_pred_run_speed_s", r.step_pred_rt},
+                         {"step_run_speed_err", r.step_rt_err()},
+                         {"exposed_pred_s", r.exposed_pred},
+                         {"exposed_meas_s", r.exposed_meas},
+                         {"tok_s_pred", r.tok_s_pred},
+                         {"tok_s_meas", r.tok_s_meas},
+                         {"mfu_pred_pct", r.mfu_pred},
+                         {"mfu_meas_pct", r.mfu_meas}});
+  }
+  md << "\n"
+     << rows.size() << " runs: memory mean |error| " << f(100 * mem_ape / n, 1) << "% (largest "
+     << f(100 * mem_max, 1) << "%), step time MAPE " << f(100 * step_ape / n, 1) << "%";
+  if (rt_n > 0)
+    md << "; at each run's measured speed (" << rt_n << " runs) " << f(100 * rt_ape / rt_n, 1)
+       << "%";
+  md << "\n";
+  j["memory_mape"] = mem_ape / n;
+  j["step_mape_run_speed"] = rt_n > 0 ? rt_ape / rt_n : 0.0;
+  j["memory_max_abs_err"] = mem_max;
+  j["step_mape"] = step_ape / n;
+  write_file_atomic((fs::path(out_dir) / "compare.md").string(), md.str());
+  write_file_atomic((fs::path(out_dir) / "compare.csv").string(), csv.str());
+  write_file_atomic((fs::path(out_dir) / "compare.json").string(), j.dump(2) + "\n");
+  out << md.str();
+}
+
+}  // namespace st::plan

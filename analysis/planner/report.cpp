@@ -1,0 +1,463 @@
+// Implementation of report.hpp.
+#include "planner/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analyze/plots.hpp"
+#include "core/error.hpp"
+#include "core/util.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace st::plan {
+namespace {
+
+std::string fx(double v, int p) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(p);
+  o << v;
+  return o.str();
+}
+std::string gib(double b) { return fx(b / double(1ull << 30), 2); }
+std::string ms(double s) { return fx(s * 1e3, 1); }
+
+json mem_json(const MemoryEstimate& m) {
+  return {{"total", m.peak.total()},
+          {"weights", m.peak.weights},
+          {"grads", m.peak.grads},
+          {"optim", m.peak.optim},
+          {"activations", m.peak.activations},
+          {"buffers", m.peak.buffers},
+          {"workspace", m.peak.workspace},
+          {"untracked", m.untracked},
+          {"peak_at", m.peak_at},
+          {"stage", m.shape.stage}};
+}
+json time_json(const StepPrediction& t) {
+  auto cp = [](const CommPart& c) { return json{{"total", c.total}, {"exposed", c.exposed}}; };
+  return {{"step", t.step},
+          {"gemm", t.gemm},
+          {"attention", t.attention},
+          {"elementwise", t.elementwise},
+          {"recompute", t.recompute},
+          {"bubble", t.bubble},
+          {"optimizer", t.optimizer},
+          {"dp", cp(t.dp)},
+          {"tp", cp(t.tp)},
+          {"pp", cp(t.pp)},
+          {"cp", cp(t.cp)},
+          {"zero", cp(t.zero)},
+          {"other", cp(t.other)},
+          {"tokens_per_s", t.tokens_per_s},
+          {"tokens_per_s_device", t.tokens_per_s_device},
+          {"mfu", t.mfu},
+          {"hfu", t.hfu}};
+}
+json cand_json(const Candidate& c, int rank) {
+  const auto& p = c.cfg.parallel;
+  json j = {{"rank", rank},
+            {"name", c.name()},
+            {"devices", c.devices},
+            {"dp", p.dp},
+            {"tp", p.tp},
+            {"pp", p.pp},
+            {"cp", p.cp},
+            {"sp", p.sp},
+            {"zero_stage", p.zero_stage},
+            {"num_model_chunks", p.num_model_chunks},
+            {"dp_bucket_mb", p.dp_bucket_mb},
+            {"micro_batch", c.cfg.train.micro_batch},
+            {"grad_accum", c.cfg.train.grad_accum},
+            {"act_ckpt", c.cfg.train.act_ckpt},
+            {"feasible", c.feasible},
+            {"reason", c.reason},
+            {"runs_on_this_trainer", c.not_runnable.empty()},
+            {"not_runnable", c.not_runnable}};
+  if (c.timed) {
+    j["memory"] = mem_json(c.mem);
+    j["available_bytes"] = c.available;
+    j["margin_bytes"] = c.margin();
+    j["time"] = time_json(c.time);
+  }
+  return j;
+}
+
+std::string time_parts(const StepPrediction& t) {
+  std::ostringstream o;
+  o << "gemm " << ms(t.gemm) << ", attn " << ms(t.attention) << ", elem " << ms(t.elementwise);
+  if (t.recompute > 0) o << " (recompute " << ms(t.recompute) << ")";
+  if (t.bubble > 0) o << ", bubble " << ms(t.bubble);
+  const std::pair<const char*, const CommPart*> parts[] = {{"dp", &t.dp},     {"tp", &t.tp},
+                                                           {"pp", &t.pp},     {"cp", &t.cp},
+                                                           {"zero", &t.zero}, {"other", &t.other}};
+  for (auto& [n, c] : parts)
+    if (c->total > 0) o << ", " << n << " " << ms(c->exposed) << "/" << ms(c->total);
+  o << ", optim " << ms(t.optimizer);
+  return o.str();
+}
+std::string mem_parts(const MemoryEstimate& m) {
+  return "w " + gib(m.peak.weights) + ", g " + gib(m.peak.grads) + ", o " + gib(m.peak.optim) +
+         ", act " + gib(m.peak.activations) + ", buf " + gib(m.peak.buffers) + ", ws " +
+         gib(m.peak.workspace);
+}
+
+// The plots: predicted throughput against predicted peak memory, and the
+// frontier (best throughput within each memory budget).
+void plots(const std::vector<Candidate>& cands, const Cluster& cl, const std::string& dir,
+           std::ostream& out) {
+  analysis::Plot a{"throughput_vs_memory",
+                   "Predicted tokens/s per device against predicted peak memory per device", "",
+                   ""};
+  std::ostringstream d;
+  d << "# peak_gib tok_s_device feasible\n";
+  std::vector<std::pair<double, double>> pts;
+  for (const Candidate& c : cands) {
+    if (!c.timed) continue;
+    d << c.mem.peak.total() / double(1ull << 30) << ' ' << c.time.tokens_per_s_device << ' '
+      << (c.feasible ? 1 : 0) << '\n';
+    if (c.feasible) pts.push_back({c.mem.peak.total(), c.time.tokens_per_s_device});
+  }
+  a.data = d.str();
+  const double limit = (cl.memory_bytes - cl.memory_reserved) / double(1ull << 30);
+  a.script =
+      "set xlabel 'predicted peak memory per device (GiB)'\nset ylabel 'predicted tokens/s per "
+      "device'\n"
+      "set key top left\nset arrow from " +
+      fx(limit, 3) + ", graph 0 to " + fx(limit, 3) +
+      ", graph 1 nohead dt 2 lc rgb 'black'\n"
+      "plot 'throughput_vs_memory.dat' u ($3>0?$1:1/0):2 w p pt 7 lc rgb '#1f77b4' t 'feasible', "
+      "\\\n"
+      "  '' u ($3>0?1/0:$1):2 w p pt 6 lc rgb '#d62728' t 'over the memory limit'\n";
+  analysis::Plot f{"feasibility_frontier",
+                   "Best predicted tokens/s per device within a memory budget", "", ""};
+  std::sort(pts.begin(), pts.end());
+  std::ostringstream fd;
+  fd << "# budget_gib best_tok_s_device\n";
+  double best = 0;
+  for (auto [m, t] : pts) {
+    best = std::max(best, t);
+    fd << m / double(1ull << 30) << ' ' << best << '\n';
+  }
+  f.data = fd.str();
+  f.script =
+      "set xlabel 'memory budget per device (GiB)'\nset ylabel 'best predicted tokens/s per "
+      "device'\n"
+      "set key bottom right\nplot 'feasibility_frontier.dat' u 1:2 w steps lw 2 lc rgb '#1f77b4' t "
+      "'frontier'\n";
+  const std::string gp = analysis::find_gnuplot();
+  for (const auto& p : {a, f}) {
+    const std::string why = analysis::render_plot(dir, p, gp);
+    if (!why.empty()) out << "plot " << p.name << ".svg not made: " << why << "\n";
+  }
+}
+
+// The preset a campaign can name and the model keys that differ from it.
+std::pair<std::string, std::vector<std::string>> preset_and_overrides(const Config& base) {
+  const std::string preset = !base.model.preset.empty() ? base.model.preset : base.model.name;
+  Config pc;
+  try {
+    pc = load_config("", {"model.preset=" + preset});
+  } catch (const UsageError&) {
+    throw UsageError("campaign: the model '" + preset +
+                     "' is not a preset in configs/models/ (mfu_sweep.sh names models by "
+                     "preset); plan with --set model.preset=NAME");
+  }
+  std::vector<std::string> sets;
+  const auto& a = base.model;
+  const auto& b = pc.model;
+  auto add = [&](const char* k, double x, double y) {
+    if (x != y) {
+      std::ostringstream o;
+      o << "model." << k << "=" << x;
+      sets.push_back(o.str());
+    }
+  };
+  add("n_layers", a.n_layers, b.n_layers);
+  add("d_model", a.d_model, b.d_model);
+  add("n_heads", a.n_heads, b.n_heads);
+  add("n_kv_heads", a.n_kv_heads, b.n_kv_heads);
+  add("ffn_hidden", a.ffn_hidden, b.ffn_hidden);
+  add("vocab_size", a.vocab_size, b.vocab_size);
+  return {preset, sets};
+}
+
+}  // namespace
+
+std::string campaign_yaml(const std::vector<const Candidate*>& layouts, const Config& base,
+                          const Cluster& cl, const std::string& name, int steps) {
+  const auto [preset, model_sets] = preset_and_overrides(base);
+  std::ostringstream o;
+  o << "# Written by scaletrain-plan (docs/planner.md): the top layouts of the plan and the\n"
+    << "# predicted-infeasible ones nearest the memory limit. Run it with\n"
+    << "#   slurm/campaigns/mfu_sweep.sh --campaign <this file>\n"
+    << "# then compare: scaletrain-plan compare --cluster " << cl.path
+    << " results/<campaign>/runs/*\n"
+    << "name: " << name << "\nsteps: " << steps << "\nmicro_batch: " << base.train.micro_batch
+    << "\ngrad_accum: " << base.train.grad_accum << "\nmodels: [" << preset << "]\nseq_lens: ["
+    << base.model.seq_len << "]\n";
+  std::vector<std::string> common = model_sets;
+  if (!cl.gpu()) {
+    common.push_back("runtime.threads=" + std::to_string(cl.threads_per_rank));
+    std::ostringstream pk;
+    pk << "runtime.cpu_peak_gflops=" << cl.peak_flops / 1e9;  // MFU against the plan's peak
+    common.push_back(pk.str());
+  }
+  if (!common.empty()) {
+    o << "set: [";
+    for (size_t i = 0; i < common.size(); ++i) o << (i ? ", " : "") << common[i];
+    o << "]\n";
+  }
+  o << "layouts:\n";
+  for (const Candidate* c : layouts) {
+    const auto& p = c->cfg.parallel;
+    const int nodes = (c->devices + cl.devices_per_node - 1) / cl.devices_per_node;
+    o << "  - name: " << c->name() << (c->feasible ? "" : "-predicted-oom")
+      << "\n    nodes: " << nodes << "\n    ranks_per_node: " << c->devices / nodes
+      << "\n    set: [parallel.dp=" << p.dp << ", parallel.tp=" << p.tp << ", parallel.pp=" << p.pp
+      << ", parallel.cp=" << p.cp << ", parallel.sp=" << (p.sp ? "true" : "false")
+      << ", parallel.zero_stage=" << p.zero_stage
+      << ", parallel.num_model_chunks=" << p.num_model_chunks
+      << ", parallel.dp_bucket_mb=" << p.dp_bucket_mb
+      << ", train.micro_batch=" << c->cfg.train.micro_batch
+      << ", train.grad_accum=" << c->cfg.train.grad_accum
+      << ", train.act_ckpt=" << c->cfg.train.act_ckpt << "]\n";
+  }
+  return o.str();
+}
+
+void write_plan(const std::vector<Candidate>& cands, const Config& base, const Cluster& cl,
+                const ReportOptions& o, std::ostream& out) {
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  if (ec) throw UsageError("--out " + o.out_dir + ": cannot create: " + ec.message());
+  int feasible = 0, over = 0, invalid = 0;
+  std::map<std::string, int> why;
+  for (const Candidate& c : cands) {
+    if (c.feasible)
+      ++feasible;
+    else if (c.timed)
+      ++over;
+    else
+      ++invalid;
+    if (!c.feasible) {
+      std::string k = c.reason.substr(0, c.reason.find(':'));
+      if (k == "divisibility" || k == "unsupported") {
+        // group by the first key named
+        const auto a = c.reason.find_first_not_of(' ', k.size() + 1);
+        const auto e = c.reason.find_first_of(" =", a);
+        k += ": " + c.reason.substr(a, e - a);
+      }
+      ++why[k];
+    }
+  }
+  std::ostringstream md;
+  md << "# Plan: " << base.model.name << " on " << cl.name << "\n\n"
+     << "| | |\n|---|---|\n| command | `" << o.command << "` |\n| date | " << iso_time_utc()
+     << " |\n| model | " << base.model.name << ": " << base.model.n_layers << " layers, d_model "
+     << base.model.d_model << ", " << base.model.n_heads << " heads (" << base.model.n_kv_heads
+     << " kv), ffn " << base.model.ffn_hidden << ", vocab " << base.model.vocab_size << ", seq_len "
+     << base.model.seq_len << " |\n| cluster | `" << cl.path << "`: " << cl.device << ", "
+     << gib(cl.memory_bytes) << " GiB (" << gib(cl.memory_reserved) << " reserved), "
+     << cl.devices_per_node << " per node, peak " << fx(cl.peak_flops / 1e12, 3) << " TFLOP/s ("
+     << cl.peak_source << ") |\n| layouts | " << cands.size() << ": " << feasible
+     << " predicted feasible, " << over << " over the memory limit, " << invalid
+     << " invalid |\n\n";
+  md << "Memory is the worst pipeline stage's peak per device (w weights, g gradients, o "
+        "optimizer state, act activations, buf communication buffers, ws workspace), in GiB. "
+        "Time parts are per step; communication as exposed/total ms.\n\n";
+  md << "| # | layout | devices | peak GiB | margin GiB | step ms | tokens/s | tok/s/device | MFU "
+        "% "
+        "| HFU % | memory parts | time parts "
+        "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  int shown = 0;
+  bool dagger = false;
+  for (const Candidate& c : cands) {
+    if (!c.feasible || shown >= o.top) continue;
+    ++shown;
+    dagger = dagger || !c.not_runnable.empty();
+    md << "| " << shown << " | " << c.name() << (c.not_runnable.empty() ? "" : " (†)") << " | "
+       << c.devices << " | " << gib(c.mem.peak.total()) << " | " << gib(c.margin()) << " | "
+       << ms(c.time.step) << " | " << fx(c.time.tokens_per_s, 1) << " | "
+       << fx(c.time.tokens_per_s_device, 1) << " | " << fx(100 * c.time.mfu, 1) << " | "
+       << fx(100 * c.time.hfu, 1) << " | " << mem_parts(c.mem) << " | " << time_parts(c.time)
+       << " |\n";
+  }
+  if (dagger)
+    md << "\n(†) predicted, but this build's trainer does not run it on the cluster's device "
+          "(plan.json: not_runnable).\n";
+  std::vector<const Candidate*> nearest;
+  for (const Candidate& c : cands)
+    if (!c.feasible && c.timed && int(nearest.size()) < o.near) nearest.push_back(&c);
+  if (!nearest.empty()) {
+    md << "\nNearest over the memory limit:\n\n| layout | peak GiB | over by GiB | tok/s/device "
+          "|\n|---|---|---|---|\n";
+    for (const Candidate* c : nearest)
+      md << "| " << c->name() << " | " << gib(c->mem.peak.total()) << " | " << gib(-c->margin())
+         << " | " << fx(c->time.tokens_per_s_device, 1) << " |\n";
+  }
+  if (!why.empty()) {
+    md << "\nNot feasible, by reason:\n\n| reason | layouts |\n|---|---|\n";
+    for (auto& [k, n] : why) md << "| " << k << " | " << n << " |\n";
+  }
+  // CSV and JSON: every layout.
+  std::ostringstream csv;
+  csv << "rank,name,devices,dp,tp,pp,cp,sp,zero_stage,num_model_chunks,dp_bucket_mb,micro_batch,"
+         "grad_accum,act_ckpt,feasible,reason,peak_bytes,weights,grads,optim,activations,buffers,"
+         "workspace,margin_bytes,step_s,gemm_s,attention_s,elementwise_s,recompute_s,bubble_s,"
+         "dp_exposed_s,tp_exposed_s,pp_exposed_s,cp_exposed_s,zero_exposed_s,other_s,optimizer_s,"
+         "tokens_per_s,tokens_per_s_device,mfu,hfu\n";
+  json j;
+  j["model"] = {{"name", base.model.name},
+                {"n_layers", base.model.n_layers},
+                {"d_model", base.model.d_model},
+                {"seq_len", base.model.seq_len}};
+  j["cluster"] = {{"path", cl.path},
+                  {"name", cl.name},
+                  {"device", cl.device},
+                  {"peak_flops", cl.peak_flops},
+                  {"memory_bytes", cl.memory_bytes},
+                  {"memory_reserved_bytes", cl.memory_reserved}};
+  j["command"] = o.command;
+  j["counts"] = {{"layouts", cands.size()},
+                 {"feasible", feasible},
+                 {"over_memory", over},
+                 {"invalid", invalid}};
+  j["layouts"] = json::array();
+  int rank = 0;
+  for (const Candidate& c : cands) {
+    ++rank;
+    j["layouts"].push_back(cand_json(c, rank));
+    const auto& p = c.cfg.parallel;
+    std::string reason = c.reason;
+    std::replace(reason.begin(), reason.end(), ',', ';');
+    std::replace(reason.begin(), reason.end(), '\n', ' ');
+    csv << rank << ',' << c.name() << ',' << c.devices << ',' << p.dp << ',' << p.tp << ',' << p.pp
+        << ',' << p.cp << ',' << int(p.sp) << ',' << p.zero_stage << ',' << p.num_model_chunks
+        << ',' << p.dp_bucket_mb << ',' << c.cfg.train.micro_batch << ',' << c.cfg.train.grad_accum
+        << ',' << c.cfg.train.act_ckpt << ',' << int(c.feasible) << ",\"" << reason << "\"";
+    if (c.timed) {
+      const auto& m = c.mem.peak;
+      const auto& t = c.time;
+      csv << ',' << m.total() << ',' << m.weights << ',' << m.grads << ',' << m.optim << ','
+          << m.activations << ',' << m.buffers << ',' << m.workspace << ',' << c.margin() << ','
+          << t.step << ',' << t.gemm << ',' << t.attention << ',' << t.elementwise << ','
+          << t.recompute << ',' << t.bubble << ',' << t.dp.exposed << ',' << t.tp.exposed << ','
+          << t.pp.exposed << ',' << t.cp.exposed << ',' << t.zero.exposed << ',' << t.other.exposed
+          << ',' << t.optimizer << ',' << t.tokens_per_s << ',' << t.tokens_per_s_device << ','
+          << t.mfu << ',' << t.hfu;
+    } else {
+      csv << std::string(27, ',');
+    }
+    csv << '\n';
+  }
+  // Campaign: the top K plus the nearest over the limit, runnable ones only.
+  std::vector<const Candidate*> camp;
+  for (const Candidate& c : cands)
+    if (c.feasible && c.not_runnable.empty() && int(camp.size()) < o.top) camp.push_back(&c);
+  for (const Candidate* c : nearest)
+    if (c->not_runnable.empty()) camp.push_back(c);
+  const std::string cname = o.campaign_name.empty()
+                                ? "plan-" + base.model.name + "-" +
+                                      std::to_string(cands.empty() ? 0 : cands.front().devices)
+                                : o.campaign_name;
+  std::string campaign_note;
+  if (!camp.empty()) {
+    try {
+      write_file_atomic((fs::path(o.out_dir) / "campaign.yaml").string(),
+                        campaign_yaml(camp, base, cl, cname, o.campaign_steps));
+      campaign_note = "campaign.yaml: " + std::to_string(camp.size()) + " layouts (" +
+                      "slurm/campaigns/mfu_sweep.sh --campaign " +
+                      (fs::path(o.out_dir) / "campaign.yaml").string() + ")";
+    } catch (const UsageError& e) {
+      campaign_note = std::string("campaign.yaml not written: ") + e.what();
+    }
+  }
+  if (!campaign_note.empty()) md << "\n" << campaign_note << "\n";
+  write_file_atomic((fs::path(o.out_dir) / "plan.md").string(), md.str());
+  write_file_atomic((fs::path(o.out_dir) / "plan.csv").string(), csv.str());
+  write_file_atomic((fs::path(o.out_dir) / "plan.json").string(), j.dump(1) + "\n");
+  if (o.plots) plots(cands, cl, o.out_dir, out);
+  out << md.str() << "\nwritten: " << o.out_dir << "/plan.md, plan.csv, plan.json"
+      << (o.plots ? ", throughput_vs_memory.svg, feasibility_frontier.svg" : "")
+      << (camp.empty() ? "" : ", campaign.yaml") << "\n";
+}
+
+std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
+                                          const std::vector<int>& sizes, const Cluster& cl,
+                                          const ReportOptions& o, std::ostream& out) {
+  std::vector<WeakPoint> pts;
+  for (int n : sizes) {
+    WeakPoint w;
+    w.devices = n;
+    for (const Candidate& c : cands)
+      if (c.devices == n && c.feasible &&
+          (!w.best || c.time.tokens_per_s > w.best->time.tokens_per_s))
+        w.best = &c;
+    pts.push_back(w);
+  }
+  double base = 0;
+  for (auto& w : pts)
+    if (w.best) {
+      if (base == 0) base = w.best->time.tokens_per_s_device;
+      w.efficiency = w.best->time.tokens_per_s_device / base;
+    }
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  std::ostringstream md, csv, dat;
+  md << "# Weak-scaling projection on " << cl.name
+     << "\n\nPer size: the fastest predicted-feasible "
+        "layout at the same per-device batch; efficiency = tokens/s per device against the "
+        "smallest size's.\n\n| devices | nodes | best layout | step ms | tokens/s | tok/s/device | "
+        "efficiency | MFU % | peak GiB | exposed comm ms "
+        "|\n|---|---|---|---|---|---|---|---|---|---|\n";
+  csv << "devices,nodes,layout,step_s,tokens_per_s,tokens_per_s_device,efficiency,mfu,peak_bytes,"
+         "exposed_comm_s\n";
+  dat << "# devices tok_s_device efficiency\n";
+  json j = json::array();
+  for (const auto& w : pts) {
+    const int nodes = (w.devices + cl.devices_per_node - 1) / cl.devices_per_node;
+    if (!w.best) {
+      md << "| " << w.devices << " | " << nodes << " | none feasible | | | | | | | |\n";
+      csv << w.devices << ',' << nodes << ",,,,,,,,\n";
+      j.push_back({{"devices", w.devices}, {"feasible", false}});
+      continue;
+    }
+    const auto& t = w.best->time;
+    md << "| " << w.devices << " | " << nodes << " | " << w.best->name() << " | " << ms(t.step)
+       << " | " << fx(t.tokens_per_s, 0) << " | " << fx(t.tokens_per_s_device, 1) << " | "
+       << fx(w.efficiency, 3) << " | " << fx(100 * t.mfu, 1) << " | "
+       << gib(w.best->mem.peak.total()) << " | " << ms(t.exposed_comm()) << " |\n";
+    csv << w.devices << ',' << nodes << ',' << w.best->name() << ',' << t.step << ','
+        << t.tokens_per_s << ',' << t.tokens_per_s_device << ',' << w.efficiency << ',' << t.mfu
+        << ',' << w.best->mem.peak.total() << ',' << t.exposed_comm() << '\n';
+    dat << w.devices << ' ' << t.tokens_per_s_device << ' ' << w.efficiency << '\n';
+    json e = cand_json(*w.best, 0);
+    e["efficiency"] = w.efficiency;
+    j.push_back(e);
+  }
+  write_file_atomic((fs::path(o.out_dir) / "weak_scaling.md").string(), md.str());
+  write_file_atomic((fs::path(o.out_dir) / "weak_scaling.csv").string(), csv.str());
+  write_file_atomic((fs::path(o.out_dir) / "weak_scaling.json").string(), j.dump(1) + "\n");
+  if (o.plots) {
+    analysis::Plot p{
+        "weak_scaling", "Predicted weak scaling: tokens/s per device and efficiency", dat.str(),
+        "set xlabel 'devices'\nset ylabel 'tokens/s per device'\nset y2label 'efficiency'\n"
+        "set logscale x 2\nset ytics nomirror\nset y2tics\nset y2range [0:1.1]\nset key bottom "
+        "left\n"
+        "plot 'weak_scaling.dat' u 1:2 w lp pt 7 t 'tokens/s per device', '' u 1:3 axes x1y2 w lp "
+        "pt 5 t 'efficiency'\n"};
+    const std::string why = analysis::render_plot(o.out_dir, p, analysis::find_gnuplot());
+    if (!why.empty()) out << "plot weak_scaling.svg not made: " << why << "\n";
+  }
+  out << md.str();
+  return pts;
+}
+
+}  // namespace st::plan

@@ -1,0 +1,166 @@
+// scaletrain-plan-probe: the MPI half of `scaletrain-plan calibrate`, the one
+// MPI program under analysis/ (the planner itself links no MPI; calibrate
+// launches this with mpiexec at each rank count). Through the trainer's own
+// communicator (lib/comm MpiCommunicator's device collectives on the CPU
+// device's stream, as the engine calls them) it times all-reduce, reduce-scatter, all-gather, the
+// ring shift of ring attention and pipeline point-to-point sends over the whole world at a list of
+// message sizes; and, with every rank computing at once, one pass over a list of ops (ops.hpp
+// keys), so calibrate can tell how much slower a rank computes when the node's cores are shared.
+// Rank 0 prints one line per measurement:
+//   coll <kind> <ranks> <bytes> <seconds>      (median over repetitions)
+//   compute <ranks> <ratio>                    (every rank at once / rank 0 alone)
+//
+//   mpiexec -n N scaletrain-plan-probe [--sizes B,B,...] [--seconds S] [--ops "KEY;KEY"]
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+#include "core/util.hpp"
+#include "plan/ops.hpp"
+#include "planner/op_runner.hpp"
+#include "runtime/runtime.hpp"
+#include "tensor/device.hpp"
+
+namespace {
+using st::MpiCommunicator;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Waits for a one-float message from rank 0 by polling with sleeps, so the
+// waiting rank leaves its core to the one that computes (a blocking MPI
+// receive spins).
+void quiet_recv(MpiCommunicator& w, int tag) {
+  int flag = 0;
+  while (!flag) {
+    MPI_Iprobe(0, tag, w.mpi(), &flag, MPI_STATUS_IGNORE);
+    if (!flag) ::usleep(20000);
+  }
+  float x = 0;
+  w.recv(&x, 1, 0, tag);
+}
+
+// Times `f` on every rank in lock step (a barrier before each repetition);
+// the repetition's time is the slowest rank's.
+template <typename F>
+double timed(MpiCommunicator& w, double seconds, F f) {
+  f();  // warm-up
+  std::vector<double> t;
+  const double end = st::wall_time() + seconds;
+  for (;;) {
+    w.barrier();
+    const double t0 = st::wall_time();
+    f();
+    double dt = st::wall_time() - t0;
+    w.all_reduce_max(&dt, 1);
+    t.push_back(dt);
+    double stop = (t.size() >= 5 && st::wall_time() > end) || t.size() >= 2000 ? 1 : 0;
+    w.all_reduce_max(&stop, 1);  // every rank leaves together
+    if (stop > 0) break;
+  }
+  return median(t);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  st::Runtime rt(&argc, &argv);
+  try {
+    std::vector<int64_t> sizes = {4096, 65536, 1 << 20, 4 << 20, 16 << 20};
+    double seconds = 0.2;
+    std::string ops;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (i + 1 >= argc) throw st::UsageError(a + ": needs a value");
+      const std::string v = argv[++i];
+      if (a == "--sizes") {
+        sizes.clear();
+        for (const auto& s : st::split(v, ',')) sizes.push_back(std::stoll(s));
+      } else if (a == "--seconds") {
+        seconds = std::stod(v);
+      } else if (a == "--ops") {
+        ops = v;
+      } else {
+        throw st::UsageError("unknown option '" + a + "' (valid: --sizes, --seconds, --ops)");
+      }
+    }
+    MpiCommunicator w(MPI_COMM_WORLD, "world", 600.0);
+    const float one = 1.f;
+    const int n = w.size(), r = w.rank();
+    auto out = [&](const char* kind, int64_t bytes, double s) {
+      if (r == 0) std::printf("coll %s %d %lld %.9g\n", kind, n, (long long)bytes, s);
+    };
+    if (n > 1) {
+      // The engine's device collectives on the CPU device's stream (each
+      // waited for, as a blocking use in the step would be).
+      st::Stream& cs = st::cpu_device().compute_stream();
+      const st::DType F = st::DType::F32;
+      for (int64_t bytes : sizes) {
+        const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);
+        std::vector<float> a(size_t(elems), 1.f), b(size_t(elems), 0.f);
+        const std::vector<int64_t> counts = st::equal_counts(n, elems / n);  // n parts of elems / n
+        out("all_reduce", elems * 4, timed(w, seconds, [&] {
+              w.all_reduce(a.data(), elems, F, st::ReduceOp::Sum, cs).wait(cs);
+            }));
+        out("reduce_scatter", elems * 4, timed(w, seconds, [&] {
+              w.reduce_scatter(a.data(), b.data(), counts, F, cs).wait(cs);
+            }));
+        out("all_gather", elems * 4,
+            timed(w, seconds, [&] { w.all_gather(a.data(), b.data(), counts, F, cs).wait(cs); }));
+        // Ring attention's shift: send to the next rank and receive from the
+        // previous one at once.
+        const int next = (r + 1) % n, prev = (r + n - 1) % n;
+        out("ring_shift", elems * 4, timed(w, seconds, [&] {
+              w.exchange({{true, a.data(), elems, next}, {false, b.data(), elems, prev}}, F, cs)
+                  .wait(cs);
+            }));
+        // Pipeline hand-off: pairs (0->1, 2->3, ...) at once.
+        out("p2p", elems * 4, timed(w, seconds, [&] {
+              if (r % 2 == 0 && r + 1 < n)
+                w.exchange({{true, a.data(), elems, r + 1}}, F, cs).wait(cs);
+              if (r % 2 == 1) w.exchange({{false, b.data(), elems, r - 1}}, F, cs).wait(cs);
+            }));
+      }
+    }
+    if (!ops.empty()) {
+      // The slowdown of ranks sharing the node's cores: rank 0 alone (the
+      // others sleep, not spinning in MPI), then every rank at once, back to
+      // back, three times; the median ratio, so that a machine whose
+      // background load drifts is measured against itself.
+      std::vector<st::plan::Op> list;
+      for (const auto& k : st::split(ops, ';'))
+        if (!k.empty()) list.push_back(st::plan::parse_op_key(k, "--ops"));
+      const double window = std::max(seconds, 0.5);
+      std::vector<double> ratios;
+      for (int rep = 0; rep < 3; ++rep) {
+        double alone = 0;
+        if (r == 0) {
+          alone = st::plan::time_ops_pass(list, window);
+          for (int k = 1; k < n; ++k) w.send(&one, 1, k, 9);
+        } else {
+          quiet_recv(w, 9);
+        }
+        w.barrier();
+        double t = st::plan::time_ops_pass(list, window);
+        w.all_reduce_max(&t, 1);
+        if (r == 0) ratios.push_back(t / alone);
+      }
+      if (r == 0) {
+        std::sort(ratios.begin(), ratios.end());
+        std::printf("compute %d %.9g\n", n, ratios[1]);
+      }
+    }
+    std::fflush(stdout);
+  } catch (const st::UsageError& e) {
+    if (rt.rank() == 0) std::fprintf(stderr, "scaletrain-plan-probe: error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,230 @@
+// scaletrain-plan, the built binary: a CPU plan with the committed cluster
+// file and its outputs (tables, plots, campaign YAML that mfu_sweep.sh's
+// expander accepts), a GPU plan with layouts over the device memory,
+// the weak-scaling projection, a quick calibrate through the MPI probe, the
+// trainer's --dry-run agreeing with the planner's memory (one model), and
+// bad input refused with exit status 2 and a message naming what is wrong.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "e2e/run_util.hpp"
+#include "plan/cluster.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using st::test::run_cmd;
+
+namespace {
+std::string plan_bin() {
+  return st::test::env_or("SCALETRAIN_BUILD_DIR", ".") + std::string("/analysis/scaletrain-plan");
+}
+std::string src() { return st::test::src_dir(); }
+st::test::RunResult plan(const std::string& args) { return run_cmd(plan_bin() + " " + args); }
+json load(const fs::path& p) {
+  std::ifstream in(p);
+  return json::parse(in, nullptr, false);
+}
+
+class PlanCli : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = st::test::fresh_dir("plan-cli"); }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  std::string dir_;
+};
+
+TEST_F(PlanCli, CpuPlanWritesTablesPlotsAndACampaign) {
+  const std::string out = dir_ + "/cpu";
+  auto r = plan("--cluster " + src() + "/configs/clusters/cpu-local.yaml --config " + src() +
+                "/configs/models/default.yaml --set model.seq_len=128 --devices 1,2,4"
+                " --global-batch 4 --micro-batch 1,2 --zero 0,1 --top 3 --near 1 --out " +
+                out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* f : {"plan.md", "plan.csv", "plan.json", "campaign.yaml"})
+    EXPECT_TRUE(fs::exists(fs::path(out) / f)) << f;
+  const json j = load(fs::path(out) / "plan.json");
+  ASSERT_FALSE(j.is_discarded());
+  const auto& L = j["layouts"];
+  ASSERT_EQ(L.size(), j["counts"]["layouts"].get<size_t>());
+  EXPECT_GT(j["counts"]["feasible"].get<int>(), 5);
+  // Ranked: feasible ones first, by predicted tokens/s.
+  double prev = 1e300;
+  bool in_feasible = true;
+  for (const auto& l : L) {
+    if (!l["feasible"].get<bool>()) {
+      in_feasible = false;
+      continue;
+    }
+    ASSERT_TRUE(in_feasible) << "a feasible layout after an infeasible one";
+    const double t = l["time"]["tokens_per_s"].get<double>();
+    EXPECT_LE(t, prev);
+    prev = t;
+    // Parts add up: memory total is the sum of its parts.
+    const auto& m = l["memory"];
+    EXPECT_NEAR(m["total"].get<double>(),
+                m["weights"].get<double>() + m["grads"].get<double>() + m["optim"].get<double>() +
+                    m["activations"].get<double>() + m["buffers"].get<double>() +
+                    m["workspace"].get<double>(),
+                1.0);
+  }
+  // CSV: a header and one row per layout.
+  std::ifstream csv(fs::path(out) / "plan.csv");
+  size_t lines = 0;
+  for (std::string s; std::getline(csv, s);) ++lines;
+  EXPECT_EQ(lines, L.size() + 1);
+  // The campaign expands with mfu_sweep.sh's own expander.
+  auto e =
+      run_cmd("python3 " + src() + "/slurm/campaigns/expand_sweep.py " + out + "/campaign.yaml");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  std::istringstream in(e.output);
+  std::string line;
+  std::getline(in, line);
+  int jobs = 0;
+  while (std::getline(in, line)) {
+    ++jobs;
+    EXPECT_NE(line.find("--set parallel.dp="), std::string::npos) << line;
+    EXPECT_NE(line.find("configs/models/default.yaml"), std::string::npos) << line;
+  }
+  EXPECT_EQ(jobs, 3);  // --top 3; nothing is over the memory limit of this machine
+  if (!st::test::env_or("SCALETRAIN_GNUPLOT", "").empty() ||
+      run_cmd("command -v gnuplot").exit_code == 0) {
+    EXPECT_TRUE(fs::exists(fs::path(out) / "throughput_vs_memory.svg"));
+    EXPECT_TRUE(fs::exists(fs::path(out) / "feasibility_frontier.svg"));
+  }
+  EXPECT_TRUE(fs::exists(fs::path(out) / "feasibility_frontier.gp"));
+}
+
+TEST_F(PlanCli, GpuPlanMarksLayoutsOverMemory) {
+  const std::string out = dir_ + "/gpu";
+  auto r = plan("--cluster " + src() +
+                "/configs/clusters/a100-sxm-40gb.yaml --set model.preset=llama-7b"
+                " --set model.seq_len=2048 --devices 8 --micro-batch 1,4 --grad-accum 4"
+                " --zero 0,1,3 --act-ckpt none,full --top 5 --out " +
+                out + " --no-plots");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = load(fs::path(out) / "plan.json");
+  int over = 0, not_runnable = 0, feasible = 0;
+  for (const auto& l : j["layouts"]) {
+    const std::string reason = l["reason"];
+    over += reason.rfind("memory:", 0) == 0;
+    not_runnable += !l["runs_on_this_trainer"].get<bool>();
+    feasible += l["feasible"].get<bool>();
+  }
+  EXPECT_GT(over, 0) << "a 7B model with replicated optimizer state cannot fit 40 GB";
+  // The engine runs every layout family on every device (lib/engine).
+  EXPECT_EQ(not_runnable, 0);
+  EXPECT_GT(feasible, 0);
+  // ZeRO 0 on 8 GPUs: 18 bytes per parameter of 6.7e9 is over 40 GB.
+  for (const auto& l : j["layouts"]) {
+    if (l["zero_stage"] == 0 && l["tp"] == 1 && l["pp"] == 1) {
+      EXPECT_FALSE(l["feasible"].get<bool>()) << l.dump();
+    }
+  }
+}
+
+TEST_F(PlanCli, WeakScalingProjection) {
+  auto r =
+      plan("--cluster " + src() +
+           "/configs/clusters/h100-sxm-80gb.yaml --set model.preset=llama-7b"
+           " --set model.seq_len=4096 --micro-batch 1 --grad-accum 8 --act-ckpt full --zero 1,3"
+           " --weak-scaling 8,16,64,256 --out " +
+           dir_ + "/weak --no-plots");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = load(fs::path(dir_) / "weak/weak_scaling.json");
+  ASSERT_EQ(j.size(), 4u);
+  EXPECT_DOUBLE_EQ(j[0]["efficiency"].get<double>(), 1.0);
+  for (const auto& p : j) {
+    ASSERT_TRUE(p.contains("efficiency")) << p.dump();
+    const double e = p["efficiency"].get<double>();
+    // The fastest layout may change with the size, so slightly above 1 is possible.
+    EXPECT_TRUE(e > 0.3 && e <= 1.05) << p.dump();
+    // Fixed per-device batch: global batch = 8 sequences x devices.
+    EXPECT_EQ(p["micro_batch"].get<int>() * p["grad_accum"].get<int>() * p["dp"].get<int>(),
+              8 * p["devices"].get<int>());
+  }
+}
+
+TEST_F(PlanCli, CalibrateWritesACpuClusterFileThePlanReads) {
+  const std::string file = dir_ + "/c.yaml";
+  auto r = plan("calibrate --config " + src() +
+                "/configs/models/tiny.yaml --devices 1,2"
+                " --op-seconds 0.002 --coll-seconds 0.01 --sizes 4096,65536 --out " +
+                file);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const st::plan::Cluster c = st::plan::load_cluster(file);
+  EXPECT_EQ(c.kind, "cpu");
+  EXPECT_GT(c.peak_flops, 1e8);
+  EXPECT_GT(c.op_seconds.size(), 20u);
+  ASSERT_TRUE(c.concurrency.count(2)) << "slowdown at 2 ranks measured";
+  int kinds = 0;
+  for (const auto& m : c.collectives) kinds += m.ranks == 2;
+  EXPECT_EQ(kinds, 5) << "all_reduce, reduce_scatter, all_gather, ring_shift, p2p at 2 ranks";
+  r = plan("--cluster " + file + " --config " + src() +
+           "/configs/models/tiny.yaml --devices 2 --out " + dir_ + "/p --no-plots");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST_F(PlanCli, DryRunAndPlanShareOneMemoryModel) {
+  // The same layout through the trainer's --dry-run and the planner.
+  const std::string sets =
+      " --set model.preset=llama-1b --set model.seq_len=2048"
+      " --set train.micro_batch=2 --set train.act_ckpt=selective"
+      " --set parallel.zero_stage=2 --set parallel.pp=2 --set train.grad_accum=4";
+  auto d = st::test::run_scaletrain(
+      4, "--dry-run --config " + src() + "/configs/models/default.yaml" + sets);
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  auto r = plan("--cluster " + src() + "/configs/clusters/cpu-local.yaml --config " + src() +
+                "/configs/models/default.yaml" + sets +
+                " --devices 4 --dp 2 --tp 1 --pp 2 --cp 1 --out " + dir_ + "/d --no-plots");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = load(fs::path(dir_) / "d/plan.json");
+  ASSERT_EQ(j["layouts"].size(), 1u);
+  const double total = j["layouts"][0]["memory"]["total"].get<double>();
+  const int stage = j["layouts"][0]["memory"]["stage"].get<int>();
+  // The dry-run's total column (GiB, two decimals) for a rank of that stage.
+  const std::regex row(
+      R"(^\s+\d+\s+(\d+)\s+\d+\s+\d+\s+\d+\s+\S+\s+\S+ \S+\s+\S+ \S+\s+\S+ \S+\s+\S+ \S+\s+([0-9.]+) GiB)");
+  std::istringstream in(d.output);
+  bool found = false;
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row) && std::stoi(m[1]) == stage) {
+      EXPECT_NEAR(std::stod(m[2]), total / double(1ull << 30), 0.051)
+          << line;  // printed to 0.1 GiB
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found) << d.output;
+}
+
+TEST_F(PlanCli, BadInputExitsTwoNamingTheProblem) {
+  const std::string cl = " --cluster " + src() + "/configs/clusters/h100-sxm-80gb.yaml";
+  struct Bad {
+    std::string args, want;
+  } bad[] = {
+      {"--devices 8", "give --cluster"},
+      {cl, "give --devices"},
+      {cl + " --devices 8,x", "--devices: 'x' in '8,x' is not a non-negative integer"},
+      {cl + " --devices 8 --zero 5", "--zero: 5 is not one of 0,1,2,3"},
+      {cl + " --devices 8 --act-ckpt most",
+       "--act-ckpt: 'most' is not one of none, selective, full"},
+      {cl + " --devices 8 --frobnicate 3", "unknown option '--frobnicate'"},
+      {"--cluster /nonexistent.yaml --devices 8", "/nonexistent.yaml"},
+      {cl + " --devices 8 --set model.d_modle=3", "did you mean 'model.d_model'"},
+      {"compare --cluster " + src() + "/configs/clusters/h100-sxm-80gb.yaml /tmp", "run.json"},
+      {"calibrate --devices 1", "give --out"},
+      {"replan", "unknown command 'replan'"},
+  };
+  for (const auto& b : bad) {
+    auto r = plan(b.args);
+    EXPECT_EQ(r.exit_code, 2) << b.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(b.want), std::string::npos) << b.args << "\n" << r.output;
+  }
+}
+}  // namespace

@@ -1,0 +1,280 @@
+// Implementation of cluster.hpp: strict YAML reading (every key known, typed
+// and in range, each error with file:line and key) and writing.
+#include "plan/cluster.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "config/yaml_text.hpp"
+#include "core/error.hpp"
+#include "core/util.hpp"
+#include "metrics/metrics.hpp"
+
+namespace st::plan {
+namespace {
+
+// Reads one map of the file, refusing keys it was not asked about.
+class Section {
+ public:
+  Section(std::string file, std::string prefix, YAML::Node node, std::vector<std::string> keys)
+      : file_(std::move(file)), prefix_(std::move(prefix)), node_(node), keys_(std::move(keys)) {
+    if (!node_.IsMap())
+      throw UsageError(where(node_) + ": '" + (prefix_.empty() ? "the file" : prefix_) +
+                       "' must be a map of keys (valid: " + join(keys_) + ")");
+    for (const auto& it : node_) {
+      const std::string k = it.first.as<std::string>();
+      if (std::find(keys_.begin(), keys_.end(), k) == keys_.end()) {
+        const std::string hint = closest(k, keys_);
+        throw UsageError(where(it.first) + ": unknown key '" + full(k) + "'" +
+                         (hint.empty() ? "" : "; did you mean '" + full(hint) + "'?") +
+                         " (valid: " + join(keys_) + ")");
+      }
+    }
+  }
+  bool has(const std::string& k) const { return bool(node_[k]); }
+  YAML::Node node(const std::string& k) const { return node_[k]; }
+  std::string where(const YAML::Node& n) const {
+    const auto m = n.Mark();
+    return m.is_null() ? file_ : file_ + ":" + std::to_string(m.line + 1);
+  }
+  std::string full(const std::string& k) const { return prefix_.empty() ? k : prefix_ + "." + k; }
+
+  std::string str(const std::string& k, const std::string& def, bool required = false,
+                  const std::vector<std::string>& choices = {}) const {
+    if (!has(k)) {
+      if (required) throw UsageError(file_ + ": missing key '" + full(k) + "'");
+      return def;
+    }
+    const YAML::Node n = node_[k];
+    if (!n.IsScalar()) throw UsageError(where(n) + ": '" + full(k) + "': expected a string");
+    const std::string v = n.Scalar();
+    if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end())
+      throw UsageError(where(n) + ": '" + full(k) + "': '" + v + "' is not one of " +
+                       join(choices, "|"));
+    return v;
+  }
+  double num(const std::string& k, double def, bool required, double lo, double hi,
+             bool lo_open = false) const {
+    if (!has(k)) {
+      if (required) throw UsageError(file_ + ": missing key '" + full(k) + "'");
+      return def;
+    }
+    return number(node_[k], full(k), lo, hi, lo_open);
+  }
+  double number(const YAML::Node& n, const std::string& name, double lo, double hi,
+                bool lo_open) const {
+    double v = std::nan("");
+    if (n.IsScalar()) {
+      try {
+        size_t pos = 0;
+        v = std::stod(n.Scalar(), &pos);
+        if (pos != n.Scalar().size()) v = std::nan("");
+      } catch (const std::logic_error&) {
+      }
+    }
+    const std::string range = std::string(lo_open ? "(" : "[") + fmt(lo) + ", " + fmt(hi) + "]";
+    if (!std::isfinite(v))
+      throw UsageError(where(n) + ": '" + name + "': expected a number in " + range + ", got '" +
+                       (n.IsScalar() ? n.Scalar() : std::string("a list or map")) + "'");
+    if (v < lo || v > hi || (lo_open && v == lo))
+      throw UsageError(where(n) + ": '" + name + "': " + fmt(v) + " is outside " + range);
+    return v;
+  }
+  static std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+    return s;
+  }
+  static std::string fmt(double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  }
+
+ private:
+  std::string file_, prefix_;
+  YAML::Node node_;
+  std::vector<std::string> keys_;
+};
+
+Link read_link(const std::string& path, const Section& top, const std::string& key, bool required) {
+  if (!top.has(key)) {
+    if (required) throw UsageError(path + ": missing key '" + key + "'");
+    return {};
+  }
+  const Section s(path, key, top.node(key), {"bandwidth_gbps", "latency_us"});
+  return {s.num("bandwidth_gbps", 0, true, 0, 1e6, true) * 1e9,
+          s.num("latency_us", 0, true, 0, 1e6) * 1e-6};
+}
+
+}  // namespace
+
+Cluster load_cluster(const std::string& path) {
+  const YAML::Node root = parse_yaml_text(read_file(path), path);
+  const Section s(path, "", root,
+                  {"name",
+                   "device",
+                   "kind",
+                   "precision",
+                   "peak_tflops",
+                   "memory_gib",
+                   "memory_reserved_gib",
+                   "memory_bandwidth_gbps",
+                   "devices_per_node",
+                   "nodes",
+                   "cores_per_node",
+                   "threads_per_rank",
+                   "intra_node",
+                   "inter_node",
+                   "efficiency",
+                   "ops",
+                   "concurrency",
+                   "collectives",
+                   "notes",
+                   "calibrated"});
+  Cluster c;
+  c.path = path;
+  c.name = s.str("name", "", true);
+  c.device = s.str("device", "", true);
+  c.kind = s.str("kind", "gpu", false, {"gpu", "cpu"});
+  c.precision = s.str("precision", c.kind == "cpu" ? "fp32" : "bf16", false,
+                      {"bf16", "fp16", "fp8", "tf32", "fp32"});
+  if (s.has("peak_tflops")) {
+    c.peak_flops = s.num("peak_tflops", 0, true, 0, 1e6, true) * 1e12;
+    c.peak_source = path + ": peak_tflops";
+  } else if (auto p = metrics::peak_flops(c.device, c.precision)) {
+    c.peak_flops = p->flops;
+    c.peak_source =
+        "lib/metrics peak table: " + p->device + " " + p->precision + " (" + p->source + ")";
+  } else {
+    throw UsageError(path +
+                     ": no 'peak_tflops' and lib/metrics' peak table has no entry for device '" +
+                     c.device + "' at precision " + c.precision +
+                     "; add peak_tflops: <dense TFLOP/s per device>");
+  }
+  c.memory_bytes = s.num("memory_gib", 0, true, 0, 1e6, true) * double(1ull << 30);
+  c.memory_reserved = s.num("memory_reserved_gib", 0, false, 0, 1e6) * double(1ull << 30);
+  if (c.memory_reserved >= c.memory_bytes)
+    throw UsageError(path + ": memory_reserved_gib must be below memory_gib");
+  c.memory_bandwidth = s.num("memory_bandwidth_gbps", 0, c.gpu(), 0, 1e6, true) * 1e9;
+  c.devices_per_node = int(s.num("devices_per_node", 1, true, 1, 1 << 20));
+  c.nodes = int(s.num("nodes", 0, false, 0, 1 << 24));
+  c.cores_per_node = int(s.num("cores_per_node", 0, c.kind == "cpu", 0, 1 << 20));
+  c.threads_per_rank = int(s.num("threads_per_rank", 1, false, 1, 1 << 20));
+  c.intra = read_link(path, s, "intra_node", true);
+  c.inter = read_link(path, s, "inter_node", false);
+  if (c.inter.bandwidth == 0) c.inter = c.intra;
+  if (s.has("efficiency")) {
+    const Section e(path, "efficiency", s.node("efficiency"),
+                    {"gemm", "attention", "memory", "network", "kernel_overhead_us"});
+    c.eff.gemm = e.num("gemm", c.eff.gemm, false, 0, 1, true);
+    c.eff.attention = e.num("attention", c.eff.attention, false, 0, 1, true);
+    c.eff.memory = e.num("memory", c.eff.memory, false, 0, 1, true);
+    c.eff.network = e.num("network", c.eff.network, false, 0, 4, true);
+    c.eff.kernel_overhead = e.num("kernel_overhead_us", 0, false, 0, 1e6) * 1e-6;
+  }
+  if (s.has("ops")) {
+    const YAML::Node n = s.node("ops");
+    if (!n.IsMap()) throw UsageError(s.where(n) + ": 'ops' must be a map of op key: seconds");
+    for (const auto& it : n) {
+      const std::string key = it.first.as<std::string>();
+      c.op_seconds[key] = s.number(it.second, "ops['" + key + "']", 0, 1e6, true);
+    }
+  }
+  if (s.has("concurrency")) {
+    const YAML::Node n = s.node("concurrency");
+    if (!n.IsMap()) throw UsageError(s.where(n) + ": 'concurrency' must be a map of ranks: factor");
+    for (const auto& it : n) {
+      const double r = s.number(it.first, "concurrency key (ranks)", 1, 1 << 20, false);
+      c.concurrency[int(r)] =
+          s.number(it.second, "concurrency[" + it.first.Scalar() + "]", 0, 1e3, true);
+    }
+  }
+  if (s.has("collectives")) {
+    const YAML::Node n = s.node("collectives");
+    if (!n.IsSequence())
+      throw UsageError(
+          s.where(n) +
+          ": 'collectives' must be a list of {kind, ranks, latency_us, bandwidth_gbps}");
+    for (size_t i = 0; i < n.size(); ++i) {
+      const Section e(path, "collectives[" + std::to_string(i) + "]", n[i],
+                      {"kind", "ranks", "latency_us", "bandwidth_gbps"});
+      MeasuredCollective m;
+      m.kind = e.str("kind", "", true,
+                     {"all_reduce", "reduce_scatter", "all_gather", "ring_shift", "p2p"});
+      m.ranks = int(e.num("ranks", 0, true, 2, 1 << 20));
+      m.fit.latency = e.num("latency_us", 0, true, 0, 1e7) * 1e-6;
+      m.fit.bandwidth = e.num("bandwidth_gbps", 0, true, 0, 1e6, true) * 1e9;
+      c.collectives.push_back(m);
+    }
+  }
+  c.notes = s.str("notes", "");
+  if (s.has("calibrated")) {
+    const YAML::Node n = s.node("calibrated");
+    if (!n.IsMap()) throw UsageError(s.where(n) + ": 'calibrated' must be a map of strings");
+    for (const auto& it : n) c.meta[it.first.as<std::string>()] = it.second.as<std::string>();
+  }
+  if (c.kind == "cpu" && c.op_seconds.empty())
+    throw UsageError(path +
+                     ": a kind: cpu cluster needs measured 'ops' (write it with "
+                     "`scaletrain-plan calibrate`)");
+  return c;
+}
+
+std::string cluster_to_yaml(const Cluster& c) {
+  std::ostringstream o;
+  o.precision(6);
+  auto q = [](const std::string& s) {
+    std::string r = "\"";
+    for (char ch : s) r += (ch == '"' || ch == '\\') ? std::string("\\") + ch : std::string(1, ch);
+    return r + "\"";
+  };
+  o << "# Cluster file for scaletrain-plan (docs/planner.md). Units: GiB, GB/s (1e9 B/s)\n"
+    << "# per device and direction, microseconds, TFLOP/s dense per device.\n";
+  o << "name: " << q(c.name) << "\ndevice: " << q(c.device) << "\nkind: " << c.kind
+    << "\nprecision: " << c.precision << "\npeak_tflops: " << c.peak_flops / 1e12
+    << "\nmemory_gib: " << c.memory_bytes / double(1ull << 30)
+    << "\nmemory_reserved_gib: " << c.memory_reserved / double(1ull << 30);
+  if (c.memory_bandwidth > 0) o << "\nmemory_bandwidth_gbps: " << c.memory_bandwidth / 1e9;
+  o << "\ndevices_per_node: " << c.devices_per_node;
+  if (c.nodes > 0) o << "\nnodes: " << c.nodes;
+  if (c.cores_per_node > 0) o << "\ncores_per_node: " << c.cores_per_node;
+  o << "\nthreads_per_rank: " << c.threads_per_rank;
+  o << "\nintra_node: {bandwidth_gbps: " << c.intra.bandwidth / 1e9
+    << ", latency_us: " << c.intra.latency * 1e6 << "}";
+  o << "\ninter_node: {bandwidth_gbps: " << c.inter.bandwidth / 1e9
+    << ", latency_us: " << c.inter.latency * 1e6 << "}";
+  o << "\nefficiency: {gemm: " << c.eff.gemm << ", attention: " << c.eff.attention
+    << ", memory: " << c.eff.memory << ", network: " << c.eff.network
+    << ", kernel_overhead_us: " << c.eff.kernel_overhead * 1e6 << "}";
+  if (!c.concurrency.empty()) {
+    o << "\n# compute slowdown when this many ranks share the node's cores (1 = "
+         "alone)\nconcurrency:";
+    for (auto& [r, f] : c.concurrency) o << "\n  " << r << ": " << f;
+  }
+  if (!c.collectives.empty()) {
+    o << "\n# measured: time(bytes) = latency + bytes / bandwidth (bytes as nccl-tests' "
+         "size)\ncollectives:";
+    for (const auto& m : c.collectives)
+      o << "\n  - {kind: " << m.kind << ", ranks: " << m.ranks
+        << ", latency_us: " << m.fit.latency * 1e6 << ", bandwidth_gbps: " << m.fit.bandwidth / 1e9
+        << "}";
+  }
+  if (!c.op_seconds.empty()) {
+    o << "\n# measured seconds per kernel call, one rank alone (ops.hpp keys)\nops:";
+    for (auto& [k, v] : c.op_seconds) o << "\n  " << q(k) << ": " << v;
+  }
+  if (!c.notes.empty()) o << "\nnotes: " << q(c.notes);
+  if (!c.meta.empty()) {
+    o << "\ncalibrated:";
+    for (auto& [k, v] : c.meta) o << "\n  " << k << ": " << q(v);
+  }
+  o << "\n";
+  return o.str();
+}
+
+}  // namespace st::plan

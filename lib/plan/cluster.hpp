@@ -1,0 +1,68 @@
+// A cluster file (configs/clusters/*.yaml): what the planner knows about the
+// machines a job would run on. The device (name, dense peak FLOP/s at the
+// training precision, memory and its bandwidth), how many sit in a node, the
+// links inside and between nodes (bandwidth per device, one direction, and
+// latency), and efficiencies: the fractions of those figures the step-time
+// model uses, measured or fitted where known (docs/planner.md says which).
+// `scaletrain-plan calibrate` writes a CPU cluster file with measured kernel
+// times at the model's shapes, measured collectives and the slowdown of
+// ranks sharing the machine's cores. Every key is checked on load; an
+// unknown key, a wrong type or an out-of-range value names the file, the key
+// and what is valid (UsageError, exit 2).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace st::plan {
+
+struct Link {
+  double bandwidth = 0;  // bytes/s per device, one direction
+  double latency = 0;    // seconds per message (per ring step)
+};
+
+// A measured collective (CPU clusters): time(bytes) = latency + bytes / bandwidth
+// for a group of `ranks`, fitted by calibrate's MPI probe.
+struct MeasuredCollective {
+  std::string kind;  // all_reduce, reduce_scatter, all_gather, ring_shift, p2p
+  int ranks = 0;
+  Link fit;
+};
+
+struct Cluster {
+  std::string path;  // the file it was read from ("" when built in code)
+  std::string name, device, kind = "gpu", precision = "bf16";
+  double peak_flops = 0;        // dense, per device, at `precision`
+  std::string peak_source;      // where peak_flops comes from
+  double memory_bytes = 0;      // per device
+  double memory_reserved = 0;   // bytes the model cannot use (context, library buffers, slack)
+  double memory_bandwidth = 0;  // bytes/s per device
+  int devices_per_node = 1;
+  int nodes = 0;             // nodes available (0: not stated)
+  int cores_per_node = 0;    // CPU clusters: cores the ranks of a node share
+  int threads_per_rank = 1;  // CPU clusters: runtime.threads the calibration used
+  Link intra, inter;
+  struct Efficiency {
+    double gemm = 0.6, attention = 0.4, memory = 0.7, network = 0.8;
+    double kernel_overhead = 0;  // seconds per kernel call (launch, dispatch)
+  } eff;
+  // CPU (calibrate): seconds per op key (ops.hpp Op::key) for one rank alone,
+  // the slowdown factor of compute when `ranks` ranks share a node, and the
+  // measured collectives.
+  std::map<std::string, double> op_seconds;
+  std::map<int, double> concurrency;
+  std::vector<MeasuredCollective> collectives;
+  std::string notes;                        // free text carried along
+  std::map<std::string, std::string> meta;  // calibrated: date, host, command ...
+
+  bool gpu() const { return kind == "gpu"; }
+};
+
+// Loads and checks a cluster file (UsageError naming file, key and what is
+// valid). peak_tflops may be left out when lib/metrics' table knows the
+// device at the precision.
+Cluster load_cluster(const std::string& path);
+// The file text load_cluster reads back (comments name the units).
+std::string cluster_to_yaml(const Cluster& c);
+
+}  // namespace st::plan

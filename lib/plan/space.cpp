@@ -1,0 +1,161 @@
+// Implementation of space.hpp.
+#include "plan/space.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.hpp"
+#include "core/util.hpp"
+
+namespace st::plan {
+namespace {
+std::vector<int> pow2_divisors(int n) {
+  std::vector<int> v;
+  for (int k = 1; k <= n; k *= 2)
+    if (n % k == 0) v.push_back(k);
+  return v;
+}
+template <typename T>
+std::vector<T> or_default(const std::vector<T>& v, T d) {
+  return v.empty() ? std::vector<T>{d} : v;
+}
+}  // namespace
+
+KnobRanges default_ranges(const Config& base, const std::vector<int>& devices) {
+  KnobRanges r;
+  r.devices = devices;
+  r.sp = {base.parallel.sp ? 1 : 0};
+  r.zero_stage = {base.parallel.zero_stage};
+  r.num_model_chunks = {base.parallel.num_model_chunks};
+  r.micro_batch = {base.train.micro_batch};
+  r.grad_accum = {base.train.grad_accum};
+  r.dp_bucket_mb = {base.parallel.dp_bucket_mb};
+  r.act_ckpt = {base.train.act_ckpt};
+  return r;
+}
+
+std::string Candidate::name() const {
+  const auto& p = cfg.parallel;
+  char b[200];
+  std::snprintf(b, sizeof b, "dp%d-tp%d-pp%d-cp%d%s-z%d%s-mb%d-ga%d-b%g-%s", p.dp, p.tp, p.pp, p.cp,
+                p.sp ? "-sp" : "", p.zero_stage,
+                p.num_model_chunks > 1 ? ("-v" + std::to_string(p.num_model_chunks)).c_str() : "",
+                cfg.train.micro_batch, cfg.train.grad_accum, p.dp_bucket_mb,
+                cfg.train.act_ckpt.c_str());
+  return b;
+}
+
+std::vector<Candidate> enumerate_layouts(const Config& base, const KnobRanges& r,
+                                         const std::string& device) {
+  std::vector<Candidate> out;
+  for (int W : r.devices) {
+    if (W < 1) throw UsageError("--devices: " + std::to_string(W) + " is not a positive count");
+    const auto all = pow2_divisors(W);
+    for (int dp : r.dp.empty() ? all : r.dp)
+      for (int tp : r.tp.empty() ? all : r.tp)
+        for (int pp : r.pp.empty() ? all : r.pp)
+          for (int cp : r.cp.empty() ? all : r.cp) {
+            if (long(dp) * tp * pp * cp != W) continue;
+            for (int sp : or_default(r.sp, 0)) {
+              if (sp && tp < 2) continue;  // sequence parallelism runs on the tp group
+              for (int z : or_default(r.zero_stage, 0)) {
+                if (dp * cp == 1 && z != or_default(r.zero_stage, 0).front()) continue;
+                for (int v : or_default(r.num_model_chunks, 1)) {
+                  if (pp == 1 && v != 1) continue;  // chunks need a pipeline
+                  for (int mb : or_default(r.micro_batch, 1))
+                    for (int ga0 :
+                         r.global_batch > 0 ? std::vector<int>{0} : or_default(r.grad_accum, 1))
+                      for (double bucket : or_default(r.dp_bucket_mb, 25.0)) {
+                        if (dp * cp == 1 && bucket != or_default(r.dp_bucket_mb, 25.0).front())
+                          continue;  // no gradient reduction: the bucket size changes nothing
+                        for (const std::string& ck : or_default(r.act_ckpt, std::string("none"))) {
+                          Candidate c;
+                          c.devices = W;
+                          c.cfg = base;
+                          // Planning needs no token file: its checks are not the layout's.
+                          c.cfg.data.source = "synthetic";
+                          auto& p = c.cfg.parallel;
+                          p.dp = dp, p.tp = tp, p.pp = pp, p.cp = cp, p.sp = sp != 0;
+                          p.zero_stage = z, p.num_model_chunks = v, p.dp_bucket_mb = bucket;
+                          c.cfg.train.micro_batch = mb;
+                          c.cfg.train.act_ckpt = ck;
+                          int ga = ga0;
+                          if (r.global_batch > 0) {
+                            const long per = long(dp) * mb;
+                            ga = int(r.global_batch / per);
+                            if (r.global_batch % per != 0 || ga < 1) {
+                              c.cfg.train.grad_accum = 1;
+                              c.reason =
+                                  "divisibility: global batch " + std::to_string(r.global_batch) +
+                                  " is not a multiple of dp*micro_batch = " + std::to_string(per);
+                              out.push_back(std::move(c));
+                              continue;
+                            }
+                          }
+                          c.cfg.train.grad_accum = ga;
+                          // The trainer's own rules, with the CPU engine's
+                          // (complete) layout support; the device's limits next.
+                          c.cfg.runtime.device = "cpu";
+                          c.cfg.train.precision = "fp32";
+                          c.cfg.parallel.grad_reduce_dtype = "fp32";
+                          try {
+                            validate_config(c.cfg);
+                          } catch (const UsageError& e) {
+                            const std::string m = e.what();
+                            c.reason =
+                                (m.find("not supported") != std::string::npos ? "unsupported: "
+                                                                              : "divisibility: ") +
+                                m;
+                            out.push_back(std::move(c));
+                            continue;
+                          }
+                          if (device == "cuda") {
+                            c.cfg.runtime.device = "cuda";
+                            c.cfg.train.precision = "bf16";
+                            c.cfg.parallel.grad_reduce_dtype = base.parallel.grad_reduce_dtype;
+                            try {
+                              validate_config(c.cfg);
+                            } catch (const UsageError& e) {
+                              c.not_runnable = e.what();
+                            }
+                          }
+                          c.feasible = true;  // until sized
+                          out.push_back(std::move(c));
+                        }
+                      }
+                }
+              }
+            }
+          }
+  }
+  return out;
+}
+
+void evaluate(std::vector<Candidate>& out, const Cluster& cl) {
+  for (Candidate& c : out) {
+    if (!c.reason.empty()) continue;  // invalid layout
+    c.mem = estimate_memory_worst(c.cfg);
+    c.available = cl.memory_bytes - cl.memory_reserved;
+    c.time = predict_step(c.cfg, cl);
+    c.timed = true;
+    c.feasible = c.mem.peak.total() <= c.available;
+    if (!c.feasible)
+      c.reason = "memory: predicted peak " + human_bytes(c.mem.peak.total()) + " > " +
+                 human_bytes(c.available) + " available";
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+    auto rank = [](const Candidate& c) { return c.feasible ? 0 : c.timed ? 1 : 2; };
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
+    if (rank(a) == 0) return a.time.tokens_per_s > b.time.tokens_per_s;
+    if (rank(a) == 1) return a.mem.peak.total() - a.available < b.mem.peak.total() - b.available;
+    return false;
+  });
+}
+
+std::vector<Candidate> plan_space(const Config& base, const KnobRanges& r, const Cluster& cl) {
+  std::vector<Candidate> out = enumerate_layouts(base, r, cl.gpu() ? "cuda" : "cpu");
+  evaluate(out, cl);
+  return out;
+}
+
+}  // namespace st::plan

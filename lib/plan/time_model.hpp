@@ -1,0 +1,63 @@
+// The step-time model: one training step of cfg's layout on a cluster, split
+// into compute (GEMMs, attention, elementwise, recomputation), the pipeline
+// bubble, communication per group (total and exposed: dp gradient buckets
+// overlapped with backward, tp/sp collectives and the cp ring inline, pp
+// messages, ZeRO parameter gathers, the loss and norm reductions) and the
+// optimizer; then tokens/s, MFU and HFU by scaletrain-analyze's formulas.
+//
+// Compute prices every kernel call of ops.hpp: on a CPU cluster the time
+// calibrate measured for that call (times the slowdown of the ranks sharing
+// the node's cores), on a GPU cluster a roofline with the cluster's
+// efficiencies. Collectives: calibrate's measured fits on a CPU cluster;
+// ring (all-reduce, reduce-scatter, all-gather) and point-to-point alpha-beta
+// costs over the link the group spans (inside a node or between nodes) on a
+// GPU cluster. The pipeline is simulated op by op over all stages, so the
+// bubble of 1F1B and interleaved schedules comes out of the dependencies.
+#pragma once
+#include <string>
+
+#include "config/config.hpp"
+#include "plan/cluster.hpp"
+#include "plan/ops.hpp"
+
+namespace st::plan {
+
+struct CommPart {
+  double total = 0;    // seconds per step the group's collectives take
+  double exposed = 0;  // seconds per step the step waits for them
+};
+
+struct StepPrediction {
+  // Compute on the critical stage per step (all micro-batches).
+  double gemm = 0, attention = 0, elementwise = 0;
+  double recompute = 0;                  // share of the three above spent recomputing (act_ckpt)
+  double bubble = 0;                     // pipeline idle time of the critical stage
+  CommPart dp, tp, pp, cp, zero, other;  // zero: ZeRO parameter gathers; other: loss / norm
+  double optimizer = 0;
+  double step = 0;
+  int devices = 0;
+  double tokens_per_step = 0, tokens_per_s = 0, tokens_per_s_device = 0;
+  double mfu = 0, hfu = 0;  // fractions (0..1)
+  double compute() const { return gemm + attention + elementwise; }
+  double exposed_comm() const {
+    return dp.exposed + tp.exposed + pp.exposed + cp.exposed + zero.exposed + other.exposed;
+  }
+};
+
+// cfg must be resolved and valid. Throws UsageError when a CPU cluster file
+// lacks a measurement the layout needs and nothing close can stand in.
+StepPrediction predict_step(const Config& cfg, const Cluster& cl);
+
+// One kernel call on one rank, with `ranks_on_node` ranks sharing the node.
+double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node);
+// One collective of `bytes` (nccl-tests' size: the whole buffer) over a group
+// of `ranks`; `inter` when the group spans nodes, `per_node` of its ranks
+// sharing each node. Kinds: all_reduce, reduce_scatter, all_gather,
+// ring_shift (send to the next, receive from the previous), p2p. A ring
+// collective across nodes runs one ring per NIC (NCCL channels), so its
+// bandwidth is that of the group's NICs on a node together (per_node x the
+// per-device inter-node figure), capped by the links inside the node.
+double collective_seconds(const std::string& kind, double bytes, int ranks, bool inter,
+                          const Cluster& cl, int per_node = 1);
+
+}  // namespace st::plan
