@@ -3,10 +3,17 @@
 // micro_batch x grad_accum) gives the 1-rank loss curve over 10 steps and
 // the same final parameters, read back from the final checkpoint through
 // st::load. Three suites run every layout:
-//  - fp32: within 1e-5 relative (loss) and 1e-5 (parameters).
+//  - fp32: within 1e-5 relative (loss) and 1e-4 (parameters). Layouts sum
+//    partial results in another order (pipeline stages, tp shards, the
+//    vectorised reductions of the kernels), so gradients differ at rounding
+//    level; AdamW divides each gradient by its own running magnitude, so
+//    where a gradient is near zero that rounding difference can move a
+//    weight by a sizeable part of lr (3e-4) per step. Measured worst: 1.3e-5
+//    (pp3 with two chunks on an AVX2 machine); the losses, which any real
+//    error moves, agree within 1e-8.
 //  - strict: the same runs on the strict CPU device (every stream on its
 //    own worker thread, NaN-filled allocations; runtime.strict_device), held
-//    to the same 1e-5 against the ordinary fp32 reference: a missing wait or
+//    to the same tolerances against the ordinary fp32 reference: a missing wait or
 //    an unwritten buffer on the paths a GPU runs shows up here.
 //  - bf16: train.precision=bf16 on CPU ranks (bf16 activations and compute
 //    weights, fp32 master weights, gradients and moments; the CUDA kernels'
@@ -134,7 +141,7 @@ TEST_P(Layouts, MatchesSingleRank) {
     GTEST_SKIP() << l.name << ": " << r.output.substr(r.output.find("error:"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const bool bf16 = l.suite == Suite::Bf16;
-  const double loss_tol = bf16 ? 1e-3 : 1e-5, param_tol = bf16 ? 3e-3 : 1e-5;
+  const double loss_tol = bf16 ? 1e-3 : 1e-5, param_tol = bf16 ? 3e-3 : 1e-4;
   // Every rank that reports a loss reports the global one.
   double worst_loss = 0;
   for (int rank = 0; rank < l.ranks; ++rank) {

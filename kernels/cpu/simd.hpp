@@ -22,7 +22,10 @@ namespace st::kernels {
 inline float exp_fast(float x) {
   const float hi = 88.7f, lo = -87.0f;
   const float xc = x > hi ? hi : (x < lo ? lo : x);
-  const float n = __builtin_roundf(xc * 1.44269504088896341f);
+  // Round to nearest by the 1.5 * 2^23 shift (|xc / ln2| < 2^22): plain adds
+  // that vectorise in every clone, where roundf is a libm call unless the
+  // target has SSE4.1 and trapping math is off.
+  const float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;
   // ln 2 in two parts so n * ln2 is exact to fp32.
   const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
   float p = 1.38888889e-3f;
