@@ -8,7 +8,9 @@
 // its stream on a GPU. bf16 sums and maxima use MPI user operations that
 // add in fp32 and round once per pairwise step (NCCL's bf16 reduction).
 #include <sched.h>
+#include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <functional>
@@ -215,7 +217,18 @@ void MpiCommunicator::wait_request(MPI_Request* req, const char* what) {
       // Name the member that is stuck, not only the one that waited.
       if (wall_time() - t0 > timeout_s_) watchdog::on_timeout(comm_, what, name_, timeout_s_, true);
     }
-    sched_yield();
+    // Spin (yielding) for the first millisecond, then sleep between polls,
+    // up to 200 us: a rank that waits long must not take the core from the
+    // ranks it waits for when ranks outnumber cores (hundreds of CPU ranks
+    // on one node), at a cost of at most 200 us of latency on a long wait.
+    const double waited = wall_time() - t0;
+    if (waited < 1e-3) {
+      sched_yield();
+    } else {
+      const long ns = std::min(200'000L, long(waited * 1e8));  // a tenth of the wait so far
+      timespec ts{0, ns};
+      nanosleep(&ts, nullptr);
+    }
   }
 }
 
