@@ -2,10 +2,12 @@
 #include "cpu_peak.hpp"
 
 #include <cblas.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "core/util.hpp"
 
 namespace st {
@@ -23,5 +25,23 @@ double measure_sgemm_flops(int n, double seconds) {
     ++reps;
   } while (wall_time() < t_end || reps < 3);
   return best;
+}
+
+NodePeak measure_node_sgemm(MpiCommunicator& world, int node_index, int local_rank,
+                            int local_size, int threads) {
+  int cores = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
+  // Ranks of one node may see different masks (binding): take the node's
+  // smallest, so no two measuring ranks share a core they think is theirs.
+  double c = -double(std::max(1, cores));
+  auto node = world.split(node_index, local_rank, "node");
+  node->all_reduce_max(&c, 1);
+  NodePeak r;
+  r.measuring = std::clamp(int(-c) / std::max(1, threads), 1, local_size);
+  double rate = local_rank < r.measuring ? measure_sgemm_flops(768, 1.0) : 0.0;
+  node->all_reduce_sum(&rate, 1);
+  r.per_rank = rate / local_size;
+  return r;
 }
 }  // namespace st

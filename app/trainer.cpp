@@ -135,11 +135,18 @@ int run_training(Runtime& rt, Config cfg) {
     peak = dp->flops;
     peak_source = dp->source;
   } else {
-    world.barrier();  // measure on all ranks at once: they share the cores
-    peak = measure_sgemm_flops(768, 1.0);
+    // Once per node: as many of its ranks as it has cores for measure at
+    // once while the others wait; a rank's peak is its share of the node's
+    // summed rate. The same figure as every rank measuring at once, without
+    // hundreds of oversubscribed ranks each running a second of sgemm.
+    const NodePeak np = measure_node_sgemm(world, rt.node_index(), rt.local_rank(),
+                                           rt.local_size(), threads);
+    peak = np.per_rank;
     world.all_reduce_sum(&peak, 1);
     peak /= rt.world_size();
-    peak_source = "measured sgemm (768^3, " + std::to_string(threads) + " threads/rank)";
+    peak_source = "measured sgemm (768^3, " + std::to_string(threads) + " threads/rank, " +
+                  std::to_string(np.measuring) + " of " + std::to_string(rt.local_size()) +
+                  " ranks per node at once)";
   }
 
   const auto mshape = model_shape(cfg);
@@ -173,7 +180,7 @@ int run_training(Runtime& rt, Config cfg) {
     std::string err;
     std::optional<std::string> from;
     try {
-      from = pick_resume(cfg.checkpoint, ckpt_dir);
+      from = pick_resume(cfg.checkpoint, ckpt_dir, world);
     } catch (const UsageError& e) {
       err = e.what();
     }
