@@ -132,6 +132,11 @@ struct VerifyOptions {
   // unchecked (for files known to be intact).
   bool checksums = true;
   int part = 0, nparts = 1;  // verify only rank files with index % nparts == part
+  // Set when every rank of a job verifies its part (part = rank, nparts =
+  // ranks): a collective that returns whether every part was good, so that
+  // all ranks pick the same step folder while each reads only its share of
+  // the rank files (O(1) files per rank instead of all of them on each).
+  std::function<bool(bool)> all_good;
 };
 
 // Checks one committed step folder: index.json (read_index), every rank
@@ -144,6 +149,8 @@ std::string verify_checkpoint(const std::string& step_dir, const VerifyOptions& 
 // Newest committed step folder under `dir` that verifies, as a full path.
 // Skips *.tmp folders; each skipped folder is logged (and appended to
 // `rejected`, "path: reason"). `latest` is read and reported when it disagrees.
+// With o.all_good every rank must call it (same dir): a folder counts as
+// good when every rank's part verified.
 std::optional<std::string> find_latest_good(const std::string& dir, const VerifyOptions& o = {},
                                             std::vector<std::string>* rejected = nullptr);
 

@@ -184,8 +184,13 @@ std::optional<std::string> find_latest_good(const std::string& dir, const Verify
          fs::path(steps[0].second).filename().string(), "; trying newest first");
   for (const auto& [n, path] : steps) {
     std::string why = verify_checkpoint(path, o);
-    if (why.empty()) return path;
-    logw("checkpoint: skipping ", path, ": ", why);
+    const bool good = o.all_good ? o.all_good(why.empty()) : why.empty();
+    if (good) return path;
+    if (why.empty()) {
+      why = "another rank's share of its rank files did not verify (that rank logs why)";
+    } else {
+      logw("checkpoint: skipping ", path, ": ", why);
+    }
     if (rejected) rejected->push_back(path + ": " + why);
   }
   return std::nullopt;

@@ -105,12 +105,21 @@ CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_cons
   return st;
 }
 
-std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string& dir) {
+std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string& dir,
+                                       MpiCommunicator& world) {
   if (c.resume == "none") return std::nullopt;
+  VerifyOptions o;
+  o.part = world.rank();
+  o.nparts = world.size();
+  o.all_good = [&world](bool good) {
+    double bad = good ? 0.0 : 1.0;
+    world.all_reduce_max(&bad, 1);
+    return bad == 0.0;
+  };
   std::vector<std::string> rejected;
   if (c.resume == "auto") {
     if (!fs::exists(dir)) return std::nullopt;
-    auto r = find_latest_good(dir, {}, &rejected);
+    auto r = find_latest_good(dir, o, &rejected);
     for (auto& x : rejected) log0("checkpoint skipped: ", x);
     return r;
   }
@@ -120,11 +129,12 @@ std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string
         "checkpoint.resume: '" + p +
         "' does not exist (valid: auto, none, a step_N folder or a checkpoints folder)");
   if (fs::exists(fs::path(p) / "index.json")) {
-    std::string why = verify_checkpoint(p);
+    o.all_good = nullptr;  // the caller's start-up agreement stops every rank
+    std::string why = verify_checkpoint(p, o);
     if (!why.empty()) throw UsageError("checkpoint.resume: '" + p + "' is not loadable: " + why);
     return p;
   }
-  auto r = find_latest_good(p, {}, &rejected);
+  auto r = find_latest_good(p, o, &rejected);
   for (auto& x : rejected) log0("checkpoint skipped: ", x);
   if (!r) throw UsageError("checkpoint.resume: no good checkpoint under '" + p + "'");
   return r;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
+#include "comm/communicator.hpp"
 #include "config/config.hpp"
 #include "model/model.hpp"
 #include "optim/optim.hpp"
@@ -51,7 +52,13 @@ CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_cons
 // Which committed checkpoint to resume from, per checkpoint.resume: auto
 // (newest good one in dir, if any), none, or a path to a step folder or a
 // checkpoints folder. Throws UsageError for a PATH that holds no good one.
-std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string& dir);
+// Collective over `world`: rank r verifies the rank files i with
+// i % world_size == r and the ranks agree on the folder, so a resume reads
+// each rank file once across the job, not once per rank. A rank whose share
+// of an explicit PATH is bad throws; the caller's start-up agreement stops
+// the others.
+std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string& dir,
+                                       MpiCommunicator& world);
 
 // Loads weights and moments (this rank's shards of them) and returns the
 // step the checkpoint was taken at. Throws UsageError when the checkpoint
