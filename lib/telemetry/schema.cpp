@@ -58,6 +58,11 @@ const std::vector<Field>& header_fields() {
       {"device_name", Ftype::String, "`cpu` or the GPU's product name (`cudaGetDeviceProperties`)"},
       {"slurm_job_id", Ftype::StringOrNull, "`SLURM_JOB_ID` when present"},
       {"start_time", Ftype::String, "ISO-8601 UTC"},
+      {"startup_s", Ftype::Float,
+       "seconds from this process's start (as the kernel records it) to this header: MPI "
+       "start-up, config, backend, model, the peak measurement"},
+      {"startup_cpu_s", Ftype::Float,
+       "user + system CPU seconds this process used up to this header"},
   };
   return f;
 }
