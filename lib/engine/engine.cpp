@@ -180,7 +180,8 @@ TrainState Engine::train_state() {
                mesh_.coords().tp,
                buckets_.get(),
                {},
-               &dev_};
+               &dev_,
+               dpcp_};
   if (zero_ == 0)
     for (auto& slot : opt_->slots()) t.master.push_back(slot.w);
   return t;

@@ -143,12 +143,40 @@ std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string
 long restore(const TrainState& s, const std::string& step_dir) {
   std::vector<ShardView> want;
   auto& slots = s.opt->slots();
+  // ZeRO 0 with replicas: this replica's rows of each block, gathered below.
+  struct Gather {
+    float* data;
+    std::vector<int64_t> counts;  // elements per replica
+    int64_t offset;               // this replica's first element
+  };
+  std::vector<Gather> gathers;
+  const bool share = s.zero_stage == 0 && s.replicas > 1 && s.replica_group;
   if (s.zero_stage == 0) {
     for (size_t i = 0; i < s.params.size(); ++i) {
       Param* p = s.params[i];
-      want.push_back(block("params/" + p->name, p, s.master[i]));
-      want.push_back(block("exp_avg/" + p->name, p, slots[i].m.data()));
-      want.push_back(block("exp_avg_sq/" + p->name, p, slots[i].v.data()));
+      for (auto [name, data] : {std::pair<std::string, float*>{"params/", s.master[i]},
+                                {"exp_avg/", slots[i].m.data()},
+                                {"exp_avg_sq/", slots[i].v.data()}}) {
+        ShardView v = block(name + p->name, p, data);
+        if (!share) {
+          want.push_back(std::move(v));
+          continue;
+        }
+        const int64_t rows = v.shape[0], row = numel_of(v.shape) / std::max<int64_t>(1, rows);
+        Gather g{data, {}, 0};
+        for (int r = 0; r < s.replicas; ++r) {
+          auto [lo, hi] = replica_rows(rows, r, s.replicas);
+          g.counts.push_back((hi - lo) * row);
+          if (r == s.replica) {
+            g.offset = lo * row;
+            v.offset[0] += lo;
+            v.shape[0] = hi - lo;
+            v.data = data + lo * row;
+          }
+        }
+        if (v.shape[0] > 0) want.push_back(std::move(v));
+        gathers.push_back(std::move(g));
+      }
     }
   } else {
     const auto& pieces = s.zero->pieces();
@@ -168,38 +196,45 @@ long restore(const TrainState& s, const std::string& step_dir) {
                      ") than the config (" + model_fingerprint(s.cfg->model).dump() +
                      "); set checkpoint.resume=none or point checkpoint.dir elsewhere");
   Device* dev = s.device;
+  long step = -1;
   if (!dev || dev->host_accessible()) {
     if (dev) dev->synchronize();
     LoadResult r = load(step_dir, want, -1);
-    return r.scalars.value("step", r.step);
-  }
-  // Device memory: load into host staging buffers, a batch of about 1 GiB at
-  // a time, and copy each batch up.
-  constexpr size_t kBatchBytes = size_t(1) << 30;
-  long step = -1;
-  size_t i = 0;
-  while (i < want.size() || step < 0) {
-    std::vector<ShardView> batch;
-    std::vector<std::vector<float>> host;
-    std::vector<float*> dst;
-    size_t bytes = 0;
-    while (i < want.size() && (batch.empty() || bytes < kBatchBytes)) {
-      ShardView v = want[i++];
-      const size_t n = size_t(numel_of(v.shape));
-      host.emplace_back(n);
-      dst.push_back(v.data);
-      v.data = host.back().data();
-      batch.push_back(std::move(v));
-      bytes += n * sizeof(float);
-    }
-    LoadResult r = load(step_dir, batch, -1);
     step = r.scalars.value("step", r.step);
-    for (size_t k = 0; k < batch.size(); ++k)
-      dev->copy_from_host(dst[k], host[k].data(), host[k].size() * sizeof(float),
-                          dev->compute_stream());
-    if (want.empty()) break;
+  } else {
+    // Device memory: load into host staging buffers, a batch of about 1 GiB
+    // at a time, and copy each batch up.
+    constexpr size_t kBatchBytes = size_t(1) << 30;
+    size_t i = 0;
+    while (i < want.size() || step < 0) {
+      std::vector<ShardView> batch;
+      std::vector<std::vector<float>> host;
+      std::vector<float*> dst;
+      size_t bytes = 0;
+      while (i < want.size() && (batch.empty() || bytes < kBatchBytes)) {
+        ShardView v = want[i++];
+        const size_t n = size_t(numel_of(v.shape));
+        host.emplace_back(n);
+        dst.push_back(v.data);
+        v.data = host.back().data();
+        batch.push_back(std::move(v));
+        bytes += n * sizeof(float);
+      }
+      LoadResult r = load(step_dir, batch, -1);
+      step = r.scalars.value("step", r.step);
+      for (size_t k = 0; k < batch.size(); ++k)
+        dev->copy_from_host(dst[k], host[k].data(), host[k].size() * sizeof(float),
+                            dev->compute_stream());
+      if (want.empty()) break;
+    }
   }
-  dev->synchronize();
+  if (!gathers.empty()) {
+    ST_CHECK(dev, "checkpoint: a shared resume needs the device the replica group runs on");
+    Stream& cs = dev->compute_stream();
+    for (const Gather& g : gathers)
+      s.replica_group->all_gather(g.data + g.offset, g.data, g.counts, DType::F32, cs).wait(cs);
+  }
+  if (dev) dev->synchronize();
   return step;
 }
 }  // namespace st

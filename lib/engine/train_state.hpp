@@ -39,6 +39,9 @@ struct TrainState {
   // the master of piece k is optimizer slot k's w.
   std::vector<float*> master;
   Device* device = nullptr;  // where all of it lives
+  // The dp x cp group on the device (ZeRO 0 resume: each replica reads a
+  // share of the rows and the group all-gathers them).
+  Communicator* replica_group = nullptr;
 };
 
 // Rows [lo, hi) of a replicated tensor's dim 0 that replica r of n writes
@@ -61,6 +64,10 @@ std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string
                                        MpiCommunicator& world);
 
 // Loads weights and moments (this rank's shards of them) and returns the
+// step. Replicated state (ZeRO 0) is read in shares: replica r of n reads the
+// rows it would write (replica_rows) and the dp x cp group all-gathers the
+// rest, so each rank file is read by about one rank, not by every replica.
+// Collective over replica_group when it has more than one rank. Returns the
 // step the checkpoint was taken at. Throws UsageError when the checkpoint
 // belongs to another model shape.
 long restore(const TrainState& s, const std::string& step_dir);
