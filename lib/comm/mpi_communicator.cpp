@@ -217,16 +217,17 @@ void MpiCommunicator::wait_request(MPI_Request* req, const char* what) {
       // Name the member that is stuck, not only the one that waited.
       if (wall_time() - t0 > timeout_s_) watchdog::on_timeout(comm_, what, name_, timeout_s_, true);
     }
-    // Spin (yielding) for the first millisecond, then sleep between polls,
-    // up to 200 us: a rank that waits long must not take the core from the
-    // ranks it waits for when ranks outnumber cores (hundreds of CPU ranks
-    // on one node), at a cost of at most 200 us of latency on a long wait.
+    // Spin (yielding) for the first millisecond, then sleep between polls
+    // for 5% of the wait so far, at most 5 ms: a rank that waits long must
+    // not take the core from the ranks it waits for when ranks outnumber
+    // cores (hundreds of CPU ranks on one node: hundreds of ranks polling
+    // every few microseconds swamp the scheduler). The latency this adds is
+    // at most 5% of a wait that already lasted over a millisecond.
     const double waited = wall_time() - t0;
     if (waited < 1e-3) {
       sched_yield();
     } else {
-      const long ns = std::min(200'000L, long(waited * 1e8));  // a tenth of the wait so far
-      timespec ts{0, ns};
+      timespec ts{0, std::min(5'000'000L, long(waited * 5e7))};
       nanosleep(&ts, nullptr);
     }
   }
