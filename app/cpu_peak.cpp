@@ -2,13 +2,13 @@
 #include "cpu_peak.hpp"
 
 #include <cblas.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "comm/communicator.hpp"
 #include "core/util.hpp"
+#include "runtime/runtime.hpp"
 
 namespace st {
 double measure_sgemm_flops(int n, double seconds) {
@@ -29,12 +29,9 @@ double measure_sgemm_flops(int n, double seconds) {
 
 NodePeak measure_node_sgemm(MpiCommunicator& world, int node_index, int local_rank,
                             int local_size, int threads) {
-  int cores = 0;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
   // Ranks of one node may see different masks (binding): take the node's
   // smallest, so no two measuring ranks share a core they think is theirs.
-  double c = -double(std::max(1, cores));
+  double c = -double(usable_cores());
   auto node = world.split(node_index, local_rank, "node");
   node->all_reduce_max(&c, 1);
   NodePeak r;

@@ -92,6 +92,13 @@ int run_training(Runtime& rt, Config cfg) {
   const int threads = pick_threads(cfg.runtime.threads, rt.local_size());
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);  // OpenBLAS's own pool, not OpenMP's
+  // More ranks x threads on this node than cores: waiting ranks sleep
+  // instead of spinning (comm/communicator.hpp).
+  const bool oversubscribed = rt.local_size() * threads > usable_cores();
+  MpiCommunicator::set_sleep_when_waiting(oversubscribed);
+  if (oversubscribed && rank == 0)
+    log0("oversubscribed: ", rt.local_size(), " rank(s) x ", threads, " thread(s) on ",
+         usable_cores(), " core(s) of ", rt.host(), "; waiting ranks sleep between polls");
 
   // Run folder: rank 0 picks the name, everyone gets it.
   std::string out = cfg.runtime.out, run_id;

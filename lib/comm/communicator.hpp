@@ -162,6 +162,15 @@ class MpiCommunicator final : public Communicator {
   const std::string& name() const override { return name_; }
   MPI_Comm mpi() const { return comm_; }
 
+  // How every MpiCommunicator of this process waits: off (default), spin
+  // with sched_yield between polls, as MPI does on dedicated cores; on,
+  // after the first millisecond of a wait sleep 5% of the wait so far (at
+  // most 5 ms) between polls, for ranks that outnumber the cores: a waiting
+  // rank then leaves the core to the ranks it waits for. The trainer turns it
+  // on when its node's ranks x threads exceed the cores it may use.
+  static void set_sleep_when_waiting(bool on);
+  static bool sleep_when_waiting();
+
   // The device whose buffers the device collectives below see (default: the
   // default CPU device). On a device with worker streams (the strict CPU
   // device) the collectives run on this communicator's own stream.

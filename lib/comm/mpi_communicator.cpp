@@ -204,6 +204,13 @@ void MpiCommunicator::bind(Device& dev) {
   if (!dev.compute_stream().runs_inline()) stream_ = dev.create_stream("comm:" + name_);
 }
 
+namespace {
+std::atomic<bool> g_sleep_when_waiting{false};
+}  // namespace
+
+void MpiCommunicator::set_sleep_when_waiting(bool on) { g_sleep_when_waiting = on; }
+bool MpiCommunicator::sleep_when_waiting() { return g_sleep_when_waiting; }
+
 void MpiCommunicator::wait_request(MPI_Request* req, const char* what) {
   double t0 = wall_time();
   int done = 0;
@@ -211,20 +218,21 @@ void MpiCommunicator::wait_request(MPI_Request* req, const char* what) {
   while (true) {
     ST_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
     if (done) return;
-    if ((++spins & 1023) == 0) {
+    // Spin, or (sleep_when_waiting) after the first millisecond sleep 5% of
+    // the wait so far, at most 5 ms: hundreds of oversubscribed ranks polling
+    // every few microseconds swamp the scheduler and take the cores from the
+    // ranks they wait for. Sleeping also delays the polls that move a large
+    // message's fragments, so it is only for ranks that outnumber cores.
+    // While sleeping every poll answers the watchdog and checks the timeout.
+    const double waited = wall_time() - t0;
+    const bool sleeping = g_sleep_when_waiting.load(std::memory_order_relaxed) && waited >= 1e-3;
+    if (sleeping || (++spins & 1023) == 0) {
       const std::string doing = std::string(what) + " on group '" + name_ + "'";
       watchdog::poll(doing);  // answer peers that ask whether this rank is alive
       // Name the member that is stuck, not only the one that waited.
-      if (wall_time() - t0 > timeout_s_) watchdog::on_timeout(comm_, what, name_, timeout_s_, true);
+      if (waited > timeout_s_) watchdog::on_timeout(comm_, what, name_, timeout_s_, true);
     }
-    // Spin (yielding) for the first millisecond, then sleep between polls
-    // for 5% of the wait so far, at most 5 ms: a rank that waits long must
-    // not take the core from the ranks it waits for when ranks outnumber
-    // cores (hundreds of CPU ranks on one node: hundreds of ranks polling
-    // every few microseconds swamp the scheduler). The latency this adds is
-    // at most 5% of a wait that already lasted over a millisecond.
-    const double waited = wall_time() - t0;
-    if (waited < 1e-3) {
+    if (!sleeping) {
       sched_yield();
     } else {
       timespec ts{0, std::min(5'000'000L, long(waited * 5e7))};

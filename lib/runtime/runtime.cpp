@@ -2,6 +2,7 @@
 #include "runtime/runtime.hpp"
 
 #include <omp.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -140,6 +141,12 @@ const char* signal_name(int sig) {
     case SIGINT: return "SIGINT";
     default: return "signal";
   }
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1, int(std::thread::hardware_concurrency()));
 }
 
 int pick_threads(int requested, int local_size) {

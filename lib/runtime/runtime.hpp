@@ -63,4 +63,6 @@ inline constexpr int kExitPreempted = 3;
 
 // OpenMP threads for this rank: cfg value, or cores / ranks on this node.
 int pick_threads(int requested, int local_size);
+// CPUs this process may run on (its affinity mask; else the machine's).
+int usable_cores();
 }  // namespace st
