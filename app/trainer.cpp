@@ -76,6 +76,17 @@ std::string fmt_eta(double s) {
 
 int run_training(Runtime& rt, Config cfg) {
   const int rank = rt.rank();
+  const int threads = pick_threads(cfg.runtime.threads, rt.local_size());
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);  // OpenBLAS's own pool, not OpenMP's
+  // More ranks x threads on this node than cores: waiting ranks sleep
+  // instead of spinning (comm/communicator.hpp), from the first collective
+  // on (start-up is where hundreds of ranks wait longest).
+  const bool oversubscribed = rt.local_size() * threads > usable_cores();
+  MpiCommunicator::set_sleep_when_waiting(oversubscribed);
+  if (oversubscribed && rank == 0)
+    log0("oversubscribed: ", rt.local_size(), " rank(s) x ", threads, " thread(s) on ",
+         usable_cores(), " core(s) of ", rt.host(), "; waiting ranks sleep between polls");
   MpiCommunicator world(MPI_COMM_WORLD, "world", cfg.runtime.timeout_s);
   const auto& par = cfg.parallel;
   Mesh mesh(world, MeshDims{par.pp, par.dp, par.cp, par.tp});
@@ -89,16 +100,6 @@ int run_training(Runtime& rt, Config cfg) {
 
   // Again after MPI start-up, in case the MPI library replaced the handlers.
   install_signal_handlers();
-  const int threads = pick_threads(cfg.runtime.threads, rt.local_size());
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);  // OpenBLAS's own pool, not OpenMP's
-  // More ranks x threads on this node than cores: waiting ranks sleep
-  // instead of spinning (comm/communicator.hpp).
-  const bool oversubscribed = rt.local_size() * threads > usable_cores();
-  MpiCommunicator::set_sleep_when_waiting(oversubscribed);
-  if (oversubscribed && rank == 0)
-    log0("oversubscribed: ", rt.local_size(), " rank(s) x ", threads, " thread(s) on ",
-         usable_cores(), " core(s) of ", rt.host(), "; waiting ranks sleep between polls");
 
   // Run folder: rank 0 picks the name, everyone gets it.
   std::string out = cfg.runtime.out, run_id;

@@ -215,6 +215,7 @@ void MpiCommunicator::wait_request(MPI_Request* req, const char* what) {
   double t0 = wall_time();
   int done = 0;
   long spins = 0;
+  double last_check = t0;
   while (true) {
     ST_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
     if (done) return;
@@ -223,10 +224,13 @@ void MpiCommunicator::wait_request(MPI_Request* req, const char* what) {
     // every few microseconds swamp the scheduler and take the cores from the
     // ranks they wait for. Sleeping also delays the polls that move a large
     // message's fragments, so it is only for ranks that outnumber cores.
-    // While sleeping every poll answers the watchdog and checks the timeout.
-    const double waited = wall_time() - t0;
+    // While sleeping, the watchdog is answered and the timeout checked every
+    // 50 ms (well within the watchdog's grace), not on every poll: with
+    // hundreds of local peers each MPI call runs a costly progress pass.
+    const double now = wall_time(), waited = now - t0;
     const bool sleeping = g_sleep_when_waiting.load(std::memory_order_relaxed) && waited >= 1e-3;
-    if (sleeping || (++spins & 1023) == 0) {
+    if (sleeping ? now - last_check >= 0.05 : (++spins & 1023) == 0) {
+      last_check = now;
       const std::string doing = std::string(what) + " on group '" + name_ + "'";
       watchdog::poll(doing);  // answer peers that ask whether this rank is alive
       // Name the member that is stuck, not only the one that waited.
