@@ -10,13 +10,15 @@
 #   scripts/layout-study.sh [BUILD_DIR] [STEPS]      (default: build, 8)
 # Environment: MPIEXEC (default mpiexec), THREADS per rank (default 1),
 # GB global batch (default 4), SEQ tokens per sequence (default 128),
-# OUT (default a fresh folder under /tmp), PEAK_GFLOPS (runtime.cpu_peak_gflops,
+# OUT (default a fresh folder under /tmp; relative to the repository root), PEAK_GFLOPS (runtime.cpu_peak_gflops,
 # default 1; 0 makes every run measure its sgemm rate at start, which
 # scaletrain-plan compare uses for the run's speed).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 source "$src/scripts/cpu-env.sh"  # OpenBLAS kernel pick for unrecognised CPUs
-build=${1:-$src/build}
+build=$(realpath "${1:-$src/build}")
+# From the repository root, so the runs record repository-relative config paths.
+cd "$src"
 steps=${2:-8}
 bin=$build/app/scaletrain
 mpiexec=${MPIEXEC:-mpiexec}
@@ -66,7 +68,7 @@ echo "|---|---|---|---|---|---|---|"
 for l in "${layouts[@]}"; do
   read -r name ranks dp accum sets <<<"$l"
   mb=$((gb / accum / dp))
-  args="--config $src/configs/models/default.yaml --set model.seq_len=$seq
+  args="--config configs/models/default.yaml --set model.seq_len=$seq
         --set train.steps=$steps --set train.micro_batch=$mb --set train.grad_accum=$accum
         --set runtime.threads=$threads --set runtime.cpu_peak_gflops=$peak --set checkpoint.interval=0
         --set data.source=synthetic $sets --out $out/$name"

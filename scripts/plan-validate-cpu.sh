@@ -8,12 +8,16 @@
 # (the load average is printed before and after). About 7 minutes on 2 cores.
 #
 #   scripts/plan-validate-cpu.sh [BUILD_DIR] [STEPS]     (default: build, 8)
-# Environment: OUT (default a fresh folder under /tmp), CLUSTER (cluster file
+# Environment (relative paths are from the repository root): OUT (default a
+# fresh folder under /tmp), CLUSTER (cluster file
 # to write, default $OUT/cpu-local.yaml), MPIEXEC (default mpiexec).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 source "$src/scripts/cpu-env.sh"
-build=${1:-$src/build}
+build=$(realpath "${1:-$src/build}")
+# From the repository root, so the cluster file and the runs record
+# repository-relative config paths.
+cd "$src"
 steps=${2:-8}
 out=${OUT:-$(mktemp -d /tmp/plan-validate.XXXXXX)}
 cluster=${CLUSTER:-$out/cpu-local.yaml}
@@ -21,7 +25,7 @@ plan=$build/analysis/scaletrain-plan
 mkdir -p "$out"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export SCALETRAIN_MPIEXEC=${MPIEXEC:-mpiexec}
-model=(--config "$src/configs/models/default.yaml" --set model.seq_len=128)
+model=(--config configs/models/default.yaml --set model.seq_len=128)
 # The layout study's space: global batch 4 at 1, 2, 4 ranks, every family.
 space=(--global-batch 4 --micro-batch 1,2,4 --zero 0,1,2,3 --chunks 1,2 --sp 0,1)
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(getconf _NPROCESSORS_ONLN) cores); $(date -u +%Y-%m-%dT%H:%MZ)"
