@@ -28,6 +28,19 @@ if [[ -n $hits ]]; then
   echo "$hits"
   exit 1
 fi
+# No tracked file (results and docs included) records where this checkout
+# sits on the machine that built it: records written by runs (cluster files,
+# run.json, logs) must carry repository-relative paths.
+here=$(pwd -P)
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1 && [[ $here != / ]]; then
+  abs=$(git grep -nIF "$here/" || true)
+  if [[ -n $abs ]]; then
+    echo "FAIL: these lines name this checkout's absolute path ($here); record paths"
+    echo "relative to the repository root instead:"
+    echo "$abs"
+    exit 1
+  fi
+fi
 # The published figures the tests read are in the repository.
 for f in analysis/reference/mpt_benchmarks.csv analysis/reference/mpt_models.csv \
          analysis/reference/README.md; do
