@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "core/util.hpp"
 #include "parallel/mesh.hpp"
@@ -58,12 +59,19 @@ std::string check_host_memory(const Config& cfg, const Runtime& rt) {
   if (cfg.runtime.device != "cpu") return "";
   const int64_t avail = host_memory_available();
   if (avail < 0) return "";
+  // The estimate depends only on the rank's pipeline stage: one per stage,
+  // not one per rank of the host (hundreds of ranks each estimating all).
+  const auto& p = cfg.parallel;
+  std::vector<double> stage_total(size_t(p.pp), -1.0);
   double need_host = 0;
   int ranks_here = 0;
   for (const auto& [host, ranks] : rt.hosts())
     if (host == rt.host())
       for (int r : ranks) {
-        need_host += rank_memory(cfg, r).peak.total();
+        const int st = mesh_coords(r, MeshDims{p.pp, p.dp, p.cp, p.tp}).pp;
+        double& t = stage_total[size_t(st)];
+        if (t < 0) t = plan::estimate_memory(cfg, st).peak.total();
+        need_host += t;
         ++ranks_here;
       }
   if (need_host <= double(avail)) return "";
