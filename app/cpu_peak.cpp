@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/util.hpp"
 #include "runtime/runtime.hpp"
 

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.hpp"
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "kernels/cuda/cuda_ops.hpp"
 #include "kernels/cuda/device.hpp"

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"

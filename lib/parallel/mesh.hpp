@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 
 namespace st {
 
