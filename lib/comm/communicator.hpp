@@ -119,6 +119,11 @@ class Communicator {
   // Sends and receives started together (a ring shift, a pipeline hand-off).
   virtual CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) = 0;
 
+  // The device whose buffers the device collectives see. A communicator made
+  // for one device (NCCL, the recording one) ignores it; a host group that
+  // also carries device collectives (MPI on CPU buffers) starts using it.
+  virtual void bind(Device&) {}
+
   // Blocking for stream s (s waits; on inline streams the host waits).
   void all_reduce_on(Stream& s, void* buf, int64_t n, DType t, ReduceOp op = ReduceOp::Sum) {
     all_reduce(buf, n, t, op, s).wait(s);

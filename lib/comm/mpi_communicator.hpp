@@ -41,7 +41,7 @@ class MpiCommunicator final : public Communicator {
   // The device whose buffers the device collectives below see (default: the
   // default CPU device). On a device with worker streams (the strict CPU
   // device) the collectives run on this communicator's own stream.
-  void bind(Device& dev);
+  void bind(Device& dev) override;
 
   CommHandle all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) override;
   CommHandle reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,

@@ -12,26 +12,9 @@
 #include <vector>
 
 #include "comm/mpi_communicator.hpp"
+#include "parallel/stages.hpp"
 
 namespace st {
-
-struct MeshDims {
-  int pp = 1, dp = 1, cp = 1, tp = 1;
-  int world() const { return pp * dp * cp * tp; }
-};
-
-struct MeshCoords {
-  int pp = 0, dp = 0, cp = 0, tp = 0;
-};
-
-// rank = ((pp * dp_size + dp) * cp_size + cp) * tp_size + tp.
-MeshCoords mesh_coords(int rank, const MeshDims& d);
-int mesh_rank(const MeshCoords& c, const MeshDims& d);
-
-// Layers [first, last) of every model chunk a pipeline stage holds, in chunk
-// order. With `chunks` > 1 (interleaved schedule) stage s holds chunks
-// c*pp + s for c = 0..chunks-1, each n_layers / (pp*chunks) layers long.
-std::vector<std::pair<int, int>> stage_layers(int n_layers, int pp, int chunks, int stage);
 
 class Mesh {
  public:
