@@ -51,6 +51,9 @@ class Backend {
   virtual Communicator& communicator(Communicator& group) = 0;
   // The peak for MFU (nullopt: the trainer measures the CPU's sgemm rate).
   virtual std::optional<DevicePeak> peak(const Config& cfg) = 0;
+  // False for a backend that records instead of computing (lib/record): the
+  // model then skips drawing initial values on the host.
+  virtual bool computes() const { return true; }
 };
 
 Backend& cpu_backend(bool strict = false);

@@ -42,7 +42,7 @@
 
 namespace st {
 
-class MpiCommunicator;  // comm/mpi_communicator.hpp: the MPI groups
+class MpiCommunicator;  // comm/mpi_communicator.hpp: the MPI groups (a HostGroup)
 
 enum class CollKind { AllReduce = 0, ReduceScatter, AllGather, Broadcast, SendRecv, kCount };
 const char* coll_name(CollKind k);
@@ -153,6 +153,19 @@ class Communicator {
   mutable std::mutex stats_mu_;
   std::array<CollStats, size_t(CollKind::kCount)> stats_{};
   double timeout_s_ = 600.0;
+};
+
+// A process group's host side, beside its device collectives: blocking
+// collectives of host values (the loss, the gradient norm, agreement) and
+// further groups over the same ranks (separate message orders). The mesh's
+// groups are HostGroups: MpiCommunicator for a real job, the recording
+// backend's for a step that runs without processes.
+class HostGroup : public Communicator {
+ public:
+  virtual void all_reduce_sum(double* buf, int64_t n) = 0;
+  virtual void all_reduce_max(double* buf, int64_t n) = 0;
+  virtual void all_reduce_sum(float* buf, int64_t n) = 0;
+  virtual std::unique_ptr<HostGroup> dup_group(const std::string& name) const = 0;
 };
 
 }  // namespace st

@@ -15,7 +15,7 @@
 
 namespace st {
 
-class MpiCommunicator final : public Communicator {
+class MpiCommunicator final : public HostGroup {
  public:
   // Takes ownership of `comm` (freed in the destructor) unless it is MPI_COMM_WORLD.
   MpiCommunicator(MPI_Comm comm, std::string name, double timeout_s);
@@ -23,6 +23,7 @@ class MpiCommunicator final : public Communicator {
   // A sub-communicator of ranks sharing `color`, ordered by `key`.
   std::unique_ptr<MpiCommunicator> split(int color, int key, const std::string& name) const;
   std::unique_ptr<MpiCommunicator> dup(const std::string& name) const;
+  std::unique_ptr<HostGroup> dup_group(const std::string& name) const override { return dup(name); }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -51,9 +52,9 @@ class MpiCommunicator final : public Communicator {
   CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) override;
 
   // ---- Blocking host collectives (host buffers). ----
-  void all_reduce_sum(double* buf, int64_t n);
-  void all_reduce_max(double* buf, int64_t n);
-  void all_reduce_sum(float* buf, int64_t n);
+  void all_reduce_sum(double* buf, int64_t n) override;
+  void all_reduce_max(double* buf, int64_t n) override;
+  void all_reduce_sum(float* buf, int64_t n) override;
   void broadcast_bytes(void* buf, int64_t n, int root);
   void barrier();
   void send(const float* buf, int64_t n, int peer, int tag);

@@ -3,7 +3,6 @@
 
 #include <filesystem>
 
-#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
@@ -107,7 +106,7 @@ CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_cons
 }
 
 std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string& dir,
-                                       MpiCommunicator& world) {
+                                       HostGroup& world) {
   if (c.resume == "none") return std::nullopt;
   VerifyOptions o;
   o.part = world.rank();

@@ -5,24 +5,15 @@
 
 namespace st {
 
-Mesh::Mesh(const MpiCommunicator& world, const MeshDims& d) : dims_(d), rank_(world.rank()) {
-  ST_CHECK(world.size() == d.world(), "mesh pp*dp*cp*tp = ", d.world(), " but world size is ",
-           world.size());
-  coords_ = mesh_coords(rank_, d);
+Mesh::Mesh(int rank, const MeshDims& d, const GroupMaker& make) : dims_(d), rank_(rank) {
+  ST_CHECK(rank >= 0 && rank < d.world(), "mesh rank ", rank, " outside pp*dp*cp*tp = ", d.world());
+  coords_ = mesh_coords(rank, d);
   const MeshCoords& c = coords_;
-  // Colour: the rank with this group's coordinate set to 0; key: the coordinate.
-  auto colour = [&](MeshCoords z) { return mesh_rank(z, d); };
-  MeshCoords z;
-  z = c, z.tp = 0;
-  tp_ = world.split(colour(z), c.tp, "tp");
-  z = c, z.cp = 0;
-  cp_ = world.split(colour(z), c.cp, "cp");
-  z = c, z.dp = 0;
-  dp_ = world.split(colour(z), c.dp, "dp");
-  z = c, z.pp = 0;
-  pp_ = world.split(colour(z), c.pp, "pp");
-  z = c, z.dp = 0, z.cp = 0;
-  dpcp_ = world.split(colour(z), c.dp * d.cp + c.cp, "dp_cp");
+  tp_ = make("tp", c.tp, d.tp);
+  cp_ = make("cp", c.cp, d.cp);
+  dp_ = make("dp", c.dp, d.dp);
+  pp_ = make("pp", c.pp, d.pp);
+  dpcp_ = make("dp_cp", c.dp * d.cp + c.cp, d.dp * d.cp);
 }
 
 std::vector<Communicator*> Mesh::groups() {

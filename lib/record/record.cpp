@@ -221,6 +221,18 @@ CommHandle RecordCommunicator::record(CollKind k, int64_t bytes, DType t, Stream
   return CommHandle(std::make_shared<DoneOp>());
 }
 
+void RecordCommunicator::host(int64_t n, DType t) {
+  if (size_ == 1 || n == 0) return;
+  CollCall c;
+  c.kind = CollKind::AllReduce;
+  c.group = name_;
+  c.ranks = size_;
+  c.bytes = n * int64_t(dtype_size(t));
+  c.t = t;
+  c.stream = "host";
+  rec_.add(std::move(c));
+}
+
 // The same calls as MpiCommunicator makes: a group of one, or nothing to
 // send, is no collective (a reduce-scatter or all-gather out of place is a
 // device copy); bytes as MpiCommunicator counts them.

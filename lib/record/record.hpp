@@ -153,9 +153,11 @@ class RecordDevice final : public Device {
 // loss or a norm therefore see zeros (finite).
 std::unique_ptr<Ops> make_record_ops(Recording& rec);
 
-// A communicator of `size` ranks in which this process is `rank`: every
-// collective is recorded and complete when it returns.
-class RecordCommunicator final : public Communicator {
+// A group of `size` ranks in which this process is `rank`: every collective
+// (device, or host values on stream "host") is recorded and complete when it
+// returns; host reductions leave the values as they are. It is a HostGroup,
+// so a Mesh of them stands in for the MPI groups.
+class RecordCommunicator final : public HostGroup {
  public:
   RecordCommunicator(Recording& rec, std::string name, int rank, int size);
   int rank() const override { return rank_; }
@@ -167,8 +169,15 @@ class RecordCommunicator final : public Communicator {
   CommHandle all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType t,
                         Stream& after) override;
   CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) override;
+  void all_reduce_sum(double*, int64_t n) override { host(n, DType::F64); }
+  void all_reduce_max(double*, int64_t n) override { host(n, DType::F64); }
+  void all_reduce_sum(float*, int64_t n) override { host(n, DType::F32); }
+  std::unique_ptr<HostGroup> dup_group(const std::string& name) const override {
+    return std::make_unique<RecordCommunicator>(rec_, name, rank_, size_);
+  }
 
  private:
+  void host(int64_t n, DType t);
   CommHandle record(CollKind k, int64_t bytes, DType t, Stream& after);
   Recording& rec_;
   std::string name_;

@@ -8,6 +8,7 @@ namespace st::record {
 RecordBackend::RecordBackend() : dev_(rec_), ops_(make_record_ops(rec_)) {}
 
 Communicator& RecordBackend::communicator(Communicator& host) {
+  if (auto* r = dynamic_cast<RecordCommunicator*>(&host)) return *r;  // a recording mesh's group
   return group(host.name(), host.rank(), host.size());
 }
 

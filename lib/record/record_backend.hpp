@@ -24,6 +24,7 @@ class RecordBackend final : public Backend {
   // The recording communicator of group's name, rank and size (group() below).
   Communicator& communicator(Communicator& group) override;
   std::optional<DevicePeak> peak(const Config&) override { return std::nullopt; }
+  bool computes() const override { return false; }
 
   // The communicator named `name` of `size` ranks in which this process is
   // `rank` (the same object for the same name; a different shape is an error).
