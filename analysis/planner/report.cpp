@@ -11,6 +11,7 @@
 #include "analyze/plots.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
+#include "planner/summary.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -237,26 +238,8 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) throw UsageError("--out " + o.out_dir + ": cannot create: " + ec.message());
-  int feasible = 0, over = 0, invalid = 0;
-  std::map<std::string, int> why;
-  for (const Candidate& c : cands) {
-    if (c.feasible)
-      ++feasible;
-    else if (c.timed)
-      ++over;
-    else
-      ++invalid;
-    if (!c.feasible) {
-      std::string k = c.reason.substr(0, c.reason.find(':'));
-      if (k == "divisibility" || k == "unsupported") {
-        // group by the first key named
-        const auto a = c.reason.find_first_not_of(' ', k.size() + 1);
-        const auto e = c.reason.find_first_of(" =", a);
-        k += ": " + c.reason.substr(a, e - a);
-      }
-      ++why[k];
-    }
-  }
+  const PlanSummary sum = summarize_plan(cands, o.top, o.near);
+  const int feasible = sum.feasible, over = sum.over, invalid = sum.invalid;
   std::ostringstream md;
   md << "# Plan: " << base.model.name << " on " << cl.name << "\n\n"
      << "| | |\n|---|---|\n| command | `" << o.command << "` |\n| date | " << iso_time_utc()
@@ -278,8 +261,8 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
         "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   int shown = 0;
   bool dagger = false;
-  for (const Candidate& c : cands) {
-    if (!c.feasible || shown >= o.top) continue;
+  for (const Candidate* cp : sum.top) {
+    const Candidate& c = *cp;
     ++shown;
     dagger = dagger || !c.not_runnable.empty();
     md << "| " << shown << " | " << c.name() << (c.not_runnable.empty() ? "" : " (†)") << " | "
@@ -292,13 +275,7 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
   if (dagger)
     md << "\n(†) predicted, but this build's trainer does not run it on the cluster's device "
           "(plan.json: not_runnable).\n";
-  // The nearest over the limit (over-memory layouts come sorted by excess):
-  // --near of them, and at least 3 with nothing feasible, so the plan shows
-  // what to change.
-  std::vector<const Candidate*> nearest;
-  const int n_near = feasible == 0 ? std::max(o.near, 3) : o.near;
-  for (const Candidate& c : cands)
-    if (!c.feasible && c.timed && int(nearest.size()) < n_near) nearest.push_back(&c);
+  const std::vector<const Candidate*>& nearest = sum.nearest;
   if (feasible == 0)
     md << "\n**No layout is predicted to fit** " << gib(cl.memory_bytes - cl.memory_reserved)
        << " GiB per device (" << gib(cl.memory_bytes) << " less " << gib(cl.memory_reserved)
@@ -310,9 +287,9 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
       md << "| " << c->name() << " | " << gib(c->mem.peak.total()) << " | " << gib(-c->margin())
          << " | " << fx(c->time.tokens_per_s_device, 1) << " | " << mem_parts(c->mem) << " |\n";
   }
-  if (!why.empty()) {
+  if (!sum.why.empty()) {
     md << "\nNot feasible, by reason:\n\n| reason | layouts |\n|---|---|\n";
-    for (auto& [k, n] : why) md << "| " << k << " | " << n << " |\n";
+    for (auto& [k, n] : sum.why) md << "| " << k << " | " << n << " |\n";
   }
   // CSV and JSON: every layout.
   std::ostringstream csv;
@@ -370,11 +347,7 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
     csv << '\n';
   }
   // Campaign: the top K plus the nearest over the limit, runnable ones only.
-  std::vector<const Candidate*> camp;
-  for (const Candidate& c : cands)
-    if (c.feasible && c.not_runnable.empty() && int(camp.size()) < o.top) camp.push_back(&c);
-  for (size_t i = 0; i < nearest.size() && int(i) < o.near; ++i)
-    if (nearest[i]->not_runnable.empty()) camp.push_back(nearest[i]);
+  const std::vector<const Candidate*>& camp = sum.campaign;
   const std::string cname = o.campaign_name.empty()
                                 ? "plan-" + base.model.name + "-" +
                                       std::to_string(cands.empty() ? 0 : cands.front().devices)
@@ -405,22 +378,7 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
 std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
                                           const std::vector<int>& sizes, const Cluster& cl,
                                           const ReportOptions& o, std::ostream& out) {
-  std::vector<WeakPoint> pts;
-  for (int n : sizes) {
-    WeakPoint w;
-    w.devices = n;
-    for (const Candidate& c : cands)
-      if (c.devices == n && c.feasible &&
-          (!w.best || c.time.tokens_per_s > w.best->time.tokens_per_s))
-        w.best = &c;
-    pts.push_back(w);
-  }
-  double base = 0;
-  for (auto& w : pts)
-    if (w.best) {
-      if (base == 0) base = w.best->time.tokens_per_s_device;
-      w.efficiency = w.best->time.tokens_per_s_device / base;
-    }
+  std::vector<WeakPoint> pts = weak_points(cands, sizes);
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   std::ostringstream md, csv, dat;
