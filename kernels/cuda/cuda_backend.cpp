@@ -4,9 +4,12 @@
 // destroyed (CUDA and NCCL tear down with the process).
 //
 //  - supports: train.precision=bf16 only (the kernels store bf16
-//    activations); every layout the CPU backend runs is accepted.
-//  - preflight: this rank's GPU (select_device: the node-local rank among
-//    the visible devices, sm_80 or newer) and the peak MFU is reported
+//    activations), and attention shapes the kernels can launch
+//    (host/launch_limits.hpp: even head_dim <= 256, micro_batch x heads per
+//    rank <= 65535); every layout the CPU backend runs is accepted.
+//  - preflight: this rank's GPU (select_device: PCI bus ids compared across
+//    the node's ranks, collective over them; a GPU two ranks would share is
+//    refused by bus id; sm_80 or newer) and the peak MFU is reported
 //    against (runtime.gpu_peak_tflops, else the device's dense bf16 row of
 //    lib/metrics); then the device and the Ops are created. Collective-free.
 //  - communicator: one NcclCommunicator per MPI group, created on first
@@ -22,6 +25,7 @@
 #include "core/error.hpp"
 #include "kernels/cuda/cuda_ops.hpp"
 #include "kernels/cuda/device.hpp"
+#include "kernels/cuda/host/supports.hpp"
 #include "kernels/cuda/nccl_communicator.hpp"
 #include "metrics/metrics.hpp"
 
@@ -43,7 +47,7 @@ class CudaBackend final : public Backend {
       return "runtime.device=cuda runs train.precision=bf16 (bf16 activations and compute "
              "weights; fp32 master weights, gradients and optimizer state); train.precision=" +
              cfg.train.precision + " is for runtime.device=cpu: set train.precision=bf16";
-    return "";
+    return cuda_host::supports_shapes(cfg);
   }
 
   std::string preflight(const Config& cfg, int local_rank, int local_size) override {
@@ -53,7 +57,22 @@ class CudaBackend final : public Backend {
                               "): ";
     int ordinal = 0;
     std::string name;
-    const std::string why = select_device(local_rank, local_size, &ordinal, &name);
+    // The node's ranks compare their GPUs (collective over the node-local
+    // ranks of MPI_COMM_WORLD; a process without MPI is alone).
+    int mpi_up = 0, mpi_down = 0;
+    MPI_Initialized(&mpi_up);
+    MPI_Finalized(&mpi_down);
+    MPI_Comm node = MPI_COMM_NULL;
+    if (mpi_up && !mpi_down)
+      ST_MPI_CHECK(
+          MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    std::string why;
+    try {
+      why = select_device(node, &ordinal, &name);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
     if (!why.empty()) return where + why + "; use runtime.device=cpu on a machine without GPUs";
     if (cfg.runtime.gpu_peak_tflops > 0) {
       peak_ = {cfg.runtime.gpu_peak_tflops * 1e12, "config runtime.gpu_peak_tflops"};

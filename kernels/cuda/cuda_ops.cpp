@@ -292,9 +292,8 @@ class CudaOps final : public Ops {
     auto it = cudnn_ok_.find(key);
     if (it != cudnn_ok_.end()) return it->second;
     std::string why;
-    if (hd % 8 != 0 || hd > 256) {
-      why = detail::cat("head dimension ", hd, " (cuDNN needs a multiple of 8, at most 256)");
-    } else {
+    why = cuda_host::cudnn_sdpa_head_dim(hd);
+    if (why.empty()) {
       try {
         sdpa_.prepare(false, B, T, Hq, Hkv, hd);
         sdpa_.prepare(true, B, T, Hq, Hkv, hd);

@@ -3,11 +3,13 @@
 #include "kernels/cuda/device.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/host/device_select.hpp"
 
 namespace st::cuda {
 
@@ -24,20 +26,28 @@ int device_count(std::string* why) {
   return n;
 }
 
-std::string select_device(int local_rank, int local_size, int* ordinal, std::string* name) {
+std::string select_device(MPI_Comm node, int* ordinal, std::string* name) {
   std::string why;
   const int n = device_count(&why);
-  if (n == 0) return why;
+  // Every rank takes part in the exchange, GPUs or not, so none waits alone.
+  std::vector<std::string> mine;
+  for (int i = 0; i < n; ++i) {
+    char bus[32] = {0};
+    const cudaError_t e = cudaDeviceGetPCIBusId(bus, int(sizeof bus), i);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      std::snprintf(bus, sizeof bus, "ordinal-%d-no-bus-id", i);
+    }
+    mine.emplace_back(bus);
+  }
+  const auto plan = cuda_host::plan_devices(cuda_host::gather_visible(node, mine));
+  int me = 0;
+  if (node != MPI_COMM_NULL) MPI_Comm_rank(node, &me);
   const char* vis = std::getenv("CUDA_VISIBLE_DEVICES");
   const std::string visible = vis ? std::string(" (CUDA_VISIBLE_DEVICES=") + vis + ")" : "";
-  // Either every rank sees the node's GPUs (take the local rank's), or the
-  // launcher bound one GPU to each rank (srun --gpus-per-task=1 sets
-  // CUDA_VISIBLE_DEVICES per task: each rank sees exactly one).
-  if (local_size > n && n != 1)
-    return std::to_string(local_size) + " ranks on this node but " + std::to_string(n) +
-           " visible GPU(s)" + visible + "; launch at most " + std::to_string(n) +
-           " rank(s) per node, or bind one GPU per rank (one GPU per rank)";
-  const int dev = local_size > n ? 0 : local_rank;
+  if (n == 0) return why;
+  if (!plan.ok()) return plan.error + visible;
+  const int dev = plan.ordinal[size_t(me)];
   cudaError_t e = cudaSetDevice(dev);
   if (e != cudaSuccess) {
     cudaGetLastError();

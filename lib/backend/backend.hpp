@@ -37,8 +37,10 @@ class Backend {
   // naming the key and what would be valid. Touches no device (a dry run
   // asks it on a machine without GPUs).
   virtual std::string supports(const Config& cfg) const = 0;
-  // This rank's device: picks it (node-local rank among the visible ones)
-  // and checks it. Collective-free; "" or the reason. Call before device().
+  // This rank's device: picks it and checks it; "" or the reason. Call on
+  // every rank, before device(): the CUDA backend compares the node's GPUs
+  // by PCI bus id across its ranks (collective over MPI_COMM_WORLD when MPI
+  // is initialised) and refuses a GPU two ranks would share.
   virtual std::string preflight(const Config& cfg, int local_rank, int local_size) = 0;
   virtual Device& device() = 0;
   virtual Ops& ops() = 0;
