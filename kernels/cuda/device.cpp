@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/host/device_select.hpp"
+#include "kernels/cuda/host/staging_ring.hpp"
 
 namespace st::cuda {
 
@@ -164,9 +165,9 @@ class CudaDevice::Staging {
   static constexpr size_t kChunk = size_t(8) << 20;   // largest single DMA from it
   Staging() { ST_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&base_), kBytes, 0)); }
   ~Staging() {
-    for (auto& u : busy_) {
-      cudaEventSynchronize(u.ev);
-      cudaEventDestroy(u.ev);
+    for (auto& u : ring_.in_use()) {
+      cudaEventSynchronize(u.token);
+      cudaEventDestroy(u.token);
     }
     for (cudaEvent_t e : spare_) cudaEventDestroy(e);
     if (base_) cudaFreeHost(base_);
@@ -174,48 +175,25 @@ class CudaDevice::Staging {
   Staging(const Staging&) = delete;
   Staging& operator=(const Staging&) = delete;
 
+  // The slot bookkeeping is cuda_host::StagingRing (tested on CPUs); here
+  // the tokens are events recorded behind each DMA.
   void upload(void* dst, const void* host, size_t bytes, cudaStream_t s) {
     std::lock_guard<std::mutex> g(mu_);
-    for (size_t off = 0; off < bytes; off += kChunk) {
-      const size_t n = std::min(kChunk, bytes - off);
-      const size_t at = take(n);
+    for (const auto& [off, n] : cuda_host::split_chunks(bytes, kChunk)) {
+      const size_t at = ring_.take(
+          n, [](cudaEvent_t e) { return ST_CUDA_QUERY(cudaEventQuery(e)); },
+          [](cudaEvent_t e) { ST_CUDA_CHECK(cudaEventSynchronize(e)); },
+          [this](cudaEvent_t e) { spare_.push_back(e); });
       std::memcpy(base_ + at, static_cast<const char*>(host) + off, n);
       ST_CUDA_CHECK(
           cudaMemcpyAsync(static_cast<char*>(dst) + off, base_ + at, n, cudaMemcpyHostToDevice, s));
       cudaEvent_t e = event();
       ST_CUDA_CHECK(cudaEventRecord(e, s));
-      busy_.push_back({at, n, e});
+      ring_.hold(at, n, e);
     }
   }
 
  private:
-  struct Use {
-    size_t off, len;
-    cudaEvent_t ev;  // recorded behind the DMA that reads the slot
-  };
-  // A free slot of n bytes at the ring's head; waits for the DMAs still
-  // reading any part of it (the oldest first).
-  size_t take(size_t n) {
-    n = (n + 255) / 256 * 256;
-    if (head_ + n > kBytes) head_ = 0;
-    const size_t lo = head_, hi = head_ + n;
-    while (!busy_.empty() && ST_CUDA_QUERY(cudaEventQuery(busy_.front().ev))) release_front();
-    auto overlaps = [&] {
-      for (const Use& u : busy_)
-        if (u.off < hi && lo < u.off + u.len) return true;
-      return false;
-    };
-    while (overlaps()) {
-      ST_CUDA_CHECK(cudaEventSynchronize(busy_.front().ev));
-      release_front();
-    }
-    head_ = hi;
-    return lo;
-  }
-  void release_front() {
-    spare_.push_back(busy_.front().ev);
-    busy_.pop_front();
-  }
   cudaEvent_t event() {
     if (!spare_.empty()) {
       cudaEvent_t e = spare_.back();
@@ -228,8 +206,7 @@ class CudaDevice::Staging {
   }
   std::mutex mu_;
   char* base_ = nullptr;
-  size_t head_ = 0;
-  std::deque<Use> busy_;
+  cuda_host::StagingRing<cudaEvent_t> ring_{kBytes};
   std::vector<cudaEvent_t> spare_;
 };
 
