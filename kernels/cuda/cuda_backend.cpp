@@ -1,6 +1,6 @@
 // The CUDA backend (lib/backend/backend.hpp) and the entry point of
 // libscaletrain_cuda.so that lib/backend's loader looks up with dlsym:
-// scaletrain_cuda_backend(abi, why). One object per process, never
+// scaletrain_backend_table(), a C table with the build's seam hash. One object per process, never
 // destroyed (CUDA and NCCL tear down with the process).
 //
 //  - supports: train.precision=bf16 only (the kernels store bf16
@@ -18,6 +18,7 @@
 //    it then, so a group made later at the same address gets its own.
 #include <unistd.h>
 
+#include <cstdio>
 #include <mutex>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "kernels/cuda/host/supports.hpp"
 #include "kernels/cuda/nccl_communicator.hpp"
 #include "metrics/metrics.hpp"
+#include "scaletrain/seam_hash.hpp"
 
 namespace st::cuda {
 namespace {
@@ -167,19 +169,23 @@ class CudaBackend final : public Backend {
 }  // namespace
 }  // namespace st::cuda
 
-extern "C" __attribute__((visibility("default"))) st::Backend* scaletrain_cuda_backend(
-    int abi, std::string* why) {
-  if (abi != st::kBackendAbi) {
-    if (why)
-      *why = "built for backend ABI " + std::to_string(st::kBackendAbi) + ", the program uses " +
-             std::to_string(abi) + ": rebuild the program and the library from one tree";
-    return nullptr;
-  }
+namespace {
+void* create_cuda_backend(char* why, size_t why_bytes) {
   try {
     static st::Backend* backend = new st::cuda::CudaBackend();  // process lifetime
     return backend;
   } catch (const std::exception& e) {
-    if (why) *why = e.what();
+    if (why && why_bytes) std::snprintf(why, why_bytes, "%s", e.what());
     return nullptr;
   }
+}
+const ScaletrainBackendTable kTable = {sizeof(ScaletrainBackendTable), SCALETRAIN_SEAM_HASH, "cuda",
+                                       &create_cuda_backend};
+}  // namespace
+
+// The entry point lib/backend's loader looks up (backend.hpp): a C table
+// whose seam hash the loader compares with its own before it calls create.
+extern "C" __attribute__((visibility("default"))) const ScaletrainBackendTable*
+scaletrain_backend_table(void) {
+  return &kTable;
 }
