@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "comm/communicator.hpp"
+#include "core/error.hpp"
 #include "kernels/cuda/host/nccl_plan.hpp"
 #include "tensor/device.hpp"
 
@@ -38,7 +39,7 @@ struct Group {
 
 // Rank r's input: element i is a function of (r, i, salt), exact in fp32.
 std::vector<float> input(int r, int64_t n, int salt) {
-  std::vector<float> v(size_t(n));
+  std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = float((r + 1) * 1000 + i * 3 + salt);
   return v;
 }

@@ -94,7 +94,9 @@ void check_structure(const RecordingSink& r) {
     for (int in : op.in)
       EXPECT_TRUE(written.count(in)) << op.kind << " reads tensor uid " << r.tensors[size_t(in)].uid
                                      << " before it is written";
-    if (r.tensors[size_t(op.out)].is_virtual) EXPECT_EQ(++writes[op.out], 1) << op.kind;
+    if (r.tensors[size_t(op.out)].is_virtual) {
+      EXPECT_EQ(++writes[op.out], 1) << op.kind;
+    }
     written.insert(op.out);
     if (op.kind == "matmul") {
       const Dims4 &a = r.tensors[size_t(op.in[0])].dim, &b = r.tensors[size_t(op.in[1])].dim,
