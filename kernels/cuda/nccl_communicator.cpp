@@ -9,6 +9,8 @@
 #include "core/util.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/host/nccl_plan.hpp"
+#include "kernels/cuda/host/poll_wait.hpp"
+#include "runtime/watchdog.hpp"
 
 // NCCL: the message includes NCCL's error string and its last error text.
 #define ST_NCCL_CHECK(call, comm)                                                              \
@@ -180,21 +182,19 @@ void NcclCommunicator::reap() {
 }
 
 void NcclCommunicator::wait_host(Coll& c) {
-  for (long spin = 0;; ++spin) {
-    if (c.end.query()) {
-      reap();
-      return;
-    }
-    check_async(c.what);
-    if (c.started == 0 && c.start.query()) c.started = wall_time();
-    if (c.started > 0 && wall_time() - c.started > timeout_s_)
-      fail(detail::cat(c.what, " of ", c.bytes, " bytes not finished after ", timeout_s_,
-                       " s (runtime.timeout_s)"));
-    if (spin < 1000)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
+  // Polled (host/poll_wait.hpp); every 50 ms the watchdog is answered, NCCL's
+  // asynchronous error checked and the timeout applied.
+  const std::string doing = detail::cat(c.what, " on NCCL group '", name_, "'");
+  cuda_host::poll_wait([&] { return c.end.query(); },
+                       [&] {
+                         watchdog::poll(doing);
+                         check_async(c.what);
+                         if (c.started == 0 && c.start.query()) c.started = wall_time();
+                         if (c.started > 0 && wall_time() - c.started > timeout_s_)
+                           fail(detail::cat(c.what, " of ", c.bytes, " bytes not finished after ",
+                                            timeout_s_, " s (runtime.timeout_s)"));
+                       });
+  reap();
 }
 
 void NcclCommunicator::check_async(const char* when) {
