@@ -20,9 +20,10 @@
 //    (activation checkpointing's recomputation relies on it). Backward ops
 //    too, and reductions into parameter gradients do not depend on the
 //    thread count, with one exception: causal attention's backward on the
-//    CUDA backend's cuDNN path accumulates dQ with atomics, so two identical
-//    steps there may differ in the last bits of the gradients (the block
-//    kernels and the CPU backend are bitwise repeatable; docs/cuda.md).
+//    CUDA backend's cuDNN path (runtime.attention_backward=fast, the
+//    default) accumulates dQ with atomics, so two identical steps there may
+//    differ in the last bits of the gradients (=deterministic runs the block
+//    kernels instead; the CPU backend is bitwise repeatable; docs/cuda.md).
 #pragma once
 #include <cstdint>
 #include <string>

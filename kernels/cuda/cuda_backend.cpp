@@ -87,7 +87,7 @@ class CudaBackend final : public Backend {
     }
     try {
       dev_ = std::make_unique<CudaDevice>(ordinal, name);
-      ops_ = make_cuda_ops(*dev_);
+      ops_ = make_cuda_ops(*dev_, cfg.runtime.attention_backward == "deterministic");
     } catch (const std::exception& e) {
       ops_.reset();
       dev_.reset();

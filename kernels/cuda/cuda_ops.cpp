@@ -81,7 +81,8 @@ class Scratch {
 
 class CudaOps final : public Ops {
  public:
-  explicit CudaOps(CudaDevice& dev) : dev_(dev), gemm_(dev), sdpa_(dev) {}
+  CudaOps(CudaDevice& dev, bool deterministic_bwd)
+      : dev_(dev), gemm_(dev), sdpa_(dev), deterministic_bwd_(deterministic_bwd) {}
   ~CudaOps() override {
     if (pos_) dev_.deallocate(pos_, pos_n_ * sizeof(int32_t), MemCat::Workspace);
   }
@@ -207,7 +208,9 @@ class CudaOps final : public Ops {
                      DType t) override {
     need_bf16(t, "attention_bwd");
     const cudaStream_t cs = native(s);
-    if (use_cudnn(B, T, Hq, Hkv, hd, true)) {
+    // runtime.attention_backward=deterministic: the block kernels, by choice (counted).
+    if (deterministic_bwd_) attn_.ran(cuda_host::AttnPath::Block, true);
+    if (!deterministic_bwd_ && use_cudnn(B, T, Hq, Hkv, hd, true)) {
       sdpa_.bwd(as<bf16>(q), as<bf16>(k), as<bf16>(v), as<bf16>(out), lse, as<bf16>(dout), B, T, Hq,
                 Hkv, hd, scale, as<bf16>(dq), as<bf16>(dk), as<bf16>(dv), cs);
       return;
@@ -346,10 +349,13 @@ class CudaOps final : public Ops {
   kc::CudnnSdpa sdpa_;
   std::mutex mu_;
   cuda_host::AttnPathPolicy attn_;
+  bool deterministic_bwd_;  // runtime.attention_backward=deterministic
   int32_t* pos_ = nullptr;
   int64_t pos_n_ = 0;
 };
 }  // namespace
 
-std::unique_ptr<Ops> make_cuda_ops(CudaDevice& dev) { return std::make_unique<CudaOps>(dev); }
+std::unique_ptr<Ops> make_cuda_ops(CudaDevice& dev, bool deterministic_bwd) {
+  return std::make_unique<CudaOps>(dev, deterministic_bwd);
+}
 }  // namespace st::cuda
