@@ -1,10 +1,11 @@
 // The CPU backend's Ops (kernels/ops.hpp) over the fp32 kernels of
 // cpu_kernels.hpp. Every op is enqueued on its stream (run at once on the
 // default CPU device, on the stream's worker thread on the strict one).
-// bf16 operands are widened to fp32 scratch before the kernel and outputs
-// are rounded to bf16 once, when stored: the rounding points of the CUDA
-// kernels, so train.precision=bf16 on CPU ranks exercises the numbers a GPU
-// run produces (not fast, and not meant to be).
+// bf16 GEMMs multiply bf16 directly with fp32 accumulation (oneDNN where the
+// CPU has bf16 instructions, gemm_bf16). The other ops widen bf16 operands
+// to fp32 scratch before the kernel; every output is rounded to bf16 once,
+// when stored: the rounding points of the CUDA kernels, so
+// train.precision=bf16 on CPU ranks exercises the numbers a GPU run produces.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -118,7 +119,8 @@ class CpuOps final : public Ops {
     return r;
   }
   std::string describe() const override {
-    return "CPU: " + k::gemm_library() + "; bf16 stored, fp32 math";
+    return "CPU: fp32 GEMM " + k::gemm_library() + "; bf16 GEMM " + k::gemm_bf16_library() +
+           "; bf16 stored, fp32 math";
   }
 
   void gemm(Stream& s, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -132,20 +134,8 @@ class CpuOps final : public Ops {
                 static_cast<const float*>(B), ldb, beta, static_cast<float*>(C), ldc);
         return;
       }
-      // The stored extents of the operands (row stride may exceed the width).
-      auto extent = [](int64_t rows, int64_t cols, int64_t ld) {
-        return rows > 0 ? (rows - 1) * ld + cols : 0;
-      };
-      In a(A, extent(ta ? K : M, ta ? M : K, lda), ab),
-          b(B, extent(tb ? N : K, tb ? K : N, ldb), ab);
-      if (c == DType::F32) {
-        k::gemm(ta, tb, M, N, K, alpha, a.get(), lda, b.get(), ldb, beta, static_cast<float*>(C),
-                ldc);
-        return;
-      }
-      Out o(C, extent(M, N, ldc), c, beta != 0.f);
-      k::gemm(ta, tb, M, N, K, alpha, a.get(), lda, b.get(), ldb, beta, o.get(), ldc);
-      o.store();
+      k::gemm_bf16(ta, tb, M, N, K, alpha, static_cast<const uint16_t*>(A), lda,
+                   static_cast<const uint16_t*>(B), ldb, beta, C, ldc, c == DType::BF16);
     });
   }
 
