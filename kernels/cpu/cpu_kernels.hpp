@@ -62,6 +62,12 @@ bool gemm_bf16_native();
 // widening fallback and why it was chosen.
 std::string gemm_bf16_library();
 
+// bf16 <-> fp32 over n elements (OpenMP and SIMD for large n): widening is
+// exact; narrowing rounds to nearest even, NaN stays NaN (tensor/dtype.hpp's
+// scalar f32_to_bf16, bit for bit).
+void widen_bf16(const uint16_t* x, int64_t n, float* y);
+void narrow_bf16(const float* x, int64_t n, uint16_t* y);
+
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
 

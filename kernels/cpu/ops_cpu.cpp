@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "core/error.hpp"
@@ -23,13 +24,38 @@ namespace {
 
 bool is_bf16(DType t) { return t == DType::BF16; }
 
+// Scratch for widened operands, reused per thread: a fresh std::vector of a
+// large tensor is a fresh mmap whose every page faults on first touch, on
+// every call; a kept buffer is warm from the second step on.
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) {
+    auto& pool = free_list();
+    if (!pool.empty()) {
+      buf_ = std::move(pool.back());
+      pool.pop_back();
+    }
+    if (buf_.size() < size_t(n)) buf_.resize(size_t(n));
+  }
+  ~Scratch() { free_list().push_back(std::move(buf_)); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* data() { return buf_.data(); }
+
+ private:
+  static std::vector<std::vector<float>>& free_list() {
+    thread_local std::vector<std::vector<float>> pool;
+    return pool;
+  }
+  std::vector<float> buf_;
+};
+
 void widen(const void* x, DType t, int64_t n, float* out) {
   if (t == DType::F32) {
     std::memcpy(out, x, size_t(n) * sizeof(float));
     return;
   }
-  const uint16_t* h = static_cast<const uint16_t*>(x);
-  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
+  k::widen_bf16(static_cast<const uint16_t*>(x), n, out);
 }
 
 void narrow(const float* x, int64_t n, void* out, DType t) {
@@ -37,8 +63,7 @@ void narrow(const float* x, int64_t n, void* out, DType t) {
     if (out != x) std::memcpy(out, x, size_t(n) * sizeof(float));
     return;
   }
-  uint16_t* h = static_cast<uint16_t*>(out);
-  for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(x[i]);
+  k::narrow_bf16(x, n, static_cast<uint16_t*>(out));
 }
 
 // An input as fp32: the pointer itself for fp32, a widened copy for bf16.
@@ -49,15 +74,15 @@ class In {
       p_ = static_cast<const float*>(x);
       return;
     }
-    buf_.resize(size_t(n));
-    widen(x, t, n, buf_.data());
-    p_ = buf_.data();
+    buf_.emplace(n);
+    widen(x, t, n, buf_->data());
+    p_ = buf_->data();
   }
   const float* get() const { return p_; }
 
  private:
   const float* p_ = nullptr;
-  std::vector<float> buf_;
+  std::optional<Scratch> buf_;
 };
 
 // An output as fp32: written in place for fp32; for bf16 a scratch that is
@@ -70,9 +95,9 @@ class Out {
       p_ = static_cast<float*>(x);
       return;
     }
-    buf_.resize(size_t(n));
-    if (load) widen(x, t, n, buf_.data());
-    p_ = buf_.data();
+    buf_.emplace(n);
+    if (load) widen(x, t, n, buf_->data());
+    p_ = buf_->data();
   }
   float* get() { return p_; }
   void store() {
@@ -84,7 +109,7 @@ class Out {
   int64_t n_;
   DType t_;
   float* p_ = nullptr;
-  std::vector<float> buf_;
+  std::optional<Scratch> buf_;
 };
 
 // Wall seconds per kind of kernel, added by whichever thread runs the work.
