@@ -163,8 +163,8 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::dup(const std::string& name) c
 }
 
 void MpiCommunicator::bind(Device& dev) {
-  ST_CHECK(dev.host_accessible(), "communicator '", name_, "': MPI needs host-accessible buffers (",
-           dev.id(), ")");
+  ST_CHECK(dev.kind() == DeviceKind::CPU, "communicator '", name_,
+           "': MPI needs host memory (a CPU device), not ", dev.id());
   if (dev_ == &dev) return;
   dev_ = &dev;
   stream_.reset();
