@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "config/config.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "kernels/cuda/cuda_ops.hpp"
 #include "kernels/cuda/device.hpp"
@@ -105,8 +106,13 @@ class CudaBackend final : public Backend {
     return *ops_;
   }
 
-  Communicator& communicator(MpiCommunicator& group) override {
+  Communicator& communicator(Communicator& host) override {
     device();  // preflight first
+    auto* mpi = dynamic_cast<MpiCommunicator*>(&host);
+    ST_CHECK(mpi != nullptr,
+             "runtime.device=cuda: NCCL communicators are made on MPI groups, not on '",
+             host.name(), "'");
+    MpiCommunicator& group = *mpi;
     const MPI_Comm key = group.mpi();
     NcclCommunicator* made = nullptr;
     {

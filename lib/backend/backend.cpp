@@ -23,7 +23,7 @@ class CpuBackend final : public Backend {
   std::string preflight(const Config&, int, int) override { return ""; }
   Device& device() override { return strict_ ? cpu_strict_device() : cpu_device(); }
   Ops& ops() override { return cpu_ops(); }
-  Communicator& communicator(MpiCommunicator& group) override {
+  Communicator& communicator(Communicator& group) override {
     group.bind(device());
     return group;
   }

@@ -48,9 +48,16 @@ class Backend {
   virtual Ops& ops() = 0;
   // A communicator over `group`'s ranks for this device's buffers, owned by
   // the backend (the same object for the same group). Collective over group.
-  virtual Communicator& communicator(MpiCommunicator& group) = 0;
+  // `group` is a host group of the mesh: an MpiCommunicator for the CPU and
+  // CUDA backends (the CPU one binds it to its device and returns it), a
+  // recording one for the recording backend. Taking the seam type keeps this
+  // header, the model and the backends that need no MPI free of it.
+  virtual Communicator& communicator(Communicator& group) = 0;
   // The peak for MFU (nullopt: the trainer measures the CPU's sgemm rate).
   virtual std::optional<DevicePeak> peak(const Config& cfg) = 0;
+  // False for a backend that records instead of computing (lib/record): the
+  // model then skips drawing initial values on the host.
+  virtual bool computes() const { return true; }
 };
 
 Backend& cpu_backend(bool strict = false);

@@ -47,6 +47,7 @@ struct TrainCfg {
   int log_every = 1;
   int warmup_steps_excluded = 3;  // steps ignored by throughput summaries
   int stop_after = 0;             // stop cleanly after this global step (0: run all steps)
+  int eval_interval = 0;          // evaluate on data.val_path every N steps (0: never)
 };
 
 struct OptimCfg {
@@ -63,8 +64,11 @@ struct OptimCfg {
 
 struct DataCfg {
   std::string source = "synthetic";  // synthetic|file
-  std::string path;                  // token file for source=file
-  std::string dtype = "uint16";      // uint16|uint32
+  std::string path;                  // token file(s) for source=file: file, folder, glob, prefix
+  std::string format = "auto";       // auto|raw|llmc|megatron
+  std::string dtype = "uint16";      // uint16|uint32 (raw files)
+  std::string val_path;              // held-out token file(s), same forms; "" = no evaluation
+  int val_batches = 4;               // global batches per evaluation
 };
 
 struct CheckpointCfg {
