@@ -26,9 +26,9 @@ namespace {
 const std::string kTiny = " --set runtime.cpu_peak_gflops=1 --set checkpoint.interval=5";
 
 std::string tiny(int steps, int ranks, int global_batch = 12) {
-  return " --config " + src_dir() + "/configs/models/tiny.yaml --set train.steps=" +
-         std::to_string(steps) + " --set train.micro_batch=" + std::to_string(global_batch / ranks) +
-         kTiny;
+  return " --config " + src_dir() +
+         "/configs/models/tiny.yaml --set train.steps=" + std::to_string(steps) +
+         " --set train.micro_batch=" + std::to_string(global_batch / ranks) + kTiny;
 }
 
 // Every params/ and exp_avg*/ tensor of a committed step, read back whole.
@@ -85,7 +85,8 @@ TEST(CheckpointE2E, ResumeUnderOtherLayouts) {
 TEST(CheckpointE2E, ZeroShardedStateResumesUnderOtherLayouts) {
   // ZeRO-3 (weights and moments sharded) and ZeRO-1 under dp2 x tp2 (row-
   // parallel wo/w2 blocks split along dim 1) save at step 10; copies of the
-  // run resume under other layouts and ZeRO stages. The loss curve matches
+  // run resume under other layouts and ZeRO stages (ZeRO 0 dp2 <-> ZeRO 3
+  // dp4 included). The loss curve matches
   // the uninterrupted 1-rank run within 1e-6.
   const std::string d = fresh_dir("ckpt-zero");
   auto args = [](int dp, const std::string& sets) {
@@ -105,6 +106,9 @@ TEST(CheckpointE2E, ZeroShardedStateResumesUnderOtherLayouts) {
       {{"dp2_z3", 2, 2, Z + "3"}, {{"dp1_z0", 1, 1, ""}, {"dp2_z1", 2, 2, Z + "1"}}},
       {{"dp2tp2_z3", 4, 2, Z + "3" + TP2}, {{"dp4_z1", 4, 4, Z + "1"}, {"dp1_z0", 1, 1, ""}}},
       {{"dp2tp2_z1", 4, 2, Z + "1" + TP2}, {{"dp4_z1", 4, 4, Z + "1"}, {"dp1_z0", 1, 1, ""}}},
+      // Replicated state to padded uniform ZeRO-3 shards and back.
+      {{"dp2_z0", 2, 2, ""}, {{"dp4_z3", 4, 4, Z + "3"}}},
+      {{"dp4_z3", 4, 4, Z + "3"}, {{"dp2_z0", 2, 2, ""}}},
   };
   for (const auto& [save, loads] : plan) {
     const std::string saved = d + "/" + save.name;

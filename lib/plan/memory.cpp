@@ -64,19 +64,22 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
   const ActSizes A = act_sizes(cfg);
 
   // What exists for the whole step (lib/engine/engine.cpp init_masters):
-  // the compute weights (the shard under ZeRO 3), and a separate fp32
-  // master (the shard from ZeRO 1) unless the compute weights are fp32 and
+  // the compute weights (none under ZeRO 3), and a separate fp32 master
+  // (the shard from ZeRO 1) unless the compute weights are fp32 and
   // replicated; AdamW moments (the shard from ZeRO 1); the model's flat
-  // gradient buffer (ZeRO 0/1: kept; ZeRO 2/3: the shard kept, the whole
-  // buffer allocated per step), reduced in place.
+  // gradient buffer (ZeRO 0/1: kept, reduced in place; ZeRO 2/3: the shard
+  // kept, and during backward a pool of bucket staging buffers, or with
+  // parallel.zero_full_grads the whole buffer, lib/parallel/grad_buckets.hpp).
   MemParts base;
-  const double compute_copy = ab * P / (z >= 3 ? Z : 1);
+  // ZeRO 3 keeps no compute copy: a layer's gather casts the master shard.
+  const double compute_copy = z >= 3 ? 0 : ab * P;
   const double master = bf16 || z >= 3 ? 4 * P / (z >= 1 ? Z : 1) : 0;
-  base.weights = compute_copy + (z >= 3 && !bf16 ? 0 : master);
+  base.weights = compute_copy + master;
   base.optim = 8 * P / (z >= 1 ? Z : 1);
   base.grads = z >= 2 ? 4 * P / Z : 4 * P;
   if (gpu) base.workspace = 32.0 * (1 << 20);  // cuBLASLt workspace (kernels/cuda/gemm_lt.hpp)
-  const double step_grads = z >= 2 ? 4 * P : 0;
+  const bool staged = z >= 2 && p.num_model_chunks == 1;  // TODO(i22): zero_full_grads
+  double step_grads = z >= 2 ? 4 * P : 0;
   // With grad_reduce_dtype=bf16 a bucket is cast to a bf16 wire buffer (and
   // a received part under ZeRO 2/3) from its launch to the end of the
   // reduction (lib/parallel/grad_buckets.cpp).
@@ -91,13 +94,34 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
     for (auto& [l, n] : per_layer) layer_max = std::max(layer_max, n);
   }
   // ZeRO 3 gathers a layer into the model's own weight storage: the layer in
-  // use and the one prefetched (lib/parallel/zero3.cpp).
-  const double gathered = z >= 3 ? 2 * ab * layer_max : 0;
+  // use and the one prefetched, whose gather lands in a staging buffer first
+  // (lib/parallel/zero3.cpp).
+  const double gathered = z >= 3 ? 3 * ab * layer_max : 0;
   const double prefetch = 0;
 
   // Buckets (ZeRO 2/3: each flat buffer exists from its launch to the end of
   // the reduction).
   const std::vector<GradBucket> bks = grad_buckets(cfg, ps);
+  if (staged) {
+    // Staged buckets never span layers (the engine splits them as under
+    // ZeRO 3): two staging buffers of the largest, or one per bucket of the
+    // layer cut into the most buckets.
+    const double cap = std::max(1.0, double(int64_t(p.dp_bucket_mb * 1024 * 1024 / 4)));
+    double biggest = 0, cur = 0;
+    int pool = 2, in_layer = 0, layer = -2;
+    for (int i = int(ps.size()) - 1; i >= 0; --i) {
+      const StageParam& q = ps[size_t(i)];
+      if (q.layer != layer || cur + q.n > cap) {
+        in_layer = q.layer != layer ? 1 : in_layer + 1;
+        layer = q.layer;
+        cur = 0;
+      }
+      cur += q.n;
+      biggest = std::max(biggest, cur);
+      pool = std::max(pool, in_layer);
+    }
+    step_grads = 4 * pool * biggest;
+  }
   std::vector<char> ready(ps.size(), 0);
   size_t launched = 0;
   double flats = 0;
