@@ -4,7 +4,8 @@
 // against the formula of the partition it built (lib/parallel/grad_buckets.hpp):
 //  - gradients: the full flat buffer under ZeRO 0/1; under ZeRO 2/3 the
 //    shard at the end of the step, and during the step at most the shard
-//    plus the staging pool (never the full gradient);
+//    plus the staging pool (never the full gradient), or with
+//    parallel.zero_full_grads the whole flat buffer besides the shard;
 //  - ZeRO 3: 16 bytes per parameter of persistent state over the group
 //    (fp32 master, gradient shard, two moments; no compute copy), padding
 //    included;
@@ -28,6 +29,7 @@ namespace {
 struct Case {
   int zero;
   std::string precision;
+  bool full = false;  // parallel.zero_full_grads
 };
 
 class ZeroMemory : public ::testing::TestWithParam<Case> {};
@@ -43,6 +45,7 @@ TEST_P(ZeroMemory, BytesByCategoryFollowThePartition) {
   cfg.train.precision = c.precision;
   cfg.train.micro_batch = 1;
   cfg.train.grad_accum = 2;
+  cfg.parallel.zero_full_grads = c.full;
   Backend& be = cpu_backend(false);
   Mesh mesh(world, MeshDims{1, n, 1, 1});
   Engine eng(cfg, mesh, be);
@@ -55,8 +58,9 @@ TEST_P(ZeroMemory, BytesByCategoryFollowThePartition) {
   const int64_t shard = bk.shard_numel(), pool = int64_t(bk.staging()) * bk.max_padded();
   const double P = double(eng.num_params());
   Communicator* dpcp = &be.communicator(mesh.dpcp());  // the gradient group
-  const std::string what = "zero " + std::to_string(c.zero) + " " + c.precision + " rank " +
-                           std::to_string(world.rank()) + " of " + std::to_string(n);
+  const std::string what = "zero " + std::to_string(c.zero) + " " + c.precision +
+                           (c.full ? " full grads" : "") + " rank " + std::to_string(world.rank()) +
+                           " of " + std::to_string(n);
 
   for (long step = 1; step <= 2; ++step) {
     dev.synchronize();
@@ -75,6 +79,11 @@ TEST_P(ZeroMemory, BytesByCategoryFollowThePartition) {
       // the shard's sums of squares.
       EXPECT_EQ(dpcp->stats(CollKind::AllReduce).calls, nb + 1 + c.zero) << what;
       EXPECT_EQ(dpcp->stats(CollKind::ReduceScatter).calls, 0) << what;
+    } else if (c.full) {
+      // The whole flat buffer during the step, reduce-scattered once.
+      EXPECT_EQ(m.cur(MemCat::Grads), 4 * shard) << what;
+      EXPECT_GE(m.pk(MemCat::Grads), 4 * (shard + flat)) << what;
+      EXPECT_EQ(dpcp->stats(CollKind::ReduceScatter).calls, nb) << what;
     } else {
       EXPECT_EQ(m.cur(MemCat::Grads), 4 * shard) << what;
       EXPECT_GT(m.pk(MemCat::Grads), 4 * shard) << what << ": no staging used";
@@ -103,9 +112,10 @@ TEST_P(ZeroMemory, BytesByCategoryFollowThePartition) {
 INSTANTIATE_TEST_SUITE_P(Stages, ZeroMemory,
                          ::testing::Values(Case{0, "fp32"}, Case{1, "fp32"}, Case{2, "fp32"},
                                            Case{3, "fp32"}, Case{0, "bf16"}, Case{1, "bf16"},
-                                           Case{2, "bf16"}, Case{3, "bf16"}),
+                                           Case{2, "bf16"}, Case{3, "bf16"}, Case{2, "fp32", true},
+                                           Case{3, "bf16", true}),
                          [](const auto& info) {
                            return "zero" + std::to_string(info.param.zero) + "_" +
-                                  info.param.precision;
+                                  info.param.precision + (info.param.full ? "_full" : "");
                          });
 }  // namespace

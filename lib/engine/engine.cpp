@@ -12,7 +12,6 @@
 
 namespace st {
 namespace {
-constexpr bool kFullGrads = false;  // TODO(i22): parallel.zero_full_grads
 // Seconds between two events recorded around some work on a stream, after
 // the stream has been synchronised.
 struct Interval {
@@ -78,9 +77,10 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
   // next micro-batch's backward writes it again: one model chunk per stage.
   // Their buckets hold one layer, as ZeRO 3's, so a staging buffer is never
   // bigger than one layer's gradients (or one bucket).
-  staged_ = zero_ >= 2 && !kFullGrads && pc.num_model_chunks == 1;
+  staged_ = zero_ >= 2 && !pc.zero_full_grads && pc.num_model_chunks == 1;
   bo.split_groups = zero_ >= 3 || staged_;
   bo.staged = staged_;
+  bo.staging = pc.grad_staging_buffers;
   bo.reduce_dtype = parse_float_dtype(pc.grad_reduce_dtype, "parallel.grad_reduce_dtype");
   buckets_ = std::make_unique<GradBuckets>(fp, seg_len, bo, *dpcp_, be);
   if (staged_) {  // enough staging for every bucket one layer's backward touches

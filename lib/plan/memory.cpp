@@ -78,8 +78,9 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
   base.optim = 8 * P / (z >= 1 ? Z : 1);
   base.grads = z >= 2 ? 4 * P / Z : 4 * P;
   if (gpu) base.workspace = 32.0 * (1 << 20);  // cuBLASLt workspace (kernels/cuda/gemm_lt.hpp)
-  const bool staged = z >= 2 && p.num_model_chunks == 1;  // TODO(i22): zero_full_grads
+  const bool staged = z >= 2 && !p.zero_full_grads && p.num_model_chunks == 1;
   double step_grads = z >= 2 ? 4 * P : 0;
+  double head_bucket = 0;  // staged: the head's staging, taken in its forward
   // With grad_reduce_dtype=bf16 a bucket is cast to a bf16 wire buffer (and
   // a received part under ZeRO 2/3) from its launch to the end of the
   // reduction (lib/parallel/grad_buckets.cpp).
@@ -104,11 +105,12 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
   const std::vector<GradBucket> bks = grad_buckets(cfg, ps);
   if (staged) {
     // Staged buckets never span layers (the engine splits them as under
-    // ZeRO 3): two staging buffers of the largest, or one per bucket of the
+    // ZeRO 3): parallel.grad_staging_buffers of the largest, or one per bucket of the
     // layer cut into the most buckets.
     const double cap = std::max(1.0, double(int64_t(p.dp_bucket_mb * 1024 * 1024 / 4)));
     double biggest = 0, cur = 0;
-    int pool = 2, in_layer = 0, layer = -2;
+    int pool = p.grad_staging_buffers, in_layer = 0, layer = -2;
+    head_bucket = 0;
     for (int i = int(ps.size()) - 1; i >= 0; --i) {
       const StageParam& q = ps[size_t(i)];
       if (q.layer != layer || cur + q.n > cap) {
@@ -118,10 +120,15 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
       }
       cur += q.n;
       biggest = std::max(biggest, cur);
+      if (q.layer == cfg.model.n_layers) head_bucket = std::max(head_bucket, 4 * cur);
       pool = std::max(pool, in_layer);
     }
     step_grads = 4 * pool * biggest;
   }
+  // Gradient staging at each moment (staged): none in the first forward
+  // but the head's (its backward runs in its forward), the whole pool in
+  // backward and, left in flight by the previous backward, in later forwards.
+  double staging = step_grads;
   std::vector<char> ready(ps.size(), 0);
   size_t launched = 0;
   double flats = 0;
@@ -160,7 +167,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
     act_best = std::max(act_best, act_el * ab);
     MemParts m = base;
     m.activations = act_el * ab;
-    m.grads += step_grads;
+    m.grads += staging;
     m.weights += gathered;
     m.buffers += flats + prefetch + (sends + received) * ab;
     if (m.total() > best) {
@@ -174,10 +181,12 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
     const auto key = std::make_pair(op.micro, op.chunk);
     const double nl = chunk_layers(op.chunk);
     const bool first_vs = s.first && op.chunk == 0, last_vs = has_head(op.chunk);
+    if (staged) staging = op.micro > 0 ? step_grads : 0;
     if (op.forward) {
       const double before = held_sum + std::max(0.0, nl - 1) * A.block_saved;
       moment(before + A.block_full + A.fwd_extra, (p.pp > 1 && !first_vs) ? bound : 0,
              "forward of a block");
+      if (staged) staging += head_bucket;
       if (last_vs) moment(held_sum + nl * A.block_saved + A.head_kept, 0, "head forward");
       held[key] = saved(op.chunk);
       held_sum += held[key];
@@ -187,9 +196,11 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
       held.erase(key);
       const bool collect = op.micro == M - 1;
       if (last_vs) {
+        if (staged) staging += head_bucket;
         moment(held_sum + nl * A.block_saved + A.head_bwd, 0, "head backward");
         if (collect) mark_ready(cfg.model.n_layers, op.chunk);
       }
+      if (staged) staging = step_grads;
       const auto [l0, l1] = s.chunks[size_t(op.chunk)];
       for (int l = l1 - 1; l >= l0; --l) {
         moment(held_sum + double(l - l0) * A.block_saved + A.block_full + A.bwd_extra,
@@ -202,6 +213,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
   }
   // The end of the gradient reduction: every bucket buffer (ZeRO 2/3), the
   // last backward's output gradient.
+  staging = step_grads;
   moment(double(D.Ns * D.d), 0, "end of gradient reduction");
   est.peak = at_best;
   est.activations_max = act_best;
