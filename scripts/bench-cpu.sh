@@ -8,6 +8,8 @@
 #   1 core : scaletrain 1 rank x 1 thread      vs PyTorch 1 thread
 #   2 cores: scaletrain 2 ranks x 1 thread     vs PyTorch's best of 2 threads
 #            and scaletrain 1 rank x 2 threads    or 2 processes of 1 thread
+#   ZeRO   : scaletrain 2 ranks x 1 thread under ZeRO 3 (dp 2) against the
+#            same under ZeRO 0 (the 2-rank row above): the step-time ratio
 # with the per-rank work fixed (each rank or process runs the whole
 # micro-batch), tokens/s as ratios, model FLOP/s (MPT formula) as a share of
 # the sgemm rate scaletrain measures at start in the same run, and the step's
@@ -34,15 +36,16 @@ shape_args() {  # name -> scaletrain --set arguments
 }
 common=(--set data.source=synthetic --set train.steps="$steps" --set checkpoint.interval=0
         --set train.warmup_steps_excluded=2)
-st_run() {  # shape name ranks threads
+st_run() {  # shape name ranks threads [extra --set arguments]
   local shape=$1 name=$2 ranks=$3 threads=$4
+  shift 4
   # shellcheck disable=SC2046
   if [[ $ranks == 1 ]]; then
     "$build/app/scaletrain" $(shape_args "$shape") "${common[@]}" --set runtime.threads="$threads" \
       --out "$out/$shape-$name" > "$out/$shape-$name.log"
   else
     mpirun --oversubscribe --bind-to none -np "$ranks" "$build/app/scaletrain" $(shape_args "$shape") \
-      "${common[@]}" --set runtime.threads="$threads" --out "$out/$shape-$name" > "$out/$shape-$name.log"
+      "${common[@]}" --set runtime.threads="$threads" "$@" --out "$out/$shape-$name" > "$out/$shape-$name.log"
   fi
 }
 torch_run() {  # shape name threads -> json
@@ -59,6 +62,7 @@ for shape in default d384; do
   st_run "$shape" st1 1 1
   st_run "$shape" st2r 2 1
   st_run "$shape" st2t 1 2
+  st_run "$shape" st2z3 2 1 --set parallel.zero_stage=3
   torch_run "$shape" pt1 1
   torch_run "$shape" pt2t 2
   # Two PyTorch processes at once, one thread each.

@@ -2,7 +2,8 @@
 """Report of scripts/bench-cpu.sh: reads the run folders and PyTorch results
 it left in OUT and prints, per shape, tokens/s of every configuration as
 ratios to PyTorch, the model FLOP/s as a share of the sgemm rate measured in
-the same run, and the step's breakdown from scaletrain's telemetry.
+the same run, the ZeRO 3 / ZeRO 0 step-time ratio at dp 2, and the step's
+breakdown from scaletrain's telemetry.
 
 Usage: bench_cpu_report.py OUT
 """
@@ -75,6 +76,10 @@ for shape in ("default", "d384"):
         print(f"| {name} | {tok:8.0f} | {tok/ref:5.2f} | {gf:6.1f} | {100*gf*1e9/sgemm1:5.1f}% |")
     print(f"\nscaling on 2 cores: 2 ranks / 1 rank {st2r['tok_s']/st1['tok_s']:.2f}; "
           f"2 threads / 1 thread {st2t['tok_s']/st1['tok_s']:.2f}")
+    z3 = scaletrain(f"{shape}-st2z3")
+    print(f"ZeRO 3 dp 2 / ZeRO 0 dp 2 step time (2 ranks x 1 thread): "
+          f"{z3['step_s']*1e3:.0f} / {st2r['step_s']*1e3:.0f} ms = "
+          f"{z3['step_s']/st2r['step_s']:.3f}")
     print(f"\nscaletrain 1 rank x 1 thread, step {st1['step_s']*1e3:.0f} ms:")
     parts = dict(st1["parts"])
     known = sum(parts.values())

@@ -36,7 +36,7 @@ struct ParallelCfg {
   int num_model_chunks = 1;
   std::string grad_reduce_dtype = "fp32";  // fp32|bf16
   bool zero_full_grads = false;            // ZeRO 2/3: full-size gradients across micro-batches
-  int grad_staging_buffers = 2;            // ZeRO 2/3: bucket staging buffers alive at once
+  int grad_staging_layers = 2;             // ZeRO 2/3: layers of gradient staging alive at once
 };
 
 struct TrainCfg {

@@ -98,10 +98,9 @@ std::vector<Key> build() {
           "once per step (fewer collectives, the whole gradient in memory); false: backward "
           "writes each bucket into a staging buffer and every micro-batch is reduce-scattered "
           "into the gradient shard"),
-      num(F(parallel, grad_staging_buffers), 1, 64,
-          "ZeRO 2/3: bucket staging buffers alive at once (at least the buckets of one layer); "
-          "2 lets a bucket's reduce-scatter overlap the next layer's backward, 1 holds the "
-          "least memory"),
+      num(F(parallel, grad_staging_layers), 1, 64,
+          "ZeRO 2/3: layers of gradient staging buffers alive at once; 2 lets a layer's "
+          "reduce-scatter overlap the next layer's backward, 1 holds the least memory"),
       num(F(parallel, num_model_chunks), 1, 1024,
           "model chunks per pipeline stage (> 1 = interleaved 1F1B)"),
       // train

@@ -80,7 +80,6 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
   staged_ = zero_ >= 2 && !pc.zero_full_grads && pc.num_model_chunks == 1;
   bo.split_groups = zero_ >= 3 || staged_;
   bo.staged = staged_;
-  bo.staging = pc.grad_staging_buffers;
   bo.reduce_dtype = parse_float_dtype(pc.grad_reduce_dtype, "parallel.grad_reduce_dtype");
   buckets_ = std::make_unique<GradBuckets>(fp, seg_len, bo, *dpcp_, be);
   if (staged_) {  // enough staging for every bucket one layer's backward touches
@@ -91,7 +90,8 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
       if (std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
       most = std::max(most, int(v.size()));
     }
-    buckets_->set_staging(std::max(bo.staging, most));
+    // parallel.grad_staging_layers layers' worth of buckets.
+    buckets_->set_staging(pc.grad_staging_layers * most);
   }
   opt_ = std::make_unique<AdamW>(cfg.optim, be);
   norm_sq_ = Tensor({2}, DType::F64, MemCat::Optim, dev_);

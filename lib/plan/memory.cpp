@@ -105,25 +105,13 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
   const std::vector<GradBucket> bks = grad_buckets(cfg, ps);
   if (staged) {
     // Staged buckets never span layers (the engine splits them as under
-    // ZeRO 3): parallel.grad_staging_buffers of the largest, or one per bucket of the
-    // layer cut into the most buckets.
-    const double cap = std::max(1.0, double(int64_t(p.dp_bucket_mb * 1024 * 1024 / 4)));
-    double biggest = 0, cur = 0;
-    int pool = p.grad_staging_buffers, in_layer = 0, layer = -2;
-    head_bucket = 0;
-    for (int i = int(ps.size()) - 1; i >= 0; --i) {
-      const StageParam& q = ps[size_t(i)];
-      if (q.layer != layer || cur + q.n > cap) {
-        in_layer = q.layer != layer ? 1 : in_layer + 1;
-        layer = q.layer;
-        cur = 0;
-      }
-      cur += q.n;
-      biggest = std::max(biggest, cur);
-      if (q.layer == cfg.model.n_layers) head_bucket = std::max(head_bucket, 4 * cur);
-      pool = std::max(pool, in_layer);
-    }
-    step_grads = 4 * pool * biggest;
+    // ZeRO 3), and the pool holds parallel.grad_staging_layers layers'
+    // worth of them; the head's are taken in its forward.
+    double head = 0;
+    for (const StageParam& q : ps)
+      if (q.layer == cfg.model.n_layers) head += q.n;
+    head_bucket = 4 * head;
+    step_grads = 4 * p.grad_staging_layers * layer_max;
   }
   // Gradient staging at each moment (staged): none in the first forward
   // but the head's (its backward runs in its forward), the whole pool in
