@@ -60,6 +60,28 @@ TEST(CheckpointE2E, ResumeIsBitwiseExactDp2) {
   fs::remove_all(d);
 }
 
+TEST(CheckpointE2E, StagedSaveAndRestoreOnTheStrictDeviceResumeBitwise) {
+  // The strict CPU device is not host-accessible: the checkpoint copies the
+  // state into pinned buffers with copy_to_host, and the resume copies it up
+  // with copy_from_host on worker-thread streams over NaN-filled memory (a
+  // GPU's path). ZeRO-1 shards the moments, so each rank stages its rows.
+  const std::string d = fresh_dir("ckpt-staged");
+  const std::string strict = " --set runtime.strict_device=true --set parallel.zero_stage=1";
+  run_ok(2, tiny(20, 2) + strict + " --out " + d + "/straight");
+  run_ok(2, tiny(20, 2) + strict + " --set train.stop_after=10 --out " + d + "/resumed");
+  auto out = run_ok(2, tiny(20, 2) + strict + " --out " + d + "/resumed");
+  EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
+  auto a = read_series(d + "/straight", 0, "loss");
+  auto b = read_series(d + "/resumed", 0, "loss");
+  ASSERT_EQ(a.size(), 20u);
+  EXPECT_EQ(a, b);
+  auto wa = read_all(d + "/straight/checkpoints/step_00000020");
+  auto wb = read_all(d + "/resumed/checkpoints/step_00000020");
+  ASSERT_EQ(wa.size(), wb.size());
+  for (auto& [name, v] : wa) EXPECT_TRUE(v == wb[name]) << name << " differs after resume";
+  fs::remove_all(d);
+}
+
 TEST(CheckpointE2E, ResumeUnderOtherLayouts) {
   // Saved by dp2 and by dp4 (different shardings of every tensor), resumed by
   // dp3 and dp1: the loss curve matches the uninterrupted dp1 run.

@@ -110,8 +110,8 @@ Engine::~Engine() {
 void Engine::init_masters() {
   Stream& s = dev_.compute_stream();
   const bool fp32 = cdt_ == DType::F32;
-  auto upload = [&](float* dst, const float* host, int64_t n) {
-    dev_.copy_from_host(dst, host, size_t(n) * sizeof(float), s);
+  auto upload = [&](float* dst, const std::vector<float>& host) {
+    if (!host.empty()) dev_.copy_from_host(dst, host.data(), host.size() * sizeof(float), s);
   };
   auto chunk_of = [&](size_t i) {
     size_t c = 0;
@@ -133,9 +133,9 @@ void Engine::init_masters() {
         Param* p = params_[size_t(i)];
         float* w = fp32 ? p->w.data() : master_.data() + seg0 + p->flat_off;
         if (!fp32) {
-          std::vector<float> host(size_t(p->w.numel()));
+          std::vector<float> host(be_.computes() ? size_t(p->w.numel()) : 0);
           chunks_[c]->init_values(*p, 0, p->w.dim(0), host.data());
-          upload(w, host.data(), int64_t(host.size()));
+          upload(w, host);
         }
         opt_->add(p->name, w, p->g.data(), p->w.numel(), p->decay, fp32 ? nullptr : p->w.raw(),
                   cdt_);
@@ -158,11 +158,9 @@ void Engine::init_masters() {
     float* w = nullptr;
     if (separate) {
       w = master_.data() + sp.shard_off;
-      // The rows the piece touches (it may start and end inside a row).
-      const int64_t r0 = sp.param_off / p->row, r1 = (sp.param_off + sp.len + p->row - 1) / p->row;
-      std::vector<float> host(size_t((r1 - r0) * p->row));
-      m->init_values(*p, r0, r1 - r0, host.data());
-      upload(w, host.data() + (sp.param_off - r0 * p->row), sp.len);
+      std::vector<float> host(be_.computes() ? size_t(sp.len) : 0);
+      m->init_values(*p, sp.param_off / p->row, sp.len / p->row, host.data());
+      upload(w, host);
     } else {
       w = p->w.data() + sp.param_off;
     }
