@@ -19,6 +19,7 @@
 #include <string>
 
 #include "backend/backend.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "data/data.hpp"
 #include "engine/engine.hpp"
 
