@@ -196,7 +196,7 @@ cmd_stop() {
       [[ -s $cgroup/n$p/cgroup.procs ]] && alive=1
     done
     for name in slurmctld munged; do
-      [[ -f $dir/$name.pid ]] && kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null && alive=1
+      kill -0 "$(cat "$dir/$name.pid" 2>/dev/null || echo x)" 2>/dev/null && alive=1
     done
     ((alive)) || break
     sleep 0.1
@@ -427,6 +427,10 @@ cmd_start() {
     # now and then in MPI_Init under srun (openpmix issue 1114); the hash
     # store does not.
     printf 'export PMIX_MCA_gds=hash\n'
+    # Wire up every TCP connection inside MPI_Init, one thread: under load,
+    # Open MPI 4.1's lazy connects from several threads lost a message now and
+    # then (a rank waiting forever in the first collective, open-mpi/ompi#3035).
+    printf 'export OMPI_MCA_mpi_preconnect_mpi=1\n'
   } >"$dir/env"
   trap - ERR
   touch "$dir/cluster.up"
@@ -434,7 +438,10 @@ cmd_start() {
     (
       trap '' HUP INT TERM
       while kill -0 "$owner" 2>/dev/null && [[ -f $dir/cluster ]]; do sleep 1; done
-      cmd_stop "$dir"
+      for k in 1 2 3; do  # a job's last processes may outlive the first pass
+        cmd_stop "$dir" && break
+        sleep 5
+      done
     ) </dev/null >>"$dir/log/watchdog.log" 2>&1 &
     disown
   fi

@@ -199,7 +199,7 @@ TEST_F(MultiNode, SlurmFourNodes) {
 TEST_F(MultiNode, MpirunAgent) {
   const std::string out = dir_ + "/mpirun4";
   auto r =
-      sh("mpirun --hostfile \"$EMUCLUSTER_DIR/hostfile\" -np 8 --map-by ppr:2:node"
+      sh("timeout 300 mpirun --hostfile \"$EMUCLUSTER_DIR/hostfile\" -np 8 --map-by ppr:2:node"
          " --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 \"$SCALETRAIN_BIN\" " +
          kTiny + " --set train.steps=6 --set checkpoint.interval=3 --out " + q(out));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -211,7 +211,7 @@ TEST_F(MultiNode, SlowNodeIsSlowestHost) {
   const std::string out = dir_ + "/slow";
   ASSERT_EQ(sh("bash " + kScript + " cpu \"$EMUCLUSTER_DIR\" node3 0.05").exit_code, 0);
   auto r =
-      sh("mpirun --hostfile \"$EMUCLUSTER_DIR/hostfile\" -np 8 --map-by ppr:2:node"
+      sh("timeout 300 mpirun --hostfile \"$EMUCLUSTER_DIR/hostfile\" -np 8 --map-by ppr:2:node"
          " --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 \"$SCALETRAIN_BIN\" " +
          kTiny + " --set train.micro_batch=16 --set train.steps=6 --out " + q(out));
   sh("bash " + kScript + " cpu \"$EMUCLUSTER_DIR\" node3 none");
