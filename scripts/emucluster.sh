@@ -7,7 +7,8 @@
 # directions; the kernels here have no netem, so no added latency). One
 # slurmd runs inside each node; slurmctld and munged run on the host, on the
 # bridge address. Everything (keys, config, state, logs, each node's
-# "local disk" DIR/node/NAME, mounted at DIR/local inside the node) lives in
+# "local disk" DIR/node/NAME, mounted at DIR/local inside the node, and its
+# own /dev/shm, which goes with the node) lives in
 # DIR; `stop`, or the watchdog when the --owner process is gone, removes every
 # namespace, link, bridge, qdisc, cgroup and daemon it made. Needs root.
 #
@@ -258,7 +259,7 @@ start_node() {  # start_node I: namespace, link, cgroup, hostname, /etc/hosts
     # nsenter rather than `ip netns exec`, which remounts /sys and so hides
     # the cgroup file systems slurmd needs.
     exec nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation private -- /bin/sh -c \
-      "hostname $name && mount --bind '$dir/hosts' /etc/hosts && mount --bind '$dir/node/$name' '$dir/local' && touch '$dir/node/$name/ready' && exec sleep infinity"
+      "hostname $name && mount --bind '$dir/hosts' /etc/hosts && mount --bind '$dir/node/$name' '$dir/local' && mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm && touch '$dir/node/$name/ready' && exec sleep infinity"
   ) </dev/null >>"$dir/log/holder-$name.log" 2>&1 &
   echo $! >"$dir/node/$name/holder.pid"
   for ((k = 0; k < 100; k++)); do [[ -f $dir/node/$name/ready ]] && break; sleep 0.05; done
@@ -345,7 +346,10 @@ CONF
     echo "PartitionName=emu Nodes=${prefix}[1-$nodes] Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
   } >"$dir/slurm.conf"
   # PMIx's per-step folders go to each node's own disk (they collide in a shared /tmp).
-  echo "PMIxCliTmpDirBase=$dir/local/pmix" >"$dir/mpi.conf"
+  # Under srun only (mpirun's own PMIx server must keep its default): PMIx's
+  # shared-memory datastore (gds ds21) crashed Open MPI 4.1's ranks now and
+  # then in MPI_Init (openpmix issue 1114); the hash store does not.
+  printf 'PMIxCliTmpDirBase=%s\nPMIxEnv=PMIX_MCA_gds=hash\n' "$dir/local/pmix" >"$dir/mpi.conf"
   export SLURM_CONF=$dir/slurm.conf
   "$slurmctld" -f "$dir/slurm.conf" -i
   wait_for 20 slurmctld scontrol ping
@@ -423,14 +427,6 @@ cmd_start() {
     printf 'export OMPI_MCA_btl_tcp_if_include=%s OMPI_MCA_oob_tcp_if_include=%s\n' \
       "$subnet.0/24" "$subnet.0/24"
     printf 'export OMPI_MCA_plm_rsh_agent=%q\n' "$dir/bin/emu-rsh"
-    # PMIx's shared-memory datastore (gds ds21) crashes Open MPI 4.1's ranks
-    # now and then in MPI_Init under srun (openpmix issue 1114); the hash
-    # store does not.
-    printf 'export PMIX_MCA_gds=hash\n'
-    # Wire up every TCP connection inside MPI_Init, one thread: under load,
-    # Open MPI 4.1's lazy connects from several threads lost a message now and
-    # then (a rank waiting forever in the first collective, open-mpi/ompi#3035).
-    printf 'export OMPI_MCA_mpi_preconnect_mpi=1\n'
   } >"$dir/env"
   trap - ERR
   touch "$dir/cluster.up"
@@ -460,5 +456,5 @@ case ${1:-} in
   revive) [[ $# -eq 3 ]] || die "usage: revive DIR NAME"; cmd_revive "$2" "$3" ;;
   pids) [[ $# -eq 3 ]] || die "usage: pids DIR NAME"; cmd_pids "$2" "$3" ;;
   nodes) [[ $# -eq 2 ]] || die "usage: nodes DIR"; cmd_nodes "$2" ;;
-  *) sed -n '2,29p' "$0"; exit 2 ;;
+  *) sed -n '2,30p' "$0"; exit 2 ;;
 esac

@@ -1,12 +1,13 @@
 // Multi-node tests on an emulated cluster (scripts/emucluster.sh): 4 nodes,
 // each a network + UTS namespace with its own hostname on a private bridge,
 // one slurmd each, MPI over TCP between nodes and shared memory inside one.
-//  - SlurmFourNodes: sbatch -N 4 x 2 ranks through srun --mpi=pmix, with a
-//    checkpoint: 4 hosts in run.json and the telemetry, 4 in the straggler table.
-//  - MpirunAgent: the same through plain mpirun and the namespace launch agent.
+//  - MpirunAgent: 4 nodes x 2 ranks through plain mpirun and the namespace
+//    launch agent, with a checkpoint: 4 hosts in run.json and the telemetry,
+//    4 in the straggler table.
 //  - SlowNodeIsSlowestHost: node3 gets a small CPU quota (0.05 CPU for its
 //    2 ranks; 16 sequences per rank so computing, not waiting, meets the
 //    quota); the straggler report names it first.
+//  - SlurmFourNodes: the first test's run through sbatch and srun --mpi=pmix.
 //  - NodeFailureDuringStep / NodeFailureDuringCheckpoint: every process of
 //    node3 is killed; the job ends within runtime.timeout_s + 5 s naming the
 //    node and its ranks, Slurm requeues it, it resumes on 3 nodes (dp 6) from
@@ -181,21 +182,6 @@ class MultiNode : public ::testing::Test {
 std::string MultiNode::dir_, MultiNode::start_out_;
 bool MultiNode::started_ = false;
 
-TEST_F(MultiNode, SlurmFourNodes) {
-  const std::string out = dir_ + "/slurm4";
-  const std::string id =
-      submit("--nodes=4 --ntasks-per-node=2 --output=" + q(dir_ + "/slurm4-%j.out"),
-             "--set train.steps=6 --set checkpoint.interval=3 --out " + q(out));
-  ASSERT_FALSE(id.empty());
-  ASSERT_TRUE(wait_jobs(id, 300)) << "job " << id << " did not finish\n" << diagnostics();
-  const std::string log = slurp(dir_ + "/slurm4-" + id + ".out");
-  EXPECT_NE(log.find("launch: srun --mpi=pmix"), std::string::npos) << log;
-  EXPECT_NE(sh("scontrol show job " + id).output.find("JobState=COMPLETED"), std::string::npos)
-      << log;
-  EXPECT_TRUE(fs::exists(out + "/checkpoints/step_00000006/index.json")) << log;
-  expect_hosts(out, 4, 2);
-}
-
 TEST_F(MultiNode, MpirunAgent) {
   const std::string out = dir_ + "/mpirun4";
   auto r =
@@ -220,6 +206,21 @@ TEST_F(MultiNode, SlowNodeIsSlowestHost) {
   json sj = load_json(fs::path(out) / "analysis/summary.json");
   ASSERT_FALSE(sj["stragglers"]["slowest_hosts"].empty());
   EXPECT_EQ(sj["stragglers"]["slowest_hosts"][0]["host"], "node3") << sj["stragglers"].dump(1);
+}
+
+TEST_F(MultiNode, SlurmFourNodes) {
+  const std::string out = dir_ + "/slurm4";
+  const std::string id =
+      submit("--nodes=4 --ntasks-per-node=2 --output=" + q(dir_ + "/slurm4-%j.out"),
+             "--set train.steps=6 --set checkpoint.interval=3 --out " + q(out));
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(wait_jobs(id, 300)) << "job " << id << " did not finish\n" << diagnostics();
+  const std::string log = slurp(dir_ + "/slurm4-" + id + ".out");
+  EXPECT_NE(log.find("launch: srun --mpi=pmix"), std::string::npos) << log;
+  EXPECT_NE(sh("scontrol show job " + id).output.find("JobState=COMPLETED"), std::string::npos)
+      << log;
+  EXPECT_TRUE(fs::exists(out + "/checkpoints/step_00000006/index.json")) << log;
+  expect_hosts(out, 4, 2);
 }
 
 // Every pid of `node` whose command is the trainer.
