@@ -56,6 +56,9 @@ bash scripts/emucluster.sh start "$cdir" --nodes 4 --cpus 1 --bandwidth "$bw" "$
 source "$cdir/env"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export SCALETRAIN_BIN=$build/app/scaletrain SCALETRAIN_ANALYZE=$build/analysis/scaletrain-analyze
+# mpirun inside each allocation (it starts its daemons with srun): srun --mpi=pmix
+# direct launch crashed a node's ranks in MPI_Init now and then here.
+export SCALETRAIN_LAUNCHER=mpirun
 # The planner's MPI probe, one rank per node (it passes -n R and its own flags).
 printf '#!/bin/sh\nexec mpirun --hostfile %q --map-by ppr:1:node "$@"\n' "$cdir/hostfile" >"$cdir/bin/mpiexec-nodes"
 chmod +x "$cdir/bin/mpiexec-nodes"
