@@ -11,6 +11,7 @@
 # Usage: scripts/multinode-study.sh [--build DIR] [--name NAME] [--results DIR]
 #          [--bandwidth 1gbit] [--node-cpu 0.45] [--nodes-list 1,2,4]
 #          [--model default] [--seq 128] [--micro-batch 2] [--steps 12]
+#          [--cluster FILE]   reuse a calibration of this cluster instead of calibrating
 # Writes RESULTS/NAME/ (default results/multinode-cpu-<UTC date>): the
 # campaign (README.md, runs/, analysis/), cluster.yaml (the calibration),
 # compare/ (predicted against measured, with MAPE) and study.txt (settings).
@@ -19,7 +20,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 build=build name="multinode-cpu-$(date -u +%Y%m%d)" results=results bw=1gbit node_cpu=0.45
-nodes_list=1,2,4 model=default seq=128 mb=2 steps=12
+nodes_list=1,2,4 model=default seq=128 mb=2 steps=12 cluster=""
 while (($#)); do
   (($# >= 2)) || { echo "multinode-study: $1 needs a value" >&2; exit 2; }
   case $1 in
@@ -33,6 +34,7 @@ while (($#)); do
     --seq) seq=$2 ;;
     --micro-batch) mb=$2 ;;
     --steps) steps=$2 ;;
+    --cluster) cluster=$2 ;;
     *) echo "multinode-study: unknown option '$1'" >&2; exit 2 ;;
   esac
   shift 2
@@ -62,13 +64,16 @@ export SCALETRAIN_LAUNCHER=mpirun
 # The planner's MPI probe, one rank per node (it passes -n R and its own flags).
 printf '#!/bin/sh\nexec mpirun --hostfile %q --map-by ppr:1:node "$@"\n' "$cdir/hostfile" >"$cdir/bin/mpiexec-nodes"
 chmod +x "$cdir/bin/mpiexec-nodes"
-mkdir -p "$out"
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
-echo "== calibrate inside node1 (probe across nodes)"
-bash scripts/emucluster.sh exec "$cdir" node1 \
-  "SCALETRAIN_MPIEXEC='$cdir/bin/mpiexec-nodes' '$plan' calibrate --config configs/models/$model.yaml \
-   --set model.seq_len=$seq --devices ${nodes_list} --micro-batch $mb --zero 0 --name emucluster-cpu --out '$out/cluster.yaml'"
+if [[ -z $cluster ]]; then
+  echo "== calibrate inside node1 (probe across nodes)"
+  cluster=$cdir/cluster.yaml
+  bash scripts/emucluster.sh exec "$cdir" node1 \
+    "SCALETRAIN_MPIEXEC='$cdir/bin/mpiexec-nodes' '$plan' calibrate --config configs/models/$model.yaml \
+     --set model.seq_len=$seq --devices ${nodes_list} --micro-batch $mb --zero 0 --name emucluster-cpu --out '$cluster'"
+fi
+[[ -f $cluster ]] || { echo "multinode-study: cluster file '$cluster' not found" >&2; exit 2; }
 
 echo "== weak-scaling campaign, nodes $nodes_list, one rank per node"
 slurm/campaigns/weak_scaling.sh --nodes "$nodes_list" --ranks-per-node 1 \
@@ -76,8 +81,7 @@ slurm/campaigns/weak_scaling.sh --nodes "$nodes_list" --ranks-per-node 1 \
   --sbatch=--job-name="$name" --sbatch=--dependency=singleton --note "Emulated cluster \
 (scripts/emucluster.sh) on one 2-core VM: 4 nodes, each capped to $node_cpu CPU, links shaped to \
 $bw with tc tbf (no added latency), one rank per node; jobs one at a time. Other developers' \
-builds shared the VM (load average $load0 at the start)." --results "$results" 2>&1 | tee "$out.submit.log"
-rm -f "$out.submit.log"
+builds shared the VM (load average $load0 at the start)." --results "$results"
 id=$(cat "$out/slurm/analyze.jobid")
 for ((i = 0; i < 3600; i++)); do
   [[ -z $(squeue -h -j "$id" -o %i 2>/dev/null) ]] && break
@@ -86,6 +90,7 @@ done
 [[ -f $out/README.md ]] || { echo "multinode-study: the campaign did not finish (job $id)" >&2; exit 1; }
 
 echo "== predicted against measured"
+cp "$cluster" "$out/cluster.yaml"
 "$plan" compare --cluster "$out/cluster.yaml" "$out"/runs/*/ --out "$out/compare"
 {
   echo "emulated cluster: 4 nodes, node CPU $node_cpu, links $bw (tc tbf both directions)"
