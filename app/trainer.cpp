@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.hpp"
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
@@ -23,6 +23,7 @@
 #include "data/data.hpp"
 #include "engine/engine.hpp"
 #include "engine/train_state.hpp"
+#include "evaluate.hpp"
 #include "host_memory.hpp"
 #include "metrics/metrics.hpp"
 #include "model/model.hpp"
@@ -117,9 +118,15 @@ int run_training(Runtime& rt, Config cfg) {
   // Setup that can fail on bad input: data first (a missing or bad token file).
   std::string setup_error;
   std::unique_ptr<TokenSource> src;
+  std::unique_ptr<Evaluator> evaluator;  // data.val_path every train.eval_interval steps
   RunFolderLock run_lock;  // rank 0: this job owns the run folder until it exits
   try {
     src = make_source(cfg.data, cfg.train.seed, cfg.model.vocab_size, cfg.model.seq_len);
+    // The ids of the first global batch now (nothing is written yet); each
+    // later step checks its own batch (loader.check_step) before reading it.
+    check_windows(*src, cfg.model.seq_len, 0, uint64_t(global_batch(cfg)));
+    evaluator = Evaluator::make(cfg, dp, dp_rank);
+    if (!src->format().empty()) cfg.data.format = src->format();  // auto -> detected, run.json
     fs::create_directories(out + "/telemetry");
     if (rank == 0) run_lock = RunFolderLock::acquire(out, rt.slurm().job_id);
   } catch (const UsageError& e) {
@@ -136,7 +143,8 @@ int run_training(Runtime& rt, Config cfg) {
   auto engine = std::make_unique<Engine>(cfg, mesh, be);
 
   // The peak MFU is reported against: the backend's (the GPU's dense peak,
-  // or runtime.cpu_peak_gflops), else the measured sgemm rate on CPU ranks.
+  // or runtime.cpu_peak_gflops), else the measured GEMM rate on CPU ranks in
+  // the run's precision.
   double peak = 0;
   std::string peak_source;
   if (auto dp = be.peak(cfg)) {
@@ -147,14 +155,14 @@ int run_training(Runtime& rt, Config cfg) {
     // once while the others wait; a rank's peak is its share of the node's
     // summed rate. The same figure as every rank measuring at once, without
     // hundreds of oversubscribed ranks each running a second of sgemm.
-    const NodePeak np = measure_node_sgemm(world, rt.node_index(), rt.local_rank(),
-                                           rt.local_size(), threads);
+    const NodePeak np = measure_node_gemm(world, rt.node_index(), rt.local_rank(), rt.local_size(),
+                                          threads, cfg.train.precision == "bf16");
     peak = np.per_rank;
     world.all_reduce_sum(&peak, 1);
     peak /= rt.world_size();
-    peak_source = "measured sgemm (768^3, " + std::to_string(threads) + " threads/rank, " +
-                  std::to_string(np.measuring) + " of " + std::to_string(rt.local_size()) +
-                  " ranks per node at once)";
+    peak_source = "measured " + np.what + " (768^3, " + std::to_string(threads) +
+                  " threads/rank, " + std::to_string(np.measuring) + " of " +
+                  std::to_string(rt.local_size()) + " ranks per node at once)";
   }
 
   const auto mshape = model_shape(cfg);
@@ -245,6 +253,7 @@ int run_training(Runtime& rt, Config cfg) {
   log0("scaletrain ", run_banner(info));
   log0("data: ", loader.source().describe(), "; global batch ", gb, " x ", cfg.model.seq_len,
        " tokens; ", engine->num_buckets(), " gradient bucket(s); mesh ", mesh.describe());
+  if (evaluator) log0("validation: ", evaluator->describe());
   log0("compute: ", info.compute);
   log0("run folder: ", out);
 
@@ -263,6 +272,7 @@ int run_training(Runtime& rt, Config cfg) {
     const double t_start_epoch = epoch_seconds();
     const double t0 = wall_time();
 
+    loader.check_step(step);  // the same verdict on every rank: a bad id stops all (exit 2)
     StepOut so = engine->forward_backward(step, loader);
     const double loss = so.loss, gnorm = so.grad_norm;
     const double lr = lr_at(cfg.optim, step, total);
@@ -355,6 +365,7 @@ int run_training(Runtime& rt, Config cfg) {
                 {"grads", mem.grads},
                 {"optim", mem.optim},
                 {"activations", mem.activations_peak}}}});
+    if (evaluator && sig == 0 && evaluator->due(step, last)) evaluator->run(step, *engine, tel);
 
     // Progress (rank 0): the slowest rank's step time sets the pace.
     double slow = step_s;
