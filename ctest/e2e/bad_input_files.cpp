@@ -207,6 +207,13 @@ std::vector<Case> data_rows() {
           },
           {"train.eval_interval=5", "data.val_path"}, 2, no_run),
       row(
+          "data.val_path without train.eval_interval",
+          [=](Ctx& x) {
+            write_tokens(x.dir + "/t.bin", 5000);
+            return layout(x.dir + "/t.bin", " --set data.val_path=" + x.dir + "/t.bin");
+          },
+          {"data.val_path", "train.eval_interval=0", "never be read"}, 2, no_run),
+      row(
           "data.val_path is a damaged llm.c shard",
           [=](Ctx& x) {
             write_tokens(x.dir + "/t.bin", 5000);
