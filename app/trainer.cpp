@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.hpp"
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
@@ -143,7 +143,8 @@ int run_training(Runtime& rt, Config cfg) {
   auto engine = std::make_unique<Engine>(cfg, mesh, be);
 
   // The peak MFU is reported against: the backend's (the GPU's dense peak,
-  // or runtime.cpu_peak_gflops), else the measured sgemm rate on CPU ranks.
+  // or runtime.cpu_peak_gflops), else the measured GEMM rate on CPU ranks in
+  // the run's precision.
   double peak = 0;
   std::string peak_source;
   if (auto dp = be.peak(cfg)) {
@@ -154,14 +155,14 @@ int run_training(Runtime& rt, Config cfg) {
     // once while the others wait; a rank's peak is its share of the node's
     // summed rate. The same figure as every rank measuring at once, without
     // hundreds of oversubscribed ranks each running a second of sgemm.
-    const NodePeak np = measure_node_sgemm(world, rt.node_index(), rt.local_rank(),
-                                           rt.local_size(), threads);
+    const NodePeak np = measure_node_gemm(world, rt.node_index(), rt.local_rank(), rt.local_size(),
+                                          threads, cfg.train.precision == "bf16");
     peak = np.per_rank;
     world.all_reduce_sum(&peak, 1);
     peak /= rt.world_size();
-    peak_source = "measured sgemm (768^3, " + std::to_string(threads) + " threads/rank, " +
-                  std::to_string(np.measuring) + " of " + std::to_string(rt.local_size()) +
-                  " ranks per node at once)";
+    peak_source = "measured " + np.what + " (768^3, " + std::to_string(threads) +
+                  " threads/rank, " + std::to_string(np.measuring) + " of " +
+                  std::to_string(rt.local_size()) + " ranks per node at once)";
   }
 
   const auto mshape = model_shape(cfg);

@@ -153,6 +153,11 @@ std::vector<Key> build() {
           "CPU only, for tests: run each stream on its own worker thread and fill fresh "
           "allocations with NaN, so a missing wait or a read of unwritten memory shows up on a "
           "CPU"),
+      choice(F(runtime, attention_backward), {"fast", "deterministic"},
+             "causal attention backward on GPUs: fast = cuDNN's fused kernel (dQ accumulated "
+             "with atomics: two identical steps may differ in the last bits); deterministic = "
+             "the custom block kernels (bitwise repeatable, slower: fp32 FMAs, no tensor "
+             "cores). CPU ranks are deterministic either way"),
       any(F(runtime, out), "run folder; empty = results/runs/<name>-<timestamp>"),
       any(F(runtime, name), "run name (run folder, reports)"),
       num(F(runtime, threads), 0, 4096, "OpenMP threads per rank; 0 = cores / local ranks"),

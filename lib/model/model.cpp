@@ -289,7 +289,8 @@ void Model::Impl::bind_grads() {
 
 void Model::Impl::upload_weights(Param& p) {
   const int64_t n = p.w.numel();
-  std::vector<float> host(static_cast<size_t>(n));
+  // A recording backend reads no values: no host copy is made (the calls are).
+  std::vector<float> host(be->computes() ? static_cast<size_t>(n) : 0);
   init_rows(p, 0, p.w.dim(0), host.data());
   if (cdt == DType::F32) {
     dev->copy_from_host(p.w.raw(), host.data(), size_t(n) * sizeof(float), cs());
@@ -301,6 +302,7 @@ void Model::Impl::upload_weights(Param& p) {
 }
 
 void Model::Impl::init_rows(const Param& p, int64_t row0, int64_t rows, float* out) const {
+  if (!be->computes()) return;  // a recording backend: nothing reads the values
   const int64_t row = p.row;
   if (!p.decay) {  // norm weights
     std::fill(out, out + rows * row, 1.f);
