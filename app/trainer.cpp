@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.hpp"
+#include "checkpoint/checkpoint.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
