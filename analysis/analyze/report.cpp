@@ -144,6 +144,10 @@ nlohmann::json run_to_json(const RunSummary& s) {
     st["slowest_hosts"].push_back({{"host", s.hosts[h].host},
                                    {"busy_s", s.hosts[h].busy},
                                    {"dist_from_median", s.hosts[h].dist}});
+  st["hosts"] = nlohmann::json::array();  // every host, in name order
+  for (const auto& h : s.hosts)
+    st["hosts"].push_back(
+        {{"host", h.host}, {"ranks", h.ranks}, {"busy_s", h.busy}, {"dist_from_median", h.dist}});
   st["out_of_line"] = nlohmann::json::array();
   for (auto& o : s.out_of_line)
     st["out_of_line"].push_back(
@@ -167,8 +171,8 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
   o << "# scaletrain run report: " << (s.name.empty() ? s.dir : s.name) << "\n\n";
   o << "**Window:** " << s.window_text << "  \n";
   o << "**FLOP formula:** " << s.formula << "  \n";
-  o << "**Peak:** " << (s.peak > 0 ? flops_text(s.peak) + " per device, " : "")
-    << s.peak_source << "\n\n";
+  o << "**Peak:** " << (s.peak > 0 ? flops_text(s.peak) + " per device, " : "") << s.peak_source
+    << "\n\n";
   o << "| quantity | value |\n|---|---|\n";
   o << "| model | " << s.model << " (" << params_text(s.n_params) << " params, seq " << s.seq_len
     << ") |\n";

@@ -87,7 +87,7 @@ void compute_stragglers(const telemetry::RunTelemetry& run, const std::vector<in
   for (size_t i = 0; i < ho.size(); ++i) ho[i] = int(i);
   std::stable_sort(ho.begin(), ho.end(),
                    [&](int a, int b) { return s.hosts[a].busy > s.hosts[b].busy; });
-  for (size_t i = 0; i < ho.size() && i < 3; ++i) s.slowest_hosts.push_back(ho[i]);
+  for (size_t i = 0; i < ho.size() && i < 8; ++i) s.slowest_hosts.push_back(ho[i]);
 
   // Out of line: |share - median| above max(tolerance, 4 robust sigmas).
   auto flag = [&](const std::vector<double>& v, const char* what) {

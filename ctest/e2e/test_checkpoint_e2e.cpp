@@ -107,7 +107,8 @@ TEST(CheckpointE2E, ResumeUnderOtherLayouts) {
 TEST(CheckpointE2E, ZeroShardedStateResumesUnderOtherLayouts) {
   // ZeRO-3 (weights and moments sharded) and ZeRO-1 under dp2 x tp2 (row-
   // parallel wo/w2 blocks split along dim 1) save at step 10; copies of the
-  // run resume under other layouts and ZeRO stages. The loss curve matches
+  // run resume under other layouts and ZeRO stages (ZeRO 0 dp2 <-> ZeRO 3
+  // dp4 included). The loss curve matches
   // the uninterrupted 1-rank run within 1e-6.
   const std::string d = fresh_dir("ckpt-zero");
   auto args = [](int dp, const std::string& sets) {
@@ -127,6 +128,9 @@ TEST(CheckpointE2E, ZeroShardedStateResumesUnderOtherLayouts) {
       {{"dp2_z3", 2, 2, Z + "3"}, {{"dp1_z0", 1, 1, ""}, {"dp2_z1", 2, 2, Z + "1"}}},
       {{"dp2tp2_z3", 4, 2, Z + "3" + TP2}, {{"dp4_z1", 4, 4, Z + "1"}, {"dp1_z0", 1, 1, ""}}},
       {{"dp2tp2_z1", 4, 2, Z + "1" + TP2}, {{"dp4_z1", 4, 4, Z + "1"}, {"dp1_z0", 1, 1, ""}}},
+      // Replicated state to padded uniform ZeRO-3 shards and back.
+      {{"dp2_z0", 2, 2, ""}, {{"dp4_z3", 4, 4, Z + "3"}}},
+      {{"dp4_z3", 4, 4, Z + "3"}, {{"dp2_z0", 2, 2, ""}}},
   };
   for (const auto& [save, loads] : plan) {
     const std::string saved = d + "/" + save.name;

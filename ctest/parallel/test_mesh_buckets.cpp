@@ -1,11 +1,16 @@
 // Mesh and gradient buckets under real MPI (2 and 4 ranks): coordinates with
 // tp innermost, group membership, pipeline layer ranges, bucketed all-reduce
 // with gradients arriving out of order, and the ZeRO partition (every element
-// owned by exactly one rank, cuts on row boundaries, reduce-scatter sums,
-// all-gather restores).
+// owned by exactly one rank, cuts on row boundaries, one part size per bucket
+// on every rank, one reduce-scatter and one all-gather per bucket as the
+// communicator counts them, reduce-scatter sums, all-gather restores in place
+// and from a shard), and staged reductions (gradients written into staging
+// buffers, every micro-batch reduce-scattered into the shard, never more
+// staging alive than the pool holds).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -147,9 +152,16 @@ TEST_P(GradBucketsTest, PlanCoversEveryParameterOnceInBackwardOrder) {
     if (members > 1) {
       EXPECT_LE(b.bucket_len(k), 256 + 64) << k;
     }
-    int64_t total = 0;
-    for (int64_t c : b.bucket_counts(k)) total += c;
-    EXPECT_EQ(total, b.bucket_len(k));
+    // One part size, aligned, holding the bucket; members placed in order.
+    EXPECT_EQ(b.bucket_part(k) % kPartAlign, 0) << k;
+    int64_t total = 0, end = 0;
+    for (int i : b.bucket_members(k)) {
+      total += f.params[size_t(i)].n;
+      EXPECT_GE(b.bucket_pos(i), end) << i;
+      end = b.bucket_pos(i) + f.params[size_t(i)].n;
+    }
+    EXPECT_LE(end, comm.size() * b.bucket_part(k)) << k;
+    EXPECT_GE(comm.size() * b.bucket_part(k), total) << k;
   }
   for (int s : seen) EXPECT_EQ(s, 1);
 }
@@ -175,9 +187,34 @@ TEST_P(GradBucketsTest, ReduceScatterPartitionAndGather) {
     EXPECT_EQ(p.param_off % rows[size_t(p.param)], 0) << "piece of " << p.param;
     EXPECT_EQ(p.len % rows[size_t(p.param)], 0) << "piece of " << p.param;
   }
+  // Uniform parts: one size per bucket on every rank; the shard is their sum.
+  int64_t shard = 0;
+  for (int k = 0; k < b.num_buckets(); ++k) {
+    double mx = double(b.bucket_part(k)), mn = -mx;
+    world.all_reduce_max(&mx, 1);
+    world.all_reduce_max(&mn, 1);
+    EXPECT_EQ(mx, -mn) << "bucket " << k << ": the part size differs between ranks";
+    EXPECT_EQ(b.bucket_shard_off(k), shard);
+    shard += b.bucket_part(k);
+  }
+  EXPECT_EQ(b.shard_numel(), shard);
   for (size_t s = 0; s < f.segs.size(); ++s) b.set_buffer(int(s), f.segs[s].data());
+  comm.reset_stats();
   b.reduce_all();
   be().device().synchronize();
+  const int64_t per_bucket = n > 1 ? 1 : 0;  // a 1-rank group runs no collective
+  EXPECT_EQ(comm.stats(CollKind::ReduceScatter).calls, per_bucket * b.num_buckets());
+  EXPECT_EQ(comm.stats(CollKind::AllReduce).calls, 0);
+  EXPECT_EQ(comm.stats(CollKind::AllGather).calls, 0);
+  // The shard's padding sums zeros.
+  std::vector<char> owned(size_t(b.shard_numel()), 0);
+  for (const ShardPiece& p : b.pieces())
+    std::fill(owned.begin() + p.shard_off, owned.begin() + p.shard_off + p.len, 1);
+  for (int64_t j = 0; j < b.shard_numel(); ++j) {
+    if (!owned[size_t(j)]) {
+      ASSERT_EQ(b.shard_grads()[j], 0.f) << "padding at " << j;
+    }
+  }
   // Every element is owned by exactly one rank, and holds the sum.
   std::vector<std::vector<double>> cover;
   for (auto& p : f.params) cover.emplace_back(size_t(p.n), 0.0);
@@ -206,13 +243,90 @@ TEST_P(GradBucketsTest, ReduceScatterPartitionAndGather) {
     for (int64_t j = 0; j < p.len; ++j)
       w[size_t(fp.seg)][size_t(fp.off + p.param_off + j)] = float(100 * p.param + p.param_off + j);
   }
-  std::vector<CommHandle> hs;
-  for (int k = 0; k < b.num_buckets(); ++k)
-    hs.push_back(b.all_gather_bucket(k, w[size_t(b.bucket_segment(k))].data(), DType::F32));
-  for (auto& h : hs) h.wait();
+  comm.reset_stats();
+  b.gather_all({w[0].data(), w[1].data()}, DType::F32);
+  be().device().synchronize();
+  EXPECT_EQ(comm.stats(CollKind::AllGather).calls, per_bucket * b.num_buckets());
   for (size_t i = 0; i < f.params.size(); ++i)
     for (int64_t j = 0; j < f.params[i].n; ++j)
-      EXPECT_EQ(w[size_t(f.params[i].seg)][size_t(f.params[i].off + j)], float(100 * i + j));
+      ASSERT_EQ(w[size_t(f.params[i].seg)][size_t(f.params[i].off + j)], float(100 * i + j))
+          << i << "," << j;
+  // From a shard (ZeRO 3): the truth in this rank's shard layout, gathered
+  // bucket by bucket into fresh buffers.
+  std::vector<float> sh(size_t(b.shard_numel()), std::nanf(""));
+  for (const ShardPiece& p : b.pieces())
+    for (int64_t j = 0; j < p.len; ++j)
+      sh[size_t(p.shard_off + j)] = float(100 * p.param + p.param_off + j);
+  std::vector<std::vector<float>> w3;
+  for (size_t s = 0; s < f.segs.size(); ++s) w3.emplace_back(f.segs[s].size(), -1.f);
+  comm.reset_stats();
+  std::vector<BucketGather> gs;
+  for (int k = 0; k < b.num_buckets(); ++k)
+    gs.push_back(b.start_gather(k, sh.data() + b.bucket_shard_off(k), DType::F32,
+                                w3[size_t(b.bucket_segment(k))].data() + b.bucket_lo(k),
+                                DType::F32));
+  for (auto& g : gs) b.finish_gather(g);
+  be().device().synchronize();
+  EXPECT_EQ(comm.stats(CollKind::AllGather).calls, per_bucket * b.num_buckets());
+  for (size_t i = 0; i < f.params.size(); ++i)
+    for (int64_t j = 0; j < f.params[i].n; ++j)
+      ASSERT_EQ(w3[size_t(f.params[i].seg)][size_t(f.params[i].off + j)], float(100 * i + j))
+          << i << "," << j;
+}
+
+// Staged mode as the engine drives it (ZeRO >= 2): per micro-batch, each
+// bucket's staging buffer is taken before its gradients are written (at the
+// parameter's bucket_pos), the reduce-scatter starts when the bucket is
+// complete and adds to the shard; two micro-batches sum. The gradient
+// memory never exceeds the shard plus the pool of staging buffers.
+TEST_P(GradBucketsTest, StagedReductionAddsEveryMicroBatch) {
+  MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
+  Communicator& comm = be().communicator(world);
+  const int n = world.size(), me = world.rank();
+  const std::vector<int64_t> rows{3, 1, 4, 1, 3, 1, 5};
+  Flat f = make_flat({{6, 3, 12, 1, 9, 2, 700}}, rows, me);
+  for (DType wire : {DType::F32, DType::BF16}) {
+    BucketOptions o;
+    o.bucket_mb = 160.0 / (1024 * 1024);
+    o.reduce_scatter = true;
+    o.staged = true;
+    o.staging = 2;
+    o.reduce_dtype = wire;
+    GradBuckets b(f.params, f.seg_len, o, comm, be());
+    ASSERT_GE(b.num_buckets(), 3);
+    Device& dev = be().device();
+    const int64_t pool_bytes = 2 * b.max_padded() * 4;
+    dev.synchronize();
+    dev.reset_peaks();
+    const int64_t base = dev.memory().cur(MemCat::Grads);
+    comm.reset_stats();
+    b.start();
+    for (int micro = 0; micro < 2; ++micro)
+      for (int k = 0; k < b.num_buckets(); ++k) {  // backward order
+        float* st = b.stage(k);
+        for (int i : b.bucket_members(k)) {
+          const FlatParam& p = f.params[size_t(i)];
+          // The gradient written in place, as backward does (host copy: the
+          // CPU devices' memory is host memory, enqueued in stream order).
+          dev.copy_from_host(st + b.bucket_pos(i), f.segs[0].data() + p.off,
+                             size_t(p.n) * sizeof(float), dev.compute_stream());
+        }
+        for (int i : b.bucket_members(k)) b.grad_ready(i);
+      }
+    b.finish();
+    dev.synchronize();
+    EXPECT_EQ(comm.stats(CollKind::ReduceScatter).calls, (n > 1 ? 2 : 0) * b.num_buckets());
+    EXPECT_LE(dev.memory().pk(MemCat::Grads) - base, pool_bytes) << dtype_name(wire);
+    EXPECT_EQ(dev.memory().cur(MemCat::Grads), base) << "staging left behind";
+    for (const ShardPiece& p : b.pieces())
+      for (int64_t j = 0; j < p.len; ++j) {
+        // bf16 on the wire: each sum rounded to 8 significant bits.
+        const float want = 2 * summed(n, size_t(p.param), p.param_off + j);
+        ASSERT_NEAR(b.shard_grads()[p.shard_off + j], want,
+                    wire == DType::F32 ? 1e-6f * want : want / 64)
+            << dtype_name(wire) << " " << p.param << "," << p.param_off + j;
+      }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, GradBucketsTest, ::testing::Values(false, true),

@@ -35,6 +35,8 @@ struct ParallelCfg {
   double dp_bucket_mb = 25.0;
   int num_model_chunks = 1;
   std::string grad_reduce_dtype = "fp32";  // fp32|bf16
+  bool zero_full_grads = false;            // ZeRO 2/3: full-size gradients across micro-batches
+  int grad_staging_layers = 2;             // ZeRO 2/3: layers of gradient staging alive at once
 };
 
 struct TrainCfg {

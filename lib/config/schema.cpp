@@ -93,6 +93,14 @@ std::vector<Key> build() {
       num(F(parallel, dp_bucket_mb), 0.001, 1e5, "gradient bucket size in MiB for the dp reduce"),
       choice(F(parallel, grad_reduce_dtype), {"fp32", "bf16"},
              "precision of the data-parallel gradient reduction (bf16 halves the bytes)"),
+      any(F(parallel, zero_full_grads),
+          "ZeRO 2/3: keep full-size fp32 gradients across the micro-batches and reduce-scatter "
+          "once per step (fewer collectives, the whole gradient in memory); false: backward "
+          "writes each bucket into a staging buffer and every micro-batch is reduce-scattered "
+          "into the gradient shard"),
+      num(F(parallel, grad_staging_layers), 1, 64,
+          "ZeRO 2/3: layers of gradient staging buffers alive at once; 2 lets a layer's "
+          "reduce-scatter overlap the next layer's backward, 1 holds the least memory"),
       num(F(parallel, num_model_chunks), 1, 1024,
           "model chunks per pipeline stage (> 1 = interleaved 1F1B)"),
       // train

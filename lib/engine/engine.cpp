@@ -2,6 +2,7 @@
 // engine_pipeline.cpp).
 #include "engine/engine.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "comm/communicator.hpp"
@@ -52,15 +53,13 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
     base_.push_back(int(params_.size()));
     for (Param* p : chunks_.back()->params()) params_.push_back(p);
     seg_len.push_back(chunks_.back()->flat_numel());
-    const int base = base_.back();
+    const int base = base_.back(), chunk = int(c);
     ModelHooks hooks;
     hooks.grad_ready = [this, base](int i) {
       if (collect_) buckets_->grad_ready(base + i);
     };
-    if (zero_ >= 3) {
-      hooks.before_layer = [this](int l) { before_layer(l); };
-      hooks.after_layer = [this](int l) { gather_->release(l); };
-    }
+    if (zero_ >= 2) hooks.before_layer = [this, chunk](int l) { before_layer(chunk, l); };
+    if (zero_ >= 3) hooks.after_layer = [this](int l) { gather_->release(l); };
     chunks_.back()->set_hooks(std::move(hooks));
   }
   ckpt_mode_ = parse_act_ckpt(cfg.train.act_ckpt);
@@ -74,14 +73,31 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
   BucketOptions bo;
   bo.bucket_mb = pc.dp_bucket_mb;
   bo.reduce_scatter = zero_ >= 2;
-  bo.split_groups = zero_ >= 3;
+  // Staged gradients (grad_buckets.hpp) need every bucket complete before the
+  // next micro-batch's backward writes it again: one model chunk per stage.
+  // Their buckets hold one layer, as ZeRO 3's, so a staging buffer is never
+  // bigger than one layer's gradients (or one bucket).
+  staged_ = zero_ >= 2 && !pc.zero_full_grads && pc.num_model_chunks == 1;
+  bo.split_groups = zero_ >= 3 || staged_;
+  bo.staged = staged_;
   bo.reduce_dtype = parse_float_dtype(pc.grad_reduce_dtype, "parallel.grad_reduce_dtype");
   buckets_ = std::make_unique<GradBuckets>(fp, seg_len, bo, *dpcp_, be);
+  if (staged_) {  // enough staging for every bucket one layer's backward touches
+    int most = 0;
+    for (size_t i = 0; i < fp.size(); ++i) {
+      auto& v = layer_buckets_[{fp[i].seg, fp[i].group}];
+      const int b = buckets_->bucket_of(int(i));
+      if (std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
+      most = std::max(most, int(v.size()));
+    }
+    // parallel.grad_staging_layers layers' worth of buckets.
+    buckets_->set_staging(pc.grad_staging_layers * most);
+  }
   opt_ = std::make_unique<AdamW>(cfg.optim, be);
   norm_sq_ = Tensor({2}, DType::F64, MemCat::Optim, dev_);
   init_masters();
   if (zero_ >= 2)
-    for (auto& m : chunks_) m->release_grads();  // allocated per step, freed after the reduction
+    for (auto& m : chunks_) m->release_grads();  // staged, or allocated per step (full grads)
   dev_.synchronize();
 }
 
@@ -135,10 +151,6 @@ void Engine::init_masters() {
     master_ = Tensor({std::max<int64_t>(bk.shard_numel(), 1)}, DType::F32, MemCat::Params, dev_);
     master_.zero();  // parts' alignment padding
   }
-  if (zero_ >= 3 && !fp32) {
-    cshard_ = Tensor({std::max<int64_t>(bk.shard_numel(), 1)}, cdt_, MemCat::Params, dev_);
-    cshard_.zero();
-  }
   const size_t es = dtype_size(cdt_);
   for (const ShardPiece& sp : bk.pieces()) {
     Param* p = params_[size_t(sp.param)];
@@ -152,22 +164,18 @@ void Engine::init_masters() {
     } else {
       w = p->w.data() + sp.param_off;
     }
+    // ZeRO 3 keeps no compute copy of the shard: a layer's gather casts the
+    // master just in time (ParamGather).
     void* wc = nullptr;
-    if (zero_ >= 3 && !fp32)
-      wc = static_cast<char*>(cshard_.raw()) + size_t(sp.shard_off) * es;
-    else if (zero_ < 3 && !fp32)
-      wc = static_cast<char*>(p->w.raw()) + size_t(sp.param_off) * es;
+    if (zero_ < 3 && !fp32) wc = static_cast<char*>(p->w.raw()) + size_t(sp.param_off) * es;
     const float* g = zero_ >= 2 ? buckets_->shard_grads() + sp.shard_off : nullptr;
     // ZeRO 1 reads the all-reduced gradient in place; the gradient buffer of
     // a chunk never moves under ZeRO 1.
     if (zero_ == 1) g = p->g.data() + sp.param_off;
     opt_->add(p->name, w, g, sp.len, p->decay, wc, cdt_);
   }
-  if (zero_ >= 3) {
-    const void* shard = fp32 ? master_.raw() : cshard_.raw();
-    if (!fp32) be_.ops().cast(s, master_.raw(), DType::F32, cshard_.raw(), cdt_, bk.shard_numel());
-    gather_ = std::make_unique<ParamGather>(*buckets_, *chunks_[0], shard, cdt_);
-  }
+  if (zero_ >= 3)
+    gather_ = std::make_unique<ParamGather>(*buckets_, *chunks_[0], master_.data(), cdt_);
 }
 
 TrainState Engine::train_state() {
@@ -232,6 +240,7 @@ int64_t Engine::num_params() const {
 }
 
 void Engine::ensure_grads() {
+  if (staged_) return;  // staging buffers, taken in before_layer
   for (size_t c = 0; c < chunks_.size(); ++c) {
     Model& m = *chunks_[c];
     if (!m.grads_allocated())
@@ -242,13 +251,27 @@ void Engine::ensure_grads() {
   }
 }
 
+// Staged gradients: before a layer's backward (or the head's forward, which
+// runs its backward), every bucket holding its parameters gets a staging
+// buffer and their gradients are bound to it.
 // ZeRO 3: make `layer` resident, then start the gather of the layer the
 // model walks to next: l+1 in forward, l-1 in backward (the direction is
 // read off the sequence of layers). At either end of the stack the walk turns
 // (forward's head is followed by its backward; backward's embedding by the
 // next micro-batch's forward, when there is one), so the layer on the other
 // side is fetched instead.
-void Engine::before_layer(int l) {
+void Engine::before_layer(int chunk, int l) {
+  if (staged_ && (in_backward_ || l == cfg_.model.n_layers)) {
+    auto it = layer_buckets_.find({chunk, l});
+    if (it != layer_buckets_.end())
+      for (int b : it->second) {
+        if (buckets_->staged(b)) continue;
+        float* st = buckets_->stage(b);
+        for (int i : buckets_->bucket_members(b))
+          params_[size_t(i)]->g.rebind(st + buckets_->bucket_pos(i));
+      }
+  }
+  if (!gather_) return;
   gather_->acquire(l);
   if (l > last_layer_)
     dir_ = 1;
@@ -281,11 +304,14 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
       double td = wall_time();
       loader.get(step, m, mb);
       o.data_s += wall_time() - td;
-      collect_ = m == accum - 1;  // reductions start during the last backward
+      // Reductions start during the last backward, or every one when staged.
+      collect_ = staged_ || m == accum - 1;
       more_micro_ = m + 1 < accum;
       model.stage_forward(m, mb.tokens.data(), nullptr, mb.targets.data(), mb.B, mb.T, ckpt_mode_,
                           scale, nullptr);
+      in_backward_ = true;
       model.stage_backward(m, nullptr, scale, nullptr);
+      in_backward_ = false;
     }
   } else {
     t_p2p = run_pipeline(step, loader, o);
@@ -296,7 +322,7 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
   tail.begin(s);
   bk.finish();
   tail.end(s);
-  if (zero_ >= 2)
+  if (zero_ >= 2 && !staged_)
     for (auto& m : chunks_) m->release_grads();  // freed in stream order, after the wait
 
   // Global gradient norm: [tp-sharded, replicated] sums of squares, each
@@ -347,12 +373,9 @@ double Engine::gather_shards(double* exposed) {
   Stream& s = dev_.compute_stream();
   Interval iv(dev_);
   iv.begin(s);
-  std::vector<CommHandle> hs;
-  for (int b = 0; b < buckets_->num_buckets(); ++b) {
-    Model& m = *chunks_[size_t(buckets_->bucket_segment(b))];
-    hs.push_back(buckets_->all_gather_bucket(b, m.weights_at(0), cdt_));
-  }
-  for (auto& h : hs) h.wait(s);
+  std::vector<void*> bases;
+  for (auto& m : chunks_) bases.push_back(m->weights_at(0));
+  buckets_->gather_all(bases, cdt_);
   iv.end(s);
   dev_.synchronize();
   const double t = iv.seconds();

@@ -6,13 +6,21 @@
 //   ZeRO 1  gradients all-reduced; master weights and AdamW moments only for
 //           this rank's shard; the updated shards are all-gathered into the
 //           compute weights.
-//   ZeRO 2  as 1, but gradients are reduce-scattered into this rank's shard
-//           and the full gradient buffer is freed after the reduction
-//           (re-allocated before the next backward).
-//   ZeRO 3  as 2, and the compute weights are sharded too: the model's layer
-//           hooks gather a layer just before use and free it right after,
-//           with the next layer's gather started while this one computes
-//           (parallel/zero3.hpp).
+//   ZeRO 2  as 1, but gradients are reduce-scattered into this rank's shard:
+//           backward writes each bucket into a staging buffer from a small
+//           pool and every micro-batch's bucket is reduce-scattered into
+//           (added to) the persistent fp32 gradient shard as soon as it is
+//           complete (grad_buckets.hpp), so no gradient exists at full size.
+//           parallel.zero_full_grads (and interleaved pipelines) keep the
+//           full flat gradient buffer across micro-batches instead,
+//           reduce-scattered once per step and freed after it.
+//   ZeRO 3  as 2, and the weights are sharded too: the rank keeps only its
+//           fp32 master shard (16 bytes per parameter of persistent state
+//           with the gradient shard and the moments, at any dp); the model's
+//           layer hooks gather a layer's compute weights just before use
+//           (cast from the master shard, then all-gathered) and free them
+//           right after, with the next layer's gather started while this
+//           one computes (parallel/zero3.hpp).
 // Master weights: with fp32 compute under ZeRO 0-2 the compute weights are
 // the master weights; otherwise the master is a separate fp32 buffer (whole
 // under ZeRO 0, the rank's shard under ZeRO >= 1) and AdamW refreshes the
@@ -21,7 +29,9 @@
 // 1F1B or the interleaved schedule (engine_pipeline.cpp). The trainer
 // (app/trainer.cpp) runs the loop, telemetry and checkpoints around it.
 #pragma once
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -86,8 +96,10 @@ class Engine {
 
  private:
   void init_masters();
-  void ensure_grads();           // (re)allocate the gradient buffer (ZeRO 2/3 free it)
-  void before_layer(int layer);  // ZeRO 3: gather (and prefetch the next)
+  void ensure_grads();  // (re)allocate the gradient buffer (ZeRO 2/3 free it)
+  // ZeRO >= 2: stage the layer's gradient buckets; ZeRO 3: gather (and
+  // prefetch the next).
+  void before_layer(int chunk, int layer);
   // Pipeline point-to-point: each direction has a communicator per sender
   // colour (engine_pipeline.cpp), so a stage's sends never queue behind its
   // receives on one stream.
@@ -107,12 +119,15 @@ class Engine {
   std::vector<std::unique_ptr<Model>> chunks_;        // model chunks of this stage
   std::vector<int> base_;                             // index of each chunk's first param
   bool collect_ = false;  // forward grad_ready to the buckets (last micro-batch)
+  bool staged_ = false;   // gradients in bucket staging buffers (grad_buckets.hpp)
+  bool in_backward_ = false;
+  // (chunk, layer) -> the buckets holding that layer's parameters (staged).
+  std::map<std::pair<int, int>, std::vector<int>> layer_buckets_;
   std::vector<Param*> params_;
   std::unique_ptr<AdamW> opt_;
   std::unique_ptr<GradBuckets> buckets_;
   ActCkpt ckpt_mode_;
   Tensor master_;  // separate fp32 master weights (whole flat, or the shard)
-  Tensor cshard_;  // ZeRO 3 with bf16 compute: the compute copy of the shard
   std::unique_ptr<ParamGather> gather_;
   int last_layer_ = 0, dir_ = 1;  // previous before_layer and walking direction
   bool more_micro_ = false;       // another micro-batch follows this one

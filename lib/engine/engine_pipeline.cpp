@@ -94,8 +94,10 @@ double Engine::run_pipeline(long step, const DataLoader& loader, StepOut& o) {
       Tensor dy;
       if (!last) dy = receive(pp_link(false, next), next, nb);
       Tensor dx;
-      collect_ = op.micro == M - 1;  // this chunk's last backward
+      collect_ = staged_ || op.micro == M - 1;  // every backward, or this chunk's last
+      in_backward_ = true;
       model.stage_backward(op.micro, last ? nullptr : &dy, scale, first ? nullptr : &dx);
+      in_backward_ = false;
       collect_ = false;
       if (!first) send(pp_link(false, s), prev, std::move(dx));
     }

@@ -7,9 +7,10 @@
 //    dim 0 over the replicas (the dp x cp group), so each element is written
 //    exactly once and all ranks write in parallel.
 //  - Under ZeRO >= 1 each rank saves the master weights and moments it owns:
-//    its pieces of the ZeRO partition, which are
-//    whole rows of the tensor's tp block and so one hyperslab of the global
-//    tensor each, with the tensor's N-D global shape. The loader reads any
+//    its pieces of the ZeRO partition, which are whole rows of the tensor's
+//    tp block (grad_buckets.hpp places parameters so that every cut falls on
+//    a row) and so one hyperslab of the global tensor each, with the
+//    tensor's N-D global shape. The partition's padding is never saved. The loader reads any
 //    hyperslab from any set of saved shards (and flat <-> N-D for older
 //    checkpoints), so any layout resumes from any other.
 #pragma once

@@ -11,6 +11,7 @@ namespace st {
 GradBuckets::GradBuckets(std::vector<FlatParam> params, std::vector<int64_t> seg_len,
                          const BucketOptions& o, Communicator& comm, Backend& be)
     : params_(std::move(params)), opt_(o), comm_(comm), be_(be), grads_(seg_len.size(), nullptr) {
+  ST_CHECK(o.staging >= 1, "gradient buckets: at least one staging buffer, not ", o.staging);
   const int64_t cap = std::max<int64_t>(1, int64_t(o.bucket_mb * 1024 * 1024 / sizeof(float)));
   const int gsize = comm_.size(), me = comm_.rank();
   const int np = int(params_.size());
@@ -52,78 +53,192 @@ GradBuckets::GradBuckets(std::vector<FlatParam> params, std::vector<int64_t> seg
     cur.lo = p.off;
   }
   close();
-  // Partition: cuts near multiples of ceil(len / g), moved down to a row
-  // boundary of the parameter they fall in.
+  // Partition: equal parts of each bucket's own layout; this rank's part as
+  // pieces.
+  pos_.assign(params_.size(), 0);
   for (int b = 0; b < int(buckets_.size()); ++b) {
     Bucket& bk = buckets_[size_t(b)];
-    const int64_t len = bk.hi - bk.lo, even = (len + gsize - 1) / gsize;
-    std::vector<int64_t> cut(size_t(gsize) + 1, bk.hi);
-    cut[0] = bk.lo;
-    for (int r = 1; r < gsize; ++r) {
-      int64_t t = std::min(bk.hi, bk.lo + r * even);
-      for (int i : bk.members) {
-        const FlatParam& p = params_[size_t(i)];
-        if (t >= p.off && t < p.off + p.n) {
-          t = p.off + (t - p.off) / p.row * p.row;
-          break;
-        }
-      }
-      cut[size_t(r)] = std::max(cut[size_t(r) - 1], t);
-    }
-    for (int r = 0; r < gsize; ++r) bk.counts.push_back(cut[size_t(r) + 1] - cut[size_t(r)]);
-    bk.part_lo = cut[size_t(me)];
+    place(bk, gsize);
     bk.shard_off = shard_numel_;
-    shard_numel_ += bk.counts[size_t(me)];
-    const int64_t lo = cut[size_t(me)], hi = cut[size_t(me) + 1];
+    shard_numel_ += bk.part;
+    max_padded_ = std::max(max_padded_, gsize * bk.part);
+    const int64_t lo = me * bk.part, hi = lo + bk.part;
     for (int i : bk.members) {
       bucket_of_[size_t(i)] = b;
       const FlatParam& p = params_[size_t(i)];
-      const int64_t a = std::max(lo, p.off), e = std::min(hi, p.off + p.n);
-      if (a < e) pieces_.push_back({i, a - p.off, e - a, bk.shard_off + (a - lo), b});
+      const int64_t at = pos_[size_t(i)];
+      const int64_t a = std::max(lo, at), e = std::min(hi, at + p.n);
+      if (a < e) pieces_.push_back({i, a - at, e - a, bk.shard_off + (a - lo), b});
     }
   }
   if (o.reduce_scatter) {
     shard_grads_ =
         Tensor({std::max<int64_t>(shard_numel_, 1)}, DType::F32, MemCat::Grads, be_.device());
-    shard_grads_.zero();  // parts' padding is never written by the reduction's consumers
+    shard_grads_.zero();
   }
+}
+
+namespace {
+int64_t gcd64(int64_t a, int64_t b) {
+  while (b) a %= b, std::swap(a, b);
+  return a;
+}
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+}  // namespace
+
+// The smallest part (from ceil(len / g), in steps of the alignment) for
+// which the parameters, each moved forward until every cut inside it falls
+// on one of its rows, fit in g parts. A parameter longer than a part spans
+// several cuts: the part is then a multiple of its row, so aligning the
+// first cut aligns them all; a shorter one holds at most one cut.
+void GradBuckets::place(Bucket& bk, int g) {
+  int64_t len = 0;
+  for (int i : bk.members) len += params_[size_t(i)].n;
+  int64_t part = round_up(std::max<int64_t>(1, (len + g - 1) / g), kPartAlign);
+  for (;;) {
+    int64_t align = kPartAlign;
+    for (int i : bk.members) {
+      const FlatParam& p = params_[size_t(i)];
+      if (p.n > part) align = align / gcd64(align, p.row) * p.row;
+    }
+    ST_CHECK(align <= (int64_t(1) << 32), "gradient buckets: rows of the bucket at ", bk.lo,
+             " need parts of a multiple of ", align, " elements");
+    part = round_up(part, align);
+    int64_t at = 0;
+    for (int i : bk.members) {
+      const FlatParam& p = params_[size_t(i)];
+      at = round_up(at, 64);                       // as the model aligns them
+      const int64_t cut = (at / part + 1) * part;  // the first cut after the start
+      if (cut < at + p.n && (cut - at) % p.row != 0) at += p.row - (cut - at) % p.row;
+      pos_[size_t(i)] = at;
+      at += p.n;
+    }
+    if (at <= g * part) break;
+    part += align;
+  }
+  bk.part = part;
+}
+
+GradBuckets::~GradBuckets() {
+  // Collectives still in flight must finish before their buffers go away.
+  for (auto& b : buckets_) b.h.wait();
 }
 
 void GradBuckets::start() {
   for (auto& b : buckets_) {
+    b.h = CommHandle();
+    b.seconds = 0;
+  }
+  if (opt_.reduce_scatter)
+    be_.device().fill_zero(shard_grads_.raw(), size_t(shard_numel_) * sizeof(float),
+                           be_.device().compute_stream());
+  start_micro();
+}
+
+void GradBuckets::start_micro() {
+  for (auto& b : buckets_) {
     b.ready = 0;
     b.launched = false;
-    b.h = CommHandle();
   }
   next_launch_ = 0;
 }
 
+float* GradBuckets::stage(int bi) {
+  Bucket& b = buckets_[size_t(bi)];
+  if (!b.taken) {
+    // The previous micro-batch's reduction of this bucket must have consumed
+    // its buffer first.
+    if (!b.retired) retire(b);
+    while (staged_ >= opt_.staging) retire_oldest();
+    Device& dev = be_.device();
+    b.stage = Tensor({comm_.size() * b.part}, DType::F32, MemCat::Grads, dev);
+    b.stage.zero();
+    ++staged_;
+    b.taken = true;
+  }
+  return b.stage.data();
+}
+
+void GradBuckets::retire_oldest() {
+  ST_CHECK(!in_flight_.empty(), "gradient buckets: all ", opt_.staging,
+           " staging buffers are taken by buckets that are not complete; raise "
+           "parallel.dp_bucket_mb or set parallel.zero_full_grads=true");
+  Bucket& b = buckets_[size_t(in_flight_.front())];
+  retire(b);
+}
+
 void GradBuckets::launch(Bucket& b) {
-  float* base = grads_[size_t(b.seg)];
-  ST_CHECK(base != nullptr, "gradient buckets: no gradient buffer set for segment ", b.seg);
-  Stream& s = be_.device().compute_stream();
+  Device& dev = be_.device();
+  Stream& s = dev.compute_stream();
   Ops& ops = be_.ops();
+  const int g = comm_.size();
   const int64_t len = b.hi - b.lo;
-  const int me = comm_.rank();
-  float* src = base + b.lo;
   b.launched = true;
+  b.taken = false;
+  if (!opt_.reduce_scatter) {  // in place in the flat buffer
+    float* base = grads_[size_t(b.seg)];
+    ST_CHECK(base != nullptr, "gradient buckets: no gradient buffer set for segment ", b.seg);
+    if (opt_.reduce_dtype == DType::F32) {
+      b.h = comm_.all_reduce(base + b.lo, len, DType::F32, ReduceOp::Sum, s);
+    } else {
+      b.wire = Tensor({len}, opt_.reduce_dtype, MemCat::Comm, dev);
+      ops.cast(s, base + b.lo, DType::F32, b.wire.raw(), opt_.reduce_dtype, len);
+      b.h = comm_.all_reduce(b.wire.raw(), len, opt_.reduce_dtype, ReduceOp::Sum, s);
+    }
+    return;
+  }
+  if (!b.stage.allocated()) {  // flat mode: copy the bucket into staging
+    if (!b.retired) retire(b);
+    float* base = grads_[size_t(b.seg)];
+    ST_CHECK(base != nullptr, "gradient buckets: bucket at ", b.lo, " of segment ", b.seg,
+             " has neither a staging buffer nor a gradient buffer");
+    float* st = stage(int(&b - buckets_.data()));  // zeroed: the padding
+    b.taken = false;
+    for (int i : b.members)
+      dev.copy(st + pos_[size_t(i)], base + params_[size_t(i)].off,
+               size_t(params_[size_t(i)].n) * sizeof(float), s);
+  }
+  const auto counts = equal_counts(g, b.part);
+  b.retired = false;
+  in_flight_.push_back(int(&b - buckets_.data()));
   if (opt_.reduce_dtype == DType::F32) {
-    if (opt_.reduce_scatter)
-      b.h = comm_.reduce_scatter(src, shard_grads_.data() + b.shard_off, b.counts, DType::F32, s);
-    else
-      b.h = comm_.all_reduce(src, len, DType::F32, ReduceOp::Sum, s);
+    b.recv = Tensor({b.part}, DType::F32, MemCat::Comm, dev);
+    b.h = comm_.reduce_scatter(b.stage.raw(), b.recv.raw(), counts, DType::F32, s);
     return;
   }
   const DType w = opt_.reduce_dtype;
-  b.wire = Tensor({len}, w, MemCat::Comm, be_.device());
-  ops.cast(s, src, DType::F32, b.wire.raw(), w, len);
-  if (opt_.reduce_scatter) {
-    b.wire_recv =
-        Tensor({std::max<int64_t>(b.counts[size_t(me)], 1)}, w, MemCat::Comm, be_.device());
-    b.h = comm_.reduce_scatter(b.wire.raw(), b.wire_recv.raw(), b.counts, w, s);
+  b.wire = Tensor({g * b.part}, w, MemCat::Comm, dev);
+  ops.cast(s, b.stage.raw(), DType::F32, b.wire.raw(), w, g * b.part);
+  b.stage = Tensor();  // the wire copy is what travels; freed in stream order
+  --staged_;
+  b.recv = Tensor({b.part}, w, MemCat::Comm, dev);
+  b.h = comm_.reduce_scatter(b.wire.raw(), b.recv.raw(), counts, w, s);
+}
+
+void GradBuckets::retire(Bucket& b) {
+  Stream& s = be_.device().compute_stream();
+  Ops& ops = be_.ops();
+  b.h.wait(s);
+  b.seconds += b.h.seconds();
+  float* dst = shard_grads_.data() + b.shard_off;
+  if (opt_.reduce_dtype == DType::F32) {
+    ops.add(s, dst, b.recv.raw(), b.part, DType::F32);
   } else {
-    b.h = comm_.all_reduce(b.wire.raw(), len, w, ReduceOp::Sum, s);
+    Tensor r32({b.part}, DType::F32, MemCat::Comm, be_.device());
+    ops.cast(s, b.recv.raw(), opt_.reduce_dtype, r32.raw(), DType::F32, b.part);
+    ops.add(s, dst, r32.raw(), b.part, DType::F32);
   }
+  // Freed in compute-stream order: after the wait, so never while the
+  // collective may still read or write them.
+  if (b.stage.allocated()) {
+    b.stage = Tensor();
+    --staged_;
+  }
+  b.wire = Tensor();
+  b.recv = Tensor();
+  b.retired = true;
+  const int me = int(&b - buckets_.data());
+  in_flight_.erase(std::remove(in_flight_.begin(), in_flight_.end(), me), in_flight_.end());
 }
 
 void GradBuckets::grad_ready(int i) {
@@ -136,30 +251,35 @@ void GradBuckets::grad_ready(int i) {
     launch(nb);
     ++next_launch_;
   }
+  if (opt_.staged && next_launch_ == int(buckets_.size())) start_micro();  // the next micro-batch
   poll();
 }
 
 void GradBuckets::poll() {
   for (int k = 0; k < next_launch_; ++k) buckets_[size_t(k)].h.test();
+  // Completed reductions give their staging back at once.
+  while (!in_flight_.empty() && buckets_[size_t(in_flight_.front())].h.test())
+    retire(buckets_[size_t(in_flight_.front())]);
 }
 
 void GradBuckets::finish() {
-  for (; next_launch_ < int(buckets_.size()); ++next_launch_)
+  ST_CHECK(!opt_.staged || next_launch_ == 0, "gradient buckets: a micro-batch's backward ended ",
+           "with bucket ", next_launch_, " of ", buckets_.size(), " incomplete");
+  // Staged: every micro-batch launched all of its buckets already.
+  for (; !opt_.staged && next_launch_ < int(buckets_.size()); ++next_launch_)
     launch(buckets_[size_t(next_launch_)]);
+  if (opt_.reduce_scatter) {
+    while (!in_flight_.empty()) retire_oldest();
+    return;
+  }
   Stream& s = be_.device().compute_stream();
-  Ops& ops = be_.ops();
-  const int me = comm_.rank();
   for (auto& b : buckets_) {
     b.h.wait(s);
-    if (opt_.reduce_dtype == DType::F32) continue;
-    if (opt_.reduce_scatter)
-      ops.cast(s, b.wire_recv.raw(), opt_.reduce_dtype, shard_grads_.data() + b.shard_off,
-               DType::F32, b.counts[size_t(me)]);
-    else
-      ops.cast(s, b.wire.raw(), opt_.reduce_dtype, grads_[size_t(b.seg)] + b.lo, DType::F32,
-               b.hi - b.lo);
+    b.seconds += b.h.seconds();
+    if (opt_.reduce_dtype != DType::F32)
+      be_.ops().cast(s, b.wire.raw(), opt_.reduce_dtype, grads_[size_t(b.seg)] + b.lo, DType::F32,
+                     b.hi - b.lo);
     b.wire = Tensor();  // freed in compute-stream order, after the wait
-    b.wire_recv = Tensor();
   }
 }
 
@@ -171,19 +291,66 @@ void GradBuckets::reduce_all() {
 
 double GradBuckets::async_seconds() {
   double s = 0;
-  for (auto& b : buckets_) s += b.h.seconds();
+  for (auto& b : buckets_) s += b.seconds;
   return s;
 }
 
-CommHandle GradBuckets::all_gather_bucket(int bi, void* base, DType t) {
+BucketGather GradBuckets::start_gather(int bi, const void* part, DType part_t, void* dst, DType t) {
   const Bucket& b = buckets_[size_t(bi)];
+  Device& dev = be_.device();
+  Stream& s = dev.compute_stream();
+  const int g = comm_.size(), me = comm_.rank();
   const size_t es = dtype_size(t);
-  char* p = static_cast<char*>(base);
-  return all_gather_bucket(bi, p + size_t(b.part_lo) * es, p + size_t(b.lo) * es, t);
+  BucketGather out;
+  out.bucket = bi;
+  out.dst = dst;
+  out.t = t;
+  out.staging = Tensor({g * b.part}, t, MemCat::Comm, dev);
+  char* st = static_cast<char*>(out.staging.raw());
+  char* mine = st + size_t(me * b.part) * es;
+  if (!part) {  // in place: this rank's pieces of the bucket into its part
+    for (const ShardPiece& pc : pieces_) {
+      if (pc.bucket != bi) continue;
+      const FlatParam& p = params_[size_t(pc.param)];
+      dev.copy(mine + size_t(pc.shard_off - b.shard_off) * es,
+               static_cast<const char*>(dst) + size_t(p.off - b.lo + pc.param_off) * es,
+               size_t(pc.len) * es, s);
+    }
+    part = mine;
+  } else if (part_t != t) {
+    be_.ops().cast(s, part, part_t, mine, t, b.part);
+    part = mine;
+  }
+  out.h = comm_.all_gather(part, st, equal_counts(g, b.part), t, s);
+  return out;
 }
 
-CommHandle GradBuckets::all_gather_bucket(int bi, const void* part, void* dst, DType t) {
-  const Bucket& b = buckets_[size_t(bi)];
-  return comm_.all_gather(part, dst, b.counts, t, be_.device().compute_stream());
+void GradBuckets::finish_gather(BucketGather& gt) {
+  const Bucket& b = buckets_[size_t(gt.bucket)];
+  Device& dev = be_.device();
+  Stream& s = dev.compute_stream();
+  gt.h.wait(s);
+  const size_t es = dtype_size(gt.t);
+  for (int i : b.members) {
+    const FlatParam& p = params_[size_t(i)];
+    dev.copy(static_cast<char*>(gt.dst) + size_t(p.off - b.lo) * es,
+             static_cast<const char*>(gt.staging.raw()) + size_t(pos_[size_t(i)]) * es,
+             size_t(p.n) * es, s);
+  }
+  gt.staging = Tensor();  // freed in compute-stream order, after the copy
+  gt.h = CommHandle();
+}
+
+void GradBuckets::gather_all(const std::vector<void*>& bases, DType t) {
+  const size_t es = dtype_size(t);
+  // Two buckets in flight: one is copied out while the next travels.
+  std::vector<BucketGather> gs(static_cast<size_t>(num_buckets()));
+  for (int b = 0; b < num_buckets(); ++b) {
+    const Bucket& bk = buckets_[size_t(b)];
+    gs[size_t(b)] = start_gather(b, nullptr, t,
+                                 static_cast<char*>(bases[size_t(bk.seg)]) + size_t(bk.lo) * es, t);
+    if (b >= 1) finish_gather(gs[size_t(b) - 1]);
+  }
+  if (num_buckets() > 0) finish_gather(gs.back());
 }
 }  // namespace st

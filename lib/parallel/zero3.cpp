@@ -1,6 +1,7 @@
 // Implementation of zero3.hpp. Gathers are all-gathers of the bucket parts
 // through the gradient group's communicator, ordered after the compute
-// stream; the compute stream waits for a layer's handles in acquire().
+// stream; in acquire() the compute stream waits for a layer's gathers and
+// unpacks them into the layer's weights.
 #include "parallel/zero3.hpp"
 
 #include <algorithm>
@@ -11,25 +12,23 @@
 
 namespace st {
 
-ParamGather::ParamGather(GradBuckets& bk, Model& model, const void* shard, DType t)
+ParamGather::ParamGather(GradBuckets& bk, Model& model, const float* shard, DType t)
     : bk_(bk), model_(model), shard_(shard), t_(t) {
   for (int b = 0; b < bk_.num_buckets(); ++b) buckets_of_[bk_.bucket_group(b)].push_back(b);
 }
 
 ParamGather::~ParamGather() {
   // Gathers still in flight must finish before their buffers go away.
-  for (auto& [layer, hs] : inflight_)
-    for (auto& h : hs) h.wait();
+  for (auto& [layer, gs] : inflight_)
+    for (auto& g : gs) g.h.wait();
 }
 
 void ParamGather::start(int layer) {
   model_.allocate_layer_weights(layer);
-  const size_t es = dtype_size(t_);
   auto& hs = inflight_[layer];
-  for (int b : buckets_of_.at(layer)) {
-    const char* part = static_cast<const char*>(shard_) + size_t(bk_.bucket_shard_off(b)) * es;
-    hs.push_back(bk_.all_gather_bucket(b, part, model_.weights_at(bk_.bucket_lo(b)), t_));
-  }
+  for (int b : buckets_of_.at(layer))
+    hs.push_back(bk_.start_gather(b, shard_ + bk_.bucket_shard_off(b), DType::F32,
+                                  model_.weights_at(bk_.bucket_lo(b)), t_));
 }
 
 void ParamGather::prefetch(int layer) {
@@ -59,7 +58,7 @@ void ParamGather::acquire(int layer) {
   Stream& s = dev.compute_stream();
   Wait w{dev.create_event(), dev.create_event()};
   w.a->record(s);
-  for (auto& h : inflight_.at(layer)) h.wait(s);
+  for (auto& g : inflight_.at(layer)) bk_.finish_gather(g);
   w.b->record(s);
   waits_.push_back(std::move(w));
   inflight_.erase(layer);
@@ -73,9 +72,8 @@ void ParamGather::release(int layer) {
 }
 
 void ParamGather::drain() {
-  Stream& s = model_.backend().device().compute_stream();
-  for (auto& [layer, hs] : inflight_) {
-    for (auto& h : hs) h.wait(s);
+  for (auto& [layer, gs] : inflight_) {
+    for (auto& g : gs) bk_.finish_gather(g);
     resident_.push_back(layer);  // allocated: freed below, in stream order
   }
   inflight_.clear();

@@ -1,12 +1,13 @@
 // ZeRO-3 parameter gather: under stage 3 every rank keeps only its shard of
 // the fp32 master weights (the per-bucket partition of grad_buckets.hpp, the
-// one ZeRO-1/2 use for optimizer state; buckets never span two layers) and
-// a compute-dtype copy of that shard. A layer's full compute weights exist
-// only while the model uses it: acquire(layer) has the model allocate the
-// layer's buffer and all-gathers its buckets into it over the dp x cp group,
-// release(layer) frees it again. prefetch(layer) starts the gather of a
-// layer that will be needed next, so it overlaps the current layer's
-// compute; acquire() then only makes the compute stream wait for it.
+// one ZeRO-1/2 use for optimizer state; buckets never span two layers), and
+// no compute-dtype copy of it: a gather casts its part when it starts. A layer's full compute
+// weights exist only while the model uses it: acquire(layer) has the model allocate the layer's
+// buffer and all-gathers its buckets into it over the dp x cp group (one equal-count all-gather per
+// bucket into a staging buffer, unpacked into the layer's buffer: GradBuckets::start_gather),
+// release(layer) frees it again. prefetch(layer) starts the gather of a layer that will be needed
+// next, so it overlaps the current layer's compute; acquire() then only makes the compute stream
+// wait for it.
 //
 // Every rank of the group must call prefetch/acquire in the same order (they
 // are collectives): the engine drives them from the model's layer hooks,
@@ -25,9 +26,10 @@ class Model;
 
 class ParamGather {
  public:
-  // `shard` is the rank's compute-dtype shard (shard_off coordinates of
-  // `bk`, dtype t), stable while gathers are in flight.
-  ParamGather(GradBuckets& bk, Model& model, const void* shard, DType t);
+  // `shard` is the rank's fp32 master shard (shard_off coordinates of `bk`);
+  // a gather casts its part to the compute dtype t (a copy in fp32) when it
+  // starts, so no compute-dtype copy of the shard is kept.
+  ParamGather(GradBuckets& bk, Model& model, const float* shard, DType t);
   ~ParamGather();
 
   // Starts the all-gather of `layer` unless it is in flight or resident; a
@@ -52,10 +54,10 @@ class ParamGather {
   void free_layer(int layer);
   GradBuckets& bk_;
   Model& model_;
-  const void* shard_;
+  const float* shard_;
   DType t_;
   std::map<int, std::vector<int>> buckets_of_;  // layer -> bucket indices
-  std::map<int, std::vector<CommHandle>> inflight_;
+  std::map<int, std::vector<BucketGather>> inflight_;
   std::vector<int> resident_;
   int pending_release_ = kNone;
   static constexpr int kNone = -1000000;

@@ -64,19 +64,23 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
   const ActSizes A = act_sizes(cfg);
 
   // What exists for the whole step (lib/engine/engine.cpp init_masters):
-  // the compute weights (the shard under ZeRO 3), and a separate fp32
-  // master (the shard from ZeRO 1) unless the compute weights are fp32 and
+  // the compute weights (none under ZeRO 3), and a separate fp32 master
+  // (the shard from ZeRO 1) unless the compute weights are fp32 and
   // replicated; AdamW moments (the shard from ZeRO 1); the model's flat
-  // gradient buffer (ZeRO 0/1: kept; ZeRO 2/3: the shard kept, the whole
-  // buffer allocated per step), reduced in place.
+  // gradient buffer (ZeRO 0/1: kept, reduced in place; ZeRO 2/3: the shard
+  // kept, and during backward a pool of bucket staging buffers, or with
+  // parallel.zero_full_grads the whole buffer, lib/parallel/grad_buckets.hpp).
   MemParts base;
-  const double compute_copy = ab * P / (z >= 3 ? Z : 1);
+  // ZeRO 3 keeps no compute copy: a layer's gather casts the master shard.
+  const double compute_copy = z >= 3 ? 0 : ab * P;
   const double master = bf16 || z >= 3 ? 4 * P / (z >= 1 ? Z : 1) : 0;
-  base.weights = compute_copy + (z >= 3 && !bf16 ? 0 : master);
+  base.weights = compute_copy + master;
   base.optim = 8 * P / (z >= 1 ? Z : 1);
   base.grads = z >= 2 ? 4 * P / Z : 4 * P;
   if (gpu) base.workspace = 32.0 * (1 << 20);  // cuBLASLt workspace (kernels/cuda/gemm_lt.hpp)
-  const double step_grads = z >= 2 ? 4 * P : 0;
+  const bool staged = z >= 2 && !p.zero_full_grads && p.num_model_chunks == 1;
+  double step_grads = z >= 2 ? 4 * P : 0;
+  double head_bucket = 0;  // staged: the head's staging, taken in its forward
   // With grad_reduce_dtype=bf16 a bucket is cast to a bf16 wire buffer (and
   // a received part under ZeRO 2/3) from its launch to the end of the
   // reduction (lib/parallel/grad_buckets.cpp).
@@ -91,13 +95,28 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
     for (auto& [l, n] : per_layer) layer_max = std::max(layer_max, n);
   }
   // ZeRO 3 gathers a layer into the model's own weight storage: the layer in
-  // use and the one prefetched (lib/parallel/zero3.cpp).
-  const double gathered = z >= 3 ? 2 * ab * layer_max : 0;
+  // use and the one prefetched, whose gather lands in a staging buffer first
+  // (lib/parallel/zero3.cpp).
+  const double gathered = z >= 3 ? 3 * ab * layer_max : 0;
   const double prefetch = 0;
 
   // Buckets (ZeRO 2/3: each flat buffer exists from its launch to the end of
   // the reduction).
   const std::vector<GradBucket> bks = grad_buckets(cfg, ps);
+  if (staged) {
+    // Staged buckets never span layers (the engine splits them as under
+    // ZeRO 3), and the pool holds parallel.grad_staging_layers layers'
+    // worth of them; the head's are taken in its forward.
+    double head = 0;
+    for (const StageParam& q : ps)
+      if (q.layer == cfg.model.n_layers) head += q.n;
+    head_bucket = 4 * head;
+    step_grads = 4 * p.grad_staging_layers * layer_max;
+  }
+  // Gradient staging at each moment (staged): none in the first forward
+  // but the head's (its backward runs in its forward), the whole pool in
+  // backward and, left in flight by the previous backward, in later forwards.
+  double staging = step_grads;
   std::vector<char> ready(ps.size(), 0);
   size_t launched = 0;
   double flats = 0;
@@ -136,7 +155,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
     act_best = std::max(act_best, act_el * ab);
     MemParts m = base;
     m.activations = act_el * ab;
-    m.grads += step_grads;
+    m.grads += staging;
     m.weights += gathered;
     m.buffers += flats + prefetch + (sends + received) * ab;
     if (m.total() > best) {
@@ -150,10 +169,12 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
     const auto key = std::make_pair(op.micro, op.chunk);
     const double nl = chunk_layers(op.chunk);
     const bool first_vs = s.first && op.chunk == 0, last_vs = has_head(op.chunk);
+    if (staged) staging = op.micro > 0 ? step_grads : 0;
     if (op.forward) {
       const double before = held_sum + std::max(0.0, nl - 1) * A.block_saved;
       moment(before + A.block_full + A.fwd_extra, (p.pp > 1 && !first_vs) ? bound : 0,
              "forward of a block");
+      if (staged) staging += head_bucket;
       if (last_vs) moment(held_sum + nl * A.block_saved + A.head_kept, 0, "head forward");
       held[key] = saved(op.chunk);
       held_sum += held[key];
@@ -163,9 +184,11 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
       held.erase(key);
       const bool collect = op.micro == M - 1;
       if (last_vs) {
+        if (staged) staging += head_bucket;
         moment(held_sum + nl * A.block_saved + A.head_bwd, 0, "head backward");
         if (collect) mark_ready(cfg.model.n_layers, op.chunk);
       }
+      if (staged) staging = step_grads;
       const auto [l0, l1] = s.chunks[size_t(op.chunk)];
       for (int l = l1 - 1; l >= l0; --l) {
         moment(held_sum + double(l - l0) * A.block_saved + A.block_full + A.bwd_extra,
@@ -178,6 +201,7 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
   }
   // The end of the gradient reduction: every bucket buffer (ZeRO 2/3), the
   // last backward's output gradient.
+  staging = step_grads;
   moment(double(D.Ns * D.d), 0, "end of gradient reduction");
   est.peak = at_best;
   est.activations_max = act_best;

@@ -1,0 +1,122 @@
+// ZeRO keeps what it promises, measured on CPU ranks (4 and 8, real MPI):
+// the step engine on the default model under ZeRO 0-3, fp32 and bf16, with
+// two micro-batches; every rank checks the allocator's bytes by category
+// against the formula of the partition it built (lib/parallel/grad_buckets.hpp):
+//  - gradients: the full flat buffer under ZeRO 0/1; under ZeRO 2/3 the
+//    shard at the end of the step, and during the step at most the shard
+//    plus the staging pool (never the full gradient), or with
+//    parallel.zero_full_grads the whole flat buffer besides the shard;
+//  - ZeRO 3: 16 bytes per parameter of persistent state over the group
+//    (fp32 master, gradient shard, two moments; no compute copy), padding
+//    included;
+//  - the communicator's counts: one reduce-scatter per bucket per
+//    micro-batch (ZeRO 2/3) or one all-reduce per bucket per step (ZeRO 0/1),
+//    and one all-gather per bucket after the update (ZeRO 1/2); the host
+//    scalars (loss, norm) share the group and are counted apart.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <string>
+
+#include "backend/backend.hpp"
+#include "comm/mpi_communicator.hpp"
+#include "data/data.hpp"
+#include "engine/engine.hpp"
+
+using namespace st;
+
+namespace {
+
+struct Case {
+  int zero;
+  std::string precision;
+  bool full = false;  // parallel.zero_full_grads
+};
+
+class ZeroMemory : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ZeroMemory, BytesByCategoryFollowThePartition) {
+  const Case c = GetParam();
+  MpiCommunicator world(MPI_COMM_WORLD, "world", 120);
+  const int n = world.size();
+  Config cfg;  // the default model (configs/models/default.yaml)
+  cfg.model.seq_len = 32;
+  cfg.parallel.dp = n;
+  cfg.parallel.zero_stage = c.zero;
+  cfg.train.precision = c.precision;
+  cfg.train.micro_batch = 1;
+  cfg.train.grad_accum = 2;
+  cfg.parallel.zero_full_grads = c.full;
+  Backend& be = cpu_backend(false);
+  Mesh mesh(world, MeshDims{1, n, 1, 1});
+  Engine eng(cfg, mesh, be);
+  DataLoader loader(make_synthetic_source(cfg.train.seed, cfg.model.vocab_size), cfg.model.seq_len,
+                    cfg.train.micro_batch, cfg.train.grad_accum, n, mesh.coords().dp);
+  Device& dev = be.device();
+  const GradBuckets& bk = eng.buckets();
+  int64_t flat = 0;
+  for (int b = 0; b < bk.num_buckets(); ++b) flat += bk.bucket_len(b);
+  const int64_t shard = bk.shard_numel(), pool = int64_t(bk.staging()) * bk.max_padded();
+  const double P = double(eng.num_params());
+  Communicator* dpcp = &be.communicator(mesh.dpcp());  // the gradient group
+  const std::string what = "zero " + std::to_string(c.zero) + " " + c.precision +
+                           (c.full ? " full grads" : "") + " rank " + std::to_string(world.rank()) +
+                           " of " + std::to_string(n);
+
+  for (long step = 1; step <= 2; ++step) {
+    dev.synchronize();
+    eng.begin_step();
+    for (Communicator* k : eng.comms()) k->reset_stats();
+    const StepOut o = eng.forward_backward(step, loader);
+    ASSERT_TRUE(o.finite) << what;
+    eng.apply(step, 1e-3, o.grad_norm, false, nullptr);
+    dev.synchronize();
+    const MemoryStats m = dev.memory();
+    const int nb = bk.num_buckets();
+    if (c.zero <= 1) {
+      EXPECT_EQ(m.cur(MemCat::Grads), 4 * flat) << what;
+      EXPECT_EQ(m.pk(MemCat::Grads), 4 * flat) << what;
+      // Plus the host scalars on the same group: the loss, and under ZeRO 1
+      // the shard's sums of squares.
+      EXPECT_EQ(dpcp->stats(CollKind::AllReduce).calls, nb + 1 + c.zero) << what;
+      EXPECT_EQ(dpcp->stats(CollKind::ReduceScatter).calls, 0) << what;
+    } else if (c.full) {
+      // The whole flat buffer during the step, reduce-scattered once.
+      EXPECT_EQ(m.cur(MemCat::Grads), 4 * shard) << what;
+      EXPECT_GE(m.pk(MemCat::Grads), 4 * (shard + flat)) << what;
+      EXPECT_EQ(dpcp->stats(CollKind::ReduceScatter).calls, nb) << what;
+    } else {
+      EXPECT_EQ(m.cur(MemCat::Grads), 4 * shard) << what;
+      EXPECT_GT(m.pk(MemCat::Grads), 4 * shard) << what << ": no staging used";
+      EXPECT_LE(m.pk(MemCat::Grads), 4 * (shard + pool)) << what;
+      EXPECT_LT(pool, flat) << what << ": the pool is as big as the gradients";
+      EXPECT_EQ(dpcp->stats(CollKind::ReduceScatter).calls, 2 * nb) << what;
+      // Only the host scalars (the loss, the sums of squares): no gradient.
+      EXPECT_EQ(dpcp->stats(CollKind::AllReduce).calls, 2) << what;
+      EXPECT_LE(dpcp->stats(CollKind::AllReduce).bytes, 64) << what;
+    }
+    if (c.zero == 1 || c.zero == 2) {
+      EXPECT_EQ(dpcp->stats(CollKind::AllGather).calls, nb) << what;
+    }
+    if (c.zero == 3) {
+      // Persistent: master shard, gradient shard, two moments (16 bytes per
+      // parameter over the group, padding aside); the norm's two doubles.
+      EXPECT_EQ(m.cur(MemCat::Params), 4 * shard) << what;
+      const double persistent =
+          double(m.cur(MemCat::Params) + m.cur(MemCat::Grads) + m.cur(MemCat::Optim) - 16);
+      EXPECT_LE(persistent, 16 * P / n * 1.05) << what;
+      EXPECT_GE(persistent, 16 * P / n * 0.98) << what;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, ZeroMemory,
+                         ::testing::Values(Case{0, "fp32"}, Case{1, "fp32"}, Case{2, "fp32"},
+                                           Case{3, "fp32"}, Case{0, "bf16"}, Case{1, "bf16"},
+                                           Case{2, "bf16"}, Case{3, "bf16"}, Case{2, "fp32", true},
+                                           Case{3, "bf16", true}),
+                         [](const auto& info) {
+                           return "zero" + std::to_string(info.param.zero) + "_" +
+                                  info.param.precision + (info.param.full ? "_full" : "");
+                         });
+}  // namespace
