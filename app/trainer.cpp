@@ -366,7 +366,6 @@ int run_training(Runtime& rt, Config cfg) {
                 {"grads", mem.grads},
                 {"optim", mem.optim},
                 {"activations", mem.activations_peak}}}});
-    if (evaluator && sig == 0 && evaluator->due(step, last)) evaluator->run(step, *engine, tel);
 
     // Progress (rank 0): the slowest rank's step time sets the pace.
     double slow = step_s;
@@ -388,6 +387,7 @@ int run_training(Runtime& rt, Config cfg) {
                     fmt_eta(avg * double(total - step)).c_str());
       log0(line);
     }
+    if (evaluator && sig == 0 && evaluator->due(step, last)) evaluator->run(step, *engine, tel);
     if (sig > 0) {
       exit_code = kExitPreempted;
       ++step;

@@ -43,7 +43,7 @@ std::vector<Plot> run_plots(const RunSummary& s) {
   if (!s.loss.empty()) {
     // Training loss per step; the validation split's loss (eval events) as
     // points with a line, in the second block of the data file.
-    Plot l{"loss", "Loss: training (every step) and validation (data.val_path)", "", ""};
+    Plot l{"loss", "Loss: training (every step) and validation (the held-out split)", "", ""};
     std::ostringstream ld;
     ld << "# step training_loss\n";
     for (auto& [k, v] : s.loss) ld << k << ' ' << v << '\n';

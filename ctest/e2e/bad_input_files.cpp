@@ -119,6 +119,24 @@ std::vector<Case> data_rows() {
           },
           {"big.bin", "token id 300", "byte offset", "vocab_size"}, 2, no_run),
       row(
+          "token id above vocab that only a later step reads (both ranks stop)",
+          [=](Ctx& x) {
+            std::vector<uint32_t> v = ids(5000);
+            v[4000] = 300;
+            test::write_bytes(x.dir + "/late.bin", test::raw_bytes(v, 2));
+            return trainer(2, tiny() + file + x.dir + "/late.bin --set train.steps=300" +
+                                  " --set runtime.cpu_peak_gflops=1 --out " + x.dir + "/run");
+          },
+          {"late.bin", "token id 300", "byte offset 8000"}, 2,
+          [](Ctx& x, const RunResult&) -> std::string {
+            // Steps ran before the one that reads the id (start-up checks
+            // only the first step's batch).
+            const std::string t = slurp(x.dir + "/run/telemetry/rank_00001.jsonl");
+            return t.find("\"type\":\"step\"") != std::string::npos
+                       ? ""
+                       : "no step ran before the refusal; move the bad id";
+          }),
+      row(
           "llm.c shard shorter than its header",
           [=](Ctx& x) {
             test::write_bytes(x.dir + "/short.bin",
@@ -188,6 +206,13 @@ std::vector<Case> data_rows() {
             return layout(x.dir + "/t.bin", " --set train.eval_interval=5");
           },
           {"train.eval_interval=5", "data.val_path"}, 2, no_run),
+      row(
+          "data.val_path without train.eval_interval",
+          [=](Ctx& x) {
+            write_tokens(x.dir + "/t.bin", 5000);
+            return layout(x.dir + "/t.bin", " --set data.val_path=" + x.dir + "/t.bin");
+          },
+          {"data.val_path", "train.eval_interval=0", "never be read"}, 2, no_run),
       row(
           "data.val_path is a damaged llm.c shard",
           [=](Ctx& x) {
