@@ -11,10 +11,12 @@
 #include <limits>
 
 #include "backend/backend.hpp"
+#include "comm/clock_sync.hpp"
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "model/model_impl.hpp"
+#include "runtime/flight_recorder.hpp"
 
 namespace st {
 namespace {
@@ -149,10 +151,19 @@ void Model::Impl::span_begin(bool fwd) {
   }
   sp.fwd = fwd;
   sp.a->record(cs());
+  sp.mb = fwd ? fwd_calls++ : bwd_calls++;
+  if (flight::trace_level() != flight::TraceLevel::kOff) sp.h0 = epoch_now();
   pending.push_back(std::move(sp));
 }
 
-void Model::Impl::span_end() { pending.back().b->record(cs()); }
+void Model::Impl::span_end() {
+  Span& sp = pending.back();
+  sp.b->record(cs());
+  // The trace's span: host times of the enqueue, which on the inline CPU
+  // device are when the work ran (on a GPU, when it was issued).
+  if (flight::trace_level() != flight::TraceLevel::kOff)
+    flight::add_span({sp.fwd ? "fwd" : "bwd", "compute", sp.h0, epoch_now(), sp.mb});
+}
 
 // ---- construction ----
 
@@ -433,6 +444,7 @@ PhaseTimes Model::take_times() {
   }
   m.pending.clear();
   m.times_done = {};
+  m.fwd_calls = m.bwd_calls = 0;
   return t;
 }
 
