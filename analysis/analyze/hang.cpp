@@ -95,6 +95,15 @@ std::string hang_report(const std::string& dir) {
                      "/flight: no flight recorder dumps (the job ended normally, or ran "
                      "with runtime.flight_recorder=0)");
 
+  // The job began ending when the first rank wrote its dump (on rank 0's
+  // clock). What a rank enqueued after that does not count: a rank stopped
+  // with SIGSTOP is continued by the launcher while it takes the job down,
+  // and may then enter the collective the others waited in for so long.
+  double t_end = std::numeric_limits<double>::infinity();
+  for (const auto& x : d)
+    if (x.present) t_end = std::min(t_end, x.raw.value("t", 0.0) + x.offset);
+  std::vector<bool> late(size_t(n), false);
+
   // Every group instance (name + members) and each present member's view.
   std::map<std::pair<std::string, std::vector<int>>, std::map<int, Member>> groups;
   for (int r = 0; r < n; ++r) {
@@ -107,8 +116,14 @@ std::string hang_report(const std::string& dir) {
         Entry x{e.value("seq", int64_t(0)), e.value("op", ""), e.value("state", ""),
                 e.value("bytes", int64_t(0)), e.value("t_enqueue", 0.0) + d[size_t(r)].offset};
         m.oldest = std::min(m.oldest, x.seq);
+        if (x.t_enqueue > t_end) {  // entered after the job began ending
+          m.next_seq = std::min(m.next_seq, x.seq);
+          late[size_t(r)] = true;
+          continue;
+        }
         m.e[x.seq] = x;
       }
+      for (auto it = m.e.lower_bound(m.next_seq); it != m.e.end();) it = m.e.erase(it);
       groups[{g.value("name", ""), g.value("ranks", std::vector<int>{})}][r] = std::move(m);
     }
   }
@@ -180,7 +195,9 @@ std::string hang_report(const std::string& dir) {
     if (!x.present)
       state = "**no dump**: stopped or dead (it could not write its flight recorder)";
     else if (std::find(never.begin(), never.end(), q) != never.end())
-      state = "never entered it";
+      state = late[size_t(q)] ? "never entered it before the job began ending (it did after: a "
+                                "stopped rank continued while the job was taken down)"
+                              : "never entered it";
     else if (std::find(entered_not_done.begin(), entered_not_done.end(), q) !=
              entered_not_done.end())
       state = "waiting in it";

@@ -222,12 +222,28 @@ const char* colour(const std::string& n) {
 
 // One step across ranks: a band per rank, a row per track in it.
 void write_svg(const Timeline& t, const std::string& path) {
-  const int64_t step = t.first + (t.last - t.first) / 2;
+  // The middle step of the range, or the nearest one without a checkpoint
+  // save (whose background write would stretch the picture).
+  std::set<int64_t> saves;
+  for (const auto& s : t.spans)
+    if (s.name == "ckpt_snapshot") saves.insert(s.step);
+  int64_t step = t.first + (t.last - t.first) / 2;
+  for (int64_t d = 0; d <= t.last - t.first; ++d) {
+    if (step + d <= t.last && !saves.count(step + d)) {
+      step += d;
+      break;
+    }
+    if (step - d >= t.first && !saves.count(step - d)) {
+      step -= d;
+      break;
+    }
+  }
   std::map<int, std::set<std::pair<int, std::string>>> rows;
   double t0 = std::numeric_limits<double>::infinity(), t1 = -t0;
   for (const auto& s : t.spans)
     if (s.step == step) {
       rows[s.rank].insert({track_order(s.track), s.track});
+      if (s.track == "ckpt") continue;  // drawn clipped to the step
       t0 = std::min(t0, s.t0);
       t1 = std::max(t1, s.t1);
     }
@@ -253,8 +269,10 @@ void write_svg(const Timeline& t, const std::string& path) {
       << "</text>\n";
   for (const auto& s : t.spans) {
     if (s.step != step) continue;
-    const double x = left + (s.t0 - t0) / span * width;
-    const double w = std::max(0.5, (s.t1 - s.t0) / span * width);
+    const double a = std::max(s.t0, t0), b = std::min(s.t1, t1);
+    if (b < a) continue;
+    const double x = left + (a - t0) / span * width;
+    const double w = std::max(0.5, (b - a) / span * width);
     f << "<rect x=\"" << x << "\" y=\"" << y[{s.rank, s.track}] << "\" width=\"" << w
       << "\" height=\"" << row_h - 2 << "\" fill=\"" << colour(s.name) << "\"><title>" << s.name
       << (s.mb >= 0 ? " mb" + std::to_string(s.mb) : "") << " " << (s.t1 - s.t0) * 1e3

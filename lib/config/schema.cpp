@@ -158,7 +158,7 @@ std::vector<Key> build() {
           "peak from the metrics table (start-up fails for a device not in it)"),
       choice(F(runtime, trace), {"off", "phases", "collectives"},
              "per-step trace records in the telemetry (`scaletrain-analyze trace`): off; "
-             "phases (data, forward and backward per micro-batch, optimizer, checkpoint); "
+             "phases (forward and backward per micro-batch, optimizer, signal vote, checkpoint); "
              "collectives (phases and every collective on its group's track)"),
       num(F(runtime, flight_recorder), 0, 1 << 20,
           "collectives each communicator keeps for the flight recorder, written to "

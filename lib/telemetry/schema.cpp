@@ -126,11 +126,12 @@ const std::vector<Field>& trace_fields() {
        "what this rank did during the step, one object per span, in the order they ended; "
        "times on this rank's clock (add the `clock` event's `offset_s` for rank 0's)",
        {{"n", Ftype::String,
-         "what: `data`, `fwd`, `bwd`, `optim`, `signal_vote`, `ckpt_snapshot`, `ckpt_write` "
-         "(the background write, vote and commit), or a collective's op (`all_reduce`, "
-         "`reduce_scatter`, `all_gather`, `broadcast`, `exchange`, ...)"},
+         "what: `fwd`, `bwd`, `optim`, `signal_vote`, `ckpt_snapshot`, or a collective's op "
+         "(`all_reduce`, `reduce_scatter`, `all_gather`, `broadcast`, `send/recv` (pipeline "
+         "and ring exchanges), `send`, `recv`)"},
         {"k", Ftype::String,
-         "the track (stream): `host`, `compute`, `ckpt` (the writer thread), or `comm:<group>` "
+         "the track (stream): `host`, `compute`, or `comm:<group>` (`<group>#2` for a second "
+         "communicator with the same name and members) "
          "for a collective on that group's communicator"},
         {"t0", Ftype::Float, "start, epoch seconds"},
         {"t1", Ftype::Float, "end, epoch seconds"},

@@ -74,11 +74,12 @@ const char* kTraceIntro = R"(
 With `runtime.trace` other than `off`, each rank writes after its step record
 a `trace` record: the spans of that step on their tracks, which
 `scaletrain-analyze trace` turns into one timeline of all ranks
-(docs/analysis.md). `phases` records the host phases (`data`, `fwd`/`bwd` per
-micro-batch as the host enqueued them, which on CPU ranks is when they ran,
-`optim`, `signal_vote`, `ckpt_snapshot`) and the checkpoint writer's
-`ckpt_write`; `collectives` (the default) adds every collective, on the track
-of its group. Times are this rank's wall clock: the `clock` events (below)
+(docs/analysis.md). `phases` records `fwd`/`bwd` per micro-batch (as the
+host enqueued them, which on CPU ranks is when they ran) and the host phases
+`optim`, `signal_vote`, `ckpt_snapshot`; `collectives` (the default) adds
+every collective, on the track of its group. The checkpoint's background
+write is not a span here: the analysis takes it from the `ckpt_commit` event
+(`t - write_s` to `t`). Times are this rank's wall clock: the `clock` events (below)
 give its offset to rank 0 and the bound on that offset's error, measured at
 the start and the end of the run.
 
