@@ -1,25 +1,31 @@
 // Implementation of cpu_peak.hpp.
 #include "cpu_peak.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/util.hpp"
+#include "kernels/cpu/cpu_kernels.hpp"
 #include "runtime/runtime.hpp"
+#include "tensor/dtype.hpp"
 
 namespace st {
-double measure_sgemm_flops(int n, double seconds) {
-  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n, 0.f);
+double measure_gemm_flops(int n, double seconds, bool bf16) {
+  const size_t nn = size_t(n) * size_t(n);
+  std::vector<float> a(nn, 0.5f), b(nn, 0.25f), c(nn, 0.f);
+  std::vector<uint16_t> ah(nn, f32_to_bf16(0.5f)), bh(nn, f32_to_bf16(0.25f));
   double best = 0;
   double t_end = wall_time() + seconds;
   int reps = 0;
   do {
     double t0 = wall_time();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n,
-                0.f, c.data(), n);
+    if (bf16)
+      kernels::gemm_bf16(false, false, n, n, n, 1.f, ah.data(), n, bh.data(), n, 0.f, c.data(), n,
+                         false);
+    else
+      kernels::gemm(false, false, n, n, n, 1.f, a.data(), b.data(), 0.f, c.data());
     double dt = wall_time() - t0;
     if (reps > 0) best = std::max(best, 2.0 * n * double(n) * n / dt);  // first rep warms up
     ++reps;
@@ -27,8 +33,8 @@ double measure_sgemm_flops(int n, double seconds) {
   return best;
 }
 
-NodePeak measure_node_sgemm(MpiCommunicator& world, int node_index, int local_rank,
-                            int local_size, int threads) {
+NodePeak measure_node_gemm(MpiCommunicator& world, int node_index, int local_rank, int local_size,
+                           int threads, bool bf16) {
   // Ranks of one node may see different masks (binding): take the node's
   // smallest, so no two measuring ranks share a core they think is theirs.
   double c = -double(usable_cores());
@@ -36,9 +42,10 @@ NodePeak measure_node_sgemm(MpiCommunicator& world, int node_index, int local_ra
   node->all_reduce_max(&c, 1);
   NodePeak r;
   r.measuring = std::clamp(int(-c) / std::max(1, threads), 1, local_size);
-  double rate = local_rank < r.measuring ? measure_sgemm_flops(768, 1.0) : 0.0;
+  double rate = local_rank < r.measuring ? measure_gemm_flops(768, 1.0, bf16) : 0.0;
   node->all_reduce_sum(&rate, 1);
   r.per_rank = rate / local_size;
+  r.what = bf16 ? "bf16 GEMM (" + kernels::gemm_bf16_library() + ")" : std::string("sgemm");
   return r;
 }
 }  // namespace st

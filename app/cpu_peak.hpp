@@ -1,20 +1,27 @@
-// The CPU's measured single-precision GEMM rate: the "peak" that MFU on CPU
-// ranks is reported against (there is no datasheet figure for a shared VM).
+// The CPU's measured GEMM rate in the run's precision: the "peak" that MFU
+// on CPU ranks is reported against (there is no datasheet figure for a
+// shared VM). A bf16 run is measured on the bf16 GEMM it trains with
+// (oneDNN's bf16 matmul where the CPU has bf16 instructions), an fp32 run
+// on the fp32 sgemm.
 #pragma once
+#include <string>
+
 namespace st {
-// FLOP/s of cblas_sgemm at n x n x n with the current OpenMP/BLAS threads,
-// best of a few repetitions lasting about `seconds` in all.
-double measure_sgemm_flops(int n, double seconds);
+// FLOP/s of the CPU backend's GEMM (kernels/cpu: gemm, or gemm_bf16 when
+// bf16) at n x n x n with the current OpenMP/BLAS threads, best of a few
+// repetitions lasting about `seconds` in all.
+double measure_gemm_flops(int n, double seconds, bool bf16);
 
 class MpiCommunicator;
 struct NodePeak {
-  double per_rank = 0;  // this rank's share of its node's sgemm rate, FLOP/s
+  double per_rank = 0;  // this rank's share of its node's GEMM rate, FLOP/s
   int measuring = 0;    // ranks of the node that measured at once
+  std::string what;     // "sgemm" or "bf16 GEMM (oneDNN ...)", for the peak's source
 };
 // Collective over `world`: on each node (node_index), the first
 // min(local_size, cores / threads) ranks measure at once (cores: this
 // process's CPU affinity), the rest wait; every rank of the node gets the
 // summed rate divided by local_size.
-NodePeak measure_node_sgemm(MpiCommunicator& world, int node_index, int local_rank,
-                            int local_size, int threads);
+NodePeak measure_node_gemm(MpiCommunicator& world, int node_index, int local_rank, int local_size,
+                           int threads, bool bf16);
 }  // namespace st

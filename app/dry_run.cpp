@@ -3,16 +3,78 @@
 // chosen layout. The estimate is lib/plan's memory model, the same code
 // scaletrain-plan ranks layouts with (docs/planner.md): parameters,
 // gradients and AdamW state by ZeRO stage, activations of the micro-batches a
-// pipeline stage keeps in flight, and the communication buffers.
+// pipeline stage keeps in flight, and the communication buffers. Beside it,
+// one rank of every pipeline stage runs one step of the trainer's own Engine
+// on the recording backend (lib/record): the bytes its device would hold by
+// category, the step's peak and where it fell, its kernel calls and
+// collectives.
 #include <cstdio>
+#include <map>
 
 #include "core/util.hpp"
 #include "metrics/metrics.hpp"
 #include "parallel/mesh.hpp"
 #include "plan/memory.hpp"
+#include "record/step.hpp"
 #include "trainer.hpp"
 
 namespace st {
+namespace {
+
+// The recorded step of the first rank (dp, cp, tp = 0) of every stage.
+void print_recorded(const Config& cfg, const std::vector<plan::MemoryEstimate>& model) {
+  const auto& p = cfg.parallel;
+  const MeshDims d{p.pp, p.dp, p.cp, p.tp};
+  std::printf(
+      "# recorded step (the trainer's engine on the recording backend, the first rank of each "
+      "stage: each category's peak and the total's during step 1; model: the estimate above, "
+      "tracked part)\n");
+  std::printf("%5s %3s %10s %10s %10s %10s %10s %10s %10s %10s  %s\n", "rank", "pp", "params",
+              "grads", "optim", "activ", "comm", "other", "peak", "model", "peak at");
+  std::vector<record::RankStep> steps;
+  for (int s = 0; s < p.pp; ++s) {
+    const int r = mesh_rank(MeshCoords{s, 0, 0, 0}, d);
+    steps.push_back(record::record_step(cfg, r));
+    const record::RankStep& x = steps.back();
+    const MemoryStats& m = x.step;
+    const std::string at = x.peak.phase + ", after " + std::to_string(x.peak.kernel_index) +
+                           " kernels (" + (x.peak.last_kernel.empty() ? "-" : x.peak.last_kernel) +
+                           "), allocating " + human_bytes(double(x.peak.bytes)) + " of " +
+                           memcat_name(x.peak.cat);
+    std::printf("%5d %3d %10s %10s %10s %10s %10s %10s %10s %10s  %s\n", r, s,
+                human_bytes(double(m.pk(MemCat::Params))).c_str(),
+                human_bytes(double(m.pk(MemCat::Grads))).c_str(),
+                human_bytes(double(m.pk(MemCat::Optim))).c_str(),
+                human_bytes(double(m.pk(MemCat::Activations))).c_str(),
+                human_bytes(double(m.pk(MemCat::Comm))).c_str(),
+                human_bytes(double(m.pk(MemCat::Workspace) + m.pk(MemCat::Other))).c_str(),
+                human_bytes(double(m.peak_total)).c_str(),
+                human_bytes(model[size_t(s)].tracked()).c_str(), at.c_str());
+  }
+  std::printf("# recorded calls per step (same ranks)\n");
+  for (const record::RankStep& x : steps) {
+    double gemm = 0;
+    std::map<std::string, int> ops;
+    for (const auto& k : x.kernels) {
+      ops[k.op] += 1;
+      if (k.op == "gemm") gemm += 2.0 * double(k.dims[0]) * double(k.dims[1]) * double(k.dims[2]);
+    }
+    std::map<std::string, std::pair<int, double>> colls;  // "group kind stream" -> calls, bytes
+    for (const auto& c : x.collectives) {
+      auto& e = colls[c.group + " " + coll_name(c.kind) + (c.stream == "host" ? " (host)" : "")];
+      e.first += 1;
+      e.second += double(c.bytes);
+    }
+    std::printf("rank %d: %zu kernels, GEMM %.4g FLOP;", x.rank, x.kernels.size(), gemm);
+    for (auto& [op, n] : ops) std::printf(" %s %d", op.c_str(), n);
+    std::printf("\nrank %d: %zu collectives;", x.rank, x.collectives.size());
+    for (auto& [k, v] : colls)
+      std::printf(" %s %d (%s)", k.c_str(), v.first, human_bytes(v.second).c_str());
+    std::printf("\n");
+  }
+}
+
+}  // namespace
 
 void print_dry_run(const Runtime& rt, const Config& cfg) {
   if (rt.rank() != 0) return;
@@ -56,5 +118,6 @@ void print_dry_run(const Runtime& rt, const Config& cfg) {
                 human_bytes(m.buffers).c_str(), human_bytes(m.workspace).c_str(),
                 e.peak_at.c_str());
   }
+  print_recorded(cfg, stages);
 }
 }  // namespace st

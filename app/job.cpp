@@ -12,12 +12,14 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/span_log.hpp"
 #include "core/util.hpp"
 #include "cpu_peak.hpp"
 #include "host_memory.hpp"
 #include "model/model.hpp"
 #include "runtime/flight_recorder.hpp"
 #include "telemetry/paths.hpp"
+#include "trainer.hpp"
 
 namespace fs = std::filesystem;
 
@@ -31,10 +33,10 @@ void record_clock(Job& j, long step, const char* when) {
       {{"offset_s", c.offset_s}, {"error_s", c.error_s}, {"rtt_s", c.rtt_s}, {"when", when}});
 }
 
-flight::TraceLevel trace_level(const std::string& s) {
-  return s == "off"      ? flight::TraceLevel::kOff
-         : s == "phases" ? flight::TraceLevel::kPhases
-                         : flight::TraceLevel::kCollectives;
+spans::TraceLevel trace_level(const std::string& s) {
+  return s == "off"      ? spans::TraceLevel::kOff
+         : s == "phases" ? spans::TraceLevel::kPhases
+                         : spans::TraceLevel::kCollectives;
 }
 
 void agree_on_setup(MpiCommunicator& world, const std::string& local_error) {
@@ -68,7 +70,8 @@ void agree_on_run_folder(Job& j) {
 }
 
 // The peak MFU is reported against: the backend's (the GPU's dense peak, or
-// runtime.cpu_peak_gflops), else the measured sgemm rate on CPU ranks.
+// runtime.cpu_peak_gflops), else the measured GEMM rate on CPU ranks in the
+// run's precision.
 void pick_peak(Job& j) {
   if (auto dp = j.be->peak(j.cfg)) {
     j.peak = dp->flops;
@@ -80,18 +83,18 @@ void pick_peak(Job& j) {
   // rate. The same figure as every rank measuring at once, without hundreds
   // of oversubscribed ranks each running a second of sgemm.
   const Runtime& rt = *j.rt;
-  const NodePeak np =
-      measure_node_sgemm(*j.world, rt.node_index(), rt.local_rank(), rt.local_size(), j.threads);
+  const NodePeak np = measure_node_gemm(*j.world, rt.node_index(), rt.local_rank(), rt.local_size(),
+                                        j.threads, j.cfg.train.precision == "bf16");
   j.peak = np.per_rank;
   j.world->all_reduce_sum(&j.peak, 1);
   j.peak /= rt.world_size();
-  j.peak_source = "measured sgemm (768^3, " + std::to_string(j.threads) + " threads/rank, " +
-                  std::to_string(np.measuring) + " of " + std::to_string(rt.local_size()) +
-                  " ranks per node at once)";
+  j.peak_source = "measured " + np.what + " (768^3, " + std::to_string(j.threads) +
+                  " threads/rank, " + std::to_string(np.measuring) + " of " +
+                  std::to_string(rt.local_size()) + " ranks per node at once)";
   // What was measured, per thread, beside the kernel OpenBLAS chose (the
   // compute line names it): a user comparing OPENBLAS_CORETYPE settings
   // compares these figures, not a promised speed-up.
-  log0("sgemm measured: ", j.peak / 1e9, " GFLOP/s per rank, ", j.peak / 1e9 / j.threads,
+  log0(np.what, " measured: ", j.peak / 1e9, " GFLOP/s per rank, ", j.peak / 1e9 / j.threads,
        " GFLOP/s per thread");
 }
 
@@ -193,8 +196,8 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
          usable_cores(), " core(s) of ", rt.host(), "; waiting ranks sleep between polls");
   // The flight recorder before the first communicator (it registers them);
   // where it writes once the run folder is known.
-  const flight::TraceLevel level = trace_level(j.cfg.runtime.trace);
-  flight::configure("", rank, rt.host(), j.cfg.runtime.flight_recorder, level);
+  spans::set_level(trace_level(j.cfg.runtime.trace));
+  flight::configure("", rank, rt.host(), j.cfg.runtime.flight_recorder);
   j.world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, "world", j.cfg.runtime.timeout_s);
   const auto& par = j.cfg.parallel;
   j.mesh = std::make_unique<Mesh>(*j.world, MeshDims{par.pp, par.dp, par.cp, par.tp});
@@ -213,6 +216,11 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
   std::unique_ptr<TokenSource> src;
   try {
     src = make_source(j.cfg.data, j.cfg.train.seed, j.cfg.model.vocab_size, j.cfg.model.seq_len);
+    // The ids of the first global batch now (nothing is written yet); each
+    // later step checks its own batch (loader.check_step) before reading it.
+    check_windows(*src, j.cfg.model.seq_len, 0, uint64_t(global_batch(j.cfg)));
+    j.evaluator = Evaluator::make(j.cfg, par.dp, j.mesh->coords().dp);
+    if (!src->format().empty()) j.cfg.data.format = src->format();  // auto -> detected, run.json
     fs::create_directories(j.out + "/telemetry");
     if (j.cfg.runtime.flight_recorder > 0) fs::create_directories(j.out + "/flight");
     if (rank == 0) j.run_lock = RunFolderLock::acquire(j.out, rt.slurm().job_id);
@@ -229,7 +237,7 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
     const std::string fpath = j.out + "/flight/" + telemetry::rank_file_name(rank, ".json");
     std::error_code ec;
     fs::remove(fpath, ec);
-    flight::configure(fpath, rank, rt.host(), j.cfg.runtime.flight_recorder, level);
+    flight::configure(fpath, rank, rt.host(), j.cfg.runtime.flight_recorder);
   }
 
   j.loader =

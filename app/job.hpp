@@ -9,11 +9,12 @@
 #include "backend/backend.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "comm/clock_sync.hpp"
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "config/config.hpp"
 #include "data/data.hpp"
 #include "engine/engine.hpp"
 #include "engine/train_state.hpp"
+#include "evaluate.hpp"
 #include "parallel/mesh.hpp"
 #include "run_info.hpp"
 #include "runtime/run_lock.hpp"
@@ -32,6 +33,7 @@ struct Job {
   std::string out, run_id;  // the run folder and its id
   RunFolderLock run_lock;   // rank 0: this job owns the run folder until it exits
   std::unique_ptr<DataLoader> loader;
+  std::unique_ptr<Evaluator> evaluator;  // data.val_path every train.eval_interval steps
   std::unique_ptr<Engine> engine;
   double peak = 0;  // FLOP/s per rank MFU is reported against
   std::string peak_source;

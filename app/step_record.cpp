@@ -67,7 +67,7 @@ json step_record(const StepTimes& t, const Config& cfg, MpiCommunicator& world,
             {"activations", mem.activations_peak}}}};
 }
 
-json trace_record(long step, const std::vector<flight::Span>& spans) {
+json trace_record(long step, const std::vector<spans::Span>& spans) {
   json a = json::array();
   for (const auto& s : spans) {
     json o = {{"n", s.name}, {"k", s.track}, {"t0", s.t0}, {"t1", s.t1}};

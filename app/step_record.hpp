@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "config/config.hpp"
+#include "core/span_log.hpp"
 #include "engine/engine.hpp"
-#include "runtime/flight_recorder.hpp"
 
 namespace st {
 
@@ -36,6 +36,6 @@ nlohmann::json step_record(const StepTimes& t, const Config& cfg, MpiCommunicato
 
 // The trace record of a step (runtime.trace): its spans as the schema's
 // objects (TelemetryWriter::trace fills in the type).
-nlohmann::json trace_record(long step, const std::vector<flight::Span>& spans);
+nlohmann::json trace_record(long step, const std::vector<spans::Span>& spans);
 
 }  // namespace st

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "core/log.hpp"
+#include "core/span_log.hpp"
 #include "core/util.hpp"
 #include "job.hpp"
 #include "metrics/metrics.hpp"
@@ -97,10 +98,9 @@ struct Progress {
 struct Phase {
   const char* name;
   double t0;
-  explicit Phase(const char* n) : name(n), t0(epoch_now()) {}
+  explicit Phase(const char* n) : name(n), t0(spans::epoch_now()) {}
   ~Phase() {
-    if (flight::trace_level() != flight::TraceLevel::kOff)
-      flight::add_span({name, "host", t0, epoch_now()});
+    if (spans::on()) spans::add({name, "host", t0, spans::epoch_now()});
   }
 };
 
@@ -137,6 +137,7 @@ double train_step(Job& j, long step, Progress& progress, long last) {
   t.t_start = epoch_seconds();
   const double t0 = wall_time();
 
+  j.loader->check_step(step);  // the same verdict on every rank: a bad id stops all (exit 2)
   flight::note_phase("forward/backward", step);
   t.fb = engine.forward_backward(step, *j.loader);
   t.lr = lr_at(j.cfg.optim, step, j.cfg.train.steps);
@@ -175,8 +176,11 @@ double train_step(Job& j, long step, Progress& progress, long last) {
   flight::note_phase("telemetry", step);
   const EngineMemory mem = engine.memory();
   j.tel.step(step_record(t, j.cfg, world, comms, mem, *j.be));
-  if (flight::trace_level() != flight::TraceLevel::kOff)
-    j.tel.trace(trace_record(step, flight::take_spans()));
+  if (spans::on()) j.tel.trace(trace_record(step, spans::take()));
+  if (j.evaluator && sig == 0 && j.evaluator->due(step, last)) {
+    flight::note_phase("evaluation", step);
+    j.evaluator->run(step, engine, j.tel);
+  }
 
   // Progress (rank 0): the slowest rank's step time sets the pace.
   double slow = t.step_s;
@@ -194,6 +198,7 @@ int run_training(Runtime& rt, Config cfg) {
   log0("data: ", j.loader->source().describe(), "; global batch ", global_batch(j.cfg), " x ",
        j.cfg.model.seq_len, " tokens; ", j.engine->num_buckets(), " gradient bucket(s); mesh ",
        j.mesh->describe());
+  if (j.evaluator) log0("validation: ", j.evaluator->describe());
   log0("compute: ", j.info.compute);
   log0("run folder: ", j.out);
 
@@ -205,8 +210,7 @@ int run_training(Runtime& rt, Config cfg) {
       j.cfg.train.stop_after > 0 ? std::min<long>(total, j.cfg.train.stop_after) : total;
   if (j.start_step > last) log0("nothing to do: checkpoint is at step ", j.start_step - 1);
   long step = j.start_step;
-  const bool tracing = flight::trace_level() != flight::TraceLevel::kOff;
-  if (tracing) flight::take_spans();  // start-up's collectives are not a step's
+  spans::take();  // start-up's collectives are not a step's
   for (; step <= last; ++step)
     if (train_step(j, step, progress, last) > 0) {
       exit_code = kExitPreempted;

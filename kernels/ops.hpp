@@ -16,9 +16,14 @@
 //    CPU backend's bf16 path rounds where the CUDA kernels do).
 //  - Backward ops OVERWRITE activation gradients unless `accumulate` says
 //    otherwise, and ADD INTO parameter gradients.
-//  - Deterministic: the same inputs give bitwise the same outputs (activation
-//    checkpointing's recomputation relies on it); reductions into parameter
-//    gradients do not depend on the thread count.
+//  - Deterministic forward: the same inputs give bitwise the same outputs
+//    (activation checkpointing's recomputation relies on it). Backward ops
+//    too, and reductions into parameter gradients do not depend on the
+//    thread count, with one exception: causal attention's backward on the
+//    CUDA backend's cuDNN path (runtime.attention_backward=fast, the
+//    default) accumulates dQ with atomics, so two identical steps there may
+//    differ in the last bits of the gradients (=deterministic runs the block
+//    kernels instead; the CPU backend is bitwise repeatable; docs/cuda.md).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes every reader of outside input with libFuzzer (clang, ASan + UBSan):
 # the YAML config loader with --set overrides, the checkpoint index and HDF5
-# rank-file reader, the token-file sidecar, and the telemetry reader with the
-# run analysis (harnesses in ctest/fuzz). Each runs for SECONDS (default 60),
+# rank-file reader, the token-file sidecar, the token-file headers (llm.c,
+# Megatron, raw), and the telemetry reader with the run analysis (harnesses in ctest/fuzz). Each runs for SECONDS (default 60),
 # one after the other, niced, starting from the committed seed corpus
 # (ctest/fuzz/corpus/NAME, copied: the committed seeds stay as they are).
 # What each found lands in build-fuzz/crashes/NAME; commit a crasher, once
@@ -10,7 +10,7 @@
 # a unit test (fuzz_replay_NAME). A summary line per harness goes to stdout
 # and build-fuzz/fuzz-summary.txt.
 #
-# Usage: scripts/fuzz.sh [SECONDS] [NAME...]     (NAME: config checkpoint sidecar telemetry)
+# Usage: scripts/fuzz.sh [SECONDS] [NAME...]     (NAME: config checkpoint sidecar tokenfile telemetry)
 # Needs clang and libFuzzer (Debian 12: apt-get install clang libclang-rt-14-dev libomp-14-dev);
 # not part of CI, which replays the corpus and crashers instead.
 set -euo pipefail
@@ -19,7 +19,7 @@ cd "$here"
 secs=${1:-60}
 shift || true
 names=("$@")
-[[ ${#names[@]} -eq 0 ]] && names=(config checkpoint sidecar telemetry)
+[[ ${#names[@]} -eq 0 ]] && names=(config checkpoint sidecar tokenfile telemetry)
 [[ $secs =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a whole number, got '$secs'" >&2; exit 2; }
 command -v clang++ >/dev/null || {
   echo "fuzz.sh: clang++ not found; apt-get install clang libclang-rt-14-dev libomp-14-dev" >&2

@@ -13,6 +13,8 @@ PACKAGES=(
   libyaml-cpp-dev nlohmann-json3-dev
   libboost-program-options-dev
   libopenblas-dev libopenblas-openmp-dev
+  # bf16 GEMM on CPU ranks (oneDNN 2.6, the library PyTorch's CPU path uses)
+  libdnnl-dev
   libgtest-dev googletest
   # the default run's real text: the King James Bible (public domain), see scripts/prepare-corpus.sh
   bible-kjv

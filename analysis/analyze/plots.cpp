@@ -40,6 +40,25 @@ std::vector<Plot> run_plots(const RunSummary& s) {
   t.script = sc.str();
   out.push_back(t);
 
+  if (!s.loss.empty()) {
+    // Training loss per step; the validation split's loss (eval events) as
+    // points with a line, in the second block of the data file.
+    Plot l{"loss", "Loss: training (every step) and validation (data.val_path)", "", ""};
+    std::ostringstream ld;
+    ld << "# step training_loss\n";
+    for (auto& [k, v] : s.loss) ld << k << ' ' << v << '\n';
+    ld << "\n\n# step validation_loss\n";
+    for (auto& [k, v] : s.val_loss) ld << k << ' ' << v << '\n';
+    l.data = ld.str();
+    l.script =
+        "set xlabel 'step'\nset ylabel 'loss (nats/token)'\nset key top right\n"
+        "plot 'loss.dat' index 0 u 1:2 w l lc rgb '#1f77b4' t 'training'";
+    if (!s.val_loss.empty())
+      l.script += ", \\\n  '' index 1 u 1:2 w lp pt 7 ps 0.8 lc rgb '#d62728' t 'validation'";
+    l.script += "\n";
+    out.push_back(l);
+  }
+
   Plot b{"rank_skew", "Per-rank busy time (step - exposed comm) over the window", "", ""};
   std::ostringstream bd;
   bd << "# rank min p25 median p75 max\n";

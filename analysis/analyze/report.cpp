@@ -198,6 +198,14 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
   o << "| comm share (total / exposed) | " << pct(s.comm_share) << " / "
     << pct(s.comm_exposed_share) << " |\n";
   o << "| data / compute share | " << pct(s.data_share) << " / " << pct(s.compute_share) << " |\n";
+  if (!s.loss.empty())
+    o << "| training loss first / last | " << f(s.loss.front().second, 4) << " (step "
+      << s.loss.front().first << ") / " << f(s.loss.back().second, 4) << " (step "
+      << s.loss.back().first << ") |\n";
+  if (!s.val_loss.empty())
+    o << "| validation loss first / last | " << f(s.val_loss.front().second, 4) << " (step "
+      << s.val_loss.front().first << ") / " << f(s.val_loss.back().second, 4) << " (step "
+      << s.val_loss.back().first << ") |\n";
   o << "\n## Checkpoint overhead\n\n"
     << s.ckpt_steps.size() << " checkpoint(s); total step time " << f(s.total_step_s, 2)
     << " s.\n\n";

@@ -327,6 +327,13 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
     s.steps.push_back({steps[i], gstep[i], median(per_step[i]), stall_max[i],
                        gtok[i] > 0 ? gtok[i] : ri.global_batch_tokens, win.count(steps[i]) > 0,
                        ck.count(steps[i]) > 0});
+  // Loss: the same on every rank, so the first analysed rank's.
+  for (auto& st : run.ranks[size_t(good.front())].steps)
+    if (std::isfinite(st.loss)) s.loss.push_back({st.step, st.loss});
+  for (auto& ev : run.ranks[size_t(good.front())].events)
+    if (auto it = ev.fields.find("val_loss");
+        ev.event == "eval" && ev.step >= 0 && it != ev.fields.end() && it->is_number())
+      s.val_loss.push_back({ev.step, it->get<double>()});
   compute_stragglers(run, good, win, opt, s);
   return s;
 }

@@ -100,6 +100,9 @@ struct RunSummary {
   std::vector<OutOfLine> out_of_line;
   std::vector<int> flagged_ranks;  // excluded (errors) with --allow-bad-ranks
   std::vector<StepRow> steps;
+  // (step, loss): training (finite values of the first analysed rank) and the
+  // validation split's `eval` events.
+  std::vector<std::pair<int64_t, double>> loss, val_loss;
   std::vector<std::string> warnings, errors;
 };
 

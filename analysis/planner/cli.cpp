@@ -64,7 +64,8 @@ const char* kUsage =
     "                           keep its collectives; write the union to --out\n"
     "environment: SCALETRAIN_MPIEXEC (launcher for the probe, default mpiexec),\n"
     "  SCALETRAIN_PLAN_PROBE (probe binary, default next to scaletrain-plan), SCALETRAIN_GNUPLOT\n"
-    "exit codes: 0 ok, 1 internal error, 2 bad input\n";
+    "exit codes: 0 ok, 1 internal error, 2 bad input, 3 no layout predicted to fit (plan.md "
+    "lists the nearest)\n";
 
 template <typename T>
 std::vector<T> parse_list(const std::string& flag, const std::string& v) {
@@ -233,7 +234,11 @@ Args parse(const std::vector<std::string>& args) {
 Config base_config(const Args& a) {
   std::string cfg = a.config;
   if (cfg.empty()) cfg = std::string(SCALETRAIN_SOURCE_DIR) + "/configs/default.yaml";
-  return load_config(cfg, a.sets);
+  // The planner reads no data, so no data key may refuse a plan (a
+  // vocabulary beyond a uint16 token file's, a file that is not here).
+  std::vector<std::string> sets = a.sets;
+  sets.push_back("data.source=synthetic");
+  return load_config(cfg, sets);
 }
 
 // Knob ranges: the flags, else the config's own values.
@@ -291,8 +296,9 @@ int run_plan(const Args& a, const std::vector<std::string>& argv, std::ostream& 
     write_weak_scaling(weak, a.weak, cl, wo, out);
     if (cands.empty()) return 0;
   }
-  write_plan(cands, base, cl, o, out);
-  return 0;
+  // Nothing fits: the plan is written (with the nearest layouts), and the
+  // status says so.
+  return write_plan(cands, base, cl, o, out) > 0 ? 0 : 3;
 }
 
 }  // namespace

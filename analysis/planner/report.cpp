@@ -232,8 +232,8 @@ std::string campaign_yaml(const std::vector<const Candidate*>& layouts, const Co
   return o.str();
 }
 
-void write_plan(const std::vector<Candidate>& cands, const Config& base, const Cluster& cl,
-                const ReportOptions& o, std::ostream& out) {
+int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cluster& cl,
+               const ReportOptions& o, std::ostream& out) {
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) throw UsageError("--out " + o.out_dir + ": cannot create: " + ec.message());
@@ -292,15 +292,23 @@ void write_plan(const std::vector<Candidate>& cands, const Config& base, const C
   if (dagger)
     md << "\n(†) predicted, but this build's trainer does not run it on the cluster's device "
           "(plan.json: not_runnable).\n";
+  // The nearest over the limit (over-memory layouts come sorted by excess):
+  // --near of them, and at least 3 with nothing feasible, so the plan shows
+  // what to change.
   std::vector<const Candidate*> nearest;
+  const int n_near = feasible == 0 ? std::max(o.near, 3) : o.near;
   for (const Candidate& c : cands)
-    if (!c.feasible && c.timed && int(nearest.size()) < o.near) nearest.push_back(&c);
+    if (!c.feasible && c.timed && int(nearest.size()) < n_near) nearest.push_back(&c);
+  if (feasible == 0)
+    md << "\n**No layout is predicted to fit** " << gib(cl.memory_bytes - cl.memory_reserved)
+       << " GiB per device (" << gib(cl.memory_bytes) << " less " << gib(cl.memory_reserved)
+       << " reserved); scaletrain-plan exits with status 3.\n";
   if (!nearest.empty()) {
     md << "\nNearest over the memory limit:\n\n| layout | peak GiB | over by GiB | tok/s/device "
-          "|\n|---|---|---|---|\n";
+          "| memory parts |\n|---|---|---|---|---|\n";
     for (const Candidate* c : nearest)
       md << "| " << c->name() << " | " << gib(c->mem.peak.total()) << " | " << gib(-c->margin())
-         << " | " << fx(c->time.tokens_per_s_device, 1) << " |\n";
+         << " | " << fx(c->time.tokens_per_s_device, 1) << " | " << mem_parts(c->mem) << " |\n";
   }
   if (!why.empty()) {
     md << "\nNot feasible, by reason:\n\n| reason | layouts |\n|---|---|\n";
@@ -308,11 +316,15 @@ void write_plan(const std::vector<Candidate>& cands, const Config& base, const C
   }
   // CSV and JSON: every layout.
   std::ostringstream csv;
+  // The columns of a timed layout; an untimed one leaves exactly these empty.
+  const std::string timed_cols =
+      "peak_bytes,weights,grads,optim,activations,buffers,workspace,margin_bytes,step_s,gemm_s,"
+      "attention_s,elementwise_s,recompute_s,bubble_s,dp_exposed_s,tp_exposed_s,pp_exposed_s,"
+      "cp_exposed_s,zero_exposed_s,other_s,optimizer_s,tokens_per_s,tokens_per_s_device,mfu,hfu";
+  const size_t n_timed = size_t(std::count(timed_cols.begin(), timed_cols.end(), ',')) + 1;
   csv << "rank,name,devices,dp,tp,pp,cp,sp,zero_stage,num_model_chunks,dp_bucket_mb,micro_batch,"
-         "grad_accum,act_ckpt,feasible,reason,peak_bytes,weights,grads,optim,activations,buffers,"
-         "workspace,margin_bytes,step_s,gemm_s,attention_s,elementwise_s,recompute_s,bubble_s,"
-         "dp_exposed_s,tp_exposed_s,pp_exposed_s,cp_exposed_s,zero_exposed_s,other_s,optimizer_s,"
-         "tokens_per_s,tokens_per_s_device,mfu,hfu\n";
+         "grad_accum,act_ckpt,feasible,reason,"
+      << timed_cols << '\n';
   json j;
   j["model"] = {{"name", base.model.name},
                 {"n_layers", base.model.n_layers},
@@ -353,7 +365,7 @@ void write_plan(const std::vector<Candidate>& cands, const Config& base, const C
           << ',' << t.optimizer << ',' << t.tokens_per_s << ',' << t.tokens_per_s_device << ','
           << t.mfu << ',' << t.hfu;
     } else {
-      csv << std::string(27, ',');
+      csv << std::string(n_timed, ',');
     }
     csv << '\n';
   }
@@ -361,8 +373,8 @@ void write_plan(const std::vector<Candidate>& cands, const Config& base, const C
   std::vector<const Candidate*> camp;
   for (const Candidate& c : cands)
     if (c.feasible && c.not_runnable.empty() && int(camp.size()) < o.top) camp.push_back(&c);
-  for (const Candidate* c : nearest)
-    if (c->not_runnable.empty()) camp.push_back(c);
+  for (size_t i = 0; i < nearest.size() && int(i) < o.near; ++i)
+    if (nearest[i]->not_runnable.empty()) camp.push_back(nearest[i]);
   const std::string cname = o.campaign_name.empty()
                                 ? "plan-" + base.model.name + "-" +
                                       std::to_string(cands.empty() ? 0 : cands.front().devices)
@@ -387,6 +399,7 @@ void write_plan(const std::vector<Candidate>& cands, const Config& base, const C
   out << md.str() << "\nwritten: " << o.out_dir << "/plan.md, plan.csv, plan.json"
       << (o.plots ? ", throughput_vs_memory.svg, feasibility_frontier.svg" : "")
       << (camp.empty() ? "" : ", campaign.yaml") << "\n";
+  return feasible;
 }
 
 std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,

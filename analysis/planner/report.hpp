@@ -26,8 +26,10 @@ struct ReportOptions {
 };
 
 // Writes everything into o.out_dir and prints the Markdown summary to `out`.
-void write_plan(const std::vector<Candidate>& cands, const Config& base, const Cluster& cl,
-                const ReportOptions& o, std::ostream& out);
+// Returns the number of layouts predicted feasible (none: plan.md lists the
+// nearest over the memory limit with their memory parts).
+int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cluster& cl,
+               const ReportOptions& o, std::ostream& out);
 
 // The campaign YAML text (docs/campaigns.md format) for these layouts.
 // Throws UsageError when the model is not a preset mfu_sweep.sh can name.

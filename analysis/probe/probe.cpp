@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "plan/ops.hpp"

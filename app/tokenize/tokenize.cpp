@@ -2,10 +2,14 @@
 // token per byte, ids 0..255) that `data.source: file` memory-maps, plus a
 // JSON sidecar (<out>.json) with dtype, vocabulary size, token count and
 // sources, which the loader uses to detect truncated or mismatched files.
+// --format raw writes the ids alone; --format llmc writes an llm.c shard (a
+// header of 256 int32: magic, version, token count; docs/data.md).
 //
-//   scaletrain-tokenize -o data/corpus.bin [--dtype uint16|uint32] FILE...
+//   scaletrain-tokenize -o data/corpus.bin [--dtype uint16|uint32] [--format raw|llmc] FILE...
 #include <boost/program_options.hpp>
+#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -13,18 +17,22 @@
 
 #include "core/error.hpp"
 #include "core/util.hpp"
+#include "data/formats.hpp"
 
 namespace po = boost::program_options;
 
 int main(int argc, char** argv) {
   try {
-    std::string out, dtype = "uint16";
+    std::string out, dtype = "uint16", format = "raw";
     std::vector<std::string> inputs;
     po::options_description desc(
         "scaletrain-tokenize: text files -> byte-level token file (vocab 256)\nOptions");
     desc.add_options()("help,h", "show this help")(
-        "out,o", po::value(&out)->required(), "output token file (a .json sidecar is written beside it)")(
+        "out,o", po::value(&out)->required(),
+        "output token file (a .json sidecar is written beside it)")(
         "dtype", po::value(&dtype)->default_value("uint16"), "token width: uint16 or uint32")(
+        "format", po::value(&format)->default_value("raw"),
+        "raw (ids only) or llmc (llm.c shard: 1024-byte header, then the ids)")(
         "input", po::value(&inputs)->multitoken(), "text files");
     po::positional_options_description pos;
     pos.add("input", -1);
@@ -37,11 +45,31 @@ int main(int argc, char** argv) {
     po::notify(vm);
     if (dtype != "uint16" && dtype != "uint32")
       throw st::UsageError("--dtype: '" + dtype + "' is not valid; choose uint16 or uint32");
+    if (format != "raw" && format != "llmc")
+      throw st::UsageError("--format: '" + format + "' is not valid; choose raw or llmc");
     if (inputs.empty()) throw st::UsageError("no input files given");
+    const bool llmc = format == "llmc";
+    // llm.c's header counts tokens in an int32: its shards hold < 2^31.
+    uint64_t in_bytes = 0;
+    for (const auto& f : inputs) {
+      std::error_code ec;
+      const auto sz = std::filesystem::file_size(f, ec);
+      if (!ec) in_bytes += uint64_t(sz);
+    }
+    if (llmc && in_bytes > uint64_t(INT32_MAX))
+      throw st::UsageError("--format llmc: " + std::to_string(in_bytes) +
+                           " tokens do not fit one llm.c shard (its header counts at most "
+                           "2147483647); split the text into several shards");
 
     std::string tmp = out + ".partial";
     std::ofstream os(tmp, std::ios::binary);
     if (!os) throw st::UsageError("cannot write '" + tmp + "'");
+    // The llm.c header (dev/data/data_common.py write_datafile), rewritten with
+    // the count once it is known.
+    std::vector<int32_t> header(st::kLlmcHeaderInts, 0);
+    header[0] = dtype == "uint16" ? st::kLlmcMagicU16 : st::kLlmcMagicU32;
+    header[1] = dtype == "uint16" ? st::kLlmcVersionU16 : st::kLlmcVersionU32;
+    if (llmc) os.write(reinterpret_cast<const char*>(header.data()), std::streamsize(1024));
     uint64_t n = 0;
     for (const auto& f : inputs) {
       std::string text = st::read_file(f);
@@ -56,15 +84,24 @@ int main(int argc, char** argv) {
       }
       n += text.size();
     }
+    if (llmc) {
+      header[2] = int32_t(n);
+      os.seekp(0);
+      os.write(reinterpret_cast<const char*>(header.data()), std::streamsize(1024));
+    }
     os.close();
     if (!os) throw st::Error("write to '" + tmp + "' failed");
-    if (std::rename(tmp.c_str(), out.c_str()) != 0) throw st::Error("rename to '" + out + "' failed");
-    nlohmann::json side = {{"format", "scaletrain.tokens/1"}, {"tokenizer", "bytes"},
-                           {"dtype", dtype}, {"vocab_size", 256}, {"n_tokens", n},
+    if (std::rename(tmp.c_str(), out.c_str()) != 0)
+      throw st::Error("rename to '" + out + "' failed");
+    nlohmann::json side = {{"format", "scaletrain.tokens/1"},
+                           {"tokenizer", "bytes"},
+                           {"dtype", dtype},
+                           {"vocab_size", 256},
+                           {"n_tokens", n},
                            {"sources", inputs}};
     st::write_file_atomic(out + ".json", side.dump(2) + "\n");
-    std::cout << "scaletrain-tokenize: wrote " << n << " tokens (" << dtype << ") to " << out
-              << "\n";
+    std::cout << "scaletrain-tokenize: wrote " << n << " tokens (" << format << ", " << dtype
+              << ") to " << out << "\n";
     return 0;
   } catch (const po::error& e) {
     std::cerr << "scaletrain-tokenize: " << e.what() << " (see --help)\n";

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "tensor/tensor.hpp"
 

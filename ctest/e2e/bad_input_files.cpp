@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../data/layouts.hpp"
 #include "bad_input.hpp"
 
 namespace fs = std::filesystem;
@@ -18,10 +19,12 @@ namespace {
 
 const std::string kStep3 = "/checkpoints/step_00000003", kStep6 = "/checkpoints/step_00000006";
 
-void write_tokens(const std::string& path, size_t n, uint16_t big_at = 0) {
+// n ids below 200; with big_every, every big_every-th id is 300 (every
+// sample of the first step then holds one: ids are checked as read).
+void write_tokens(const std::string& path, size_t n, size_t big_every = 0) {
   std::vector<uint16_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = uint16_t(i % 200);
-  if (big_at) v[big_at] = 300;
+  for (size_t i = big_every; big_every && i < n; i += big_every) v[i] = 300;
   std::ofstream o(path, std::ios::binary);
   o.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * 2));
 }
@@ -50,8 +53,9 @@ void step3_into_step6(const std::string& r, std::initializer_list<const char*> f
 nlohmann::json& first_shard(nlohmann::json& j) { return j["tensors"].begin().value()["shards"][0]; }
 
 Case row(std::string name, std::function<std::string(Ctx&)> cmd, std::vector<std::string> expect,
-         int code = 2) {
+         int code = 2, std::function<std::string(Ctx&, const RunResult&)> check = nullptr) {
   Case c;
+  c.check = std::move(check);
   c.name = std::move(name);
   c.command = std::move(cmd);
   c.expect = std::move(expect);
@@ -73,6 +77,20 @@ std::vector<Case> data_rows() {
   auto data = [file](const std::string& path, int ranks = 1) {
     return trainer(ranks, tiny() + file + path + " --set runtime.cpu_peak_gflops=1");
   };
+  // A token file in a published layout (ctest/data/layouts.hpp), run with its
+  // own run folder, which a refused run must not create.
+  auto layout = [file](const std::string& path, const std::string& sets = "") {
+    return trainer(1, tiny() + file + path + sets + " --set runtime.cpu_peak_gflops=1 --out " +
+                          fs::path(path).parent_path().string() + "/run");
+  };
+  auto no_run = [](Ctx& x, const RunResult&) -> std::string {
+    return fs::exists(x.dir + "/run") ? "a refused run created its run folder" : "";
+  };
+  auto ids = [](size_t n) {
+    std::vector<uint32_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = uint32_t(i % 200);
+    return v;
+  };
   auto with_sidecar = [](Ctx& x, const std::string& sidecar) {
     write_tokens(x.dir + "/t.bin", 5000);
     put(x.dir + "/t.bin.json", sidecar);
@@ -93,19 +111,95 @@ std::vector<Case> data_rows() {
             return data(with_sidecar(x, R"({"dtype":"uint16","vocab_size":256,"n_tokens":9000})"));
           },
           {"t.bin", "9000"}),
-      row("token id above vocab",
+      row(
+          "token id above vocab",
           [=](Ctx& x) {
-            write_tokens(x.dir + "/big.bin", 5000, 1234);
-            return data(x.dir + "/big.bin");
+            write_tokens(x.dir + "/big.bin", 5000, 50);
+            return layout(x.dir + "/big.bin");
           },
-          {"big.bin", "300", "vocab_size"}),
+          {"big.bin", "token id 300", "byte offset", "vocab_size"}, 2, no_run),
+      row(
+          "llm.c shard shorter than its header",
+          [=](Ctx& x) {
+            test::write_bytes(x.dir + "/short.bin",
+                              test::llmc_bytes(ids(5000), false).substr(0, 600));
+            return layout(x.dir + "/short.bin");
+          },
+          {"short.bin", "byte offset 600", "truncated", "1024-byte header"}, 2, no_run),
+      row(
+          "llm.c shard with a wrong magic",
+          [=](Ctx& x) {
+            test::write_bytes(x.dir + "/magic.bin", test::llmc_bytes(ids(5000), false, 20240521));
+            return layout(x.dir + "/magic.bin", " --set data.format=llmc");
+          },
+          {"magic.bin", "byte offset 0", "bad magic 20240521"}, 2, no_run),
+      row(
+          "llm.c shard with a wrong version",
+          [=](Ctx& x) {
+            test::write_bytes(x.dir + "/ver.bin", test::llmc_bytes(ids(5000), false, 0, 3));
+            return layout(x.dir + "/ver.bin");
+          },
+          {"ver.bin", "byte offset 4", "version 3", "writes version 1"}, 2, no_run),
+      row(
+          "llm.c shard whose token count disagrees with its size",
+          [=](Ctx& x) {
+            test::write_bytes(x.dir + "/count.bin",
+                              test::llmc_bytes(ids(5000), true).substr(0, 1024 + 4 * 4000));
+            return layout(x.dir + "/count.bin");
+          },
+          {"count.bin", "byte offset 8", "5000", "should have 21024 bytes"}, 2, no_run),
+      row(
+          "Megatron index with a dtype code out of range",
+          [=](Ctx& x) {
+            test::write_megatron(x.dir + "/meg", ids(5000), 8);
+            std::string idx = slurp(x.dir + "/meg.idx");
+            idx[17] = 9;
+            test::write_bytes(x.dir + "/meg.idx", idx);
+            return layout(x.dir + "/meg");
+          },
+          {"meg.idx", "byte offset 17", "dtype code 9", "out of range"}, 2, no_run),
+      row(
+          "data.format=megatron without an index",
+          [=](Ctx& x) {
+            write_tokens(x.dir + "/plain.bin", 5000);
+            return layout(x.dir + "/plain.bin", " --set data.format=megatron");
+          },
+          {"plain.bin.idx", "no Megatron index"}, 2, no_run),
+      row(
+          "folder of shards with mixed dtypes",
+          [=](Ctx& x) {
+            fs::create_directories(x.dir + "/shards");
+            test::write_bytes(x.dir + "/shards/a.bin", test::llmc_bytes(ids(5000), false));
+            test::write_bytes(x.dir + "/shards/b.bin", test::llmc_bytes(ids(5000), true));
+            return trainer(1, tiny() + file + x.dir + "/shards --set runtime.cpu_peak_gflops=1" +
+                                  " --out " + x.dir + "/run");
+          },
+          {"b.bin' is llmc uint32", "a.bin' is llmc uint16", "first shard"}, 2, no_run),
       row("data.path is a FIFO (would block)",
           [=](Ctx& x) {
             ::mkfifo((x.dir + "/fifo.bin").c_str(), 0644);
             return data(x.dir + "/fifo.bin");
           },
           {"fifo.bin", "FIFO", "not a regular file"}),
-      row("data.path is a folder", [=](Ctx& x) { return data(x.dir); }, {"a folder"}),
+      row(
+          "train.eval_interval without data.val_path",
+          [=](Ctx& x) {
+            write_tokens(x.dir + "/t.bin", 5000);
+            return layout(x.dir + "/t.bin", " --set train.eval_interval=5");
+          },
+          {"train.eval_interval=5", "data.val_path"}, 2, no_run),
+      row(
+          "data.val_path is a damaged llm.c shard",
+          [=](Ctx& x) {
+            write_tokens(x.dir + "/t.bin", 5000);
+            test::write_bytes(x.dir + "/val.bin",
+                              test::llmc_bytes(ids(5000), false).substr(0, 1024 + 2 * 4000));
+            return layout(x.dir + "/t.bin",
+                          " --set train.eval_interval=5 --set data.val_path=" + x.dir + "/val.bin");
+          },
+          {"data.val_path", "val.bin", "byte offset 8"}, 2, no_run),
+      row("data.path is a folder without shards", [=](Ctx& x) { return data(x.dir); },
+          {"a folder", "no *.bin"}),
       row("sidecar vocab_size is a list",
           [=](Ctx& x) { return data(with_sidecar(x, R"({"vocab_size":[256]})")); },
           {"t.bin.json", "vocab_size", "integer", "[256]"}),

@@ -15,7 +15,7 @@
 #include <memory>
 #include <sstream>
 
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "mp_util.hpp"
 
 namespace {

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "backend/backend.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "parallel/grad_buckets.hpp"
 #include "parallel/mesh.hpp"
 

@@ -6,6 +6,7 @@
 // bad input refused with exit status 2 and a message naming what is wrong.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -28,6 +29,56 @@ st::test::RunResult plan(const std::string& args) { return run_cmd(plan_bin() + 
 json load(const fs::path& p) {
   std::ifstream in(p);
   return json::parse(in, nullptr, false);
+}
+
+// One CSV line's fields ("..." quotes a field; no quote inside one).
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> f(1);
+  bool quoted = false;
+  for (char ch : line) {
+    if (ch == '"')
+      quoted = !quoted;
+    else if (ch == ',' && !quoted)
+      f.emplace_back();
+    else
+      f.back() += ch;
+  }
+  return f;
+}
+
+// plan.csv parsed against plan.json: a header, then one row per layout in
+// rank order with the header's number of fields; a timed layout's step_s is
+// the JSON's, an untimed one's timed fields are empty. Returns the number of
+// untimed rows.
+int check_plan_csv(const std::string& out) {
+  const json j = load(fs::path(out) / "plan.json");
+  std::ifstream in(fs::path(out) / "plan.csv");
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> head = csv_fields(line);
+  const auto col = [&](const std::string& name) {
+    return size_t(std::find(head.begin(), head.end(), name) - head.begin());
+  };
+  const size_t name_i = col("name"), step_i = col("step_s"), hfu_i = col("hfu");
+  EXPECT_LT(hfu_i, head.size());
+  size_t row = 0;
+  int untimed = 0;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> f = csv_fields(line);
+    EXPECT_EQ(f.size(), head.size()) << "row " << row + 1 << ": " << line;
+    if (row >= j["layouts"].size() || f.size() != head.size()) return untimed;
+    const json& l = j["layouts"][row++];
+    EXPECT_EQ(f[name_i], l["name"].get<std::string>());
+    if (l.contains("time")) {
+      EXPECT_NEAR(std::stod(f[step_i]), l["time"]["step"].get<double>(),
+                  1e-4 * l["time"]["step"].get<double>());
+    } else {
+      ++untimed;
+      for (size_t i = col("peak_bytes"); i < head.size(); ++i) EXPECT_EQ(f[i], "") << head[i];
+    }
+  }
+  EXPECT_EQ(row, j["layouts"].size());
+  return untimed;
 }
 
 class PlanCli : public ::testing::Test {
@@ -73,11 +124,8 @@ TEST_F(PlanCli, CpuPlanWritesTablesPlotsAndACampaign) {
                     m["workspace"].get<double>(),
                 1.0);
   }
-  // CSV: a header and one row per layout.
-  std::ifstream csv(fs::path(out) / "plan.csv");
-  size_t lines = 0;
-  for (std::string s; std::getline(csv, s);) ++lines;
-  EXPECT_EQ(lines, L.size() + 1);
+  // CSV: a header and one row per layout, parsed.
+  check_plan_csv(out);
   // The campaign expands with mfu_sweep.sh's own expander.
   auto e =
       run_cmd("python3 " + src() + "/slurm/campaigns/expand_sweep.py " + out + "/campaign.yaml");
@@ -117,6 +165,9 @@ TEST_F(PlanCli, GpuPlanMarksLayoutsOverMemory) {
     feasible += l["feasible"].get<bool>();
   }
   EXPECT_GT(over, 0) << "a 7B model with replicated optimizer state cannot fit 40 GB";
+  // Invalid layouts (ZeRO 3 with pp > 1) are untimed: their CSV rows still
+  // have every column.
+  EXPECT_GT(check_plan_csv(out), 0);
   // The engine runs every layout family on every device (lib/engine).
   EXPECT_EQ(not_runnable, 0);
   EXPECT_GT(feasible, 0);
@@ -182,9 +233,10 @@ TEST_F(PlanCli, DryRunAndPlanShareOneMemoryModel) {
   auto r = plan("--cluster " + src() + "/configs/clusters/cpu-local.yaml --config " + src() +
                 "/configs/models/default.yaml" + sets +
                 " --devices 4 --dp 2 --tp 1 --pp 2 --cp 1 --out " + dir_ + "/d --no-plots");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
   const json j = load(fs::path(dir_) / "d/plan.json");
-  ASSERT_EQ(j["layouts"].size(), 1u);
+  ASSERT_EQ(j["layouts"].size(), 1u) << r.output;
+  // Whether it fits this machine's cluster file decides the status (3: nothing fits).
+  EXPECT_EQ(r.exit_code, j["counts"]["feasible"].get<int>() > 0 ? 0 : 3) << r.output;
   const double total = j["layouts"][0]["memory"]["total"].get<double>();
   const int stage = j["layouts"][0]["memory"]["stage"].get<int>();
   // The dry-run's total column (GiB, two decimals) for a rank of that stage.
@@ -201,6 +253,40 @@ TEST_F(PlanCli, DryRunAndPlanShareOneMemoryModel) {
     }
   }
   EXPECT_TRUE(found) << d.output;
+}
+
+// The planner reads no data: the default run config names a uint16 token
+// file, which a 128256-token vocabulary would not fit, and that is no reason
+// to refuse a plan.
+TEST_F(PlanCli, NoDataKeyRefusesAPlan) {
+  const std::string out = dir_ + "/vocab";
+  auto r = plan("--cluster " + src() +
+                "/configs/clusters/h100-sxm-80gb.yaml --set model.vocab_size=128256 --devices 8"
+                " --zero 3 --out " +
+                out + " --no-plots");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GT(load(fs::path(out) / "plan.json")["counts"]["feasible"].get<int>(), 0);
+}
+
+// Nothing fits: the plan is written, plan.md names the usable memory and
+// lists the nearest layouts with their memory parts, and the status is 3.
+TEST_F(PlanCli, NothingFitsShowsTheNearestAndExitsThree) {
+  const std::string out = dir_ + "/none";
+  auto r = plan("--cluster " + src() +
+                "/configs/clusters/a100-sxm-40gb.yaml --set model.preset=llama-7b --devices 1"
+                " --micro-batch 1,2 --act-ckpt none,full --near 0 --out " +
+                out + " --no-plots");
+  ASSERT_EQ(r.exit_code, 3) << r.output;
+  std::ifstream in(fs::path(out) / "plan.md");
+  const std::string md((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("No layout is predicted to fit"), std::string::npos) << md;
+  const auto at = md.find("Nearest over the memory limit");
+  ASSERT_NE(at, std::string::npos) << md;
+  int rows = 0;
+  for (auto p = md.find("| w ", at); p != std::string::npos; p = md.find("| w ", p + 1)) ++rows;
+  EXPECT_EQ(rows, 3) << md;  // --near 0, and still the 3 nearest
+  EXPECT_FALSE(fs::exists(fs::path(out) / "campaign.yaml"));
+  EXPECT_EQ(check_plan_csv(out), 0);  // every layout timed, each row complete
 }
 
 TEST_F(PlanCli, BadInputExitsTwoNamingTheProblem) {

@@ -29,11 +29,44 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           const float* B, float beta, float* C);
 
-// What the GEMM runs on, for run.json and the log, e.g. "OpenBLAS 0.3.21
-// ... (core SkylakeX)". Says so when the library picked a generic kernel
-// on a CPU that has AVX2 (OpenBLAS falls back to Prescott on CPUs it does
-// not recognise; OPENBLAS_CORETYPE overrides it), without a speed claim.
+// What the fp32 GEMM runs on, for run.json and the log, e.g. "OpenBLAS
+// 0.3.21 ... (core SkylakeX)". Says so when the library picked a generic
+// kernel on a CPU that has AVX2 (OpenBLAS falls back to Prescott on CPUs it
+// does not recognise; OPENBLAS_CORETYPE overrides it), without a speed claim.
 std::string gemm_library();
+
+// bf16 GEMM, the layout of gemm: A and B hold bf16 bits, products are
+// accumulated in fp32, C is fp32 or (c_bf16) bf16, rounded once when stored
+// after alpha and beta * C. gemm_bf16 runs oneDNN's matmul where the build
+// has oneDNN and the CPU multiplies bf16 in hardware (AVX512-BF16, AMX), and
+// otherwise widens the operands to fp32 for gemm (the same products: a bf16
+// times a bf16 is exact in fp32; only the summation order differs).
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, void* C,
+               int64_t ldc, bool c_bf16);
+// The two implementations gemm_bf16 picks from (tests run each).
+// gemm_bf16_onednn throws where gemm_bf16_native() is false.
+void gemm_bf16_onednn(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                      const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta,
+                      void* C, int64_t ldc, bool c_bf16);
+void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                       const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta,
+                       void* C, int64_t ldc, bool c_bf16);
+// Whether gemm_bf16 runs oneDNN (decided once per process: built with
+// oneDNN, and oneDNN's instruction set for this CPU, which DNNL_MAX_CPU_ISA
+// may lower, multiplies bf16 in hardware).
+bool gemm_bf16_native();
+// What gemm_bf16 runs on, for run.json and the log: oneDNN's version, its
+// instruction set and the implementation of a 768^3 matmul (impl_info_str,
+// e.g. "oneDNN 2.6.3, isa avx512_core_bf16, brg:avx512_core_bf16"), or the
+// widening fallback and why it was chosen.
+std::string gemm_bf16_library();
+
+// bf16 <-> fp32 over n elements (OpenMP and SIMD for large n): widening is
+// exact; narrowing rounds to nearest even, NaN stays NaN (tensor/dtype.hpp's
+// scalar f32_to_bf16, bit for bit).
+void widen_bf16(const uint16_t* x, int64_t n, float* y);
+void narrow_bf16(const float* x, int64_t n, uint16_t* y);
 
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);

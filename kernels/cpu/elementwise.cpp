@@ -6,6 +6,7 @@
 // their result does not depend on the thread count.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
@@ -17,6 +18,26 @@ namespace {
 // Column block for row reductions into parameter gradients.
 constexpr int64_t kColBlock = 64;
 }  // namespace
+
+ST_CPU_CLONES void widen_bf16(const uint16_t* x, int64_t n, float* y) {
+#pragma omp parallel for simd schedule(static) if (n > 4 * kMinParallelWork)
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = uint32_t(x[i]) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    y[i] = f;
+  }
+}
+
+ST_CPU_CLONES void narrow_bf16(const float* x, int64_t n, uint16_t* y) {
+#pragma omp parallel for simd schedule(static) if (n > 4 * kMinParallelWork)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &x[i], 4);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    y[i] = uint16_t((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x0040u : rounded);
+  }
+}
 
 ST_CPU_CLONES void add_inplace(float* y, const float* x, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kMinParallelWork)

@@ -1,11 +1,15 @@
-// CPU GEMM for kernels/ops.hpp: row-major sgemm through CBLAS (OpenBLAS).
+// CPU GEMM for kernels/ops.hpp: row-major sgemm through CBLAS (OpenBLAS),
+// and the bf16 GEMM's choice between oneDNN (gemm_onednn.cpp) and widening
+// the operands to fp32 for the sgemm (the fallback, here).
 #include <cblas.h>
 
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
+#include "tensor/dtype.hpp"
 
 namespace st::kernels {
 namespace {
@@ -41,7 +45,10 @@ std::string gemm_library() {
   const std::string core = corename ? corename : "unknown";
   const int par = openblas_get_parallel();  // 0 sequential, 1 pthreads, 2 OpenMP
   std::string s = std::string(config ? config : "OpenBLAS") + " (core " + core + ", " +
-                  (par == 2 ? "OpenMP threads" : par == 1 ? "pthreads" : "sequential") + ")";
+                  (par == 2   ? "OpenMP threads"
+                   : par == 1 ? "pthreads"
+                              : "sequential") +
+                  ")";
   std::string lower;
   for (char c : core) lower += char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
 #if defined(__x86_64__)
@@ -57,5 +64,48 @@ std::string gemm_library() {
   }
 #endif
   return s;
+}
+
+namespace {
+// The stored extent of a rows x cols operand with row stride ld.
+int64_t extent(int64_t rows, int64_t cols, int64_t ld) {
+  return rows > 0 && cols > 0 ? (rows - 1) * ld + cols : 0;
+}
+void widen(const uint16_t* x, int64_t n, std::vector<float>& out) {
+  out.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = bf16_to_f32(x[i]);
+}
+}  // namespace
+
+void gemm_bf16_widened(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                       const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta,
+                       void* C, int64_t ldc, bool c_bf16) {
+  if (M == 0 || N == 0) return;
+  std::vector<float> a, b, c;
+  widen(A, extent(ta ? K : M, ta ? M : K, lda), a);
+  widen(B, extent(tb ? N : K, tb ? K : N, ldb), b);
+  if (!c_bf16) {
+    gemm(ta, tb, M, N, K, alpha, a.data(), lda, b.data(), ldb, beta, static_cast<float*>(C), ldc);
+    return;
+  }
+  // Only the rows x N window of C is read and written: the bytes between
+  // rows (ldc > N) may belong to someone else.
+  uint16_t* h = static_cast<uint16_t*>(C);
+  c.assign(size_t(M * N), 0.f);
+  if (beta != 0.f)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) c[size_t(i * N + j)] = bf16_to_f32(h[i * ldc + j]);
+  gemm(ta, tb, M, N, K, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), N);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) h[i * ldc + j] = f32_to_bf16(c[size_t(i * N + j)]);
+}
+
+void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
+               int64_t lda, const uint16_t* B, int64_t ldb, float beta, void* C, int64_t ldc,
+               bool c_bf16) {
+  if (gemm_bf16_native())
+    gemm_bf16_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, c_bf16);
+  else
+    gemm_bf16_widened(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, c_bf16);
 }
 }  // namespace st::kernels

@@ -1,14 +1,16 @@
 // The CPU backend's Ops (kernels/ops.hpp) over the fp32 kernels of
 // cpu_kernels.hpp. Every op is enqueued on its stream (run at once on the
 // default CPU device, on the stream's worker thread on the strict one).
-// bf16 operands are widened to fp32 scratch before the kernel and outputs
-// are rounded to bf16 once, when stored: the rounding points of the CUDA
-// kernels, so train.precision=bf16 on CPU ranks exercises the numbers a GPU
-// run produces (not fast, and not meant to be).
+// bf16 GEMMs multiply bf16 directly with fp32 accumulation (oneDNN where the
+// CPU has bf16 instructions, gemm_bf16). The other ops widen bf16 operands
+// to fp32 scratch before the kernel; every output is rounded to bf16 once,
+// when stored: the rounding points of the CUDA kernels, so
+// train.precision=bf16 on CPU ranks exercises the numbers a GPU run produces.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "core/error.hpp"
@@ -22,13 +24,38 @@ namespace {
 
 bool is_bf16(DType t) { return t == DType::BF16; }
 
+// Scratch for widened operands, reused per thread: a fresh std::vector of a
+// large tensor is a fresh mmap whose every page faults on first touch, on
+// every call; a kept buffer is warm from the second step on.
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) {
+    auto& pool = free_list();
+    if (!pool.empty()) {
+      buf_ = std::move(pool.back());
+      pool.pop_back();
+    }
+    if (buf_.size() < size_t(n)) buf_.resize(size_t(n));
+  }
+  ~Scratch() { free_list().push_back(std::move(buf_)); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* data() { return buf_.data(); }
+
+ private:
+  static std::vector<std::vector<float>>& free_list() {
+    thread_local std::vector<std::vector<float>> pool;
+    return pool;
+  }
+  std::vector<float> buf_;
+};
+
 void widen(const void* x, DType t, int64_t n, float* out) {
   if (t == DType::F32) {
     std::memcpy(out, x, size_t(n) * sizeof(float));
     return;
   }
-  const uint16_t* h = static_cast<const uint16_t*>(x);
-  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
+  k::widen_bf16(static_cast<const uint16_t*>(x), n, out);
 }
 
 void narrow(const float* x, int64_t n, void* out, DType t) {
@@ -36,8 +63,7 @@ void narrow(const float* x, int64_t n, void* out, DType t) {
     if (out != x) std::memcpy(out, x, size_t(n) * sizeof(float));
     return;
   }
-  uint16_t* h = static_cast<uint16_t*>(out);
-  for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(x[i]);
+  k::narrow_bf16(x, n, static_cast<uint16_t*>(out));
 }
 
 // An input as fp32: the pointer itself for fp32, a widened copy for bf16.
@@ -48,15 +74,15 @@ class In {
       p_ = static_cast<const float*>(x);
       return;
     }
-    buf_.resize(size_t(n));
-    widen(x, t, n, buf_.data());
-    p_ = buf_.data();
+    buf_.emplace(n);
+    widen(x, t, n, buf_->data());
+    p_ = buf_->data();
   }
   const float* get() const { return p_; }
 
  private:
   const float* p_ = nullptr;
-  std::vector<float> buf_;
+  std::optional<Scratch> buf_;
 };
 
 // An output as fp32: written in place for fp32; for bf16 a scratch that is
@@ -69,9 +95,9 @@ class Out {
       p_ = static_cast<float*>(x);
       return;
     }
-    buf_.resize(size_t(n));
-    if (load) widen(x, t, n, buf_.data());
-    p_ = buf_.data();
+    buf_.emplace(n);
+    if (load) widen(x, t, n, buf_->data());
+    p_ = buf_->data();
   }
   float* get() { return p_; }
   void store() {
@@ -83,7 +109,7 @@ class Out {
   int64_t n_;
   DType t_;
   float* p_ = nullptr;
-  std::vector<float> buf_;
+  std::optional<Scratch> buf_;
 };
 
 // Wall seconds per kind of kernel, added by whichever thread runs the work.
@@ -118,7 +144,8 @@ class CpuOps final : public Ops {
     return r;
   }
   std::string describe() const override {
-    return "CPU: " + k::gemm_library() + "; bf16 stored, fp32 math";
+    return "CPU: fp32 GEMM " + k::gemm_library() + "; bf16 GEMM " + k::gemm_bf16_library() +
+           "; bf16 stored, fp32 math";
   }
 
   void gemm(Stream& s, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -132,20 +159,8 @@ class CpuOps final : public Ops {
                 static_cast<const float*>(B), ldb, beta, static_cast<float*>(C), ldc);
         return;
       }
-      // The stored extents of the operands (row stride may exceed the width).
-      auto extent = [](int64_t rows, int64_t cols, int64_t ld) {
-        return rows > 0 ? (rows - 1) * ld + cols : 0;
-      };
-      In a(A, extent(ta ? K : M, ta ? M : K, lda), ab),
-          b(B, extent(tb ? N : K, tb ? K : N, ldb), ab);
-      if (c == DType::F32) {
-        k::gemm(ta, tb, M, N, K, alpha, a.get(), lda, b.get(), ldb, beta, static_cast<float*>(C),
-                ldc);
-        return;
-      }
-      Out o(C, extent(M, N, ldc), c, beta != 0.f);
-      k::gemm(ta, tb, M, N, K, alpha, a.get(), lda, b.get(), ldb, beta, o.get(), ldc);
-      o.store();
+      k::gemm_bf16(ta, tb, M, N, K, alpha, static_cast<const uint16_t*>(A), lda,
+                   static_cast<const uint16_t*>(B), ldb, beta, C, ldc, c == DType::BF16);
     });
   }
 

@@ -17,18 +17,22 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdint>
+#include <string>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/host/launch_limits.hpp"
 #include "kernels/cuda/ops_cuda.hpp"
 
 namespace st::kernels::cuda {
 using namespace detail;
 
 namespace {
-constexpr int kWarps = 4;
-constexpr int kRowsPerWarp = 2;
-constexpr int kRows = kWarps * kRowsPerWarp;  // rows a block owns
-constexpr int kTile = 32;                     // rows per shared-memory tile (one per lane)
+// Tile constants, grids and shared-memory sizes: kernels/cuda/host/launch_limits.hpp.
+constexpr int kWarps = cuda_host::kAttnWarps;
+constexpr int kRowsPerWarp = cuda_host::kAttnRowsPerWarp;
+constexpr int kRows = cuda_host::kAttnRows;   // rows a block owns
+constexpr int kTile = cuda_host::kAttnTile;   // rows per shared-memory tile (one per lane)
 constexpr int kDims = int(kMaxHeadDim / 32);  // head dimensions per lane
 constexpr unsigned kFull = 0xffffffffu;
 using bf162 = __nv_bfloat162;
@@ -371,12 +375,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 void check_shape(int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd) {
-  ST_CHECK(Hkv > 0 && Hq % Hkv == 0, "n_heads ", Hq, " must be a multiple of n_kv_heads ", Hkv);
-  ST_CHECK(hd > 0 && hd % 2 == 0 && hd <= kMaxHeadDim,
-           "CUDA block attention needs an even head dimension <= ", kMaxHeadDim, ", got ", hd);
-  ST_CHECK(Tq < INT_MAX && Tk < INT_MAX && B * std::max(Hq, Hkv) <= 65535,
-           "CUDA block attention: shape B=", B, " Tq=", Tq, " Tk=", Tk, " Hq=", Hq,
-           " is outside the launch limits");
+  // The GPU's own shared-memory limit is checked by cudaFuncSetAttribute.
+  const std::string why = cuda_host::attention_limits(B, Tq, Tk, Hq, Hkv, hd, SIZE_MAX);
+  ST_CHECK(why.empty(), "CUDA block attention B=", B, " Tq=", Tq, " Tk=", Tk, ": ", why);
 }
 
 // Dynamic shared memory beyond the default 48 KiB needs an opt-in per kernel.
@@ -386,8 +387,8 @@ void allow_smem(K kernel, size_t bytes) {
     ST_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
-size_t tile_bytes(int64_t hd) { return size_t(kTile) * size_t(hd / 2 + 1) * sizeof(bf162); }
-size_t rows_bytes(int64_t hd) { return size_t(kRows) * size_t(hd) * sizeof(float); }
+static_assert(sizeof(bf162) == 4, "launch_limits.cpp sizes tiles in bf16 pairs of 4 bytes");
+dim3 grid_of(const cuda_host::Grid& g) { return dim3(unsigned(g.x), unsigned(g.y)); }
 }  // namespace
 
 void attention_fwd_block(const bf16* q, const bf16* k, const bf16* v, int64_t B, int64_t Tq,
@@ -396,11 +397,10 @@ void attention_fwd_block(const bf16* q, const bf16* k, const bf16* v, int64_t B,
                          cudaStream_t s) {
   check_shape(B, Tq, Tk, Hq, Hkv, hd);
   if (B == 0 || Tq == 0) return;
-  const size_t smem = 2 * tile_bytes(hd) + rows_bytes(hd);
-  allow_smem(k_fwd, smem);
-  const dim3 grid(unsigned((Tq + kRows - 1) / kRows), unsigned(B * Hq));
-  k_fwd<<<grid, kWarps * 32, smem, s>>>(q, k, v, int(Tq), int(Tk), int(Hq), int(Hkv), int(hd),
-                                        scale, qpos, kpos, out, lse);
+  const cuda_host::Grid g = cuda_host::attention_launch(B, Tq, Tk, Hq, Hkv, hd).fwd;
+  allow_smem(k_fwd, g.smem);
+  k_fwd<<<grid_of(g), g.threads, g.smem, s>>>(q, k, v, int(Tq), int(Tk), int(Hq), int(Hkv), int(hd),
+                                              scale, qpos, kpos, out, lse);
   ST_CUDA_CHECK_LAUNCH();
 }
 
@@ -420,17 +420,16 @@ void attention_bwd_block(const bf16* q, const bf16* k, const bf16* v, const bf16
                          cudaStream_t s) {
   check_shape(B, Tq, Tk, Hq, Hkv, hd);
   if (B == 0 || Tq == 0 || Tk == 0) return;
-  const size_t smem_q = 2 * tile_bytes(hd) + 2 * rows_bytes(hd);
-  allow_smem(k_bwd_dq, smem_q);
-  k_bwd_dq<<<dim3(unsigned((Tq + kRows - 1) / kRows), unsigned(B * Hq)), kWarps * 32, smem_q, s>>>(
+  const cuda_host::AttnLaunch l = cuda_host::attention_launch(B, Tq, Tk, Hq, Hkv, hd);
+  allow_smem(k_bwd_dq, l.bwd_dq.smem);
+  k_bwd_dq<<<grid_of(l.bwd_dq), l.bwd_dq.threads, l.bwd_dq.smem, s>>>(
       q, k, v, out, lse, dout, int(Tq), int(Tk), int(Hq), int(Hkv), int(hd), scale, qpos, kpos, dq,
       drow);
   ST_CUDA_CHECK_LAUNCH();
-  const size_t smem_k = 2 * tile_bytes(hd) + 2 * rows_bytes(hd) + 3 * kTile * sizeof(float);
-  allow_smem(k_bwd_dkdv, smem_k);
-  k_bwd_dkdv<<<dim3(unsigned((Tk + kRows - 1) / kRows), unsigned(B * Hkv)), kWarps * 32, smem_k,
-               s>>>(q, k, v, lse, dout, int(Tq), int(Tk), int(Hq), int(Hkv), int(hd), scale, qpos,
-                    kpos, drow, dk, dv);
+  allow_smem(k_bwd_dkdv, l.bwd_dkdv.smem);
+  k_bwd_dkdv<<<grid_of(l.bwd_dkdv), l.bwd_dkdv.threads, l.bwd_dkdv.smem, s>>>(
+      q, k, v, lse, dout, int(Tq), int(Tk), int(Hq), int(Hkv), int(hd), scale, qpos, kpos, drow, dk,
+      dv);
   ST_CUDA_CHECK_LAUNCH();
 }
 }  // namespace st::kernels::cuda

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
     namespace kc = st::kernels::cuda;
     int ordinal = 0;
     std::string name;
-    why = st::cuda::select_device(0, 1, &ordinal, &name);
+    why = st::cuda::select_device(MPI_COMM_NULL, &ordinal, &name);  // one process, no MPI
     if (!why.empty()) throw st::Error(why);
     st::cuda::CudaDevice dev(ordinal, name);
     st::Stream& s = dev.compute_stream();

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "config/config.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
@@ -147,6 +148,9 @@ int main(int argc, char** argv) {
       std::printf("peak_tflops=unknown\nmfu=n/a\nhfu=n/a\n");
     }
     std::printf("peak_device_gib=%.2f\n", double(peak_bytes) / double(1ull << 30));
+    // What ran (scripts/gpu-check.sh fails when the block kernels ran where
+    // cuDNN was expected): "... cuDNN fwd/bwd a/b, block kernels fwd/bwd c/d".
+    std::printf("ops_ran=%s\n", be.ops().describe().c_str());
     return 0;
   } catch (const st::UsageError& e) {
     std::fprintf(stderr, "bench-step: %s\n", e.what());

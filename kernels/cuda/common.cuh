@@ -10,15 +10,15 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/host/launch_limits.hpp"
 
 namespace st::kernels::cuda::detail {
 
 constexpr int kThreads = 256;
 
+// Grid-stride loops cover what the capped grid does not (launch_limits.hpp).
 inline unsigned grid_for(int64_t n, int threads = kThreads) {
-  int64_t g = (n + threads - 1) / threads;
-  if (g > 65535LL * 16) g = 65535LL * 16;  // grid-stride loops cover the rest
-  return unsigned(g < 1 ? 1 : g);
+  return cuda_host::elementwise_grid(n, threads);
 }
 
 #define ST_GRID_STRIDE(i, n)                                                \

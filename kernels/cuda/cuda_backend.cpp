@@ -1,12 +1,15 @@
 // The CUDA backend (lib/backend/backend.hpp) and the entry point of
 // libscaletrain_cuda.so that lib/backend's loader looks up with dlsym:
-// scaletrain_cuda_backend(abi, why). One object per process, never
+// scaletrain_backend_table(), a C table with the build's seam hash. One object per process, never
 // destroyed (CUDA and NCCL tear down with the process).
 //
 //  - supports: train.precision=bf16 only (the kernels store bf16
-//    activations); every layout the CPU backend runs is accepted.
-//  - preflight: this rank's GPU (select_device: the node-local rank among
-//    the visible devices, sm_80 or newer) and the peak MFU is reported
+//    activations), and attention shapes the kernels can launch
+//    (host/launch_limits.hpp: even head_dim <= 256, micro_batch x heads per
+//    rank <= 65535); every layout the CPU backend runs is accepted.
+//  - preflight: this rank's GPU (select_device: PCI bus ids compared across
+//    the node's ranks, collective over them; a GPU two ranks would share is
+//    refused by bus id; sm_80 or newer) and the peak MFU is reported
 //    against (runtime.gpu_peak_tflops, else the device's dense bf16 row of
 //    lib/metrics); then the device and the Ops are created. Collective-free.
 //  - communicator: one NcclCommunicator per MPI group, created on first
@@ -15,15 +18,19 @@
 //    it then, so a group made later at the same address gets its own.
 #include <unistd.h>
 
+#include <cstdio>
 #include <mutex>
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "kernels/cuda/cuda_ops.hpp"
 #include "kernels/cuda/device.hpp"
+#include "kernels/cuda/host/supports.hpp"
 #include "kernels/cuda/nccl_communicator.hpp"
 #include "metrics/metrics.hpp"
+#include "scaletrain/seam_hash.hpp"
 
 namespace st::cuda {
 namespace {
@@ -43,7 +50,7 @@ class CudaBackend final : public Backend {
       return "runtime.device=cuda runs train.precision=bf16 (bf16 activations and compute "
              "weights; fp32 master weights, gradients and optimizer state); train.precision=" +
              cfg.train.precision + " is for runtime.device=cpu: set train.precision=bf16";
-    return "";
+    return cuda_host::supports_shapes(cfg);
   }
 
   std::string preflight(const Config& cfg, int local_rank, int local_size) override {
@@ -53,7 +60,22 @@ class CudaBackend final : public Backend {
                               "): ";
     int ordinal = 0;
     std::string name;
-    const std::string why = select_device(local_rank, local_size, &ordinal, &name);
+    // The node's ranks compare their GPUs (collective over the node-local
+    // ranks of MPI_COMM_WORLD; a process without MPI is alone).
+    int mpi_up = 0, mpi_down = 0;
+    MPI_Initialized(&mpi_up);
+    MPI_Finalized(&mpi_down);
+    MPI_Comm node = MPI_COMM_NULL;
+    if (mpi_up && !mpi_down)
+      ST_MPI_CHECK(
+          MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    std::string why;
+    try {
+      why = select_device(node, &ordinal, &name);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
     if (!why.empty()) return where + why + "; use runtime.device=cpu on a machine without GPUs";
     if (cfg.runtime.gpu_peak_tflops > 0) {
       peak_ = {cfg.runtime.gpu_peak_tflops * 1e12, "config runtime.gpu_peak_tflops"};
@@ -66,7 +88,7 @@ class CudaBackend final : public Backend {
     }
     try {
       dev_ = std::make_unique<CudaDevice>(ordinal, name);
-      ops_ = make_cuda_ops(*dev_);
+      ops_ = make_cuda_ops(*dev_, cfg.runtime.attention_backward == "deterministic");
     } catch (const std::exception& e) {
       ops_.reset();
       dev_.reset();
@@ -84,8 +106,13 @@ class CudaBackend final : public Backend {
     return *ops_;
   }
 
-  Communicator& communicator(MpiCommunicator& group) override {
+  Communicator& communicator(Communicator& host) override {
     device();  // preflight first
+    auto* mpi = dynamic_cast<MpiCommunicator*>(&host);
+    ST_CHECK(mpi != nullptr,
+             "runtime.device=cuda: NCCL communicators are made on MPI groups, not on '",
+             host.name(), "'");
+    MpiCommunicator& group = *mpi;
     const MPI_Comm key = group.mpi();
     NcclCommunicator* made = nullptr;
     {
@@ -148,19 +175,23 @@ class CudaBackend final : public Backend {
 }  // namespace
 }  // namespace st::cuda
 
-extern "C" __attribute__((visibility("default"))) st::Backend* scaletrain_cuda_backend(
-    int abi, std::string* why) {
-  if (abi != st::kBackendAbi) {
-    if (why)
-      *why = "built for backend ABI " + std::to_string(st::kBackendAbi) + ", the program uses " +
-             std::to_string(abi) + ": rebuild the program and the library from one tree";
-    return nullptr;
-  }
+namespace {
+void* create_cuda_backend(char* why, size_t why_bytes) {
   try {
     static st::Backend* backend = new st::cuda::CudaBackend();  // process lifetime
     return backend;
   } catch (const std::exception& e) {
-    if (why) *why = e.what();
+    if (why && why_bytes) std::snprintf(why, why_bytes, "%s", e.what());
     return nullptr;
   }
+}
+const ScaletrainBackendTable kTable = {sizeof(ScaletrainBackendTable), SCALETRAIN_SEAM_HASH, "cuda",
+                                       &create_cuda_backend};
+}  // namespace
+
+// The entry point lib/backend's loader looks up (backend.hpp): a C table
+// whose seam hash the loader compares with its own before it calls create.
+extern "C" __attribute__((visibility("default"))) const ScaletrainBackendTable*
+scaletrain_backend_table(void) {
+  return &kTable;
 }

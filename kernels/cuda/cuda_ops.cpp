@@ -29,6 +29,7 @@
 #include "core/log.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/gemm_lt.hpp"
+#include "kernels/cuda/host/attn_path.hpp"
 #include "kernels/cuda/ops_cuda.hpp"
 #include "kernels/cuda/sdpa_cudnn.hpp"
 
@@ -80,7 +81,8 @@ class Scratch {
 
 class CudaOps final : public Ops {
  public:
-  explicit CudaOps(CudaDevice& dev) : dev_(dev), gemm_(dev), sdpa_(dev) {}
+  CudaOps(CudaDevice& dev, bool deterministic_bwd)
+      : dev_(dev), gemm_(dev), sdpa_(dev), deterministic_bwd_(deterministic_bwd) {}
   ~CudaOps() override {
     if (pos_) dev_.deallocate(pos_, pos_n_ * sizeof(int32_t), MemCat::Workspace);
   }
@@ -89,7 +91,8 @@ class CudaOps final : public Ops {
     return detail::cat("CUDA: cuBLASLt ", cublasLtGetVersion(), " GEMM, ",
                        kc::CudnnSdpa::description(),
                        " for causal attention, custom kernels for ring-attention blocks; bf16 "
-                       "stored, fp32 math");
+                       "stored, fp32 math; ",
+                       attn_.describe());
   }
 
   void gemm(Stream& s, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -189,7 +192,7 @@ class CudaOps final : public Ops {
                      DType t) override {
     need_bf16(t, "attention_fwd");
     const cudaStream_t cs = native(s);
-    if (use_cudnn(B, T, Hq, Hkv, hd)) {
+    if (use_cudnn(B, T, Hq, Hkv, hd, false)) {
       sdpa_.fwd(as<bf16>(q), as<bf16>(k), as<bf16>(v), B, T, Hq, Hkv, hd, scale, as<bf16>(out), lse,
                 cs);
       return;
@@ -205,7 +208,9 @@ class CudaOps final : public Ops {
                      DType t) override {
     need_bf16(t, "attention_bwd");
     const cudaStream_t cs = native(s);
-    if (use_cudnn(B, T, Hq, Hkv, hd)) {
+    // runtime.attention_backward=deterministic: the block kernels, by choice (counted).
+    if (deterministic_bwd_) attn_.ran(cuda_host::AttnPath::Block, true);
+    if (!deterministic_bwd_ && use_cudnn(B, T, Hq, Hkv, hd, true)) {
       sdpa_.bwd(as<bf16>(q), as<bf16>(k), as<bf16>(v), as<bf16>(out), lse, as<bf16>(dout), B, T, Hq,
                 Hkv, hd, scale, as<bf16>(dq), as<bf16>(dk), as<bf16>(dv), cs);
       return;
@@ -284,29 +289,42 @@ class CudaOps final : public Ops {
   }
 
  private:
-  // cuDNN for this shape? Decided once per shape: the head dimension it
-  // supports, and both plans (forward and backward) built.
-  bool use_cudnn(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
+  // cuDNN for this shape and direction? The bookkeeping (retries, counts,
+  // what describe() reports) is cuda_host::AttnPathPolicy, tested on CPUs.
+  bool use_cudnn(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, bool backward) {
+    using D = cuda_host::AttnPathPolicy::Decision;
+    const cuda_host::AttnShape sh{B, T, Hq, Hkv, hd};
+    bool cudnn = false;
     std::lock_guard<std::mutex> g(mu_);
-    const auto key = std::make_tuple(B, T, Hq, Hkv, hd);
-    auto it = cudnn_ok_.find(key);
-    if (it != cudnn_ok_.end()) return it->second;
-    std::string why;
-    if (hd % 8 != 0 || hd > 256) {
-      why = detail::cat("head dimension ", hd, " (cuDNN needs a multiple of 8, at most 256)");
-    } else {
-      try {
-        sdpa_.prepare(false, B, T, Hq, Hkv, hd);
-        sdpa_.prepare(true, B, T, Hq, Hkv, hd);
-      } catch (const Error& e) {
-        why = e.what();
-      }
+    switch (attn_.decide(sh, backward)) {
+      case D::UseCudnn:
+        cudnn = true;
+        break;
+      case D::UseBlock:
+        break;
+      case D::TryCudnn:
+        if (std::string why = cuda_host::cudnn_sdpa_head_dim(hd); !why.empty()) {
+          attn_.refused(sh, why);
+          log0("CUDA backend: causal attention B=", B, " T=", T, " Hq=", Hq, " Hkv=", Hkv,
+               " hd=", hd, " runs on the custom block kernels, not cuDNN: ", why);
+          break;
+        }
+        try {
+          sdpa_.prepare(false, B, T, Hq, Hkv, hd);
+          sdpa_.prepare(true, B, T, Hq, Hkv, hd);
+          attn_.plan_ok(sh);
+          cudnn = true;
+        } catch (const Error& e) {
+          const bool settled = attn_.plan_failed(sh, e.what());
+          log0("CUDA backend: cuDNN plans for causal attention B=", B, " T=", T, " Hq=", Hq,
+               " Hkv=", Hkv, " hd=", hd, " failed (", e.what(), "); ",
+               settled ? "the shape stays on the custom block kernels"
+                       : "this call runs the block kernels, the next one retries");
+        }
+        break;
     }
-    if (!why.empty())
-      log0("CUDA backend: causal attention B=", B, " T=", T, " Hq=", Hq, " Hkv=", Hkv, " hd=", hd,
-           " runs on the custom block kernels, not cuDNN: ", why);
-    cudnn_ok_[key] = why.empty();
-    return why.empty();
+    attn_.ran(cudnn ? cuda_host::AttnPath::Cudnn : cuda_host::AttnPath::Block, backward);
+    return cudnn;
   }
 
   // Device positions 0..T-1 for the block kernels (grown on demand, filled
@@ -330,11 +348,14 @@ class CudaOps final : public Ops {
   kc::GemmLt gemm_;
   kc::CudnnSdpa sdpa_;
   std::mutex mu_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, bool> cudnn_ok_;
+  cuda_host::AttnPathPolicy attn_;
+  bool deterministic_bwd_;  // runtime.attention_backward=deterministic
   int32_t* pos_ = nullptr;
   int64_t pos_n_ = 0;
 };
 }  // namespace
 
-std::unique_ptr<Ops> make_cuda_ops(CudaDevice& dev) { return std::make_unique<CudaOps>(dev); }
+std::unique_ptr<Ops> make_cuda_ops(CudaDevice& dev, bool deterministic_bwd) {
+  return std::make_unique<CudaOps>(dev, deterministic_bwd);
+}
 }  // namespace st::cuda

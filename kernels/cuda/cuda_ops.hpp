@@ -8,5 +8,8 @@
 #include "kernels/ops.hpp"
 
 namespace st::cuda {
-std::unique_ptr<Ops> make_cuda_ops(CudaDevice& dev);
+// deterministic_bwd (runtime.attention_backward=deterministic): causal
+// attention's backward runs on the block kernels (bitwise repeatable)
+// instead of cuDNN's (dQ accumulated with atomics).
+std::unique_ptr<Ops> make_cuda_ops(CudaDevice& dev, bool deterministic_bwd = false);
 }  // namespace st::cuda

@@ -3,11 +3,16 @@
 #include "kernels/cuda/device.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/host/device_select.hpp"
+#include "kernels/cuda/host/poll_wait.hpp"
+#include "kernels/cuda/host/staging_ring.hpp"
+#include "runtime/watchdog.hpp"
 
 namespace st::cuda {
 
@@ -24,20 +29,28 @@ int device_count(std::string* why) {
   return n;
 }
 
-std::string select_device(int local_rank, int local_size, int* ordinal, std::string* name) {
+std::string select_device(MPI_Comm node, int* ordinal, std::string* name) {
   std::string why;
   const int n = device_count(&why);
-  if (n == 0) return why;
+  // Every rank takes part in the exchange, GPUs or not, so none waits alone.
+  std::vector<std::string> mine;
+  for (int i = 0; i < n; ++i) {
+    char bus[32] = {0};
+    const cudaError_t e = cudaDeviceGetPCIBusId(bus, int(sizeof bus), i);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      std::snprintf(bus, sizeof bus, "ordinal-%d-no-bus-id", i);
+    }
+    mine.emplace_back(bus);
+  }
+  const auto plan = cuda_host::plan_devices(cuda_host::gather_visible(node, mine));
+  int me = 0;
+  if (node != MPI_COMM_NULL) MPI_Comm_rank(node, &me);
   const char* vis = std::getenv("CUDA_VISIBLE_DEVICES");
   const std::string visible = vis ? std::string(" (CUDA_VISIBLE_DEVICES=") + vis + ")" : "";
-  // Either every rank sees the node's GPUs (take the local rank's), or the
-  // launcher bound one GPU to each rank (srun --gpus-per-task=1 sets
-  // CUDA_VISIBLE_DEVICES per task: each rank sees exactly one).
-  if (local_size > n && n != 1)
-    return std::to_string(local_size) + " ranks on this node but " + std::to_string(n) +
-           " visible GPU(s)" + visible + "; launch at most " + std::to_string(n) +
-           " rank(s) per node, or bind one GPU per rank (one GPU per rank)";
-  const int dev = local_size > n ? 0 : local_rank;
+  if (n == 0) return why;
+  if (!plan.ok()) return plan.error + visible;
+  const int dev = plan.ordinal[size_t(me)];
   cudaError_t e = cudaSetDevice(dev);
   if (e != cudaSuccess) {
     cudaGetLastError();
@@ -77,7 +90,9 @@ void CudaEvent::record(cudaStream_t s) {
 }
 bool CudaEvent::query() { return !recorded_ || ST_CUDA_QUERY(cudaEventQuery(e_)); }
 void CudaEvent::synchronize() {
-  if (recorded_) ST_CUDA_CHECK(cudaEventSynchronize(e_));
+  if (recorded_)
+    cuda_host::poll_wait([this] { return ST_CUDA_QUERY(cudaEventQuery(e_)); },
+                         [] { watchdog::poll("synchronize of a CUDA event"); });
 }
 double CudaEvent::seconds_since(Event& start) {
   auto* a = dynamic_cast<CudaEvent*>(&start);
@@ -121,7 +136,9 @@ void CudaStream::wait(Event& e) {
   if (ce->recorded()) ST_CUDA_CHECK(cudaStreamWaitEvent(s_, ce->get(), 0));
 }
 void CudaStream::synchronize() {
-  ST_CUDA_CHECK(cudaStreamSynchronize(s_));
+  // Polled, answering the watchdog meanwhile (host/poll_wait.hpp).
+  cuda_host::poll_wait([this] { return ST_CUDA_QUERY(cudaStreamQuery(s_)); },
+                       [this] { watchdog::poll("synchronize of CUDA stream '" + name_ + "'"); });
   rethrow();
   for (auto& f : after_sync_) f();
 }
@@ -154,9 +171,9 @@ class CudaDevice::Staging {
   static constexpr size_t kChunk = size_t(8) << 20;   // largest single DMA from it
   Staging() { ST_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&base_), kBytes, 0)); }
   ~Staging() {
-    for (auto& u : busy_) {
-      cudaEventSynchronize(u.ev);
-      cudaEventDestroy(u.ev);
+    for (auto& u : ring_.in_use()) {
+      cudaEventSynchronize(u.token);
+      cudaEventDestroy(u.token);
     }
     for (cudaEvent_t e : spare_) cudaEventDestroy(e);
     if (base_) cudaFreeHost(base_);
@@ -164,48 +181,25 @@ class CudaDevice::Staging {
   Staging(const Staging&) = delete;
   Staging& operator=(const Staging&) = delete;
 
+  // The slot bookkeeping is cuda_host::StagingRing (tested on CPUs); here
+  // the tokens are events recorded behind each DMA.
   void upload(void* dst, const void* host, size_t bytes, cudaStream_t s) {
     std::lock_guard<std::mutex> g(mu_);
-    for (size_t off = 0; off < bytes; off += kChunk) {
-      const size_t n = std::min(kChunk, bytes - off);
-      const size_t at = take(n);
+    for (const auto& [off, n] : cuda_host::split_chunks(bytes, kChunk)) {
+      const size_t at = ring_.take(
+          n, [](cudaEvent_t e) { return ST_CUDA_QUERY(cudaEventQuery(e)); },
+          [](cudaEvent_t e) { ST_CUDA_CHECK(cudaEventSynchronize(e)); },
+          [this](cudaEvent_t e) { spare_.push_back(e); });
       std::memcpy(base_ + at, static_cast<const char*>(host) + off, n);
       ST_CUDA_CHECK(
           cudaMemcpyAsync(static_cast<char*>(dst) + off, base_ + at, n, cudaMemcpyHostToDevice, s));
       cudaEvent_t e = event();
       ST_CUDA_CHECK(cudaEventRecord(e, s));
-      busy_.push_back({at, n, e});
+      ring_.hold(at, n, e);
     }
   }
 
  private:
-  struct Use {
-    size_t off, len;
-    cudaEvent_t ev;  // recorded behind the DMA that reads the slot
-  };
-  // A free slot of n bytes at the ring's head; waits for the DMAs still
-  // reading any part of it (the oldest first).
-  size_t take(size_t n) {
-    n = (n + 255) / 256 * 256;
-    if (head_ + n > kBytes) head_ = 0;
-    const size_t lo = head_, hi = head_ + n;
-    while (!busy_.empty() && ST_CUDA_QUERY(cudaEventQuery(busy_.front().ev))) release_front();
-    auto overlaps = [&] {
-      for (const Use& u : busy_)
-        if (u.off < hi && lo < u.off + u.len) return true;
-      return false;
-    };
-    while (overlaps()) {
-      ST_CUDA_CHECK(cudaEventSynchronize(busy_.front().ev));
-      release_front();
-    }
-    head_ = hi;
-    return lo;
-  }
-  void release_front() {
-    spare_.push_back(busy_.front().ev);
-    busy_.pop_front();
-  }
   cudaEvent_t event() {
     if (!spare_.empty()) {
       cudaEvent_t e = spare_.back();
@@ -218,8 +212,7 @@ class CudaDevice::Staging {
   }
   std::mutex mu_;
   char* base_ = nullptr;
-  size_t head_ = 0;
-  std::deque<Use> busy_;
+  cuda_host::StagingRing<cudaEvent_t> ring_{kBytes};
   std::vector<cudaEvent_t> spare_;
 };
 

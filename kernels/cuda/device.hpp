@@ -23,6 +23,7 @@
 //    rethrown by the stream's next enqueue() or synchronize().
 #pragma once
 #include <cuda_runtime_api.h>
+#include <mpi.h>
 
 #include <exception>
 #include <functional>
@@ -40,13 +41,14 @@ namespace st::cuda {
 // when 0, why.
 int device_count(std::string* why = nullptr);
 
-// One GPU per rank: the node-local rank's ordinal among the visible devices
-// (CUDA_VISIBLE_DEVICES narrows and renumbers them, the CUDA runtime's own
-// rule), or device 0 when each rank sees exactly one (a launcher binding a
-// GPU per task). Sets it current. Returns "" and fills *ordinal and *name,
-// or the reason it cannot (no device; more ranks on the node than visible
-// GPUs; a GPU older than sm_80).
-std::string select_device(int local_rank, int local_size, int* ordinal, std::string* name);
+// One GPU per rank, chosen by PCI bus id across the node's ranks (collective
+// over `node`, the node-local MPI communicator; MPI_COMM_NULL: this rank
+// alone): the rule of kernels/cuda/host/device_select.hpp (a rank seeing one
+// GPU takes it, else its node-local rank's ordinal; no GPU taken twice).
+// Sets it current. Returns "" and fills *ordinal and *name, or the reason it
+// cannot (no device; more ranks than GPUs; a GPU two ranks would share,
+// named by bus id; a GPU older than sm_80).
+std::string select_device(MPI_Comm node, int* ordinal, std::string* name);
 
 // The cudaStream_t of a stream of the CUDA device (throws for another kind).
 cudaStream_t native(Stream& s);

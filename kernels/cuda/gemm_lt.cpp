@@ -1,11 +1,13 @@
 // cuBLASLt GEMM (see gemm_lt.hpp). Row-major C = op(A) op(B) is computed as
-// the column-major C^T = op(B)^T op(A)^T, so B is cuBLAS's first operand.
+// the column-major C^T = op(B)^T op(A)^T, so B is cuBLAS's first operand
+// (the descriptors come from kernels/cuda/host/gemm_map.hpp).
 #include "kernels/cuda/gemm_lt.hpp"
 
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/host/gemm_map.hpp"
 
 namespace st::kernels::cuda {
 
@@ -37,33 +39,27 @@ size_t GemmLt::cached_shapes() const {
   return plans_.size();
 }
 
-namespace {
-int alignment_of(const void* p, int64_t ld_elems, int elem_bytes) {
-  // Largest power of two (<= 16) dividing the address and the row stride.
-  uintptr_t a = reinterpret_cast<uintptr_t>(p) | uintptr_t(ld_elems * elem_bytes);
-  int al = 16;
-  while (al > 1 && (a % uintptr_t(al)) != 0) al /= 2;
-  return al;
-}
-}  // namespace
-
 const GemmLt::Plan& GemmLt::plan_for(const Key& k) {
   auto it = plans_.find(k);
   if (it != plans_.end()) return *it->second;
   const auto [ta, tb, M, N, K, lda, ldb, ldc, ab_type, c_type, align] = k;
   const auto ab = cudaDataType_t(ab_type);
   auto p = std::make_unique<Plan>();
-  const cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A = our B
-  const cublasOperation_t opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS B = our A
+  // The column-major problem (kernels/cuda/host/gemm_map.hpp, tested on CPUs).
+  const cuda_host::LtGemm g = cuda_host::map_row_major_gemm(ta, tb, M, N, K, lda, ldb, ldc);
+  const cublasOperation_t opA = g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opB = g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
   ST_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   ST_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
   ST_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
-  // Column-major views: our B is [K,N] (or [N,K] if trans_b) row-major.
-  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, ab, tb ? K : N, tb ? N : K, ldb));
-  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, ab, ta ? M : K, ta ? K : M, lda));
-  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, cudaDataType_t(c_type), N, M, ldc));
+  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, ab, uint64_t(g.first.rows),
+                                             uint64_t(g.first.cols), g.first.ld));
+  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, ab, uint64_t(g.second.rows),
+                                             uint64_t(g.second.cols), g.second.ld));
+  ST_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, cudaDataType_t(c_type), uint64_t(g.c.rows),
+                                             uint64_t(g.c.cols), g.c.ld));
 
   cublasLtMatmulPreference_t pref;
   ST_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -101,9 +97,10 @@ void GemmLt::run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   ST_CHECK(K > 0, "GEMM with K=", K);
   const int abytes = ab_type == int(CUDA_R_32F) ? 4 : 2;
   const int cbytes = c_type == int(CUDA_R_32F) ? 4 : 2;
-  int align = alignment_of(A, lda, abytes);
-  align = std::min(align, alignment_of(B, ldb, abytes));
-  align = std::min(align, alignment_of(C, ldc, cbytes));
+  using cuda_host::gemm_alignment;
+  int align = gemm_alignment(reinterpret_cast<uintptr_t>(A), lda, abytes);
+  align = std::min(align, gemm_alignment(reinterpret_cast<uintptr_t>(B), ldb, abytes));
+  align = std::min(align, gemm_alignment(reinterpret_cast<uintptr_t>(C), ldc, cbytes));
   const Key key{ta, tb, M, N, K, lda, ldb, ldc, ab_type, c_type, align};
   std::lock_guard<std::mutex> g(mu_);
   const Plan& p = plan_for(key);

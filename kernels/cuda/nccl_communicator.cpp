@@ -8,6 +8,9 @@
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/host/nccl_plan.hpp"
+#include "kernels/cuda/host/poll_wait.hpp"
+#include "runtime/watchdog.hpp"
 
 // NCCL: the message includes NCCL's error string and its last error text.
 #define ST_NCCL_CHECK(call, comm)                                                              \
@@ -38,6 +41,55 @@ const char* offset(const void* p, int64_t elems, DType t) {
 }
 char* offset(void* p, int64_t elems, DType t) {
   return static_cast<char*>(p) + size_t(elems) * dtype_size(t);
+}
+
+// Issues a plan of kernels/cuda/host/nccl_plan.hpp (tested on CPUs against
+// the MPI communicator). For an exchange, Send/Recv name ops[step.op].buf.
+void issue(const cuda_host::NcclPlan& plan, const void* send, void* recv, DType t,
+           const std::vector<P2POp>* ops, ncclComm_t comm, cudaStream_t s) {
+  using cuda_host::Buf;
+  using cuda_host::NcclCall;
+  auto at = [&](Buf b, int64_t off) -> void* {
+    if (b == Buf::None) return nullptr;
+    void* base = b == Buf::Send ? const_cast<void*>(send) : recv;
+    return offset(base, off, t);
+  };
+  if (plan.grouped) ST_NCCL_CHECK(ncclGroupStart(), comm);
+  for (const auto& st : plan.steps) {
+    const size_t n = size_t(st.count);
+    switch (st.call) {
+      case NcclCall::ReduceScatter:
+        ST_NCCL_CHECK(ncclReduceScatter(at(st.src, st.src_off), at(st.dst, st.dst_off), n,
+                                        nccl_type(t), ncclSum, comm, s),
+                      comm);
+        break;
+      case NcclCall::AllGather:
+        ST_NCCL_CHECK(
+            ncclAllGather(at(st.src, st.src_off), at(st.dst, st.dst_off), n, nccl_type(t), comm, s),
+            comm);
+        break;
+      case NcclCall::Reduce:
+        ST_NCCL_CHECK(ncclReduce(at(st.src, st.src_off), at(st.dst, st.dst_off), n, nccl_type(t),
+                                 ncclSum, st.peer, comm, s),
+                      comm);
+        break;
+      case NcclCall::Broadcast:
+        ST_NCCL_CHECK(ncclBroadcast(at(st.src, st.src_off), at(st.dst, st.dst_off), n, nccl_type(t),
+                                    st.peer, comm, s),
+                      comm);
+        break;
+      case NcclCall::Send:
+        ST_NCCL_CHECK(ncclSend((*ops)[size_t(st.op)].buf, n, nccl_type(t), st.peer, comm, s), comm);
+        break;
+      case NcclCall::Recv:
+        ST_NCCL_CHECK(ncclRecv((*ops)[size_t(st.op)].buf, n, nccl_type(t), st.peer, comm, s), comm);
+        break;
+      case NcclCall::AllReduce:
+      case NcclCall::Copy:
+        ST_CHECK(false, "NCCL plan: a step this issuer does not take");
+    }
+  }
+  if (plan.grouped) ST_NCCL_CHECK(ncclGroupEnd(), comm);
 }
 }  // namespace
 
@@ -130,21 +182,19 @@ void NcclCommunicator::reap() {
 }
 
 void NcclCommunicator::wait_host(Coll& c) {
-  for (long spin = 0;; ++spin) {
-    if (c.end.query()) {
-      reap();
-      return;
-    }
-    check_async(c.what);
-    if (c.started == 0 && c.start.query()) c.started = wall_time();
-    if (c.started > 0 && wall_time() - c.started > timeout_s_)
-      fail(detail::cat(c.what, " of ", c.bytes, " bytes not finished after ", timeout_s_,
-                       " s (runtime.timeout_s)"));
-    if (spin < 1000)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
+  // Polled (host/poll_wait.hpp); every 50 ms the watchdog is answered, NCCL's
+  // asynchronous error checked and the timeout applied.
+  const std::string doing = detail::cat(c.what, " on NCCL group '", name_, "'");
+  cuda_host::poll_wait([&] { return c.end.query(); },
+                       [&] {
+                         watchdog::poll(doing);
+                         check_async(c.what);
+                         if (c.started == 0 && c.start.query()) c.started = wall_time();
+                         if (c.started > 0 && wall_time() - c.started > timeout_s_)
+                           fail(detail::cat(c.what, " of ", c.bytes, " bytes not finished after ",
+                                            timeout_s_, " s (runtime.timeout_s)"));
+                       });
+  reap();
 }
 
 void NcclCommunicator::check_async(const char* when) {
@@ -219,30 +269,11 @@ CommHandle NcclCommunicator::reduce_scatter(const void* send, void* recv,
     return {};
   }
   int64_t total = 0;
-  bool equal = true;
-  for (int64_t c : counts) total += c, equal = equal && c == counts[0];
+  for (int64_t c : counts) total += c;
   if (total == 0) return {};
-  return launch(
-      after, CollKind::ReduceScatter, total * int64_t(dtype_size(t)), "reduce_scatter", [&] {
-        const cudaStream_t s = stream_->get();
-        if (equal) {
-          ST_NCCL_CHECK(
-              ncclReduceScatter(send, recv, size_t(counts[0]), nccl_type(t), ncclSum, comm_, s),
-              comm_);
-          return;
-        }
-        // Each rank's part reduced to it (recvbuff is used on the root only).
-        ST_NCCL_CHECK(ncclGroupStart(), comm_);
-        int64_t off = 0;
-        for (int r = 0; r < size_; ++r) {
-          if (counts[size_t(r)] > 0)
-            ST_NCCL_CHECK(ncclReduce(offset(send, off, t), r == rank_ ? recv : nullptr,
-                                     size_t(counts[size_t(r)]), nccl_type(t), ncclSum, r, comm_, s),
-                          comm_);
-          off += counts[size_t(r)];
-        }
-        ST_NCCL_CHECK(ncclGroupEnd(), comm_);
-      });
+  const auto plan = cuda_host::plan_reduce_scatter(counts, rank_);
+  return launch(after, CollKind::ReduceScatter, total * int64_t(dtype_size(t)), "reduce_scatter",
+                [&] { issue(plan, send, recv, t, nullptr, comm_, stream_->get()); });
 }
 
 CommHandle NcclCommunicator::all_gather(const void* send, void* recv,
@@ -252,31 +283,16 @@ CommHandle NcclCommunicator::all_gather(const void* send, void* recv,
            " counts for ", size_, " ranks");
   std::vector<int64_t> displ;
   int64_t total = 0;
-  bool equal = true;
-  for (int64_t c : counts) displ.push_back(total), total += c, equal = equal && c == counts[0];
+  for (int64_t c : counts) displ.push_back(total), total += c;
   char* mine = offset(recv, displ[size_t(rank_)], t);
   if (size_ == 1) {
     if (send != mine && counts[0]) dev_.copy(mine, send, size_t(counts[0]) * dtype_size(t), after);
     return {};
   }
   if (total == 0) return {};
-  return launch(after, CollKind::AllGather, total * int64_t(dtype_size(t)), "all_gather", [&] {
-    const cudaStream_t s = stream_->get();
-    if (equal) {  // in place when send == recv + rank * count (NCCL's rule too)
-      ST_NCCL_CHECK(ncclAllGather(send, recv, size_t(counts[0]), nccl_type(t), comm_, s), comm_);
-      return;
-    }
-    // Each rank's part broadcast from it (in place on the root when send == mine).
-    ST_NCCL_CHECK(ncclGroupStart(), comm_);
-    for (int r = 0; r < size_; ++r) {
-      if (counts[size_t(r)] == 0) continue;
-      char* dst = offset(recv, displ[size_t(r)], t);
-      ST_NCCL_CHECK(ncclBroadcast(r == rank_ ? send : dst, dst, size_t(counts[size_t(r)]),
-                                  nccl_type(t), r, comm_, s),
-                    comm_);
-    }
-    ST_NCCL_CHECK(ncclGroupEnd(), comm_);
-  });
+  const auto plan = cuda_host::plan_all_gather(counts, rank_, send == mine);
+  return launch(after, CollKind::AllGather, total * int64_t(dtype_size(t)), "all_gather",
+                [&] { issue(plan, send, recv, t, nullptr, comm_, stream_->get()); });
 }
 
 CommHandle NcclCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Stream& after) {
@@ -301,17 +317,10 @@ CommHandle NcclCommunicator::exchange(const std::vector<P2POp>& ops, DType t, St
     return {};
   }
   if (bytes == 0) return {};
-  return launch(after, CollKind::SendRecv, bytes, "send/recv", [&] {
-    const cudaStream_t s = stream_->get();
-    ST_NCCL_CHECK(ncclGroupStart(), comm_);
-    for (const P2POp& o : ops) {
-      if (o.n == 0) continue;
-      if (o.send)
-        ST_NCCL_CHECK(ncclSend(o.buf, size_t(o.n), nccl_type(t), o.peer, comm_, s), comm_);
-      else
-        ST_NCCL_CHECK(ncclRecv(o.buf, size_t(o.n), nccl_type(t), o.peer, comm_, s), comm_);
-    }
-    ST_NCCL_CHECK(ncclGroupEnd(), comm_);
-  });
+  std::vector<cuda_host::P2PArgs> args;
+  for (const P2POp& o : ops) args.push_back({o.send, o.n, o.peer});
+  const auto plan = cuda_host::plan_exchange(args, size_);
+  return launch(after, CollKind::SendRecv, bytes, "send/recv",
+                [&] { issue(plan, nullptr, nullptr, t, &ops, comm_, stream_->get()); });
 }
 }  // namespace st::cuda

@@ -37,7 +37,7 @@
 #include <string>
 #include <thread>
 
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "kernels/cuda/device.hpp"
 
 namespace st::cuda {

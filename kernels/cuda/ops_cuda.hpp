@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cuda/host/launch_limits.hpp"
 #include "kernels/ops.hpp"
 
 namespace st::kernels::cuda {
@@ -46,7 +47,7 @@ void swiglu_bwd(const bf16* gate, const bf16* up, const bf16* dout, int64_t n, b
 void iota(int32_t* p, int64_t n, cudaStream_t s);  // p[i] = i
 
 // ---- attention.cu (head_dim even and <= kMaxHeadDim) ----
-constexpr int64_t kMaxHeadDim = 256;
+constexpr int64_t kMaxHeadDim = cuda_host::kMaxHeadDim;
 void attention_fwd_block(const bf16* q, const bf16* k, const bf16* v, int64_t B, int64_t Tq,
                          int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
                          const int32_t* qpos, const int32_t* kpos, bf16* out, float* lse,

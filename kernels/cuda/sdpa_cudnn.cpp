@@ -1,16 +1,9 @@
 // cuDNN fused SDPA through the backend graph API (see sdpa_cudnn.hpp). The
-// graphs below are the ones cudnn-frontend's SDPA nodes lower to (no bias,
-// no dropout, top-left causal mask, stats output), since cuDNN's fused
-// attention engines recognise exactly that pattern:
-//   forward : S = (Q K^T) * scale; causal select(row >= col, S, lowest);
-//             softmax with stats (max, sub, exp, sum, log, add -> lse);
-//             P (bf16) ; O = P V
-//   backward: D = rowsum(dO * O); S, P = exp(S - lse) recomputed;
-//             dV = P^T dO; dP = dO V^T; dS = P * (dP - D) * scale;
-//             dK = dS^T Q; dQ = dS K (fp32 accumulator, then to bf16).
-//   Grouped-query: dV/dK are formed per query head and reduced over each
-//   group of Hq/Hkv heads by a reduction node, as the frontend does.
-// Every descriptor is RAII-owned by the cached plan.
+// graphs themselves (tensors, dims, strides, the op list) are described in
+// kernels/cuda/host/sdpa_graph.hpp, tested on CPUs; here each described
+// tensor and op becomes a cuDNN backend descriptor, the graph is finalized,
+// the heuristics give an engine and the plan is cached. Every descriptor is
+// RAII-owned by the cached plan.
 #include "kernels/cuda/sdpa_cudnn.hpp"
 
 #include <cudnn.h>
@@ -22,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/host/sdpa_graph.hpp"
 
 namespace st::kernels::cuda {
 namespace {
@@ -61,29 +55,18 @@ constexpr cudnnBackendAttributeName_t kPlanHandle = CUDNN_ATTR_EXECUTION_PLAN_HA
 
 using Dims = std::array<int64_t, 4>;
 
-enum Uid : int64_t {
-  kQ = 1,
-  kK,
-  kV,
-  kO,
-  kStats,
-  kScale,
-  kNegInf,
-  kDO,
-  kDQ,
-  kDK,
-  kDV,
-  kOne,
-  kDQAcc,
-  kVirtual = 100
-};
+// The variant pack's unique ids (host/sdpa_graph.hpp numbers the graph's tensors).
+constexpr int64_t kQ = cuda_host::kUidQ, kK = cuda_host::kUidK, kV = cuda_host::kUidV,
+                  kO = cuda_host::kUidO, kStats = cuda_host::kUidStats,
+                  kScale = cuda_host::kUidScale, kNegInf = cuda_host::kUidNegInf,
+                  kDO = cuda_host::kUidDO, kDQ = cuda_host::kUidDQ, kDK = cuda_host::kUidDK,
+                  kDV = cuda_host::kUidDV, kOne = cuda_host::kUidOne, kDQAcc = cuda_host::kUidDQAcc;
 }  // namespace
 
 struct CudnnSdpa::Plan {
   std::vector<std::unique_ptr<Desc>> keep;  // every descriptor the graph references
   std::unique_ptr<Desc> graph, plan;
   int64_t workspace = 0;
-  int64_t next_uid = kVirtual;
 
   Desc& make(cudnnBackendDescriptorType_t t) {
     keep.push_back(std::make_unique<Desc>(t));
@@ -107,12 +90,6 @@ struct CudnnSdpa::Plan {
       t.set(CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, 1, &reorder);
     t.finalize();
     return t;
-  }
-  const Desc& virt(cudnnDataType_t dt, Dims dim, Dims stride) {
-    return tensor(next_uid++, dt, dim, stride, true);
-  }
-  const Desc& scalar(int64_t uid) {
-    return tensor(uid, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true);
   }
   void add_op(Desc& op) {
     op.finalize();
@@ -164,20 +141,6 @@ struct CudnnSdpa::Plan {
     op.set_desc(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x);
     op.set_desc(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y);
     add_op(op);
-  }
-
-  // S -> causal-masked S: select(row >= col, S, lowest).
-  const Desc& causal(const Desc& s, Dims sd, Dims ss) {
-    const Desc& row = virt(CUDNN_DATA_INT32, sd, ss);
-    const Desc& col = virt(CUDNN_DATA_INT32, sd, ss);
-    const Desc& mask = virt(CUDNN_DATA_BOOLEAN, sd, ss);
-    const Desc& out = virt(CUDNN_DATA_FLOAT, sd, ss);
-    pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr, row, 2);
-    pointwise(CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr, col, 3);
-    pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, &col, nullptr, mask);
-    const Desc& neg = scalar(kNegInf);
-    pointwise(CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, &neg, &mask, out);
-    return out;
   }
 
   void build(cudnnHandle_t h, const std::string& what) {
@@ -237,124 +200,74 @@ struct CudnnSdpa::Plan {
 };
 
 namespace {
-// Strides of [B,T,H,hd] memory viewed as dims [B,H,T,hd].
-Dims bshd_as_bhsd(int64_t T, int64_t H, int64_t hd) { return {T * H * hd, hd, H * hd, 1}; }
-// ... and viewed as dims [B,H,hd,T] (the transposed operand).
-Dims bshd_as_bhds(int64_t T, int64_t H, int64_t hd) { return {T * H * hd, hd, 1, H * hd}; }
-Dims packed(Dims d) { return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1}; }
-
-void build_fwd(CudnnSdpa::Plan& g, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
-  const Dims sd{B, Hq, T, T}, ss = packed(sd), rd{B, Hq, T, 1}, rs = packed(rd);
-  const Desc& q = g.tensor(kQ, CUDNN_DATA_BFLOAT16, {B, Hq, T, hd}, bshd_as_bhsd(T, Hq, hd), false);
-  const Desc& kt =
-      g.tensor(kK, CUDNN_DATA_BFLOAT16, {B, Hkv, hd, T}, bshd_as_bhds(T, Hkv, hd), false);
-  const Desc& v =
-      g.tensor(kV, CUDNN_DATA_BFLOAT16, {B, Hkv, T, hd}, bshd_as_bhsd(T, Hkv, hd), false);
-  const Desc& o = g.tensor(kO, CUDNN_DATA_BFLOAT16, {B, Hq, T, hd}, bshd_as_bhsd(T, Hq, hd), false);
-  const Desc& stats = g.tensor(kStats, CUDNN_DATA_FLOAT, rd, rs, false);
-  const Desc& scale = g.scalar(kScale);
-
-  const Desc& s1 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.matmul(q, kt, s1);
-  const Desc& s2 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s1, &scale, nullptr, s2);
-  const Desc& s3 = g.causal(s2, sd, ss);
-  const Desc& mx = g.virt(CUDNN_DATA_FLOAT, rd, rs);
-  g.reduction(CUDNN_REDUCE_TENSOR_MAX, s3, mx);
-  const Desc& sub = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s3, &mx, nullptr, sub);
-  const Desc& ex = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.pointwise(CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, sub, nullptr, nullptr, ex);
-  const Desc& sum = g.virt(CUDNN_DATA_FLOAT, rd, rs);
-  g.reduction(CUDNN_REDUCE_TENSOR_ADD, ex, sum);
-  const Desc& lg = g.virt(CUDNN_DATA_FLOAT, rd, rs);
-  g.pointwise(CUDNN_POINTWISE_LOG, CUDNN_DATA_FLOAT, sum, nullptr, nullptr, lg);
-  g.pointwise(CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, mx, &lg, nullptr, stats);
-  const Desc& p = g.virt(CUDNN_DATA_BFLOAT16, sd, ss);  // bmm2 takes P in the i/o type
-  g.pointwise(CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, ex, &sum, nullptr, p);
-  g.matmul(p, v, o);
-}
-
-void build_bwd(CudnnSdpa::Plan& g, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
-  const Dims sd{B, Hq, T, T}, ss = packed(sd), rd{B, Hq, T, 1}, rs = packed(rd);
-  const Dims st_strides{Hq * T * T, T * T, 1, T};  // [B,Hq,Tkv,Tq] view of an S-shaped tensor
-  const Dims qd{B, Hq, T, hd}, qs = bshd_as_bhsd(T, Hq, hd);
-  const Dims kvd{B, Hkv, T, hd}, kvs = bshd_as_bhsd(T, Hkv, hd);
-  const Desc& q = g.tensor(kQ, CUDNN_DATA_BFLOAT16, qd, qs, false);
-  const Desc& kt =
-      g.tensor(kK, CUDNN_DATA_BFLOAT16, {B, Hkv, hd, T}, bshd_as_bhds(T, Hkv, hd), false);
-  const Desc& vt =
-      g.tensor(kV, CUDNN_DATA_BFLOAT16, {B, Hkv, hd, T}, bshd_as_bhds(T, Hkv, hd), false);
-  const Desc& o = g.tensor(kO, CUDNN_DATA_BFLOAT16, qd, qs, false);
-  const Desc& dO = g.tensor(kDO, CUDNN_DATA_BFLOAT16, qd, qs, false);
-  const Desc& stats = g.tensor(kStats, CUDNN_DATA_FLOAT, rd, rs, false);
-  const Desc& dQ = g.tensor(kDQ, CUDNN_DATA_BFLOAT16, qd, qs, false);
-  const Desc& dK = g.tensor(kDK, CUDNN_DATA_BFLOAT16, kvd, kvs, false);
-  const Desc& dV = g.tensor(kDV, CUDNN_DATA_BFLOAT16, kvd, kvs, false);
-  const Desc& dQacc = g.tensor(kDQAcc, CUDNN_DATA_FLOAT, qd, packed(qd), false, false,
-                               CUDNN_TENSOR_REORDERING_F16x16);
-  const Desc& scale = g.scalar(kScale);
-  const Desc& one = g.scalar(kOne);
-
-  // D = rowsum(dO * O)
-  const Desc& dOO = g.virt(CUDNN_DATA_FLOAT, qd, packed(qd));
-  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dO, &o, nullptr, dOO);
-  const Desc& dsum = g.virt(CUDNN_DATA_FLOAT, rd, rs);
-  g.reduction(CUDNN_REDUCE_TENSOR_ADD, dOO, dsum);
-  const Desc& D = g.virt(CUDNN_DATA_FLOAT, rd, rs);
-  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dsum, &one, nullptr, D);
-
-  // P = exp(causal(Q K^T * scale) - lse)
-  const Desc& s1 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.matmul(q, kt, s1);
-  const Desc& s2 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s1, &scale, nullptr, s2);
-  const Desc& s3 = g.causal(s2, sd, ss);
-  const Desc& s4 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s3, &stats, nullptr, s4);
-  const Desc& P = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.pointwise(CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, s4, nullptr, nullptr, P);
-
-  // dV = P^T dO (per query head, then summed over each group)
-  const Desc& PT = g.virt(CUDNN_DATA_BFLOAT16, {B, Hq, T, T}, st_strides);
-  g.reshape(P, PT);
-  if (Hq == Hkv) {
-    g.matmul(PT, dO, dV);
-  } else {
-    const Desc& dVfull = g.virt(CUDNN_DATA_BFLOAT16, qd, packed(qd));
-    g.matmul(PT, dO, dVfull);
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dVfull, dV);
+// The graph description's calls (host/sdpa_graph.hpp, tested on CPUs) as
+// cuDNN backend descriptors owned by the plan.
+class CudnnSink final : public cuda_host::GraphSink {
+ public:
+  explicit CudnnSink(CudnnSdpa::Plan& p) : p_(p) {}
+  int tensor(const cuda_host::GTensor& t) override {
+    made_.push_back(&p_.tensor(
+        t.uid, dtype(t.type), t.dim, t.stride, t.is_virtual, t.by_value,
+        t.reorder_f16x16 ? CUDNN_TENSOR_REORDERING_F16x16 : CUDNN_TENSOR_REORDERING_NONE));
+    return int(made_.size()) - 1;
   }
-
-  // dS = P * (dO V^T - D) * scale
-  const Desc& dP = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.matmul(dO, vt, dP);
-  const Desc& dP1 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dP, &one, nullptr, dP1);
-  const Desc& dP2 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.pointwise(CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, dP1, &D, nullptr, dP2);
-  const Desc& dP3 = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dP2, &P, nullptr, dP3);
-  const Desc& dS = g.virt(CUDNN_DATA_FLOAT, sd, ss);
-  g.pointwise(CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, dP3, &scale, nullptr, dS);
-
-  // dK = dS^T Q
-  const Desc& dST = g.virt(CUDNN_DATA_BFLOAT16, {B, Hq, T, T}, st_strides);
-  g.reshape(dS, dST);
-  if (Hq == Hkv) {
-    g.matmul(dST, q, dK);
-  } else {
-    const Desc& dKfull = g.virt(CUDNN_DATA_BFLOAT16, qd, packed(qd));
-    g.matmul(dST, q, dKfull);
-    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dKfull, dK);
+  void pointwise(cuda_host::Pw m, cuda_host::GType prec, int x, int b, int t, int y,
+                 int64_t axis) override {
+    p_.pointwise(mode(m), dtype(prec), *made_[size_t(x)], b >= 0 ? made_[size_t(b)] : nullptr,
+                 t >= 0 ? made_[size_t(t)] : nullptr, *made_[size_t(y)], axis);
   }
+  void reduction(cuda_host::Red m, int x, int y) override {
+    p_.reduction(m == cuda_host::Red::Max ? CUDNN_REDUCE_TENSOR_MAX : CUDNN_REDUCE_TENSOR_ADD,
+                 *made_[size_t(x)], *made_[size_t(y)]);
+  }
+  void matmul(int a, int b, int c) override {
+    p_.matmul(*made_[size_t(a)], *made_[size_t(b)], *made_[size_t(c)]);
+  }
+  void reshape(int x, int y) override { p_.reshape(*made_[size_t(x)], *made_[size_t(y)]); }
 
-  // dQ = dS K, accumulated in fp32, then cast
-  const Desc& k = g.virt(CUDNN_DATA_BFLOAT16, kvd, kvs);
-  g.reshape(kt, k);
-  g.matmul(dS, k, dQacc);
-  g.pointwise(CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, dQacc, nullptr, nullptr, dQ);
-}
+ private:
+  static cudnnDataType_t dtype(cuda_host::GType t) {
+    switch (t) {
+      case cuda_host::GType::BF16:
+        return CUDNN_DATA_BFLOAT16;
+      case cuda_host::GType::F32:
+        return CUDNN_DATA_FLOAT;
+      case cuda_host::GType::I32:
+        return CUDNN_DATA_INT32;
+      case cuda_host::GType::Bool:
+        return CUDNN_DATA_BOOLEAN;
+    }
+    return CUDNN_DATA_FLOAT;
+  }
+  static cudnnPointwiseMode_t mode(cuda_host::Pw m) {
+    using cuda_host::Pw;
+    switch (m) {
+      case Pw::Mul:
+        return CUDNN_POINTWISE_MUL;
+      case Pw::Sub:
+        return CUDNN_POINTWISE_SUB;
+      case Pw::Add:
+        return CUDNN_POINTWISE_ADD;
+      case Pw::Div:
+        return CUDNN_POINTWISE_DIV;
+      case Pw::Exp:
+        return CUDNN_POINTWISE_EXP;
+      case Pw::Log:
+        return CUDNN_POINTWISE_LOG;
+      case Pw::GenIndex:
+        return CUDNN_POINTWISE_GEN_INDEX;
+      case Pw::CmpGe:
+        return CUDNN_POINTWISE_CMP_GE;
+      case Pw::Select:
+        return CUDNN_POINTWISE_BINARY_SELECT;
+      case Pw::Identity:
+        return CUDNN_POINTWISE_IDENTITY;
+    }
+    return CUDNN_POINTWISE_IDENTITY;
+  }
+  CudnnSdpa::Plan& p_;
+  std::vector<const Desc*> made_;
+};
 
 void execute(cudnnHandle_t h, const CudnnSdpa::Plan& p, const std::vector<int64_t>& uids,
              const std::vector<void*>& ptrs, void* ws) {
@@ -401,10 +314,8 @@ CudnnSdpa::Plan& CudnnSdpa::plan_for(const Key& key) {
   ST_CHECK(hd % 8 == 0 && hd <= 256,
            "cuDNN fused attention needs head_dim % 8 == 0 and <= 256, got ", hd);
   auto p = std::make_unique<Plan>();
-  if (is_bwd)
-    build_bwd(*p, B, T, Hq, Hkv, hd);
-  else
-    build_fwd(*p, B, T, Hq, Hkv, hd);
+  CudnnSink sink(*p);
+  cuda_host::describe_sdpa(sink, is_bwd, B, T, Hq, Hkv, hd);
   p->build(handle_, detail::cat(is_bwd ? "backward" : "forward", " B=", B, " T=", T, " Hq=", Hq,
                                 " Hkv=", Hkv, " hd=", hd));
   auto& ref = *p;

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/util.hpp"
+#include "scaletrain/seam_hash.hpp"
 
 namespace st {
 namespace {
@@ -22,7 +23,7 @@ class CpuBackend final : public Backend {
   std::string preflight(const Config&, int, int) override { return ""; }
   Device& device() override { return strict_ ? cpu_strict_device() : cpu_device(); }
   Ops& ops() override { return cpu_ops(); }
-  Communicator& communicator(MpiCommunicator& group) override {
+  Communicator& communicator(Communicator& group) override {
     group.bind(device());
     return group;
   }
@@ -59,12 +60,26 @@ Backend* load_cuda() {
     throw UsageError("runtime.device=cuda: cannot load the CUDA backend library '" + path +
                      "': " + (e ? e : "unknown error"));
   }
-  auto entry = reinterpret_cast<BackendEntry>(dlsym(h, kCudaBackendEntry));
-  if (!entry)
-    throw UsageError("runtime.device=cuda: '" + path + "' has no entry point " + kCudaBackendEntry +
-                     " (not a scaletrain backend library)");
-  std::string why;
-  Backend* b = entry(kBackendAbi, &why);
+  auto table_fn = reinterpret_cast<ScaletrainBackendTableFn>(dlsym(h, kBackendTableSymbol));
+  if (!table_fn) {
+    const bool old_abi = dlsym(h, "scaletrain_cuda_backend") != nullptr;
+    throw UsageError("runtime.device=cuda: '" + path + "' " +
+                     (old_abi ? "is a backend library of an older scaletrain (entry point "
+                                "scaletrain_cuda_backend); rebuild it from this tree"
+                              : std::string("has no entry point ") + kBackendTableSymbol +
+                                    " (not a scaletrain backend library)"));
+  }
+  const ScaletrainBackendTable* t = table_fn();
+  if (!t || t->table_bytes < sizeof(ScaletrainBackendTable) || !t->seam_hash || !t->create)
+    throw UsageError("runtime.device=cuda: '" + path +
+                     "' returned an incomplete backend table; rebuild it from this tree");
+  if (std::string(t->seam_hash) != SCALETRAIN_SEAM_HASH)
+    throw UsageError("runtime.device=cuda: '" + path +
+                     "' is stale: built from other seam headers (library seam hash " +
+                     t->seam_hash + ", this program " + SCALETRAIN_SEAM_HASH +
+                     "); rebuild the program and the library from one tree");
+  char why[1024] = {0};
+  Backend* b = static_cast<Backend*>(t->create(why, sizeof why));
   if (!b) throw UsageError("runtime.device=cuda: '" + path + "': " + why);
   loaded = b;
   return b;

@@ -12,6 +12,8 @@
 //    load a CUDA library. A missing or broken library is a one-line
 //    UsageError naming it.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,16 +39,25 @@ class Backend {
   // naming the key and what would be valid. Touches no device (a dry run
   // asks it on a machine without GPUs).
   virtual std::string supports(const Config& cfg) const = 0;
-  // This rank's device: picks it (node-local rank among the visible ones)
-  // and checks it. Collective-free; "" or the reason. Call before device().
+  // This rank's device: picks it and checks it; "" or the reason. Call on
+  // every rank, before device(): the CUDA backend compares the node's GPUs
+  // by PCI bus id across its ranks (collective over MPI_COMM_WORLD when MPI
+  // is initialised) and refuses a GPU two ranks would share.
   virtual std::string preflight(const Config& cfg, int local_rank, int local_size) = 0;
   virtual Device& device() = 0;
   virtual Ops& ops() = 0;
   // A communicator over `group`'s ranks for this device's buffers, owned by
   // the backend (the same object for the same group). Collective over group.
-  virtual Communicator& communicator(MpiCommunicator& group) = 0;
+  // `group` is a host group of the mesh: an MpiCommunicator for the CPU and
+  // CUDA backends (the CPU one binds it to its device and returns it), a
+  // recording one for the recording backend. Taking the seam type keeps this
+  // header, the model and the backends that need no MPI free of it.
+  virtual Communicator& communicator(Communicator& group) = 0;
   // The peak for MFU (nullopt: the trainer measures the CPU's sgemm rate).
   virtual std::optional<DevicePeak> peak(const Config& cfg) = 0;
+  // False for a backend that records instead of computing (lib/record): the
+  // model then skips drawing initial values on the host.
+  virtual bool computes() const { return true; }
 };
 
 Backend& cpu_backend(bool strict = false);
@@ -57,11 +68,27 @@ Backend& backend_for(const Config& cfg);
 // the folder this library (libst_backend.so) was loaded from.
 std::string cuda_backend_path();
 
-// The entry point the CUDA backend library exports (extern "C"): returns its
-// Backend (process lifetime), or null with *why set. `abi` must equal
-// kBackendAbi (the library and the program were built from the same tree).
-constexpr int kBackendAbi = 1;
-using BackendEntry = Backend* (*)(int abi, std::string* why);
-constexpr const char* kCudaBackendEntry = "scaletrain_cuda_backend";
 constexpr const char* kCudaBackendFile = "libscaletrain_cuda.so";
+}  // namespace st
+
+// The C function table a backend library exports (kBackendTableSymbol, a
+// function returning it): a fixed C layout across dlopen, checked before
+// any C++ object crosses. seam_hash is SCALETRAIN_SEAM_HASH of the
+// library's build, a hash of the seam headers made at configure time
+// (lib/backend/seam_hash.hpp.in); the loader refuses a library whose hash
+// differs from its own, naming the file (a stale library from another tree).
+extern "C" {
+struct ScaletrainBackendTable {
+  uint32_t table_bytes;   // sizeof(ScaletrainBackendTable) of the library
+  const char* seam_hash;  // the library's SCALETRAIN_SEAM_HASH
+  const char* name;       // "cuda"
+  // The backend (an st::Backend*, process lifetime), or null with the
+  // reason written into why (NUL-terminated, at most why_bytes).
+  void* (*create)(char* why, size_t why_bytes);
+};
+typedef const ScaletrainBackendTable* (*ScaletrainBackendTableFn)(void);
+}
+
+namespace st {
+constexpr const char* kBackendTableSymbol = "scaletrain_backend_table";
 }  // namespace st

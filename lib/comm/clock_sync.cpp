@@ -10,14 +10,10 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "core/span_log.hpp"
 
 namespace st {
-
-double epoch_now() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
+using spans::epoch_now;
 
 ClockOffset measure_clock_offset(MpiCommunicator& world, int rounds) {
   constexpr int kTag = 30080;

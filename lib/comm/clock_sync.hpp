@@ -4,7 +4,7 @@
 // start and the end of a run and records both in the telemetry, so a trace
 // puts every rank's events on rank 0's clock and states how far to trust it.
 #pragma once
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 
 namespace st {
 
@@ -17,9 +17,5 @@ struct ClockOffset {
 // Collective over `world`: rank 0 answers every other rank in turn, `rounds`
 // ping-pongs each (timeouts as the communicator's). Rank 0 gets {0, 0, 0}.
 ClockOffset measure_clock_offset(MpiCommunicator& world, int rounds = 8);
-
-// This host's wall clock, epoch seconds (CLOCK_REALTIME): the clock the
-// telemetry's times are on.
-double epoch_now();
 
 }  // namespace st

@@ -1,7 +1,9 @@
 // The Communicator seam: the collectives a training step runs over one
 // process group, on a device's buffers, each returning an asynchronous
-// handle. MpiCommunicator (mpi_communicator.cpp) carries them on CPU ranks;
-// the CUDA backend library supplies an NCCL one behind the same interface.
+// handle. MpiCommunicator (mpi_communicator.hpp) carries them on CPU ranks;
+// the CUDA backend library supplies an NCCL one behind the same interface,
+// and lib/record a recording one for the planner. This header names no MPI
+// type, so code that only uses the seam builds and links without MPI.
 // No MPI call outside lib/comm: the model's tensor/sequence/context
 // parallelism, the gradient buckets, ZeRO-3's gathers and the pipeline's
 // point-to-point traffic all go through here.
@@ -25,10 +27,8 @@
 // nccl-tests' algbw/busbw conventions for reports.
 //
 // Scalars (the loss, the gradient norm, start-up agreement) stay on the MPI
-// host groups: MpiCommunicator's blocking host methods.
+// host groups: MpiCommunicator's blocking host methods (mpi_communicator.hpp).
 #pragma once
-#include <mpi.h>
-
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -41,6 +41,8 @@
 #include "tensor/dtype.hpp"
 
 namespace st {
+
+class MpiCommunicator;  // comm/mpi_communicator.hpp: the MPI groups (a HostGroup)
 
 enum class CollKind { AllReduce = 0, ReduceScatter, AllGather, Broadcast, SendRecv, kCount };
 const char* coll_name(CollKind k);
@@ -117,6 +119,11 @@ class Communicator {
   // Sends and receives started together (a ring shift, a pipeline hand-off).
   virtual CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) = 0;
 
+  // The device whose buffers the device collectives see. A communicator made
+  // for one device (NCCL, the recording one) ignores it; a host group that
+  // also carries device collectives (MPI on CPU buffers) starts using it.
+  virtual void bind(Device&) {}
+
   // Blocking for stream s (s waits; on inline streams the host waits).
   void all_reduce_on(Stream& s, void* buf, int64_t n, DType t, ReduceOp op = ReduceOp::Sum) {
     all_reduce(buf, n, t, op, s).wait(s);
@@ -148,67 +155,17 @@ class Communicator {
   double timeout_s_ = 600.0;
 };
 
-class MpiCommunicator final : public Communicator {
+// A process group's host side, beside its device collectives: blocking
+// collectives of host values (the loss, the gradient norm, agreement) and
+// further groups over the same ranks (separate message orders). The mesh's
+// groups are HostGroups: MpiCommunicator for a real job, the recording
+// backend's for a step that runs without processes.
+class HostGroup : public Communicator {
  public:
-  // Takes ownership of `comm` (freed in the destructor) unless it is MPI_COMM_WORLD.
-  MpiCommunicator(MPI_Comm comm, std::string name, double timeout_s);
-  ~MpiCommunicator() override;
-  // A sub-communicator of ranks sharing `color`, ordered by `key`.
-  std::unique_ptr<MpiCommunicator> split(int color, int key, const std::string& name) const;
-  std::unique_ptr<MpiCommunicator> dup(const std::string& name) const;
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const std::string& name() const override { return name_; }
-  MPI_Comm mpi() const { return comm_; }
-
-  // How every MpiCommunicator of this process waits: off (default), spin
-  // with sched_yield between polls, as MPI does on dedicated cores; on,
-  // after the first millisecond of a wait sleep 5% of the wait so far (at
-  // most 5 ms) between polls, for ranks that outnumber the cores: a waiting
-  // rank then leaves the core to the ranks it waits for. The trainer turns it
-  // on when its node's ranks x threads exceed the cores it may use.
-  static void set_sleep_when_waiting(bool on);
-  static bool sleep_when_waiting();
-
-  // The device whose buffers the device collectives below see (default: the
-  // default CPU device). On a device with worker streams (the strict CPU
-  // device) the collectives run on this communicator's own stream.
-  void bind(Device& dev);
-
-  CommHandle all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) override;
-  CommHandle reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
-                            DType t, Stream& after) override;
-  CommHandle all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType t,
-                        Stream& after) override;
-  CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) override;
-
-  // ---- Blocking host collectives (host buffers). ----
-  void all_reduce_sum(double* buf, int64_t n);
-  void all_reduce_max(double* buf, int64_t n);
-  void all_reduce_sum(float* buf, int64_t n);
-  void broadcast_bytes(void* buf, int64_t n, int root);
-  void barrier();
-  void send(const float* buf, int64_t n, int peer, int tag);
-  void recv(float* buf, int64_t n, int peer, int tag);
-
-  // Waits for req with this communicator's timeout; on expiry prints who
-  // waited for what and aborts the job (MPI_Abort), never hangs.
-  void wait_request(MPI_Request* req, const char* what);
-  void wait_requests(std::vector<MPI_Request>& reqs, const char* what);
-
- private:
-  // Runs `start` (which posts non-blocking MPI calls into reqs) in stream
-  // order after `after`, and returns a handle on their completion.
-  CommHandle launch(Stream& after, CollKind k, int64_t bytes, const char* what,
-                    std::function<void(std::vector<MPI_Request>&)> start);
-  void all_reduce_doubles(double* buf, int64_t n, MPI_Op op);
-  void blocking(CollKind k, int64_t bytes, const char* what,
-                const std::function<void(MPI_Request*)>& start);
-  MPI_Comm comm_;
-  std::string name_;
-  int rank_ = 0, size_ = 1;
-  Device* dev_ = nullptr;
-  std::unique_ptr<Stream> stream_;  // own stream on worker-stream devices
+  virtual void all_reduce_sum(double* buf, int64_t n) = 0;
+  virtual void all_reduce_max(double* buf, int64_t n) = 0;
+  virtual void all_reduce_sum(float* buf, int64_t n) = 0;
+  virtual std::unique_ptr<HostGroup> dup_group(const std::string& name) const = 0;
 };
+
 }  // namespace st

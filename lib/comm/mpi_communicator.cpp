@@ -7,6 +7,8 @@
 // stream, after an event of the producing stream, exactly as NCCL runs on
 // its stream on a GPU. bf16 sums and maxima use MPI user operations that
 // add in fp32 and round once per pairwise step (NCCL's bf16 reduction).
+#include "comm/mpi_communicator.hpp"
+
 #include <sched.h>
 #include <time.h>
 
@@ -17,7 +19,6 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
@@ -25,40 +26,6 @@
 #include "runtime/watchdog.hpp"
 
 namespace st {
-
-const char* coll_name(CollKind k) {
-  switch (k) {
-    case CollKind::AllReduce:
-      return "all_reduce";
-    case CollKind::ReduceScatter:
-      return "reduce_scatter";
-    case CollKind::AllGather:
-      return "all_gather";
-    case CollKind::Broadcast:
-      return "broadcast";
-    case CollKind::SendRecv:
-      return "send_recv";
-    default:
-      return "?";
-  }
-}
-
-double busbw_factor(CollKind k, int n) {
-  if (n <= 1) return 1.0;
-  switch (k) {
-    case CollKind::AllReduce:
-      return 2.0 * (n - 1) / n;
-    case CollKind::ReduceScatter:
-    case CollKind::AllGather:
-      return double(n - 1) / n;
-    default:
-      return 1.0;
-  }
-}
-
-std::vector<int64_t> equal_counts(int size, int64_t n) {
-  return std::vector<int64_t>(size_t(size), n);
-}
 
 namespace {
 constexpr int kP2PTag = 0x5353;  // one tag: k-th receive matches k-th send
@@ -228,8 +195,8 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::dup(const std::string& name) c
 }
 
 void MpiCommunicator::bind(Device& dev) {
-  ST_CHECK(dev.host_accessible(), "communicator '", name_, "': MPI needs host-accessible buffers (",
-           dev.id(), ")");
+  ST_CHECK(dev.kind() == DeviceKind::CPU, "communicator '", name_,
+           "': MPI needs host memory (a CPU device), not ", dev.id());
   if (dev_ == &dev) return;
   dev_ = &dev;
   stream_.reset();

@@ -47,6 +47,7 @@ struct TrainCfg {
   int log_every = 1;
   int warmup_steps_excluded = 3;  // steps ignored by throughput summaries
   int stop_after = 0;             // stop cleanly after this global step (0: run all steps)
+  int eval_interval = 0;          // evaluate on data.val_path every N steps (0: never)
 };
 
 struct OptimCfg {
@@ -63,8 +64,11 @@ struct OptimCfg {
 
 struct DataCfg {
   std::string source = "synthetic";  // synthetic|file
-  std::string path;                  // token file for source=file
-  std::string dtype = "uint16";      // uint16|uint32
+  std::string path;                  // token file(s) for source=file: file, folder, glob, prefix
+  std::string format = "auto";       // auto|raw|llmc|megatron
+  std::string dtype = "uint16";      // uint16|uint32 (raw files)
+  std::string val_path;              // held-out token file(s), same forms; "" = no evaluation
+  int val_batches = 4;               // global batches per evaluation
 };
 
 struct CheckpointCfg {
@@ -82,12 +86,13 @@ struct RuntimeCfg {
   bool strict_device = false;  // CPU: worker-thread streams, NaN-filled allocations (tests)
   std::string out;             // default: results/runs/<name>-<timestamp>
   std::string name = "run";
-  int threads = 0;             // OpenMP threads per rank; 0 = cores / local ranks
-  double timeout_s = 600.0;    // collective / wait timeout
-  double cpu_peak_gflops = 0;  // 0 = measure at start (for MFU on CPU)
-  double gpu_peak_tflops = 0;  // 0 = the device's entry in the metrics peak table
-  std::string trace = "collectives";  // off|phases|collectives: telemetry trace records
-  int flight_recorder = 256;          // collectives kept per communicator; 0 = off
+  int threads = 0;                          // OpenMP threads per rank; 0 = cores / local ranks
+  double timeout_s = 600.0;                 // collective / wait timeout
+  double cpu_peak_gflops = 0;               // 0 = measure at start (for MFU on CPU)
+  double gpu_peak_tflops = 0;               // 0 = the device's entry in the metrics peak table
+  std::string attention_backward = "fast";  // fast|deterministic (CUDA: cuDNN or block kernels)
+  std::string trace = "collectives";        // off|phases|collectives: telemetry trace records
+  int flight_recorder = 256;                // collectives kept per communicator; 0 = off
 };
 
 struct Config {

@@ -111,6 +111,8 @@ std::vector<Key> build() {
       num(F(train, warmup_steps_excluded), 0, kBig, "first steps left out of throughput summaries"),
       num(F(train, stop_after), 0, kBig,
           "stop cleanly after this global step, keeping train.steps for the LR schedule (0: off)"),
+      num(F(train, eval_interval), 0, kBig,
+          "evaluate the loss on data.val_path every N steps and after the last (0: never)"),
       // optim: AdamW
       num(F(optim, lr), 0, 10, "peak learning rate"),
       num(F(optim, min_lr_ratio), 0, 1, "final learning rate as a fraction of lr"),
@@ -124,8 +126,16 @@ std::vector<Key> build() {
       // data
       choice(F(data, source), {"synthetic", "file"},
              "synthetic (seeded tokens) or file (memory-mapped token file)"),
-      any(F(data, path), "token file for source=file (relative to the working directory)"),
-      choice(F(data, dtype), {"uint16", "uint32"}, "token type in the file"),
+      any(F(data, path),
+          "token file(s) for source=file: a file, a folder (its *.bin in name order), a glob, or "
+          "a Megatron prefix (relative to the working directory; docs/data.md)"),
+      choice(F(data, format), {"auto", "raw", "llmc", "megatron"},
+             "token file format; auto: llm.c magic -> llmc, a .idx beside -> megatron, else raw"),
+      choice(F(data, dtype), {"uint16", "uint32"},
+             "id width of raw files (llmc and megatron headers carry their own)"),
+      any(F(data, val_path),
+          "held-out token file(s) for train.eval_interval, same forms and format as data.path"),
+      num(F(data, val_batches), 1, 1 << 20, "global batches of held-out windows per evaluation"),
       // checkpoint
       num(F(checkpoint, interval), 0, kBig, "save every N steps; 0 disables"),
       any(F(checkpoint, dir), "checkpoint folder; empty = <runtime.out>/checkpoints"),
@@ -147,6 +157,11 @@ std::vector<Key> build() {
           "CPU only, for tests: run each stream on its own worker thread and fill fresh "
           "allocations with NaN, so a missing wait or a read of unwritten memory shows up on a "
           "CPU"),
+      choice(F(runtime, attention_backward), {"fast", "deterministic"},
+             "causal attention backward on GPUs: fast = cuDNN's fused kernel (dQ accumulated "
+             "with atomics: two identical steps may differ in the last bits); deterministic = "
+             "the custom block kernels (bitwise repeatable, slower: fp32 FMAs, no tensor "
+             "cores). CPU ranks are deterministic either way"),
       any(F(runtime, out), "run folder; empty = results/runs/<name>-<timestamp>"),
       any(F(runtime, name), "run name (run folder, reports)"),
       num(F(runtime, threads), 0, 4096, "OpenMP threads per rank; 0 = cores / local ranks"),

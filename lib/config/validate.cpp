@@ -53,9 +53,17 @@ void validate(const Config& c) {
     throw UsageError(
         "data.source=file needs data.path (a token file); set data.path=FILE or "
         "data.source=synthetic");
-  if (c.data.source == "file" && c.data.dtype == "uint16" && m.vocab_size > 65536)
+  if (c.data.source == "file" && c.data.format == "raw" && c.data.dtype == "uint16" &&
+      m.vocab_size > 65536)
     throw UsageError(kv("model.vocab_size", m.vocab_size) +
                      " does not fit data.dtype=uint16 (at most 65536); set data.dtype=uint32");
+  if (c.train.eval_interval > 0 && c.data.val_path.empty())
+    throw UsageError(kv("train.eval_interval", c.train.eval_interval) +
+                     " needs data.val_path (held-out token files); set data.val_path=FILE or "
+                     "train.eval_interval=0");
+  if (!c.data.val_path.empty() && c.data.source != "file")
+    throw UsageError("data.val_path is set but data.source=" + c.data.source +
+                     "; a validation split needs data.source=file");
 
   // Parallel layout against the shape.
   need_divisible("model.n_heads", m.n_heads, "parallel.tp", p.tp);

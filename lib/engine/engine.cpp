@@ -95,7 +95,7 @@ void Engine::init_masters() {
   Stream& s = dev_.compute_stream();
   const bool fp32 = cdt_ == DType::F32;
   auto upload = [&](float* dst, const std::vector<float>& host) {
-    dev_.copy_from_host(dst, host.data(), host.size() * sizeof(float), s);
+    if (!host.empty()) dev_.copy_from_host(dst, host.data(), host.size() * sizeof(float), s);
   };
   auto chunk_of = [&](size_t i) {
     size_t c = 0;
@@ -117,7 +117,7 @@ void Engine::init_masters() {
         Param* p = params_[size_t(i)];
         float* w = fp32 ? p->w.data() : master_.data() + seg0 + p->flat_off;
         if (!fp32) {
-          std::vector<float> host(size_t(p->w.numel()));
+          std::vector<float> host(be_.computes() ? size_t(p->w.numel()) : 0);
           chunks_[c]->init_values(*p, 0, p->w.dim(0), host.data());
           upload(w, host);
         }
@@ -146,7 +146,7 @@ void Engine::init_masters() {
     float* w = nullptr;
     if (separate) {
       w = master_.data() + sp.shard_off;
-      std::vector<float> host(size_t(sp.len));
+      std::vector<float> host(be_.computes() ? size_t(sp.len) : 0);
       m->init_values(*p, sp.param_off / p->row, sp.len / p->row, host.data());
       upload(w, host);
     } else {

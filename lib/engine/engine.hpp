@@ -101,11 +101,11 @@ class Engine {
   Device& dev_;
   int zero_;
   DType cdt_;
-  Communicator* dpcp_ = nullptr;     // the gradient group, on the device
-  std::vector<Communicator*> used_;  // every device communicator the step uses
-  std::vector<std::unique_ptr<MpiCommunicator>> pp_links_;  // pipeline p2p (pipeline.cpp)
-  std::vector<std::unique_ptr<Model>> chunks_;              // model chunks of this stage
-  std::vector<int> base_;                                   // index of each chunk's first param
+  Communicator* dpcp_ = nullptr;                      // the gradient group, on the device
+  std::vector<Communicator*> used_;                   // every device communicator the step uses
+  std::vector<std::unique_ptr<HostGroup>> pp_links_;  // pipeline p2p (pipeline.cpp)
+  std::vector<std::unique_ptr<Model>> chunks_;        // model chunks of this stage
+  std::vector<int> base_;                             // index of each chunk's first param
   bool collect_ = false;  // forward grad_ready to the buckets (last micro-batch)
   std::vector<Param*> params_;
   std::unique_ptr<AdamW> opt_;

@@ -33,7 +33,7 @@ void Engine::make_pp_links() {
   const int P = mesh_.dims().pp;
   for (const char* dir : {"fwd", "bwd"})
     for (int k = 0; k < colours(P); ++k) {
-      pp_links_.push_back(mesh_.pp().dup(std::string("pp_") + dir + std::to_string(k)));
+      pp_links_.push_back(mesh_.pp().dup_group(std::string("pp_") + dir + std::to_string(k)));
       used_.push_back(&be_.communicator(*pp_links_.back()));  // collective: NCCL creates it here
     }
 }

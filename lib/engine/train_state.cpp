@@ -106,7 +106,7 @@ CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_cons
 }
 
 std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string& dir,
-                                       MpiCommunicator& world) {
+                                       HostGroup& world) {
   if (c.resume == "none") return std::nullopt;
   VerifyOptions o;
   o.part = world.rank();

@@ -61,7 +61,7 @@ CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_cons
 // of an explicit PATH is bad throws; the caller's start-up agreement stops
 // the others.
 std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string& dir,
-                                       MpiCommunicator& world);
+                                       HostGroup& world);
 
 // Loads weights and moments (this rank's shards of them) and returns the
 // step. Replicated state (ZeRO 0) is read in shares: replica r of n reads the

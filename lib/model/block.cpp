@@ -4,8 +4,10 @@
 // (local heads / ffn columns) and wo, w2 row-parallel (partial sums reduced
 // over tp by reduce_rows); under sequence parallelism the norms run on this
 // rank's rows and gather_rows all-gathers their output before the GEMMs.
-// Recomputation calls the same deterministic kernels (and collectives) on
-// the same inputs, so every mode gives bitwise the same loss and gradients.
+// Recomputation calls the same deterministic forward kernels (and
+// collectives) on the same inputs, so every mode gives bitwise the same loss
+// and gradients (up to the one non-deterministic backward kernels/ops.hpp
+// names, cuDNN's attention dQ on GPUs).
 #include <cmath>
 
 #include "core/error.hpp"

@@ -11,12 +11,11 @@
 #include <limits>
 
 #include "backend/backend.hpp"
-#include "comm/clock_sync.hpp"
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
+#include "core/span_log.hpp"
 #include "core/util.hpp"
 #include "model/model_impl.hpp"
-#include "runtime/flight_recorder.hpp"
 
 namespace st {
 namespace {
@@ -152,7 +151,7 @@ void Model::Impl::span_begin(bool fwd) {
   sp.fwd = fwd;
   sp.a->record(cs());
   sp.mb = fwd ? fwd_calls++ : bwd_calls++;
-  if (flight::trace_level() != flight::TraceLevel::kOff) sp.h0 = epoch_now();
+  if (::st::spans::on()) sp.h0 = ::st::spans::epoch_now();
   pending.push_back(std::move(sp));
 }
 
@@ -161,8 +160,8 @@ void Model::Impl::span_end() {
   sp.b->record(cs());
   // The trace's span: host times of the enqueue, which on the inline CPU
   // device are when the work ran (on a GPU, when it was issued).
-  if (flight::trace_level() != flight::TraceLevel::kOff)
-    flight::add_span({sp.fwd ? "fwd" : "bwd", "compute", sp.h0, epoch_now(), sp.mb});
+  if (::st::spans::on())
+    ::st::spans::add({sp.fwd ? "fwd" : "bwd", "compute", sp.h0, ::st::spans::epoch_now(), sp.mb});
 }
 
 // ---- construction ----
@@ -300,7 +299,8 @@ void Model::Impl::bind_grads() {
 
 void Model::Impl::upload_weights(Param& p) {
   const int64_t n = p.w.numel();
-  std::vector<float> host(static_cast<size_t>(n));
+  // A recording backend reads no values: no host copy is made (the calls are).
+  std::vector<float> host(be->computes() ? static_cast<size_t>(n) : 0);
   init_rows(p, 0, p.w.dim(0), host.data());
   if (cdt == DType::F32) {
     dev->copy_from_host(p.w.raw(), host.data(), size_t(n) * sizeof(float), cs());
@@ -312,6 +312,7 @@ void Model::Impl::upload_weights(Param& p) {
 }
 
 void Model::Impl::init_rows(const Param& p, int64_t row0, int64_t rows, float* out) const {
+  if (!be->computes()) return;  // a recording backend: nothing reads the values
   const int64_t row = p.row;
   if (!p.decay) {  // norm weights
     std::fill(out, out + rows * row, 1.f);

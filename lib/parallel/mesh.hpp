@@ -4,52 +4,44 @@
 // group, the dp x cp group over which gradients are reduced and ZeRO shards
 // live, and the pipeline layer ranges (contiguous stages, or interleaved
 // model chunks) are all derived here so every part of the program agrees.
-// The groups are MPI communicators; a device backend builds its own on them.
+// The groups are HostGroups: MPI communicators in a job (mesh_mpi.cpp, the
+// only part that needs MPI), the recording backend's when one rank's step is
+// run without processes (--dry-run, the planner). A device backend builds its
+// own communicators on them.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "parallel/stages.hpp"
 
 namespace st {
-
-struct MeshDims {
-  int pp = 1, dp = 1, cp = 1, tp = 1;
-  int world() const { return pp * dp * cp * tp; }
-};
-
-struct MeshCoords {
-  int pp = 0, dp = 0, cp = 0, tp = 0;
-};
-
-// rank = ((pp * dp_size + dp) * cp_size + cp) * tp_size + tp.
-MeshCoords mesh_coords(int rank, const MeshDims& d);
-int mesh_rank(const MeshCoords& c, const MeshDims& d);
-
-// Layers [first, last) of every model chunk a pipeline stage holds, in chunk
-// order. With `chunks` > 1 (interleaved schedule) stage s holds chunks
-// c*pp + s for c = 0..chunks-1, each n_layers / (pp*chunks) layers long.
-std::vector<std::pair<int, int>> stage_layers(int n_layers, int pp, int chunks, int stage);
 
 class Mesh {
  public:
   // Collective over `world` (its size must equal d.world()).
   Mesh(const MpiCommunicator& world, const MeshDims& d);
+  // Rank `rank` of d.world() with groups from make(name, rank in the group,
+  // group size): no processes, no collective.
+  using GroupMaker =
+      std::function<std::unique_ptr<HostGroup>(const std::string& name, int rank, int size)>;
+  Mesh(int rank, const MeshDims& d, const GroupMaker& make);
   const MeshDims& dims() const { return dims_; }
   const MeshCoords& coords() const { return coords_; }
   int rank() const { return rank_; }
 
-  // Groups (MPI, host): ranks that differ only in that coordinate. A
+  // Groups (host): ranks that differ only in that coordinate. A
   // backend turns each into a communicator for its device's buffers
   // (Backend::communicator); the host groups carry the scalars.
-  MpiCommunicator& tp() { return *tp_; }
-  MpiCommunicator& cp() { return *cp_; }
-  MpiCommunicator& dp() { return *dp_; }
-  MpiCommunicator& pp() { return *pp_; }
+  HostGroup& tp() { return *tp_; }
+  HostGroup& cp() { return *cp_; }
+  HostGroup& dp() { return *dp_; }
+  HostGroup& pp() { return *pp_; }
   // dp x cp: where local gradients are summed (and ZeRO shards live).
-  MpiCommunicator& dpcp() { return *dpcp_; }
+  HostGroup& dpcp() { return *dpcp_; }
   // Every group, for resetting and summing collective statistics.
   std::vector<Communicator*> groups();
 
@@ -61,6 +53,6 @@ class Mesh {
   MeshDims dims_;
   MeshCoords coords_;
   int rank_ = 0;
-  std::unique_ptr<MpiCommunicator> tp_, cp_, dp_, pp_, dpcp_;
+  std::unique_ptr<HostGroup> tp_, cp_, dp_, pp_, dpcp_;
 };
 }  // namespace st

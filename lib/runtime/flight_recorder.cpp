@@ -1,5 +1,5 @@
 // Implementation of flight_recorder.hpp: a ring per communicator under its
-// own mutex, a mutex-guarded span list, and the JSON dump written with
+// own mutex, finished collectives to the span log, and the JSON dump written with
 // stdio (no allocation-heavy library on the abort path beyond std::string).
 #include "runtime/flight_recorder.hpp"
 
@@ -11,14 +11,12 @@
 #include <memory>
 #include <mutex>
 
+#include "core/span_log.hpp"
+
 namespace st::flight {
 namespace {
 
-double epoch_now() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
+using spans::epoch_now;
 
 enum class State : uint8_t { kEnqueued, kStarted, kDone };
 
@@ -55,13 +53,10 @@ struct Recorder {
   std::mutex mu;  // comms (growth), config, dump
   std::string path, host;
   int rank = -1, entries = 0;
-  std::atomic<TraceLevel> level{TraceLevel::kOff};
   std::vector<std::unique_ptr<Ring>> comms;
   std::atomic<const char*> phase{"start-up"};
   std::atomic<long> phase_step{0};
   double offset_s = 0, offset_err_s = -1;
-  std::mutex span_mu;
-  std::vector<Span> spans;
 };
 
 Recorder& rec() {
@@ -91,18 +86,14 @@ void json_string(std::FILE* f, const std::string& s) {
 
 }  // namespace
 
-void configure(const std::string& path, int world_rank, const std::string& host, int entries,
-               TraceLevel level) {
+void configure(const std::string& path, int world_rank, const std::string& host, int entries) {
   Recorder& r = rec();
   std::lock_guard<std::mutex> lk(r.mu);
   r.path = path;
   r.rank = world_rank;
   r.host = host;
   r.entries = entries;
-  r.level = level;
 }
-
-TraceLevel trace_level() { return rec().level.load(std::memory_order_relaxed); }
 
 int add_comm(const std::string& name, const std::vector<int>& world_ranks) {
   Recorder& r = rec();
@@ -145,7 +136,7 @@ void start(int id, uint64_t seq) {
 void finish(int id, uint64_t seq) {
   Ring* g = ring(id);
   if (!g) return;
-  Span s;
+  spans::Span s;
   {
     std::lock_guard<std::mutex> lk(g->mu);
     Entry& e = g->e[seq % g->e.size()];
@@ -153,30 +144,16 @@ void finish(int id, uint64_t seq) {
     e.t_end = epoch_now();
     if (e.t_start == 0) e.t_start = e.t_enqueue;
     e.state = State::kDone;
-    if (trace_level() != TraceLevel::kCollectives) return;
-    s = Span{e.op, "comm:" + g->name, e.t_start, e.t_end, -1, e.bytes, int64_t(seq), g->lowest};
+    if (spans::level() != spans::TraceLevel::kCollectives) return;
+    s = spans::Span{e.op, "comm:" + g->name, e.t_start,    e.t_end,
+                    -1,   e.bytes,           int64_t(seq), g->lowest};
   }
-  add_span(std::move(s));
+  spans::add(std::move(s));
 }
 
 void note_phase(const char* what, long step) {
   rec().phase.store(what, std::memory_order_relaxed);
   rec().phase_step.store(step, std::memory_order_relaxed);
-}
-
-void add_span(Span s) {
-  Recorder& r = rec();
-  if (r.level.load(std::memory_order_relaxed) == TraceLevel::kOff) return;
-  std::lock_guard<std::mutex> lk(r.span_mu);
-  r.spans.push_back(std::move(s));
-}
-
-std::vector<Span> take_spans() {
-  Recorder& r = rec();
-  std::lock_guard<std::mutex> lk(r.span_mu);
-  std::vector<Span> out;
-  out.swap(r.spans);
-  return out;
 }
 
 void set_clock_offset(double offset_s, double error_s) {

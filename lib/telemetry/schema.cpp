@@ -193,6 +193,14 @@ const std::vector<EventSpec>& event_specs() {
       {"nan_skip",
        "loss or gradient norm not finite; the update was skipped",
        {{"loss", Ftype::FloatOrNull, "the loss"}, {"grad_norm", Ftype::FloatOrNull, "the norm"}}},
+      {"eval",
+       "the loss on the validation split (data.val_path) after this step, every "
+       "train.eval_interval steps and after the last",
+       {{"val_loss", Ftype::FloatOrNull,
+         "mean loss over data.val_batches global batches of fixed held-out windows (same on every "
+         "rank); `null` when not finite"},
+        {"val_tokens", Ftype::Int, "tokens the evaluation read (global)"},
+        {"eval_s", Ftype::Float, "seconds the evaluation took on this rank"}}},
       {"end",
        "the loop ended (`step` is the last step done)",
        {{"status", Ftype::String, "`ok` or `signal`"},

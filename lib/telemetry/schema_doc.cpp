@@ -97,9 +97,11 @@ resolved config, same sections as the YAML), `config_path`, `overrides`,
 `global_batch_tokens`, `device` (`name`: `cpu` or rank 0's GPU name, `kind`:
 `runtime.device`, `precision`, `peak_flops` per device in the run's
 precision, `peak_source`: the table row, the config key, or the measured
-sgemm rate, `threads_per_rank`), `versions` (`mpi`, `hdf5`, `compute`: what
-the kernels run on, e.g. the BLAS build, its GEMM core and threading,
-`compiler`), and `slurm` (`job_id`, `job_name`, `nodelist`, `partition`,
+GEMM rate in the run's precision (fp32: the sgemm; bf16: the bf16 GEMM the
+run trains with), `threads_per_rank`), `versions` (`mpi`, `hdf5`, `compute`:
+what the kernels run on: the fp32 GEMM's BLAS build, core and threading, and
+the bf16 GEMM's library, instruction set and implementation, or the widening
+fallback and why; `compiler`), and `slurm` (`job_id`, `job_name`, `nodelist`, `partition`,
 `ntasks`, `nnodes`) under Slurm.
 
 ## Run folder lock

@@ -217,7 +217,10 @@ class CpuDevice final : public Device {
   DeviceKind kind() const override { return DeviceKind::CPU; }
   std::string name() const override { return "cpu"; }
   std::string id() const override { return strict_ ? "cpu-strict" : "cpu"; }
-  bool host_accessible() const override { return true; }
+  // The strict device plays a GPU: the host may not read its memory in
+  // place, so checkpoints take the staged path (copy_to_host into pinned
+  // buffers, copy_from_host on restore) a GPU takes, in every CPU test.
+  bool host_accessible() const override { return !strict_; }
 
   void* allocate(size_t bytes, MemCat cat) override {
     const double t0 = wall_time();

@@ -80,8 +80,10 @@ class Device {
   virtual DeviceKind kind() const = 0;
   virtual std::string name() const = 0;  // "cpu", or the GPU's product name
   virtual std::string id() const = 0;    // "cpu", "cuda:0"
-  // Device pointers are host pointers (the CPU device): a checkpoint can read
-  // them in place after a synchronize.
+  // The host may read device memory in place after a synchronize (the
+  // inline CPU device): a checkpoint then skips the staging copies. The
+  // strict CPU device says false (its pointers are host memory, which MPI
+  // uses, but the host must go through copy_to_host as on a GPU).
   virtual bool host_accessible() const = 0;
 
   virtual void* allocate(size_t bytes, MemCat cat) = 0;

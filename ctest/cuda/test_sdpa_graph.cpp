@@ -1,0 +1,152 @@
+// The cuDNN fused-SDPA graph description (label cuda-host), recorded on a
+// CPU: every tensor bound at execution addresses exactly the element of
+// the buffer the model passes ([B,T,H,hd] bf16 token-major, lse [B,H,T]),
+// every matmul's operand shapes agree (m x k times k x n, kv heads
+// broadcast over their query-head group), every virtual tensor is written
+// once before it is read, and the op list is the pinned lowering.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "kernels/cuda/host/sdpa_graph.hpp"
+
+namespace {
+using namespace st::cuda_host;
+
+int64_t at(const Dims4& stride, const Dims4& idx) {
+  int64_t o = 0;
+  for (int i = 0; i < 4; ++i) o += stride[size_t(i)] * idx[size_t(i)];
+  return o;
+}
+
+const GTensor& by_uid(const RecordingSink& r, int64_t uid) {
+  for (const auto& t : r.tensors)
+    if (t.uid == uid) return t;
+  static GTensor none;
+  ADD_FAILURE() << "no tensor with uid " << uid;
+  return none;
+}
+
+// Element (b, h, t, d) of a [B,T,H,hd] buffer.
+int64_t bshd(int64_t T, int64_t H, int64_t hd, int64_t b, int64_t h, int64_t t, int64_t d) {
+  return ((b * T + t) * H + h) * hd + d;
+}
+
+struct Shape {
+  int64_t B, T, Hq, Hkv, hd;
+};
+
+void check_io(const RecordingSink& r, const Shape& s, bool bwd) {
+  const auto [B, T, Hq, Hkv, hd] = s;
+  // Q, O (and dO, dQ): dims [B,Hq,T,hd] over [B,T,Hq,hd] memory.
+  std::vector<int64_t> qlike = {kUidQ, kUidO};
+  if (bwd) qlike.insert(qlike.end(), {kUidDO, kUidDQ});
+  for (int64_t uid : qlike) {
+    const GTensor& t = by_uid(r, uid);
+    EXPECT_EQ(t.dim, (Dims4{B, Hq, T, hd})) << uid;
+    EXPECT_FALSE(t.is_virtual);
+    EXPECT_EQ(t.type, GType::BF16);
+    for (int64_t b : {int64_t(0), B - 1})
+      for (int64_t h : {int64_t(0), Hq - 1})
+        for (int64_t tt : {int64_t(0), T - 1})
+          for (int64_t d : {int64_t(0), hd - 1})
+            EXPECT_EQ(at(t.stride, {b, h, tt, d}), bshd(T, Hq, hd, b, h, tt, d)) << uid;
+  }
+  // K (and V in the backward) as the transposed operand [B,Hkv,hd,T].
+  std::vector<int64_t> kt = {kUidK};
+  if (bwd) kt.push_back(kUidV);
+  for (int64_t uid : kt) {
+    const GTensor& t = by_uid(r, uid);
+    EXPECT_EQ(t.dim, (Dims4{B, Hkv, hd, T})) << uid;
+    EXPECT_EQ(at(t.stride, {B - 1, Hkv - 1, hd - 1, T - 1}),
+              bshd(T, Hkv, hd, B - 1, Hkv - 1, T - 1, hd - 1));
+    EXPECT_EQ(at(t.stride, {0, 1 % Hkv, 3 % hd, 2 % T}),
+              bshd(T, Hkv, hd, 0, 1 % Hkv, 2 % T, 3 % hd));
+  }
+  if (!bwd) {
+    const GTensor& v = by_uid(r, kUidV);
+    EXPECT_EQ(v.dim, (Dims4{B, Hkv, T, hd}));
+    EXPECT_EQ(at(v.stride, {B - 1, Hkv - 1, T - 1, 1}), bshd(T, Hkv, hd, B - 1, Hkv - 1, T - 1, 1));
+  } else {
+    for (int64_t uid : {kUidDK, kUidDV}) {
+      const GTensor& t = by_uid(r, uid);
+      EXPECT_EQ(t.dim, (Dims4{B, Hkv, T, hd}));
+      EXPECT_EQ(at(t.stride, {B - 1, 0, T - 1, hd - 1}), bshd(T, Hkv, hd, B - 1, 0, T - 1, hd - 1));
+    }
+    EXPECT_TRUE(by_uid(r, kUidDQAcc).reorder_f16x16);  // the 1.3-1.7 lowering
+  }
+  // lse: [B,Hq,T,1] over the model's [B,Hq,T] fp32 buffer.
+  const GTensor& st = by_uid(r, kUidStats);
+  EXPECT_EQ(st.dim, (Dims4{B, Hq, T, 1}));
+  EXPECT_EQ(st.type, GType::F32);
+  EXPECT_EQ(at(st.stride, {B - 1, Hq - 1, T - 1, 0}), ((B - 1) * Hq + Hq - 1) * T + T - 1);
+  EXPECT_TRUE(by_uid(r, kUidScale).by_value);
+}
+
+// Matmul shapes and single assignment of virtual tensors.
+void check_structure(const RecordingSink& r) {
+  std::set<int> written;
+  for (size_t i = 0; i < r.tensors.size(); ++i)
+    if (!r.tensors[i].is_virtual) written.insert(int(i));
+  std::map<int, int> writes;
+  for (const auto& op : r.ops) {
+    for (int in : op.in)
+      EXPECT_TRUE(written.count(in)) << op.kind << " reads tensor uid " << r.tensors[size_t(in)].uid
+                                     << " before it is written";
+    if (r.tensors[size_t(op.out)].is_virtual) {
+      EXPECT_EQ(++writes[op.out], 1) << op.kind;
+    }
+    written.insert(op.out);
+    if (op.kind == "matmul") {
+      const Dims4 &a = r.tensors[size_t(op.in[0])].dim, &b = r.tensors[size_t(op.in[1])].dim,
+                  &c = r.tensors[size_t(op.out)].dim;
+      EXPECT_EQ(a[3], b[2]) << "inner dimensions";
+      EXPECT_EQ(c[2], a[2]);
+      EXPECT_EQ(c[3], b[3]);
+      EXPECT_EQ(c[1] % b[1], 0) << "heads broadcast by group";
+      EXPECT_EQ(c[1], std::max(a[1], b[1]));
+    }
+  }
+}
+
+const std::vector<Shape> kShapes = {{2, 16, 4, 2, 8}, {1, 64, 8, 8, 64}, {3, 5, 6, 1, 16}};
+
+TEST(SdpaGraph, ForwardTensorsMatchTheBuffersAndTheLowering) {
+  for (const Shape& s : kShapes) {
+    RecordingSink r;
+    describe_sdpa(r, false, s.B, s.T, s.Hq, s.Hkv, s.hd);
+    check_io(r, s, false);
+    check_structure(r);
+    EXPECT_EQ(r.kinds(), (std::vector<std::string>{"matmul", "pw_mul",  // S * scale
+                                                   "pw_gen_index", "pw_gen_index", "pw_cmp_ge",
+                                                   "pw_select",  // causal
+                                                   "reduce_max", "pw_sub", "pw_exp", "reduce_add",
+                                                   "pw_log", "pw_add", "pw_div", "matmul"}));
+    EXPECT_EQ(r.ops[2].axis, 2);                                 // row index
+    EXPECT_EQ(r.ops[3].axis, 3);                                 // column index
+    EXPECT_EQ(r.tensors[size_t(r.ops[11].out)].uid, kUidStats);  // lse = max + log(sum)
+    EXPECT_EQ(r.tensors[size_t(r.ops.back().out)].uid, kUidO);
+  }
+}
+
+TEST(SdpaGraph, BackwardTensorsMatchTheBuffersAndTheLowering) {
+  for (const Shape& s : kShapes) {
+    RecordingSink r;
+    describe_sdpa(r, true, s.B, s.T, s.Hq, s.Hkv, s.hd);
+    check_io(r, s, true);
+    check_structure(r);
+    std::vector<std::string> want = {"pw_mul",    "reduce_add", "pw_mul",  // D
+                                     "matmul",    "pw_mul",     "pw_gen_index", "pw_gen_index",
+                                     "pw_cmp_ge", "pw_select",  "pw_sub",       "pw_exp",  // P
+                                     "reshape",   "matmul"};                               // dV
+    if (s.Hq != s.Hkv) want.push_back("reduce_add");
+    for (const char* k : {"matmul", "pw_mul", "pw_sub", "pw_mul", "pw_mul", "reshape", "matmul"})
+      want.push_back(k);  // dS, dK
+    if (s.Hq != s.Hkv) want.push_back("reduce_add");
+    for (const char* k : {"reshape", "matmul", "pw_identity"}) want.push_back(k);  // dQ
+    EXPECT_EQ(r.kinds(), want) << "Hq=" << s.Hq << " Hkv=" << s.Hkv;
+    EXPECT_EQ(r.tensors[size_t(r.ops.back().out)].uid, kUidDQ);
+  }
+}
+}  // namespace

@@ -1,0 +1,82 @@
+// MpiCommunicator: the MPI implementation of the Communicator seam
+// (communicator.hpp) on CPU device buffers, and the blocking host
+// collectives (scalars, start-up agreement) every MPI group carries. Kept
+// apart from the seam so the code that only uses the seam (the model, the
+// planner's recording backend) compiles without mpi.h.
+#pragma once
+#include <mpi.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+
+namespace st {
+
+class MpiCommunicator final : public HostGroup {
+ public:
+  // Takes ownership of `comm` (freed in the destructor) unless it is MPI_COMM_WORLD.
+  MpiCommunicator(MPI_Comm comm, std::string name, double timeout_s);
+  ~MpiCommunicator() override;
+  // A sub-communicator of ranks sharing `color`, ordered by `key`.
+  std::unique_ptr<MpiCommunicator> split(int color, int key, const std::string& name) const;
+  std::unique_ptr<MpiCommunicator> dup(const std::string& name) const;
+  std::unique_ptr<HostGroup> dup_group(const std::string& name) const override { return dup(name); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  MPI_Comm mpi() const { return comm_; }
+
+  // How every MpiCommunicator of this process waits: off (default), spin
+  // with sched_yield between polls, as MPI does on dedicated cores; on,
+  // after the first millisecond of a wait sleep 5% of the wait so far (at
+  // most 5 ms) between polls, for ranks that outnumber the cores: a waiting
+  // rank then leaves the core to the ranks it waits for. The trainer turns it
+  // on when its node's ranks x threads exceed the cores it may use.
+  static void set_sleep_when_waiting(bool on);
+  static bool sleep_when_waiting();
+
+  // The device whose buffers the device collectives below see (default: the
+  // default CPU device). On a device with worker streams (the strict CPU
+  // device) the collectives run on this communicator's own stream.
+  void bind(Device& dev) override;
+
+  CommHandle all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) override;
+  CommHandle reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                            DType t, Stream& after) override;
+  CommHandle all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType t,
+                        Stream& after) override;
+  CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) override;
+
+  // ---- Blocking host collectives (host buffers). ----
+  void all_reduce_sum(double* buf, int64_t n) override;
+  void all_reduce_max(double* buf, int64_t n) override;
+  void all_reduce_sum(float* buf, int64_t n) override;
+  void broadcast_bytes(void* buf, int64_t n, int root);
+  void barrier();
+  void send(const float* buf, int64_t n, int peer, int tag);
+  void recv(float* buf, int64_t n, int peer, int tag);
+
+  // Waits for req with this communicator's timeout; on expiry prints who
+  // waited for what and aborts the job (MPI_Abort), never hangs.
+  void wait_request(MPI_Request* req, const char* what);
+  void wait_requests(std::vector<MPI_Request>& reqs, const char* what);
+
+ private:
+  // Runs `start` (which posts non-blocking MPI calls into reqs) in stream
+  // order after `after`, and returns a handle on their completion.
+  CommHandle launch(Stream& after, CollKind k, int64_t bytes, const char* what,
+                    std::function<void(std::vector<MPI_Request>&)> start);
+  void all_reduce_doubles(double* buf, int64_t n, MPI_Op op);
+  void blocking(CollKind k, int64_t bytes, const char* what,
+                const std::function<void(MPI_Request*)>& start);
+  MPI_Comm comm_;
+  std::string name_;
+  int rank_ = 0, size_ = 1;
+  Device* dev_ = nullptr;
+  std::unique_ptr<Stream> stream_;  // own stream on worker-stream devices
+};
+}  // namespace st

@@ -1,0 +1,295 @@
+// The recording Device and Communicator, and the Recording they append to
+// (record.hpp). record_ops.cpp holds the recording Ops.
+#include "record/record.hpp"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/error.hpp"
+
+namespace st::record {
+
+// ---- Recording ----
+void Recording::set_phase(std::string p) {
+  std::lock_guard<std::mutex> g(mu_);
+  phase_ = std::move(p);
+}
+
+void Recording::add(KernelCall k) {
+  std::lock_guard<std::mutex> g(mu_);
+  k.phase = phase_;
+  kernels_.push_back(std::move(k));
+}
+
+void Recording::add(CollCall c) {
+  std::lock_guard<std::mutex> g(mu_);
+  c.phase = phase_;
+  c.after_kernel = int64_t(kernels_.size());
+  colls_.push_back(std::move(c));
+}
+
+void Recording::add(CopyCall c) {
+  std::lock_guard<std::mutex> g(mu_);
+  c.phase = phase_;
+  copies_.push_back(std::move(c));
+}
+
+void Recording::alloc(MemCat cat, int64_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  const size_t i = size_t(cat);
+  mem_.current[i] += bytes;
+  mem_.current_total += bytes;
+  if (mem_.current[i] > mem_.peak[i]) mem_.peak[i] = mem_.current[i];
+  ++allocations_;
+  if (mem_.current_total > mem_.peak_total) {
+    mem_.peak_total = mem_.current_total;
+    peak_.at = mem_;
+    peak_.kernel_index = int64_t(kernels_.size());
+    peak_.last_kernel = kernels_.empty() ? "" : kernels_.back().op;
+    peak_.phase = phase_;
+    peak_.cat = cat;
+    peak_.bytes = bytes;
+  }
+}
+
+void Recording::free(MemCat cat, int64_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  mem_.current[size_t(cat)] -= bytes;
+  mem_.current_total -= bytes;
+  ST_CHECK(mem_.current[size_t(cat)] >= 0, "recording device: more ", memcat_name(cat),
+           " bytes freed than allocated");
+}
+
+void Recording::reset_peaks() {
+  std::lock_guard<std::mutex> g(mu_);
+  mem_.peak = mem_.current;
+  mem_.peak_total = mem_.current_total;
+  peak_ = PeakAt{};
+  peak_.at = mem_;
+  peak_.kernel_index = int64_t(kernels_.size());
+  peak_.phase = phase_;
+}
+
+void Recording::clear() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    kernels_.clear();
+    colls_.clear();
+    copies_.clear();
+    allocations_ = 0;
+  }
+  reset_peaks();
+}
+
+// ---- streams and events: ordering only ----
+namespace {
+
+class RecordStream final : public Stream {
+ public:
+  explicit RecordStream(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  void wait(Event&) override {}
+  void synchronize() override {}
+  // Host work in stream order would read device memory: nothing runs.
+  void enqueue(std::function<void()>) override {}
+
+ private:
+  std::string name_;
+};
+
+class RecordEvent final : public Event {
+ public:
+  void record(Stream&) override {}
+  bool query() override { return true; }
+  void synchronize() override {}
+  double seconds_since(Event&) override { return 0; }
+};
+
+class DoneOp final : public CommOp {
+ public:
+  bool test() override { return true; }
+  void wait_host() override {}
+  void wait_stream(Stream&) override {}
+};
+
+constexpr size_t kAlign = 256;  // as cudaMalloc
+size_t rounded(size_t bytes) { return (bytes == 0 ? 1 : bytes + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+// ---- RecordDevice ----
+RecordDevice::RecordDevice(Recording& rec, std::string name)
+    : rec_(rec), name_(std::move(name)), compute_(std::make_unique<RecordStream>("compute")) {
+  // Address space only (PROT_NONE, not backed, not counted against memory):
+  // 64 TiB, or less where the system will not give that much.
+  for (size_t tib = 64; tib >= 1 && !base_; tib /= 2) {
+    const size_t want = tib << 40;
+    void* p = mmap(nullptr, want, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED) {
+      base_ = static_cast<char*>(p);
+      reserved_ = want;
+    }
+  }
+  ST_CHECK(base_, "recording device: could not reserve address space for its allocations");
+}
+
+RecordDevice::~RecordDevice() {
+  if (base_) munmap(base_, reserved_);
+}
+
+void* RecordDevice::allocate(size_t bytes, MemCat cat) {
+  const size_t r = rounded(bytes);
+  char* p = nullptr;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = free_.find(r);
+    if (it != free_.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+    } else {
+      ST_CHECK(next_ + r <= reserved_, "recording device: ", reserved_ >> 30,
+               " GiB of address space used up by live and freed blocks");
+      p = base_ + next_;
+      next_ += r;
+    }
+  }
+  rec_.alloc(cat, int64_t(bytes));
+  return p;
+}
+
+void RecordDevice::deallocate(void* p, size_t bytes, MemCat cat) {
+  if (!p) return;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    free_[rounded(bytes)].push_back(static_cast<char*>(p));
+  }
+  rec_.free(cat, int64_t(bytes));
+}
+
+std::unique_ptr<Stream> RecordDevice::create_stream(const std::string& name) {
+  return std::make_unique<RecordStream>(name);
+}
+
+std::unique_ptr<Event> RecordDevice::create_event() { return std::make_unique<RecordEvent>(); }
+
+void RecordDevice::copy(void*, const void*, size_t bytes, Stream& s) {
+  rec_.add(CopyCall{"d2d", int64_t(bytes), s.name(), ""});
+}
+
+void RecordDevice::copy_to_host(void* host, const void*, size_t bytes, Stream& s) {
+  // Nothing was computed: the host reads zeros (a finite loss and norm).
+  std::memset(host, 0, bytes);
+  rec_.add(CopyCall{"d2h", int64_t(bytes), s.name(), ""});
+}
+
+void RecordDevice::copy_from_host(void*, const void*, size_t bytes, Stream& s) {
+  rec_.add(CopyCall{"h2d", int64_t(bytes), s.name(), ""});
+}
+
+void RecordDevice::fill_zero(void*, size_t bytes, Stream& s) {
+  rec_.add(CopyCall{"fill", int64_t(bytes), s.name(), ""});
+}
+
+void* RecordDevice::allocate_pinned(size_t bytes) {
+  void* p = std::malloc(bytes == 0 ? 1 : bytes);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void RecordDevice::free_pinned(void* p) { std::free(p); }
+
+// ---- RecordCommunicator ----
+RecordCommunicator::RecordCommunicator(Recording& rec, std::string name, int rank, int size)
+    : rec_(rec), name_(std::move(name)), rank_(rank), size_(size) {
+  ST_CHECK(size >= 1 && rank >= 0 && rank < size, "recording communicator '", name_, "': rank ",
+           rank, " of ", size);
+}
+
+CommHandle RecordCommunicator::record(CollKind k, int64_t bytes, DType t, Stream& after) {
+  CollCall c;
+  c.kind = k;
+  c.group = name_;
+  c.ranks = size_;
+  c.bytes = bytes;
+  c.t = t;
+  c.stream = after.name();
+  rec_.add(std::move(c));
+  add_stat(k, bytes, 0.0);
+  return CommHandle(std::make_shared<DoneOp>());
+}
+
+void RecordCommunicator::host(int64_t n, DType t) {
+  if (size_ == 1 || n == 0) return;
+  CollCall c;
+  c.kind = CollKind::AllReduce;
+  c.group = name_;
+  c.ranks = size_;
+  c.bytes = n * int64_t(dtype_size(t));
+  c.t = t;
+  c.stream = "host";
+  rec_.add(std::move(c));
+}
+
+// The same calls as MpiCommunicator makes: a group of one, or nothing to
+// send, is no collective (a reduce-scatter or all-gather out of place is a
+// device copy); bytes as MpiCommunicator counts them.
+CommHandle RecordCommunicator::all_reduce(void*, int64_t n, DType t, ReduceOp, Stream& after) {
+  if (size_ == 1 || n == 0) return {};
+  return record(CollKind::AllReduce, n * int64_t(dtype_size(t)), t, after);
+}
+
+namespace {
+int64_t sum_counts(const std::vector<int64_t>& counts, int size, const std::string& name,
+                   const char* what) {
+  ST_CHECK(int(counts.size()) == size, what, " on '", name, "': ", counts.size(), " counts for ",
+           size, " ranks");
+  int64_t n = 0;
+  for (int64_t c : counts) n += c;
+  return n;
+}
+}  // namespace
+
+CommHandle RecordCommunicator::reduce_scatter(const void* send, void* recv,
+                                              const std::vector<int64_t>& counts, DType t,
+                                              Stream& after) {
+  const int64_t n = sum_counts(counts, size_, name_, "reduce_scatter");
+  const int64_t es = int64_t(dtype_size(t));
+  if (size_ == 1) {
+    if (counts[0] && send != recv) rec_.add(CopyCall{"d2d", counts[0] * es, after.name(), ""});
+    return {};
+  }
+  if (n == 0) return {};
+  return record(CollKind::ReduceScatter, n * es, t, after);
+}
+
+CommHandle RecordCommunicator::all_gather(const void* send, void* recv,
+                                          const std::vector<int64_t>& counts, DType t,
+                                          Stream& after) {
+  const int64_t n = sum_counts(counts, size_, name_, "all_gather");
+  const int64_t es = int64_t(dtype_size(t));
+  int64_t before = 0;
+  for (int r = 0; r < rank_; ++r) before += counts[size_t(r)];
+  const bool in_place = send == static_cast<const char*>(recv) + before * es;
+  if (size_ == 1) {
+    if (!in_place && counts[0]) rec_.add(CopyCall{"d2d", counts[0] * es, after.name(), ""});
+    return {};
+  }
+  if (n == 0) return {};
+  return record(CollKind::AllGather, n * es, t, after);
+}
+
+CommHandle RecordCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Stream& after) {
+  if (ops.empty()) return {};
+  int64_t n = 0;
+  for (const P2POp& o : ops) {
+    ST_CHECK(o.peer >= 0 && o.peer < size_, "exchange on '", name_, "': peer ", o.peer,
+             " outside the group of ", size_);
+    n += o.n;
+  }
+  return record(CollKind::SendRecv, n * int64_t(dtype_size(t)), t, after);
+}
+
+}  // namespace st::record

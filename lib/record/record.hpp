@@ -1,0 +1,187 @@
+// The recording backend: the three seams (Device, Ops, Communicator) in a
+// form that computes nothing, so the trainer's own Model and Engine can run
+// one step of any layout on a machine without its memory or its peers, and
+// the planner and --dry-run read what that step does from one Recording:
+//  - RecordDevice hands out addresses from a reserved, inaccessible range
+//    (a host read of device memory faults instead of reading garbage) and
+//    counts the bytes of every live allocation by MemCat: the current bytes,
+//    the peak of each category and of the total, and where in the step the
+//    peak was reached (the kernel count, the last kernel and the caller's
+//    phase label at that moment).
+//  - RecordOps records every kernel call: the op, its shape (the op's own
+//    dimension names, in signature order), dtype and stream.
+//  - RecordCommunicator records every collective (kind, group, group size,
+//    payload bytes as nccl-tests counts them, stream) and completes at once.
+// Stream work, events and copies are ordering only: recorded copies keep
+// their bytes and stream, nothing is run. Links the seams only (no MPI, no
+// CUDA, no kernels), as PyTorch's meta device and fake process group do.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "kernels/ops.hpp"
+#include "tensor/device.hpp"
+
+namespace st::record {
+
+// One kernel call. dims are the op's size arguments in signature order,
+// named in `shape` (e.g. "M,N,K" for gemm).
+struct KernelCall {
+  std::string op;                         // the Ops method: "gemm", "attention_fwd", ...
+  std::string shape;                      // names of dims: "M,N,K", "B,T,Hq,Hkv,hd", ...
+  std::vector<int64_t> dims;              // their values
+  DType t = DType::F32;                   // activation / input dtype
+  DType out = DType::F32;                 // output dtype (gemm's C; else = t)
+  bool trans_a = false, trans_b = false;  // gemm only
+  std::string stream;                     // stream name it was enqueued on
+  std::string phase;                      // the caller's phase label when recorded
+};
+
+// One collective on one rank.
+struct CollCall {
+  CollKind kind = CollKind::AllReduce;
+  std::string group;  // the communicator's name: "tp", "dp_cp", "pp_f0", ...
+  int ranks = 1;      // group size
+  int64_t bytes = 0;  // nccl-tests size (all_reduce: the buffer; gathers: the whole output)
+  DType t = DType::F32;
+  std::string stream;  // the stream it is ordered after
+  std::string phase;
+  int64_t after_kernel = 0;  // kernels recorded before it (its place in the step)
+};
+
+// A device copy (host to device, device to host, device to device, fill).
+struct CopyCall {
+  std::string dir;  // "h2d", "d2h", "d2d", "fill"
+  int64_t bytes = 0;
+  std::string stream;
+  std::string phase;
+};
+
+// Where the total device memory peaked, and what was live then.
+struct PeakAt {
+  MemoryStats at;              // current bytes by category at the peak moment
+  int64_t kernel_index = 0;    // kernels recorded before the peak allocation
+  std::string last_kernel;     // the kernel recorded last before it ("" at start)
+  std::string phase;           // the caller's phase label at that moment
+  MemCat cat = MemCat::Other;  // category of the allocation that made the peak
+  int64_t bytes = 0;           // its size
+};
+
+// Everything one rank's run on the recording backend did. Thread-safe to
+// append to (communication streams may run on other threads elsewhere; here
+// every call is recorded on the caller's thread).
+class Recording {
+ public:
+  void set_phase(std::string p);
+  const std::string& phase() const { return phase_; }
+
+  void add(KernelCall k);
+  void add(CollCall c);
+  void add(CopyCall c);
+  void alloc(MemCat cat, int64_t bytes);
+  void free(MemCat cat, int64_t bytes);
+  void reset_peaks();
+
+  const std::vector<KernelCall>& kernels() const { return kernels_; }
+  const std::vector<CollCall>& collectives() const { return colls_; }
+  const std::vector<CopyCall>& copies() const { return copies_; }
+  const MemoryStats& memory() const { return mem_; }
+  const PeakAt& peak() const { return peak_; }
+  int64_t allocations() const { return allocations_; }
+  void clear();  // calls and peaks; the live bytes stay (they are still allocated)
+
+ private:
+  mutable std::mutex mu_;
+  std::string phase_;
+  std::vector<KernelCall> kernels_;
+  std::vector<CollCall> colls_;
+  std::vector<CopyCall> copies_;
+  MemoryStats mem_;
+  PeakAt peak_;
+  int64_t allocations_ = 0;
+};
+
+// The Device. Addresses come from a reserved range that is never mapped
+// readable: they are distinct for live allocations and may be offset into,
+// but reading or writing one faults. Pinned host memory is real host memory
+// (the caller writes into it).
+class RecordDevice final : public Device {
+ public:
+  explicit RecordDevice(Recording& rec, std::string name = "record");
+  ~RecordDevice() override;
+  // Behaves as a GPU does: its memory is not the host's.
+  DeviceKind kind() const override { return DeviceKind::CUDA; }
+  std::string name() const override { return name_; }
+  std::string id() const override { return "record:0"; }
+  bool host_accessible() const override { return false; }
+
+  void* allocate(size_t bytes, MemCat cat) override;
+  void deallocate(void* p, size_t bytes, MemCat cat) override;
+  MemoryStats memory() const override { return rec_.memory(); }
+  void reset_peaks() override { rec_.reset_peaks(); }
+
+  Stream& compute_stream() override { return *compute_; }
+  std::unique_ptr<Stream> create_stream(const std::string& name) override;
+  std::unique_ptr<Event> create_event() override;
+
+  void copy(void* dst, const void* src, size_t bytes, Stream& s) override;
+  void copy_to_host(void* host, const void* src, size_t bytes, Stream& s) override;
+  void copy_from_host(void* dst, const void* host, size_t bytes, Stream& s) override;
+  void fill_zero(void* p, size_t bytes, Stream& s) override;
+
+  void* allocate_pinned(size_t bytes) override;
+  void free_pinned(void* p) override;
+
+  Recording& recording() { return rec_; }
+
+ private:
+  Recording& rec_;
+  std::string name_;
+  std::unique_ptr<Stream> compute_;
+  std::mutex mu_;
+  char* base_ = nullptr;  // the reserved range
+  size_t reserved_ = 0, next_ = 0;
+  std::map<size_t, std::vector<char*>> free_;  // freed blocks by rounded size, reused first
+};
+
+// The Ops: every call recorded, nothing computed. copy_to_host reads of a
+// loss or a norm therefore see zeros (finite).
+std::unique_ptr<Ops> make_record_ops(Recording& rec);
+
+// A group of `size` ranks in which this process is `rank`: every collective
+// (device, or host values on stream "host") is recorded and complete when it
+// returns; host reductions leave the values as they are. It is a HostGroup,
+// so a Mesh of them stands in for the MPI groups.
+class RecordCommunicator final : public HostGroup {
+ public:
+  RecordCommunicator(Recording& rec, std::string name, int rank, int size);
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  CommHandle all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) override;
+  CommHandle reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                            DType t, Stream& after) override;
+  CommHandle all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType t,
+                        Stream& after) override;
+  CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) override;
+  void all_reduce_sum(double*, int64_t n) override { host(n, DType::F64); }
+  void all_reduce_max(double*, int64_t n) override { host(n, DType::F64); }
+  void all_reduce_sum(float*, int64_t n) override { host(n, DType::F32); }
+  std::unique_ptr<HostGroup> dup_group(const std::string& name) const override {
+    return std::make_unique<RecordCommunicator>(rec_, name, rank_, size_);
+  }
+
+ private:
+  void host(int64_t n, DType t);
+  CommHandle record(CollKind k, int64_t bytes, DType t, Stream& after);
+  Recording& rec_;
+  std::string name_;
+  int rank_, size_;
+};
+
+}  // namespace st::record

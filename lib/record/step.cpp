@@ -1,0 +1,63 @@
+// record_step (step.hpp): the trainer's Engine built on a RecordBackend and
+// a Mesh of recording groups, one step run.
+#include "record/step.hpp"
+
+#include <string>
+
+#include "data/data.hpp"
+#include "engine/engine.hpp"
+#include "parallel/mesh.hpp"
+#include "record/record_backend.hpp"
+
+namespace st::record {
+namespace {
+
+// Constant tokens, and the phase label "micro-batch k" when micro-batch k is
+// loaded (sample index / rows per micro-step, for step 1).
+class LabelSource final : public TokenSource {
+ public:
+  LabelSource(Recording& rec, int64_t rows_per_micro) : rec_(rec), rows_(rows_per_micro) {}
+  void sample(uint64_t index, int seq_len, int32_t* out) const override {
+    for (int i = 0; i <= seq_len; ++i) out[i] = 0;
+    rec_.set_phase("micro-batch " + std::to_string(int64_t(index) / rows_));
+  }
+  std::string describe() const override { return "recording (constant tokens)"; }
+
+ private:
+  Recording& rec_;
+  int64_t rows_;
+};
+
+}  // namespace
+
+RankStep record_step(const Config& cfg, int rank) {
+  const ParallelCfg& p = cfg.parallel;
+  const MeshDims d{p.pp, p.dp, p.cp, p.tp};
+  RecordBackend be;
+  Recording& rec = be.recording();
+  Mesh mesh(rank, d, [&rec](const std::string& name, int r, int n) {
+    return std::unique_ptr<HostGroup>(std::make_unique<RecordCommunicator>(rec, name, r, n));
+  });
+  rec.set_phase("set-up");
+  Engine engine(cfg, mesh, be);
+  RankStep out;
+  out.rank = rank;
+  out.at = mesh.coords();
+  out.setup = rec.memory();
+  const int64_t rows = int64_t(cfg.train.micro_batch) * p.dp;
+  DataLoader loader(std::make_unique<LabelSource>(rec, rows), cfg.model.seq_len,
+                    cfg.train.micro_batch, cfg.train.grad_accum, p.dp, out.at.dp);
+  rec.clear();
+  engine.begin_step();
+  const StepOut so = engine.forward_backward(1, loader);
+  rec.set_phase("optimizer");
+  double exposed = 0;
+  engine.apply(1, cfg.optim.lr, so.grad_norm, false, &exposed);
+  out.step = rec.memory();
+  out.peak = rec.peak();
+  out.kernels = rec.kernels();
+  out.collectives = rec.collectives();
+  return out;
+}
+
+}  // namespace st::record

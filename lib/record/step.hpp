@@ -1,0 +1,32 @@
+// One training step of one rank, run by the trainer's own Engine and Model
+// on the recording backend (record.hpp): the mesh's groups are recording
+// ones, the data are constant tokens of the configured shape (no data file is
+// read), and the step is the trainer's: forward and backward of every
+// micro-batch and pipeline slot, the gradient reduction, the norm and the
+// optimizer update. What it returns is what that rank's device would hold and
+// run: bytes by category after set-up and their peaks during the step (and
+// where the peak fell), every kernel call and every collective. --dry-run
+// prints it; the planner is to price it (docs/planner.md).
+#pragma once
+#include <vector>
+
+#include "config/config.hpp"
+#include "parallel/stages.hpp"
+#include "record/record.hpp"
+
+namespace st::record {
+
+struct RankStep {
+  int rank = 0;
+  MeshCoords at;
+  MemoryStats setup;  // live bytes once the engine is built (weights, masters, moments)
+  MemoryStats step;   // live bytes at the step's end, and the step's peaks
+  PeakAt peak;        // where the step's total peaked ("micro-batch k": the last one loaded)
+  std::vector<KernelCall> kernels;
+  std::vector<CollCall> collectives;
+};
+
+// cfg resolved (parallel.dp set) and valid; rank in [0, world).
+RankStep record_step(const Config& cfg, int rank);
+
+}  // namespace st::record
