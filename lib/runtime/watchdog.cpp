@@ -205,7 +205,7 @@ void dump_all(const std::string& reason, const std::string& short_reason) {
       if (q != me) send_locked(q, kDumpTag, short_reason);
   }
   // Time for the others to write theirs from their wait loops' poll.
-  const double t_end = wall_time() + 1.0;
+  const double t_end = wall_time() + 0.5;
   while (wall_time() < t_end) {
     poll("aborting the job");
     timespec ts{0, 20'000'000L};

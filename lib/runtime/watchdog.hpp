@@ -48,7 +48,7 @@ std::string explain(const Report& r, const std::string& what, const std::string&
 
 // Before this rank takes the job down: writes its flight recorder with
 // `reason`, asks every other rank to write theirs (they do from their next
-// poll(), naming `short_reason`) and gives them a second to do it.
+// poll(), naming `short_reason`) and gives them half a second to do it.
 void dump_all(const std::string& reason, const std::string& short_reason);
 
 // For a wait on `comm` that timed out: asks the members (grace_for), then
