@@ -11,6 +11,7 @@
 #include "analyze/plots.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
+#include "planner/summary.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -27,6 +28,11 @@ std::string fx(double v, int p) {
 }
 std::string gib(double b) { return fx(b / double(1ull << 30), 2); }
 std::string ms(double s) { return fx(s * 1e3, 1); }
+// The recorded peak comparable with the model's total, or why there is none.
+std::string recorded_gib(const Candidate& c) {
+  if (!c.recorded_error.empty()) return "failed (plan.json)";
+  return c.recorded_peak > 0 ? gib(c.recorded_peak + c.mem.untracked) : "-";
+}
 
 json mem_json(const MemoryEstimate& m) {
   return {{"total", m.peak.total()},
@@ -80,6 +86,9 @@ json cand_json(const Candidate& c, int rank) {
             {"reason", c.reason},
             {"runs_on_this_trainer", c.not_runnable.empty()},
             {"not_runnable", c.not_runnable}};
+  if (c.recorded_peak > 0)
+    j["recorded"] = {{"peak_bytes", c.recorded_peak}, {"stage", c.recorded_stage}};
+  if (!c.recorded_error.empty()) j["recorded"] = {{"error", c.recorded_error}};
   if (c.timed) {
     j["memory"] = mem_json(c.mem);
     j["available_bytes"] = c.available;
@@ -237,26 +246,8 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) throw UsageError("--out " + o.out_dir + ": cannot create: " + ec.message());
-  int feasible = 0, over = 0, invalid = 0;
-  std::map<std::string, int> why;
-  for (const Candidate& c : cands) {
-    if (c.feasible)
-      ++feasible;
-    else if (c.timed)
-      ++over;
-    else
-      ++invalid;
-    if (!c.feasible) {
-      std::string k = c.reason.substr(0, c.reason.find(':'));
-      if (k == "divisibility" || k == "unsupported") {
-        // group by the first key named
-        const auto a = c.reason.find_first_not_of(' ', k.size() + 1);
-        const auto e = c.reason.find_first_of(" =", a);
-        k += ": " + c.reason.substr(a, e - a);
-      }
-      ++why[k];
-    }
-  }
+  const PlanSummary sum = summarize_plan(cands, o.top, o.near);
+  const int feasible = sum.feasible, over = sum.over, invalid = sum.invalid;
   std::ostringstream md;
   md << "# Plan: " << base.model.name << " on " << cl.name << "\n\n"
      << "| | |\n|---|---|\n| command | `" << o.command << "` |\n| date | " << iso_time_utc()
@@ -271,48 +262,44 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
      << " invalid |\n\n";
   md << "Memory is the worst pipeline stage's peak per device (w weights, g gradients, o "
         "optimizer state, act activations, buf communication buffers, ws workspace), in GiB. "
-        "Time parts are per step; communication as exposed/total ms.\n\n";
-  md << "| # | layout | devices | peak GiB | margin GiB | step ms | tokens/s | tok/s/device | MFU "
-        "% "
-        "| HFU % | memory parts | time parts "
-        "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        "Time parts are per step; communication as exposed/total ms. Recorded: the same "
+        "layout's step 1 run by the trainer's own engine on the recording backend (worst stage's "
+        "device peak, plus the workspace the model counts outside the allocator).\n\n";
+  md << "| # | layout | devices | peak GiB | recorded GiB | margin GiB | step ms | tokens/s | "
+        "tok/s/device | MFU % | HFU % | memory parts | time parts "
+        "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   int shown = 0;
   bool dagger = false;
-  for (const Candidate& c : cands) {
-    if (!c.feasible || shown >= o.top) continue;
+  for (const Candidate* cp : sum.top) {
+    const Candidate& c = *cp;
     ++shown;
     dagger = dagger || !c.not_runnable.empty();
     md << "| " << shown << " | " << c.name() << (c.not_runnable.empty() ? "" : " (†)") << " | "
-       << c.devices << " | " << gib(c.mem.peak.total()) << " | " << gib(c.margin()) << " | "
-       << ms(c.time.step) << " | " << fx(c.time.tokens_per_s, 1) << " | "
-       << fx(c.time.tokens_per_s_device, 1) << " | " << fx(100 * c.time.mfu, 1) << " | "
+       << c.devices << " | " << gib(c.mem.peak.total()) << " | " << recorded_gib(c) << " | "
+       << gib(c.margin()) << " | " << ms(c.time.step) << " | " << fx(c.time.tokens_per_s, 1)
+       << " | " << fx(c.time.tokens_per_s_device, 1) << " | " << fx(100 * c.time.mfu, 1) << " | "
        << fx(100 * c.time.hfu, 1) << " | " << mem_parts(c.mem) << " | " << time_parts(c.time)
        << " |\n";
   }
   if (dagger)
     md << "\n(†) predicted, but this build's trainer does not run it on the cluster's device "
           "(plan.json: not_runnable).\n";
-  // The nearest over the limit (over-memory layouts come sorted by excess):
-  // --near of them, and at least 3 with nothing feasible, so the plan shows
-  // what to change.
-  std::vector<const Candidate*> nearest;
-  const int n_near = feasible == 0 ? std::max(o.near, 3) : o.near;
-  for (const Candidate& c : cands)
-    if (!c.feasible && c.timed && int(nearest.size()) < n_near) nearest.push_back(&c);
+  const std::vector<const Candidate*>& nearest = sum.nearest;
   if (feasible == 0)
     md << "\n**No layout is predicted to fit** " << gib(cl.memory_bytes - cl.memory_reserved)
        << " GiB per device (" << gib(cl.memory_bytes) << " less " << gib(cl.memory_reserved)
        << " reserved); scaletrain-plan exits with status 3.\n";
   if (!nearest.empty()) {
-    md << "\nNearest over the memory limit:\n\n| layout | peak GiB | over by GiB | tok/s/device "
-          "| memory parts |\n|---|---|---|---|---|\n";
+    md << "\nNearest over the memory limit:\n\n| layout | peak GiB | recorded GiB | over by GiB "
+          "| tok/s/device | memory parts |\n|---|---|---|---|---|---|\n";
     for (const Candidate* c : nearest)
-      md << "| " << c->name() << " | " << gib(c->mem.peak.total()) << " | " << gib(-c->margin())
-         << " | " << fx(c->time.tokens_per_s_device, 1) << " | " << mem_parts(c->mem) << " |\n";
+      md << "| " << c->name() << " | " << gib(c->mem.peak.total()) << " | " << recorded_gib(*c)
+         << " | " << gib(-c->margin()) << " | " << fx(c->time.tokens_per_s_device, 1) << " | "
+         << mem_parts(c->mem) << " |\n";
   }
-  if (!why.empty()) {
+  if (!sum.why.empty()) {
     md << "\nNot feasible, by reason:\n\n| reason | layouts |\n|---|---|\n";
-    for (auto& [k, n] : why) md << "| " << k << " | " << n << " |\n";
+    for (auto& [k, n] : sum.why) md << "| " << k << " | " << n << " |\n";
   }
   // CSV and JSON: every layout.
   std::ostringstream csv;
@@ -370,11 +357,7 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
     csv << '\n';
   }
   // Campaign: the top K plus the nearest over the limit, runnable ones only.
-  std::vector<const Candidate*> camp;
-  for (const Candidate& c : cands)
-    if (c.feasible && c.not_runnable.empty() && int(camp.size()) < o.top) camp.push_back(&c);
-  for (size_t i = 0; i < nearest.size() && int(i) < o.near; ++i)
-    if (nearest[i]->not_runnable.empty()) camp.push_back(nearest[i]);
+  const std::vector<const Candidate*>& camp = sum.campaign;
   const std::string cname = o.campaign_name.empty()
                                 ? "plan-" + base.model.name + "-" +
                                       std::to_string(cands.empty() ? 0 : cands.front().devices)
@@ -405,22 +388,7 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
 std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
                                           const std::vector<int>& sizes, const Cluster& cl,
                                           const ReportOptions& o, std::ostream& out) {
-  std::vector<WeakPoint> pts;
-  for (int n : sizes) {
-    WeakPoint w;
-    w.devices = n;
-    for (const Candidate& c : cands)
-      if (c.devices == n && c.feasible &&
-          (!w.best || c.time.tokens_per_s > w.best->time.tokens_per_s))
-        w.best = &c;
-    pts.push_back(w);
-  }
-  double base = 0;
-  for (auto& w : pts)
-    if (w.best) {
-      if (base == 0) base = w.best->time.tokens_per_s_device;
-      w.efficiency = w.best->time.tokens_per_s_device / base;
-    }
+  std::vector<WeakPoint> pts = weak_points(cands, sizes);
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   std::ostringstream md, csv, dat;

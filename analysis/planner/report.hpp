@@ -12,6 +12,7 @@
 
 #include "plan/cluster.hpp"
 #include "plan/space.hpp"
+#include "planner/summary.hpp"
 
 namespace st::plan {
 
@@ -36,11 +37,6 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
 std::string campaign_yaml(const std::vector<const Candidate*>& layouts, const Config& base,
                           const Cluster& cl, const std::string& name, int steps);
 
-struct WeakPoint {
-  int devices = 0;
-  const Candidate* best = nullptr;  // fastest feasible layout at that size (nullptr: none)
-  double efficiency = 0;            // tokens/s/device against the smallest size's
-};
 // The weak-scaling projection: per size, the fastest feasible layout at the
 // fixed per-device batch; writes weak_scaling.md/.csv/.json and a plot.
 std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,

@@ -15,7 +15,7 @@
 #include <memory>
 #include <numeric>
 
-#include "comm/communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "kernels/cuda/host/nccl_plan.hpp"
 #include "tensor/device.hpp"

@@ -4,7 +4,7 @@
 // the instruction set itself (AMX, AVX512-BF16); gemm_bf16_native() says
 // whether that set multiplies bf16 in hardware, which is when gemm_bf16 uses
 // this file. Primitives are built once per shape (a process-wide cache) and
-// run with a per-thread scratchpad, so OpenMP threads (attention tiles, the
+// run with a per-thread scratchpad, so several threads (OpenMP teams, the
 // strict device's stream workers) may run them at once; oneDNN runs on the
 // caller's OpenMP pool, the one the project's own kernels use (inside an
 // OpenMP team it runs on the calling thread). Compiled when the build has
@@ -162,10 +162,14 @@ void gemm_bf16_onednn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float a
   thread_local std::vector<uint8_t> scratch;
   thread_local std::unique_ptr<dnnl::stream> stream;
   if (!stream) stream = std::make_unique<dnnl::stream>(cpu_engine());
-  if (scratch.size() < p->scratch.get_size()) scratch.resize(p->scratch.get_size());
+  // 64-byte aligned, as oneDNN's own scratchpads are.
+  if (scratch.size() < p->scratch.get_size() + 64) scratch.resize(p->scratch.get_size() + 64);
+  void* sp = scratch.data();
+  size_t room = scratch.size();
+  sp = std::align(64, p->scratch.get_size(), sp, room);
   dnnl::engine& e = cpu_engine();
   dnnl::memory ma(p->a, e, const_cast<uint16_t*>(A)), mb(p->b, e, const_cast<uint16_t*>(B)),
-      mc(p->c, e, C), ms(p->scratch, e, scratch.data());
+      mc(p->c, e, C), ms(p->scratch, e, sp);
   p->mm.execute(
       *stream,
       {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}});

@@ -11,7 +11,8 @@
 //    the node's ranks, collective over them; a GPU two ranks would share is
 //    refused by bus id; sm_80 or newer) and the peak MFU is reported
 //    against (runtime.gpu_peak_tflops, else the device's dense bf16 row of
-//    lib/metrics); then the device and the Ops are created. Collective-free.
+//    lib/metrics); then the device and the Ops are created. The bus-id
+//    exchange over MPI_COMM_WORLD is its only collective.
 //  - communicator: one NcclCommunicator per MPI group, created on first
 //    use (collectively over the group) and kept until the group's MPI
 //    communicator is freed: an MPI attribute with a delete callback drops

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"

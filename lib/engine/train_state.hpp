@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/checkpoint.hpp"
+#include "checkpoint/state.hpp"
 #include "comm/communicator.hpp"
 #include "config/config.hpp"
 #include "model/model.hpp"
