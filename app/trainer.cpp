@@ -79,7 +79,7 @@ struct Progress {
     std::snprintf(line, sizeof line,
                   "step %5ld/%ld | loss %.4f | %8.0f tok/s | MFU %5.1f%% | %7.1f ms | mem %s | "
                   "lr %.2e | ETA %s",
-                  step, cfg.train.steps, loss, tokens_per_step() / slow, 100.0 * mfu(slow),
+                  step, long(cfg.train.steps), loss, tokens_per_step() / slow, 100.0 * mfu(slow),
                   slow * 1e3, human_bytes(double(mem)).c_str(), lr,
                   fmt_eta(avg * double(cfg.train.steps - step)).c_str());
     log0(line);
