@@ -9,6 +9,10 @@ add_library(st_analysis
   ${CMAKE_CURRENT_LIST_DIR}/analyze/plots.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/mpt.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/synth.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/analyze/ckpt_cost.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/analyze/trace.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/analyze/trace_cli.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/analyze/hang.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/cli.cpp)
 target_include_directories(st_analysis PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(st_analysis PUBLIC st_telemetry st_metrics st_core Threads::Threads)

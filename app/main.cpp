@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "runtime/runtime.hpp"
+#include "runtime/watchdog.hpp"
 #include "trainer.hpp"
 
 int main(int argc, char** argv) {
@@ -50,6 +51,10 @@ int main(int argc, char** argv) {
     // A failure on one rank: the others may be inside a collective. Say what
     // happened, then take the whole job down rather than hang.
     std::cerr << "scaletrain: rank " << rt->rank() << " failed: " << e.what() << "\n";
+    // The flight recorder: what every rank that still answers was doing.
+    st::watchdog::dump_all(
+        std::string("error on rank ") + std::to_string(rt->rank()) + ": " + e.what(),
+        "an error on rank " + std::to_string(rt->rank()));
     st::log_close_file();
     if (rt->world_size() > 1) rt->abort(1);
     code = 1;

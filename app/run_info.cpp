@@ -26,12 +26,6 @@ double epoch_seconds() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
-std::string telemetry_path(const std::string& out, int rank) {
-  char b[32];
-  std::snprintf(b, sizeof b, "rank_%05d.jsonl", rank);
-  return out + "/telemetry/" + b;
-}
-
 static json mesh_json(const Config& c) {
   return {{"dp", c.parallel.dp},
           {"tp", c.parallel.tp},

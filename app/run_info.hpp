@@ -16,7 +16,7 @@ struct RunInfo {
   double peak_flops;  // per rank, in the run's precision
   std::string peak_source;
   int threads;
-  const Mesh* mesh;  // this rank's coordinates
+  const Mesh* mesh;                 // this rank's coordinates
   std::string device_name = "cpu";  // "cpu" or the GPU's name (rank 0's in run.json)
   std::string device_id = "cpu";    // "cpu" or "cuda:<ordinal>" (telemetry header)
   std::string compute;              // what the kernels run on (Ops::describe: BLAS, core, threads)
@@ -26,7 +26,6 @@ struct RunInfo {
 // keeps it, so the rank files it appends to still match), else a new random one.
 std::string run_id_for(const std::string& out);
 double epoch_seconds();
-std::string telemetry_path(const std::string& out, int rank);
 nlohmann::json telemetry_header(const RunInfo& info);
 void write_run_json(const std::string& path, const RunInfo& info);
 std::string run_banner(const RunInfo& info);

@@ -7,6 +7,7 @@
 
 #include "analyze/campaign.hpp"
 #include "analyze/report.hpp"
+#include "analyze/trace.hpp"
 #include "core/error.hpp"
 
 namespace st::analysis {
@@ -17,6 +18,8 @@ const char* kUsage =
     "  scaletrain-analyze run DIR [options]\n"
     "  scaletrain-analyze campaign DIR... [options] [--group-by-model]\n"
     "  scaletrain-analyze mpt BENCHMARKS_CSV MODELS_CSV [--out DIR]\n"
+    "  scaletrain-analyze trace DIR [--steps A..B] [--out DIR]   (all ranks on one timeline)\n"
+    "  scaletrain-analyze hang DIR     (which collective a hung job waited in, for whom)\n"
     "options:\n"
     "  --out DIR              output folder (default: DIR/analysis for run,\n"
     "                         <first DIR's parent>/analysis for campaign)\n"
@@ -49,6 +52,8 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       return args.empty() ? 2 : 0;
     }
     const std::string cmd = args[0];
+    if (cmd == "trace") return trace_cli(args, out, err);
+    if (cmd == "hang") return hang_cli(args, out, err);
     std::vector<std::string> pos;
     Options opt;
     std::string out_dir, window = "back-half";

@@ -1,6 +1,6 @@
 // scaletrain-analyze command line: `run DIR`, `campaign DIR...`, `mpt CSV
-// MODELS_CSV`. Exit codes: 0 ok, 1 internal error, 2 bad input (the message
-// names file:line, field or value). Callable from tests without a process.
+// MODELS_CSV`, `trace DIR`, `hang DIR`. Exit codes: 0 ok, 1 internal error, 2 bad input (the
+// message names file:line, field or value). Callable from tests without a process.
 #pragma once
 #include <ostream>
 #include <string>

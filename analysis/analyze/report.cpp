@@ -113,6 +113,13 @@ nlohmann::json run_to_json(const RunSummary& s) {
                  {"comm_exposed", s.comm_exposed_share},
                  {"data", s.data_share},
                  {"compute", s.compute_share}};
+  nlohmann::json cost = nlohmann::json::array();
+  for (const auto& c : s.ckpt_cost)
+    cost.push_back({{"step", c.step},
+                    {"stall_s", c.stall_s},
+                    {"interference_s", c.interference_s},
+                    {"steps_during", c.steps_during},
+                    {"persist_s", c.persist_s}});
   j["checkpoint"] = {{"steps", s.ckpt_steps},
                      {"total_step_s", s.total_step_s},
                      {"instrumented",
@@ -123,6 +130,12 @@ nlohmann::json run_to_json(const RunSummary& s) {
                       {{"stall_s", s.ckpt_excess_sum},
                        {"overhead", s.ckpt_overhead_excess},
                        {"per_checkpoint_s", s.ckpt_excess}}},
+                     {"cost",
+                      {{"stall_share", s.ckpt_stall_share},
+                       {"interference_s", s.ckpt_interference_s},
+                       {"interference_share", s.ckpt_interference_share},
+                       {"persist_s", s.ckpt_persist_s},
+                       {"per_checkpoint", cost}}},
                      {"write_s_mean", s.ckpt_write_s_mean},
                      {"bytes_mean", s.ckpt_bytes_mean},
                      {"bandwidth_Bps_mean", s.ckpt_bw_mean}};
@@ -206,6 +219,21 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
   o << "| step-time excess (slowest of the checkpoint step and the 12 after it, minus the "
        "window median) | "
     << f(s.ckpt_excess_sum, 3) << " | " << pct(s.ckpt_overhead_excess, 3) << " |\n";
+  if (!s.ckpt_cost.empty()) {
+    o << "\nIn three parts (each committed checkpoint): the blocking **stall** (the step's "
+         "wait), the background **interference** (the steps that started before the commit, "
+         "after the save's step: their time minus the window median, summed; noise makes it "
+         "negative when there is none), and the **persistence** time (first snapshot to last "
+         "commit, which overlaps training).\n\n"
+      << "| step | stall (s) | interference (s) | steps during write | persistence (s) |\n"
+         "|---|---|---|---|---|\n";
+    for (const auto& c : s.ckpt_cost)
+      o << "| " << c.step << " | " << f(c.stall_s, 3) << " | " << f(c.interference_s, 3) << " | "
+        << c.steps_during << " | " << f(c.persist_s, 3) << " |\n";
+    o << "| **run** | " << pct(s.ckpt_stall_share, 3) << " of step time | "
+      << pct(s.ckpt_interference_share, 3) << " of step time | | " << f(s.ckpt_persist_s, 3)
+      << " s in all |\n";
+  }
   if (s.ckpt_write_s_mean > 0)
     o << "\nBackground write: " << f(s.ckpt_write_s_mean, 3) << " s, "
       << human_bytes(s.ckpt_bytes_mean) << ", " << human_bytes(s.ckpt_bw_mean)
@@ -306,6 +334,20 @@ std::string campaign_markdown(const Campaign& c, const Written& w) {
     o << "\n";
   }
   if (!c.runs.empty()) o << "FLOP formula: " << c.runs.front().formula << "\n\n";
+  // Checkpoint cost in three parts, per run (each run's report.md has them
+  // per checkpoint): shares of the run's total step time, persistence in s.
+  bool any_ckpt = false;
+  for (const auto& r : c.runs) any_ckpt |= !r.ckpt_cost.empty();
+  if (any_ckpt) {
+    o << "## Checkpoint cost\n\nStall and background interference as shares of each run's "
+         "step time; persistence (first snapshot to last commit, overlapping training) in "
+         "seconds, summed over its checkpoints.\n\n"
+      << "| run | checkpoints | stall | interference | persistence (s) |\n|---|---|---|---|---|\n";
+    for (const auto& r : c.runs)
+      o << "| " << r.dir << " | " << r.ckpt_cost.size() << " | " << pct(r.ckpt_stall_share, 3)
+        << " | " << pct(r.ckpt_interference_share, 3) << " | " << f(r.ckpt_persist_s, 3) << " |\n";
+    o << "\n";
+  }
   if (!c.warnings.empty()) o << "## Warnings\n\n";
   for (auto& x : c.warnings) o << "- " << x << "\n";
   for (auto& r : c.runs)

@@ -292,6 +292,37 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
   }
   s.ckpt_overhead_excess = s.total_step_s > 0 ? s.ckpt_excess_sum / s.total_step_s : 0;
 
+  // In three parts: stall, background interference, persistence.
+  {
+    std::map<int64_t, double> gs, gt, stall;
+    for (size_t i = 0; i < n; ++i) {
+      gs[steps[i]] = gstep[i];
+      stall[steps[i]] = stall_max[i];
+    }
+    for (int r : good) {
+      double off = 0;
+      for (const auto& e : run.ranks[size_t(r)].events)
+        if (e.event == "clock" && e.fields.value("when", "") == "start")
+          off = e.fields.value("offset_s", 0.0);
+      for (const auto& st : run.ranks[size_t(r)].steps)
+        if (idx.count(st.step)) {
+          auto [it, fresh] = gt.try_emplace(st.step, st.t_start + off);
+          it->second = std::min(it->second, st.t_start + off);
+        }
+    }
+    s.ckpt_cost = checkpoint_costs(run, good, gs, gt, stall, s.step_p50);
+    double st_sum = 0;
+    for (const auto& c : s.ckpt_cost) {
+      st_sum += c.stall_s;
+      s.ckpt_interference_s += c.interference_s;
+      s.ckpt_persist_s += c.persist_s;
+    }
+    if (s.total_step_s > 0) {
+      s.ckpt_stall_share = st_sum / s.total_step_s;
+      s.ckpt_interference_share = s.ckpt_interference_s / s.total_step_s;
+    }
+  }
+
   for (size_t i = 0; i < n; ++i)
     s.steps.push_back({steps[i], gstep[i], median(per_step[i]), stall_max[i],
                        gtok[i] > 0 ? gtok[i] : ri.global_batch_tokens, win.count(steps[i]) > 0,

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analyze/ckpt_cost.hpp"
 #include "telemetry/reader.hpp"
 
 namespace st::analysis {
@@ -85,6 +86,11 @@ struct RunSummary {
   double ckpt_excess_sum = 0, ckpt_overhead_excess = 0;  // fraction
   std::vector<double> ckpt_excess;                       // per checkpoint
   double ckpt_write_s_mean = 0, ckpt_bytes_mean = 0, ckpt_bw_mean = 0;
+  // in three parts (ckpt_cost.hpp): per checkpoint, and summed as shares
+  // of total_step_s (persistence: seconds, it overlaps training)
+  std::vector<CkptCost> ckpt_cost;
+  double ckpt_stall_share = 0, ckpt_interference_s = 0, ckpt_interference_share = 0;
+  double ckpt_persist_s = 0;
   // stragglers
   std::vector<RankStat> ranks;
   std::vector<HostStat> hosts;

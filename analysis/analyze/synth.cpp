@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "telemetry/paths.hpp"
 
 namespace st::analysis {
 
@@ -33,10 +34,9 @@ double synth_total_step_time(const SynthSpec& s) {
 
 namespace {
 void write_rank(const SynthSpec& s, int r, int64_t gbt) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/telemetry/rank_%05d.jsonl", r);
-  std::FILE* f = std::fopen((s.dir + path).c_str(), "w");
-  if (!f) throw Error("cannot write " + s.dir + path);
+  const std::string path = telemetry::rank_telemetry_path(s.dir, r);
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw Error("cannot write " + path);
   const int hosts = (s.world + s.ranks_per_host - 1) / s.ranks_per_host;
   nlohmann::json h = {{"type", "header"},
                       {"schema", "scaletrain.telemetry/1"},

@@ -296,6 +296,15 @@ std::vector<Case> checkpoint_rows() {
           },
           {"step_00000006/rank_00000.h5", "written at step 3", "index.json' is step 6"}),
   };
+  // One rank's file cut short: rank 0, whose message the user reads first,
+  // carries rank 1's reason rather than "see its message".
+  v.push_back(row("explicit resume with one rank file truncated names that rank's reason",
+                  [](Ctx& x) {
+                    const std::string r = run_copy(x);
+                    std::filesystem::resize_file(r + kStep6 + "/rank_00001.h5", 100);
+                    return resume(x, r + kStep6);
+                  },
+                  {"rank 1 failed its setup checks: ", "rank_00001.h5"}));
   // checkpoint.resume=auto: a damaged newest index is named and skipped.
   Case fb = row(
       "auto resume falls back past a mistyped index",
@@ -455,6 +464,31 @@ std::vector<Case> analyze_rows() {
       row("analyze: --warmup longer than the run",
           [](Ctx& x) { return analyze("run " + run_copy(x) + " --warmup 50"); },
           {"--warmup 50", "recorded only 6 step(s)"}),
+      row("analyze trace: --steps backwards",
+          [](Ctx& x) { return analyze("trace " + run_copy(x) + " --steps 5..3"); },
+          {"--steps", "'5..3'", "after the last"}),
+      row("analyze trace: a rank without trace records",
+          [=](Ctx& x) {
+            const std::string r = run_copy(x);
+            std::ifstream in(rank0(r));
+            std::string line, out;
+            while (std::getline(in, line))
+              if (line.find("\"type\":\"trace\"") == std::string::npos) out += line + "\n";
+            put(rank0(r), out);
+            return analyze("trace " + r);
+          },
+          {"rank_00000.jsonl", "no trace records", "runtime.trace"}),
+      row("analyze hang: a run that ended normally",
+          [](Ctx& x) { return analyze("hang " + run_copy(x)); },
+          {"/flight", "no flight recorder dumps"}),
+      row("analyze hang: a damaged dump",
+          [](Ctx& x) {
+            const std::string r = run_copy(x);
+            std::filesystem::create_directories(r + "/flight");
+            put(r + "/flight/rank_00001.json", "{\"rank\":");
+            return analyze("hang " + r);
+          },
+          {"rank_00001.json", "not a flight recorder dump"}),
       row("analyze: all step times zero",
           [=](Ctx& x) {
             const std::string r = run_copy(x);

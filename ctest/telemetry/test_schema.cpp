@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.hpp"
 #include "scaletrain/build_config.hpp"
+#include "telemetry/reader.hpp"
 #include "telemetry/schema.hpp"
 #include "telemetry/writer.hpp"
 
@@ -88,4 +90,70 @@ TEST(TelemetrySchema, WriterRefusesAnUndocumentedField) {
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(all.find("new_metric_s"), std::string::npos) << "the refused record was written";
   std::filesystem::remove(p);
+}
+
+TEST(TelemetrySchema, TraceRecordSpansAreCheckedOneByOne) {
+  const json ok = {{"type", "trace"},
+                   {"step", 3},
+                   {"spans",
+                    {{{"n", "fwd"}, {"k", "compute"}, {"t0", 1.0}, {"t1", 1.5}, {"mb", 0}},
+                     {{"n", "all_reduce"},
+                      {"k", "comm:dp"},
+                      {"t0", 1.2},
+                      {"t1", 1.4},
+                      {"bytes", 64},
+                      {"seq", 7},
+                      {"g", 0}}}}};
+  EXPECT_EQ(check_record(ok), "");
+  json bad = ok;
+  bad["spans"][1]["stream"] = "x";
+  EXPECT_NE(check_record(bad).find("spans[1]: field 'stream' is not in the telemetry schema"),
+            std::string::npos)
+      << check_record(bad);
+  bad = ok;
+  bad["spans"][0]["mb"] = "zero";
+  EXPECT_NE(check_record(bad).find("spans[0]: field 'mb' must be int"), std::string::npos)
+      << check_record(bad);
+  bad = ok;
+  bad["spans"][0] = 5;
+  EXPECT_NE(check_record(bad).find("spans[0] must be an object"), std::string::npos);
+}
+
+// The reader's step fields take their types from the schema: every numeric
+// step field it keeps is in step_fields() with that type, and nullable ones
+// are exactly the schema's "float or null".
+TEST(TelemetrySchema, ReaderStepFieldsFollowTheSchema) {
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("st-schema-" + std::to_string(::getpid()) + ".jsonl");
+  std::string lines =
+      R"({"type":"header","schema":"scaletrain.telemetry/1","rank":0,"world_size":1,"host":"h"})"
+      "\n";
+  // Every nullable float of the schema as null: accepted, read as NaN.
+  json step = {{"type", "step"}, {"step", 1}, {"step_s", 0.5}, {"tokens", 8}};
+  for (const auto& f : step_fields())
+    if (f.type == Ftype::FloatOrNull) step[f.name] = nullptr;
+  lines += step.dump() + "\n";
+  lines += R"({"type":"trace","step":1,"spans":[]})"
+           "\n";
+  {
+    std::ofstream o(dir);
+    o << lines;
+  }
+  auto rt = read_rank_file(dir);
+  ASSERT_TRUE(rt.ok()) << rt.errors[0];
+  EXPECT_TRUE(std::isnan(rt.steps.at(0).loss));
+  EXPECT_TRUE(rt.traces.empty()) << "traces are kept only when asked for";
+  EXPECT_EQ(read_rank_file(dir, true).traces.size(), 1u);
+  // A plain float of the schema as null is refused, naming it.
+  {
+    std::ofstream o(dir);
+    o << lines.substr(0, lines.find('\n') + 1)
+      << R"({"type":"step","step":1,"step_s":0.5,"tokens":8,"fwd_s":null})"
+      << "\n";
+  }
+  rt = read_rank_file(dir);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_NE(rt.errors[0].find("field 'fwd_s': null where a number is required"), std::string::npos)
+      << rt.errors[0];
+  std::filesystem::remove(dir);
 }

@@ -30,9 +30,9 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
           const float* B, float beta, float* C);
 
 // What the fp32 GEMM runs on, for run.json and the log, e.g. "OpenBLAS
-// 0.3.21 ... (core SkylakeX)". Ends with a hint when the library picked a
-// generic kernel on a CPU that has AVX2 (OpenBLAS falls back to Prescott on
-// CPUs it does not recognise, about 3x slower; OPENBLAS_CORETYPE overrides it).
+// 0.3.21 ... (core SkylakeX)". Says so when the library picked a generic
+// kernel on a CPU that has AVX2 (OpenBLAS falls back to Prescott on CPUs it
+// does not recognise; OPENBLAS_CORETYPE overrides it), without a speed claim.
 std::string gemm_library();
 
 // bf16 GEMM, the layout of gemm: A and B hold bf16 bits, products are

@@ -17,10 +17,12 @@
 #include <climits>
 #include <functional>
 #include <mutex>
+#include <unordered_map>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
+#include "runtime/flight_recorder.hpp"
 #include "runtime/watchdog.hpp"
 
 namespace st {
@@ -69,12 +71,24 @@ int as_count(int64_t n) {
   return int(n);
 }
 
+// Each communicator's ring in the flight recorder (runtime/flight_recorder.hpp),
+// by address: kept here rather than in the class so the seam header is
+// unchanged. -1 when the recorder is off.
+std::mutex g_flight_mu;
+std::unordered_map<const MpiCommunicator*, int> g_flight_ids;
+
+int flight_id(const MpiCommunicator* c) {
+  std::lock_guard<std::mutex> lk(g_flight_mu);
+  auto it = g_flight_ids.find(c);
+  return it == g_flight_ids.end() ? -1 : it->second;
+}
+
 // Requests posted on the calling thread; completion polled or waited for.
 class RequestOp final : public CommOp {
  public:
   RequestOp(MpiCommunicator* c, std::vector<MPI_Request> reqs, CollKind k, int64_t bytes,
-            const char* what, double t0)
-      : c_(c), reqs_(std::move(reqs)), kind_(k), bytes_(bytes), what_(what), t0_(t0) {}
+            const char* what, double t0, uint64_t seq)
+      : c_(c), reqs_(std::move(reqs)), kind_(k), bytes_(bytes), what_(what), t0_(t0), seq_(seq) {}
   bool test() override {
     if (done_) return true;
     int flag = 0;
@@ -102,6 +116,7 @@ class RequestOp final : public CommOp {
     done_ = true;
     dur_ = wall_time() - t0_;
     c_->add_stat(kind_, bytes_, dur_);
+    flight::finish(flight_id(c_), seq_);
   }
   MpiCommunicator* c_;
   std::vector<MPI_Request> reqs_;
@@ -109,6 +124,7 @@ class RequestOp final : public CommOp {
   int64_t bytes_;
   const char* what_;
   double t0_;
+  uint64_t seq_;
   double dur_ = 0;
   bool done_ = false;
 };
@@ -136,10 +152,26 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, double timeout
   ST_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   dev_ = &cpu_device();
+  // Its members' world ranks, for the flight recorder's hang report.
+  MPI_Group mine, world;
+  ST_MPI_CHECK(MPI_Comm_group(comm_, &mine));
+  ST_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  std::vector<int> in(static_cast<size_t>(size_)), out(static_cast<size_t>(size_));
+  for (int i = 0; i < size_; ++i) in[size_t(i)] = i;
+  ST_MPI_CHECK(MPI_Group_translate_ranks(mine, size_, in.data(), world, out.data()));
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
+  const int id = flight::add_comm(name_, out);
+  std::lock_guard<std::mutex> lk(g_flight_mu);
+  g_flight_ids[this] = id;
 }
 
 MpiCommunicator::~MpiCommunicator() {
   stream_.reset();  // drains its work first
+  {
+    std::lock_guard<std::mutex> lk(g_flight_mu);
+    g_flight_ids.erase(this);
+  }
   int fin = 0;
   MPI_Finalized(&fin);
   if (!fin && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
@@ -218,11 +250,13 @@ void MpiCommunicator::wait_requests(std::vector<MPI_Request>& reqs, const char* 
 
 CommHandle MpiCommunicator::launch(Stream& after, CollKind k, int64_t bytes, const char* what,
                                    std::function<void(std::vector<MPI_Request>&)> start) {
+  const int fid = flight_id(this);
+  const uint64_t seq = flight::enqueue(fid, what, bytes);
   if (after.runs_inline()) {
     const double t0 = wall_time();
     std::vector<MPI_Request> reqs;
     start(reqs);
-    auto op = std::make_shared<RequestOp>(this, std::move(reqs), k, bytes, what, t0);
+    auto op = std::make_shared<RequestOp>(this, std::move(reqs), k, bytes, what, t0, seq);
     op->self_ = op;
     return CommHandle(op);
   }
@@ -232,13 +266,15 @@ CommHandle MpiCommunicator::launch(Stream& after, CollKind k, int64_t bytes, con
   ready->record(after);
   stream_->wait(*ready);
   auto dur = std::make_shared<std::atomic<double>>(0.0);
-  stream_->enqueue([this, k, bytes, what, dur, start = std::move(start)] {
+  stream_->enqueue([this, k, bytes, what, dur, fid, seq, start = std::move(start)] {
     const double t0 = wall_time();
+    flight::start(fid, seq);
     std::vector<MPI_Request> reqs;
     start(reqs);
     wait_requests(reqs, what);
     dur->store(wall_time() - t0);
     add_stat(k, bytes, dur->load());
+    flight::finish(fid, seq);
   });
   auto done = dev_->create_event();
   done->record(*stream_);
@@ -336,10 +372,13 @@ CommHandle MpiCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Str
 void MpiCommunicator::blocking(CollKind k, int64_t bytes, const char* what,
                                const std::function<void(MPI_Request*)>& start) {
   const double t0 = wall_time();
+  const int fid = flight_id(this);
+  const uint64_t seq = flight::enqueue(fid, what, bytes);
   MPI_Request r;
   start(&r);
   wait_request(&r, what);
   add_stat(k, bytes, wall_time() - t0);
+  flight::finish(fid, seq);
 }
 
 void MpiCommunicator::all_reduce_doubles(double* buf, int64_t n, MPI_Op op) {

@@ -80,6 +80,7 @@ struct CheckpointCfg {
   std::string resume = "auto";        // auto|none|PATH
   std::string mode = "async";         // async|sync
   std::string on_error = "continue";  // continue|abort
+  double test_busy_write_s = 0;       // fault injection: the writer spins this long per save
 };
 
 struct RuntimeCfg {
@@ -92,6 +93,8 @@ struct RuntimeCfg {
   double cpu_peak_gflops = 0;               // 0 = measure at start (for MFU on CPU)
   double gpu_peak_tflops = 0;               // 0 = the device's entry in the metrics peak table
   std::string attention_backward = "fast";  // fast|deterministic (CUDA: cuDNN or block kernels)
+  std::string trace = "collectives";        // off|phases|collectives: telemetry trace records
+  int flight_recorder = 256;                // collectives kept per communicator; 0 = off
 };
 
 struct Config {

@@ -154,6 +154,10 @@ std::vector<Key> build() {
              "async: snapshot then write in background; sync: write before the next step"),
       choice(F(checkpoint, on_error), {"continue", "abort"},
              "on a failed save: keep training (previous checkpoint stays) or stop"),
+      num(F(checkpoint, test_busy_write_s), 0, 3600,
+          "fault injection for tests: the background writer keeps a core busy this many "
+          "seconds per save after writing its file, so the report's background interference "
+          "shows; 0 = off"),
       // runtime
       choice(F(runtime, device), {"cpu", "cuda"},
              "compute backend (cuda: the CUDA backend library, loaded at start-up)"),
@@ -175,6 +179,13 @@ std::vector<Key> build() {
       num(F(runtime, gpu_peak_tflops), 0, 1e6,
           "peak bf16 TFLOP/s per GPU for MFU with runtime.device=cuda; 0 = the device's dense "
           "peak from the metrics table (start-up fails for a device not in it)"),
+      choice(F(runtime, trace), {"off", "phases", "collectives"},
+             "per-step trace records in the telemetry (`scaletrain-analyze trace`): off; "
+             "phases (forward and backward per micro-batch, optimizer, signal vote, checkpoint); "
+             "collectives (phases and every collective on its group's track)"),
+      num(F(runtime, flight_recorder), 0, 1 << 20,
+          "collectives each communicator keeps for the flight recorder, written to "
+          "<runtime.out>/flight/ when the job ends abnormally; 0 = off"),
   };
 }
 #undef F

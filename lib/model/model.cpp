@@ -13,6 +13,7 @@
 #include "backend/backend.hpp"
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
+#include "core/span_log.hpp"
 #include "core/util.hpp"
 #include "model/model_impl.hpp"
 
@@ -149,10 +150,19 @@ void Model::Impl::span_begin(bool fwd) {
   }
   sp.fwd = fwd;
   sp.a->record(cs());
+  sp.mb = fwd ? fwd_calls++ : bwd_calls++;
+  if (::st::spans::on()) sp.h0 = ::st::spans::epoch_now();
   pending.push_back(std::move(sp));
 }
 
-void Model::Impl::span_end() { pending.back().b->record(cs()); }
+void Model::Impl::span_end() {
+  Span& sp = pending.back();
+  sp.b->record(cs());
+  // The trace's span: host times of the enqueue, which on the inline CPU
+  // device are when the work ran (on a GPU, when it was issued).
+  if (::st::spans::on())
+    ::st::spans::add({sp.fwd ? "fwd" : "bwd", "compute", sp.h0, ::st::spans::epoch_now(), sp.mb});
+}
 
 // ---- construction ----
 
@@ -435,6 +445,7 @@ PhaseTimes Model::take_times() {
   }
   m.pending.clear();
   m.times_done = {};
+  m.fwd_calls = m.bwd_calls = 0;
   return t;
 }
 

@@ -104,7 +104,10 @@ struct Model::Impl {
   struct Span {
     std::unique_ptr<Event> a, b;
     bool fwd;
+    double h0 = 0;  // host epoch seconds when enqueued (the trace's span)
+    int mb = 0;     // the call's index in this step (micro-batch, per chunk)
   };
+  int fwd_calls = 0, bwd_calls = 0;           // this step's, for Span::mb
   std::vector<Span> pending;                  // recorded, unresolved phase spans
   std::vector<std::unique_ptr<Event>> spare;  // events to reuse
 

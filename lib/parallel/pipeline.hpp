@@ -5,7 +5,7 @@
 // more than pp - stage micro-batches in flight. Interleaved (num_model_chunks
 // v > 1, Megatron's virtual pipeline): the stage holds v model chunks and
 // walks micro-batches in groups of pp per chunk, which shrinks the bubble by
-// v. Pure functions: the trainer executes the ops (app/engine.cpp).
+// v. Pure functions: the engine executes the ops (lib/engine/engine_pipeline.cpp).
 #pragma once
 #include <vector>
 

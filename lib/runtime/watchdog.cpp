@@ -4,9 +4,11 @@
 // a list until MPI reports them done.
 #include "runtime/watchdog.hpp"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <list>
@@ -17,11 +19,16 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
+#include "runtime/flight_recorder.hpp"
+#include "runtime/runtime.hpp"
 
 namespace st::watchdog {
 namespace {
 
 constexpr int kAskTag = 30071, kAnswerTag = 30072;
+// "Write your flight recorder": sent to every rank by a rank about to abort
+// the job, so the hang report sees every rank that can still answer.
+constexpr int kDumpTag = 30073;
 
 MPI_Comm g_comm = MPI_COMM_NULL;
 std::mutex g_mu;      // g_sends and every MPI call on g_comm
@@ -60,6 +67,22 @@ void answer_locked(const std::string& doing) {
     std::string seq(size_t(std::max(n, 0)), '\0');
     MPI_Mrecv(seq.data(), n, MPI_CHAR, &m, MPI_STATUS_IGNORE);
     send_locked(st.MPI_SOURCE, kAnswerTag, seq + "|" + doing);
+    // A peer's wait timed out: keep this rank's view of the collectives.
+    flight::dump("rank " + std::to_string(st.MPI_SOURCE) +
+                 " timed out and asked whether this rank is alive; it was in " + doing);
+  }
+  while (true) {
+    int flag = 0;
+    MPI_Message m;
+    MPI_Status st;
+    MPI_Improbe(MPI_ANY_SOURCE, kDumpTag, g_comm, &flag, &m, &st);
+    if (!flag) return;
+    int n = 0;
+    MPI_Get_count(&st, MPI_CHAR, &n);
+    std::string why(size_t(std::max(n, 0)), '\0');
+    MPI_Mrecv(why.data(), n, MPI_CHAR, &m, MPI_STATUS_IGNORE);
+    flight::dump("rank " + std::to_string(st.MPI_SOURCE) + " is aborting the job (" + why +
+                 "); this rank was in " + doing);
   }
 }
 
@@ -76,6 +99,12 @@ void init(MPI_Comm world, std::vector<std::string> host_of_rank) {
 }
 
 void poll(const std::string& doing) {
+  // A signal while waiting in a collective (the launcher ending the job
+  // after a rank died): the loop may never get to act on it, so keep the
+  // flight recorder now.
+  static std::atomic<bool> signal_dumped{false};
+  if (const int sig = pending_signal(); sig != 0 && !signal_dumped.exchange(true))
+    flight::dump(std::string(signal_name(sig)) + " while waiting in " + doing);
   if (g_comm == MPI_COMM_NULL) return;
   std::lock_guard<std::mutex> lk(g_mu);
   reap_locked();
@@ -164,6 +193,26 @@ std::string explain(const Report& r, const std::string& what, const std::string&
   return s + "Aborting the job.";
 }
 
+void dump_all(const std::string& reason, const std::string& short_reason) {
+  flight::dump(reason);
+  if (g_comm == MPI_COMM_NULL) return;
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    int n = 0, me = 0;
+    MPI_Comm_size(g_comm, &n);
+    MPI_Comm_rank(g_comm, &me);
+    for (int q = 0; q < n; ++q)
+      if (q != me) send_locked(q, kDumpTag, short_reason);
+  }
+  // Time for the others to write theirs from their wait loops' poll.
+  const double t_end = wall_time() + 0.5;
+  while (wall_time() < t_end) {
+    poll("aborting the job");
+    timespec ts{0, 20'000'000L};
+    nanosleep(&ts, nullptr);
+  }
+}
+
 void on_timeout(MPI_Comm comm, const std::string& what, const std::string& group, double timeout_s,
                 bool abort_if_all_alive) {
   std::lock_guard<std::mutex> one(g_timeout_mu);
@@ -174,7 +223,9 @@ void on_timeout(MPI_Comm comm, const std::string& what, const std::string& group
     int me = 0, n = 0;
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &n);
-    logw(explain(r, what, group, me, n, timeout_s));
+    const std::string why = explain(r, what, group, me, n, timeout_s);
+    logw(why);
+    dump_all(why, "timeout in " + what + " on group '" + group + "'");
   }
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);

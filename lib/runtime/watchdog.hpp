@@ -46,6 +46,11 @@ double grace_for(double timeout_s);
 std::string explain(const Report& r, const std::string& what, const std::string& group,
                     int rank_in_group, int group_size, double timeout_s);
 
+// Before this rank takes the job down: writes its flight recorder with
+// `reason`, asks every other rank to write theirs (they do from their next
+// poll(), naming `short_reason`) and gives them half a second to do it.
+void dump_all(const std::string& reason, const std::string& short_reason);
+
 // For a wait on `comm` that timed out: asks the members (grace_for), then
 // logs explain() and aborts the job (MPI_Abort) when a member is silent, or
 // always when `abort_if_all_alive`; otherwise returns (a slow peer). Once one

@@ -14,6 +14,8 @@
 
 #include "core/error.hpp"
 #include "telemetry/flatjson.hpp"
+#include "telemetry/paths.hpp"
+#include "telemetry/schema.hpp"
 
 namespace st::telemetry {
 namespace {
@@ -41,151 +43,113 @@ std::string shown(std::string_view v) {
   return v.size() > 40 ? s + "..." : s;
 }
 
-enum Field {
-  F_STEP,
-  F_T_START,
-  F_STEP_S,
-  F_DATA_S,
-  F_FWD_S,
-  F_BWD_S,
-  F_OPTIM_S,
-  F_COMM_S,
-  F_COMM_EXP_S,
-  F_CKPT_STALL_S,
-  F_TOKENS,
-  F_GLOBAL_TOKENS,
-  F_LOSS,
-  F_GRAD_NORM,
-  F_LR,
-  F_MEM_PEAK,
-  F_OTHER
+// The step record's numeric fields the reader keeps, by StepRecord member.
+// Their JSON types (integer, number, number or null) come from the schema
+// (schema.cpp step_fields), checked when the table is first built, so the
+// reader cannot drift from what the writer enforces.
+struct Slot {
+  std::string_view key;
+  Ftype type = Ftype::Float;
+  double StepRecord::*d = nullptr;
+  int64_t StepRecord::*i = nullptr;
 };
 
-Field field_of(std::string_view k) {
-  static const std::pair<std::string_view, Field> tab[] = {{"step", F_STEP},
-                                                           {"t_start", F_T_START},
-                                                           {"step_s", F_STEP_S},
-                                                           {"data_s", F_DATA_S},
-                                                           {"fwd_s", F_FWD_S},
-                                                           {"bwd_s", F_BWD_S},
-                                                           {"optim_s", F_OPTIM_S},
-                                                           {"comm_s", F_COMM_S},
-                                                           {"comm_exposed_s", F_COMM_EXP_S},
-                                                           {"ckpt_stall_s", F_CKPT_STALL_S},
-                                                           {"tokens", F_TOKENS},
-                                                           {"global_tokens", F_GLOBAL_TOKENS},
-                                                           {"loss", F_LOSS},
-                                                           {"grad_norm", F_GRAD_NORM},
-                                                           {"lr", F_LR},
-                                                           {"mem_peak_bytes", F_MEM_PEAK}};
-  for (auto& [name, f] : tab)
-    if (name == k) return f;
-  return F_OTHER;
+const std::vector<Slot>& step_slots() {
+  static const std::vector<Slot> slots = [] {
+    const std::pair<const char*, double StepRecord::*> doubles[] = {
+        {"t_start", &StepRecord::t_start},
+        {"step_s", &StepRecord::step_s},
+        {"data_s", &StepRecord::data_s},
+        {"fwd_s", &StepRecord::fwd_s},
+        {"bwd_s", &StepRecord::bwd_s},
+        {"optim_s", &StepRecord::optim_s},
+        {"comm_s", &StepRecord::comm_s},
+        {"comm_exposed_s", &StepRecord::comm_exposed_s},
+        {"ckpt_stall_s", &StepRecord::ckpt_stall_s},
+        {"loss", &StepRecord::loss},
+        {"grad_norm", &StepRecord::grad_norm},
+        {"lr", &StepRecord::lr}};
+    const std::pair<const char*, int64_t StepRecord::*> ints[] = {
+        {"step", &StepRecord::step},
+        {"tokens", &StepRecord::tokens},
+        {"global_tokens", &StepRecord::global_tokens},
+        {"mem_peak_bytes", &StepRecord::mem_peak_bytes}};
+    auto schema_type = [](const char* key) {
+      for (const auto& f : step_fields())
+        if (f.name == key) return f.type;
+      throw Error(std::string("telemetry reader: step field '") + key +
+                  "' is not in the schema (lib/telemetry/schema.cpp)");
+    };
+    std::vector<Slot> out;
+    for (const auto& [k, m] : doubles) {
+      const Ftype t = schema_type(k);
+      if (t != Ftype::Float && t != Ftype::FloatOrNull)
+        throw Error(std::string("telemetry reader: step field '") + k + "' is not a float");
+      out.push_back({k, t, m, nullptr});
+    }
+    for (const auto& [k, m] : ints) {
+      if (schema_type(k) != Ftype::Int)
+        throw Error(std::string("telemetry reader: step field '") + k + "' is not an int");
+      out.push_back({k, Ftype::Int, nullptr, m});
+    }
+    return out;
+  }();
+  return slots;
+}
+
+const Slot* slot_of(std::string_view k) {
+  for (const auto& s : step_slots())
+    if (s.key == k) return &s;
+  return nullptr;
 }
 
 // Fills `r` from the members of a step line; returns "" or an error message.
 std::string fill_step(const std::vector<flat::Member>& ms, StepRecord& r) {
   bool have_step = false, have_step_s = false, have_tokens = false;
   for (const auto& m : ms) {
-    Field f = field_of(m.key);
-    if (f == F_OTHER) continue;
-    const bool is_int = f == F_STEP || f == F_TOKENS || f == F_GLOBAL_TOKENS || f == F_MEM_PEAK;
-    if (m.kind == flat::Kind::Null && !is_int && f != F_STEP_S) {
-      double nan = std::numeric_limits<double>::quiet_NaN();
-      if (f == F_LOSS)
-        r.loss = nan;
-      else if (f == F_GRAD_NORM)
-        r.grad_norm = nan;
-      else if (f == F_LR)
-        r.lr = nan;
-      else
+    const Slot* s = slot_of(m.key);
+    if (!s) continue;
+    if (m.kind == flat::Kind::Null) {
+      if (s->type != Ftype::FloatOrNull)
         return "field '" + std::string(m.key) + "': null where a number is required";
+      r.*(s->d) = std::numeric_limits<double>::quiet_NaN();
       continue;
     }
     if (m.kind != flat::Kind::Number)
       return "field '" + std::string(m.key) + "': expected a number, got " +
              (m.kind == flat::Kind::String ? "\"" + shown(m.value) + "\"" : shown(m.value));
-    if (is_int) {
+    if (s->i) {
       long long v;
       if (!flat::to_int64(m.value, v))
         return "field '" + std::string(m.key) + "': expected an integer, got " + shown(m.value);
-      if (f == F_STEP)
-        r.step = v, have_step = true;
-      else if (f == F_TOKENS)
-        r.tokens = v, have_tokens = true;
-      else if (f == F_GLOBAL_TOKENS)
-        r.global_tokens = v;
-      else
-        r.mem_peak_bytes = v;
+      r.*(s->i) = v;
+      have_step |= s->key == "step";
+      have_tokens |= s->key == "tokens";
       continue;
     }
     double v;
     if (!flat::to_double(m.value, v))
       return "field '" + std::string(m.key) + "': number out of range: " + shown(m.value);
-    switch (f) {
-      case F_T_START:
-        r.t_start = v;
-        break;
-      case F_STEP_S:
-        r.step_s = v, have_step_s = true;
-        break;
-      case F_DATA_S:
-        r.data_s = v;
-        break;
-      case F_FWD_S:
-        r.fwd_s = v;
-        break;
-      case F_BWD_S:
-        r.bwd_s = v;
-        break;
-      case F_OPTIM_S:
-        r.optim_s = v;
-        break;
-      case F_COMM_S:
-        r.comm_s = v;
-        break;
-      case F_COMM_EXP_S:
-        r.comm_exposed_s = v;
-        break;
-      case F_CKPT_STALL_S:
-        r.ckpt_stall_s = v;
-        break;
-      case F_LOSS:
-        r.loss = v;
-        break;
-      case F_GRAD_NORM:
-        r.grad_norm = v;
-        break;
-      case F_LR:
-        r.lr = v;
-        break;
-      default:
-        break;
-    }
+    r.*(s->d) = v;
+    have_step_s |= s->key == "step_s";
   }
   if (!have_step) return "missing required field 'step'";
   if (!have_step_s) return "missing required field 'step_s'";
   if (!have_tokens) return "missing required field 'tokens'";
   if (r.step < 0) return "field 'step': negative value " + std::to_string(r.step);
-  // Durations and counts are never negative; a negative one is a damaged or
-  // hand-made record, and would bend every share and sum computed from it.
-  const std::pair<const char*, double> times[] = {{"step_s", r.step_s},
-                                                  {"data_s", r.data_s},
-                                                  {"fwd_s", r.fwd_s},
-                                                  {"bwd_s", r.bwd_s},
-                                                  {"optim_s", r.optim_s},
-                                                  {"comm_s", r.comm_s},
-                                                  {"comm_exposed_s", r.comm_exposed_s},
-                                                  {"ckpt_stall_s", r.ckpt_stall_s}};
-  for (const auto& [name, v] : times)
-    if (!(v >= 0) || std::isinf(v))
-      return std::string("field '") + name + "': must be a finite duration >= 0 s, got " +
-             std::to_string(v);
-  const std::pair<const char*, int64_t> counts[] = {{"tokens", r.tokens},
-                                                    {"global_tokens", r.global_tokens},
-                                                    {"mem_peak_bytes", r.mem_peak_bytes}};
-  for (const auto& [name, v] : counts)
-    if (v < 0) return std::string("field '") + name + "': must be >= 0, got " + std::to_string(v);
+  // Durations (the schema's plain floats: times and the start time) and
+  // counts are never negative; a negative one is a damaged or hand-made
+  // record, and would bend every share and sum computed from it.
+  for (const auto& s : step_slots()) {
+    if (s.type == Ftype::Float && s.key != "t_start") {
+      const double v = r.*(s.d);
+      if (!(v >= 0) || std::isinf(v))
+        return "field '" + std::string(s.key) + "': must be a finite duration >= 0 s, got " +
+               std::to_string(v);
+    } else if (s.type == Ftype::Int && r.*(s.i) < 0) {
+      return "field '" + std::string(s.key) + "': must be >= 0, got " + std::to_string(r.*(s.i));
+    }
+  }
   return "";
 }
 
@@ -285,7 +249,7 @@ std::vector<int> RunTelemetry::flagged_ranks() const {
   return out;
 }
 
-RankTelemetry read_rank_file(const std::string& path) {
+RankTelemetry read_rank_file(const std::string& path, bool keep_traces) {
   RankTelemetry rt;
   rt.path = path;
   const std::string text = read_all(path);
@@ -373,11 +337,22 @@ RankTelemetry read_rank_file(const std::string& path) {
       } catch (const std::exception& ex) {
         rt.errors.push_back(loc(path, ln) + ": " + ex.what());
       }
+    } else if (type == "trace") {
+      if (!keep_traces) continue;
+      TraceRecord tr;
+      tr.line = ln;
+      for (const auto& m : ms)
+        if (m.key == "step" && m.kind == flat::Kind::Number) {
+          long long v = 0;
+          if (flat::to_int64(m.value, v)) tr.step = v;
+        }
+      tr.text = std::string(line);
+      rt.traces.push_back(std::move(tr));
     } else if (type == "header") {
       rt.errors.push_back(loc(path, ln) + ": a second header record (only line 1 may be one)");
     } else {
       rt.errors.push_back(loc(path, ln) + ": field 'type': unknown record type \"" + type +
-                          "\" (expected step or event)");
+                          "\" (expected step, trace or event)");
     }
   }
   if (replay_from >= 0)
@@ -387,7 +362,7 @@ RankTelemetry read_rank_file(const std::string& path) {
   return rt;
 }
 
-RunTelemetry read_run(const std::string& dir, int threads) {
+RunTelemetry read_run(const std::string& dir, int threads, bool keep_traces) {
   RunTelemetry run;
   run.dir = dir;
   const std::string rj = dir + "/run.json";
@@ -406,7 +381,7 @@ RunTelemetry read_run(const std::string& dir, int threads) {
     for (auto it = std::filesystem::directory_iterator(dir + "/telemetry", ec);
          !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
       const std::string f = it->path().filename().string();
-      if (f.rfind("rank_", 0) == 0 && f.size() > 6 && f.substr(f.size() - 6) == ".jsonl") ++present;
+      if (is_rank_file_name(f, ".jsonl")) ++present;
     }
     if (n > std::max(2 * present, present + 64)) {
       run.errors.push_back(rj + ": field 'world_size': " + std::to_string(n) + " ranks, but " +
@@ -417,11 +392,7 @@ RunTelemetry read_run(const std::string& dir, int threads) {
   }
   run.ranks.resize(n);
   std::vector<std::string> paths(n);
-  for (int r = 0; r < n; ++r) {
-    char name[64];
-    std::snprintf(name, sizeof name, "/telemetry/rank_%05d.jsonl", r);
-    paths[r] = dir + name;
-  }
+  for (int r = 0; r < n; ++r) paths[r] = rank_telemetry_path(dir, r);
   if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
   threads = std::min(threads, std::max(1, n));
   std::atomic<int> next{0};
@@ -434,7 +405,7 @@ RunTelemetry read_run(const std::string& dir, int threads) {
         continue;
       }
       try {
-        run.ranks[r] = read_rank_file(paths[r]);
+        run.ranks[r] = read_rank_file(paths[r], keep_traces);
       } catch (const std::exception& ex) {
         run.ranks[r].path = paths[r];
         run.ranks[r].errors.push_back(ex.what());

@@ -15,7 +15,7 @@
 
 namespace st::telemetry {
 
-inline constexpr int kSchemaMajor = 1;  // "scaletrain.telemetry/1"
+inline constexpr int kSchemaMajor = 1;         // "scaletrain.telemetry/1"
 inline constexpr int kMaxWorldSize = 1 << 24;  // run.json world_size above this is refused
 inline constexpr const char* kRunSchemaPrefix = "scaletrain.run/";
 
@@ -39,6 +39,14 @@ struct EventRecord {
   int line = 0;
 };
 
+// A trace record (runtime.trace), kept as its line for the trace analysis;
+// only read_*(..., keep_traces = true) keeps them.
+struct TraceRecord {
+  int64_t step = 0;
+  std::string text;
+  int line = 0;
+};
+
 struct RankHeader {
   std::string schema, run_id, run_name, host, device, slurm_job_id, start_time;
   int rank = -1, world_size = 0, local_rank = 0, local_size = 0;
@@ -50,6 +58,7 @@ struct RankTelemetry {
   RankHeader header;
   std::vector<StepRecord> steps;  // ascending step; a resumed run's replay replaces
   std::vector<EventRecord> events;
+  std::vector<TraceRecord> traces;    // only with keep_traces
   std::vector<std::string> errors;    // "file:line: ..." ; non-empty = rank flagged
   std::vector<std::string> warnings;  // tolerated: cut last line, replayed steps
   bool ok() const { return errors.empty(); }
@@ -89,7 +98,7 @@ struct RunTelemetry {
 
 // Parses one rank file. Never throws for content problems (they go to errors);
 // throws st::UsageError only when the file cannot be opened.
-RankTelemetry read_rank_file(const std::string& path);
+RankTelemetry read_rank_file(const std::string& path, bool keep_traces = false);
 
 // Parses run.json; problems are appended to errors as "path: field: ...".
 RunInfo read_run_json(const std::string& path, std::vector<std::string>& errors);
@@ -97,7 +106,7 @@ RunInfo read_run_json(const std::string& path, std::vector<std::string>& errors)
 // Reads a whole run folder; rank files in parallel on `threads` threads
 // (0 = hardware concurrency). Missing rank files (per run.json world_size) and
 // every rank's problems land in errors.
-RunTelemetry read_run(const std::string& dir, int threads = 0);
+RunTelemetry read_run(const std::string& dir, int threads = 0, bool keep_traces = false);
 
 // Parses the major version of a "scaletrain.telemetry/N" string; -1 if malformed.
 int schema_major(const std::string& schema, const std::string& prefix);

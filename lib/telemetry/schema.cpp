@@ -117,6 +117,35 @@ const std::vector<Field>& step_fields() {
   return f;
 }
 
+const std::vector<Field>& trace_fields() {
+  static const std::vector<Field> f = {
+      {"type", Ftype::String, "`\"trace\"`"},
+      {"step", Ftype::Int, "the step the spans belong to"},
+      {"spans",
+       Ftype::List,
+       "what this rank did during the step, one object per span, in the order they ended; "
+       "times on this rank's clock (add the `clock` event's `offset_s` for rank 0's)",
+       {{"n", Ftype::String,
+         "what: `fwd`, `bwd`, `optim`, `signal_vote`, `ckpt_snapshot`, or a collective's op "
+         "(`all_reduce`, `reduce_scatter`, `all_gather`, `broadcast`, `send/recv` (pipeline "
+         "and ring exchanges), `send`, `recv`)"},
+        {"k", Ftype::String,
+         "the track (stream): `host`, `compute`, or `comm:<group>` (`<group>#2` for a second "
+         "communicator with the same name and members) "
+         "for a collective on that group's communicator"},
+        {"t0", Ftype::Float, "start, epoch seconds"},
+        {"t1", Ftype::Float, "end, epoch seconds"},
+        {"mb", Ftype::Int, "micro-batch (`fwd`, `bwd`)"},
+        {"bytes", Ftype::Int, "a collective's bytes (nccl-tests \"size\")"},
+        {"seq", Ftype::Int,
+         "a collective's sequence number on its group: the same collective on every member"},
+        {"g", Ftype::Int,
+         "a collective's group by its lowest world rank (with the track's group name, one "
+         "group of the mesh)"}}},
+  };
+  return f;
+}
+
 const std::vector<Field>& event_common_fields() {
   static const std::vector<Field> f = {
       {"type", Ftype::String, "`\"event\"`"},
@@ -154,6 +183,13 @@ const std::vector<EventSpec>& event_specs() {
       {"signal",
        "SIGTERM, SIGINT or SIGUSR1 reached the ranks; an emergency checkpoint follows",
        {{"signal", Ftype::String, "`SIGTERM`, `SIGINT` or `SIGUSR1`"}}},
+      {"clock",
+       "the ranks measured their clocks against rank 0's (MPI ping-pongs, best of 8), at the "
+       "start (`step` 0) and at the end of the run",
+       {{"offset_s", Ftype::Float, "add to this rank's times for rank 0's clock"},
+        {"error_s", Ftype::Float, "bound on the offset's error (half the best round trip)"},
+        {"rtt_s", Ftype::Float, "the best round trip"},
+        {"when", Ftype::String, "`start` or `end`"}}},
       {"nan_skip",
        "loss or gradient norm not finite; the update was skipped",
        {{"loss", Ftype::FloatOrNull, "the loss"}, {"grad_norm", Ftype::FloatOrNull, "the norm"}}},
@@ -232,6 +268,13 @@ std::string check_members(const nlohmann::json& obj, const std::vector<Field>& f
       std::string e = check_members(v, f->members, where + "." + k);
       if (!e.empty()) return e;
     }
+    if (f->type == Ftype::List && !f->members.empty())
+      for (size_t i = 0; i < v.size(); ++i) {
+        const std::string at = where + "." + k + "[" + std::to_string(i) + "]";
+        if (!v[i].is_object()) return at + " must be an object, got " + v[i].dump();
+        std::string e = check_members(v[i], f->members, at);
+        if (!e.empty()) return e;
+      }
   }
   return "";
 }
@@ -244,6 +287,7 @@ std::string check_record(const nlohmann::json& r) {
   const std::string type = t->get<std::string>();
   if (type == "header") return check_members(r, header_fields(), "telemetry header");
   if (type == "step") return check_members(r, step_fields(), "telemetry step record");
+  if (type == "trace") return check_members(r, trace_fields(), "telemetry trace record");
   if (type != "event") return "telemetry record of unknown type '" + type + "'";
   auto e = r.find("event");
   if (e == r.end() || !e->is_string()) return "telemetry event without a string 'event'";

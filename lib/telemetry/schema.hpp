@@ -20,7 +20,8 @@ struct Field {
   Ftype type;
   std::string meaning;
   // Object fields with a fixed set of keys list them here (checked like
-  // fields); an Object with no members is free-form.
+  // fields); an Object with no members is free-form. A List with members
+  // holds objects with those keys.
   std::vector<Field> members;
 };
 
@@ -36,6 +37,7 @@ const std::vector<Field>& header_fields();        // line 1 of every rank file
 const std::vector<Field>& step_fields();          // one record per step
 const std::vector<Field>& event_common_fields();  // type, event, step, t
 const std::vector<EventSpec>& event_specs();
+const std::vector<Field>& trace_fields();  // one trace record per step (runtime.trace)
 
 // "" when every member of `record` (a header, step or event, by its "type")
 // is a documented field of that record with the documented JSON type, else

@@ -69,6 +69,22 @@ device allocator's bytes (in use, not reserved; cuBLASLt and cuDNN workspaces
 are not counted).
 )";
 
+const char* kTraceIntro = R"(
+## One trace record per step (`runtime.trace`)
+With `runtime.trace` other than `off`, each rank writes after its step record
+a `trace` record: the spans of that step on their tracks, which
+`scaletrain-analyze trace` turns into one timeline of all ranks
+(docs/analysis.md). `phases` records `fwd`/`bwd` per micro-batch (as the
+host enqueued them, which on CPU ranks is when they ran) and the host phases
+`optim`, `signal_vote`, `ckpt_snapshot`; `collectives` (the default) adds
+every collective, on the track of its group. The checkpoint's background
+write is not a span here: the analysis takes it from the `ckpt_commit` event
+(`t - write_s` to `t`). Times are this rank's wall clock: the `clock` events (below)
+give its offset to rank 0 and the bound on that offset's error, measured at
+the start and the end of the run.
+
+)";
+
 const char* kRunJson = R"(
 ## run.json (one per run folder, written by rank 0)
 `schema` (`scaletrain.run/1`), `run_id` (the same as every header's; kept when
@@ -120,6 +136,8 @@ std::string telemetry_reference_markdown() {
   o << "\n## One record per step\n";
   table(o, step_fields());
   o << kGpuNote;
+  o << kTraceIntro;
+  table(o, trace_fields());
   o << "\n## Events\nEvery event has these fields:\n\n";
   table(o, event_common_fields());
   o << "\nand, by `event`:\n\n| event | when | extra fields |\n|---|---|---|\n";

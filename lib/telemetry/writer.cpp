@@ -62,6 +62,13 @@ void TelemetryWriter::step(nlohmann::json record) {
   write_line(j);
 }
 
+void TelemetryWriter::trace(nlohmann::json record) {
+  std::lock_guard<std::mutex> lk(mu_);
+  nlohmann::json j = {{"type", "trace"}};
+  j.update(record);
+  write_line(j);
+}
+
 void TelemetryWriter::event(const std::string& name, long step, nlohmann::json extra) {
   std::lock_guard<std::mutex> lk(mu_);
   nlohmann::json j = {{"type", "event"}, {"event", name}, {"step", step}, {"t", epoch_now()}};

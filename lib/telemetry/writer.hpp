@@ -23,7 +23,8 @@ class TelemetryWriter {
   TelemetryWriter& operator=(const TelemetryWriter&) = delete;
 
   bool is_open() const { return f_ != nullptr; }
-  void step(nlohmann::json record);  // type "step" is filled in
+  void step(nlohmann::json record);   // type "step" is filled in
+  void trace(nlohmann::json record);  // type "trace" is filled in (runtime.trace)
   // Thread-safe: the checkpoint writer thread records events too.
   void event(const std::string& name, long step, nlohmann::json extra = nlohmann::json::object());
   void close();

@@ -1,0 +1,33 @@
+// Checkpoint cost in three parts, honest about asynchronous saves: the
+// blocking stall (what the step waited), the background interference (the
+// step time lost, against the window's median, by the steps that ran while
+// the writer did), and the persistence time (snapshot start to commit).
+// Used by the run report and summary.json (docs/analysis.md).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "telemetry/reader.hpp"
+
+namespace st::analysis {
+
+struct CkptCost {
+  int64_t step = 0;
+  double stall_s = 0;         // slowest rank's ckpt_stall_s at the save's step
+  double interference_s = 0;  // sum over the steps after it that started before
+                              // the commit of (global step time - median); signed
+  int steps_during = 0;       // those steps
+  double persist_s = 0;       // first rank's ckpt_begin to last rank's ckpt_commit
+};
+
+// `gstep`: global (slowest rank) step time by step; `median`: the window's.
+// Times of the ranks' events are put on rank 0's clock with their `clock`
+// events when present. Saves without a commit are left out.
+std::vector<CkptCost> checkpoint_costs(const telemetry::RunTelemetry& run,
+                                       const std::vector<int>& ranks,
+                                       const std::map<int64_t, double>& gstep,
+                                       const std::map<int64_t, double>& gstart,
+                                       const std::map<int64_t, double>& stall, double median);
+
+}  // namespace st::analysis

@@ -1,0 +1,272 @@
+// Setting a training job up (job.hpp): threads, world and mesh, backend
+// preflight, the run folder, data, engine, the peak MFU is measured against,
+// run.json and the telemetry header, resume, and the checkpointer.
+#include "job.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/span_log.hpp"
+#include "core/util.hpp"
+#include "cpu_peak.hpp"
+#include "host_memory.hpp"
+#include "model/model.hpp"
+#include "runtime/flight_recorder.hpp"
+#include "telemetry/paths.hpp"
+#include "trainer.hpp"
+
+namespace fs = std::filesystem;
+
+namespace st {
+
+void record_clock(Job& j, long step, const char* when) {
+  const ClockOffset c = measure_clock_offset(*j.world);
+  flight::set_clock_offset(c.offset_s, c.error_s);
+  j.tel.event(
+      "clock", step,
+      {{"offset_s", c.offset_s}, {"error_s", c.error_s}, {"rtt_s", c.rtt_s}, {"when", when}});
+}
+
+spans::TraceLevel trace_level(const std::string& s) {
+  return s == "off"      ? spans::TraceLevel::kOff
+         : s == "phases" ? spans::TraceLevel::kPhases
+                         : spans::TraceLevel::kCollectives;
+}
+
+void agree_on_setup(MpiCommunicator& world, const std::string& local_error) {
+  // The lowest failing rank wins: max of (size - rank) over the failing ones.
+  double first = local_error.empty() ? 0.0 : double(world.size() - world.rank());
+  world.all_reduce_max(&first, 1);
+  if (first <= 0) return;
+  const int root = world.size() - int(first);
+  std::vector<char> why(2048, 0);
+  if (world.rank() == root) std::snprintf(why.data(), why.size(), "%s", local_error.c_str());
+  world.broadcast_bytes(why.data(), int64_t(why.size()), root);
+  if (!local_error.empty()) throw UsageError(local_error);
+  throw UsageError("rank " + std::to_string(root) + " failed its setup checks: " + why.data());
+}
+
+namespace {
+
+// Rank 0 picks the run folder's name and id; everyone gets them.
+void agree_on_run_folder(Job& j) {
+  std::string out = j.cfg.runtime.out;
+  if (out.empty()) out = "results/runs/" + j.cfg.runtime.name + "-" + timestamp_compact();
+  std::vector<char> buf(4096 + 64, 0);
+  if (j.rt->rank() == 0) {
+    std::snprintf(buf.data(), 4096, "%s", out.c_str());
+    std::snprintf(buf.data() + 4096, 64, "%s", run_id_for(out).c_str());
+  }
+  j.world->broadcast_bytes(buf.data(), int64_t(buf.size()), 0);
+  j.out = buf.data();
+  j.run_id = buf.data() + 4096;
+  j.cfg.runtime.out = j.out;
+}
+
+// The peak MFU is reported against: the backend's (the GPU's dense peak, or
+// runtime.cpu_peak_gflops), else the measured GEMM rate on CPU ranks in the
+// run's precision.
+void pick_peak(Job& j) {
+  if (auto dp = j.be->peak(j.cfg)) {
+    j.peak = dp->flops;
+    j.peak_source = dp->source;
+    return;
+  }
+  // Once per node: as many of its ranks as it has cores for measure at once
+  // while the others wait; a rank's peak is its share of the node's summed
+  // rate. The same figure as every rank measuring at once, without hundreds
+  // of oversubscribed ranks each running a second of sgemm.
+  const Runtime& rt = *j.rt;
+  const NodePeak np = measure_node_gemm(*j.world, rt.node_index(), rt.local_rank(), rt.local_size(),
+                                        j.threads, j.cfg.train.precision == "bf16");
+  j.peak = np.per_rank;
+  j.world->all_reduce_sum(&j.peak, 1);
+  j.peak /= rt.world_size();
+  j.peak_source = "measured " + np.what + " (768^3, " + std::to_string(j.threads) +
+                  " threads/rank, " + std::to_string(np.measuring) + " of " +
+                  std::to_string(rt.local_size()) + " ranks per node at once)";
+  // What was measured, per thread, beside the kernel OpenBLAS chose (the
+  // compute line names it): a user comparing OPENBLAS_CORETYPE settings
+  // compares these figures, not a promised speed-up.
+  log0(np.what, " measured: ", j.peak / 1e9, " GFLOP/s per rank, ", j.peak / 1e9 / j.threads,
+       " GFLOP/s per thread");
+}
+
+// Resume first (any layout may have written the checkpoint).
+void resume(Job& j, const std::string& ckpt_dir) {
+  std::string err;
+  std::optional<std::string> from;
+  try {
+    from = pick_resume(j.cfg.checkpoint, ckpt_dir, *j.world);
+  } catch (const UsageError& e) {
+    err = e.what();
+  }
+  if (err.empty()) err = check_checkpoint_dir(ckpt_dir, from.has_value(), j.rt->rank());
+  agree_on_setup(*j.world, err);
+  if (!from) return;
+  const double tr = wall_time();
+  long at = 0;
+  try {
+    at = restore(j.tstate, *from);
+  } catch (const UsageError& e) {
+    err = e.what();
+  }
+  agree_on_setup(*j.world, err);
+  j.engine->after_restore();
+  j.start_step = at + 1;
+  j.tel.event("ckpt_resume", at,
+              {{"path", *from}, {"from_step", at}, {"load_s", wall_time() - tr}});
+  log0("resumed from ", *from, " (step ", at, ") in ", wall_time() - tr, " s");
+}
+
+// Saves every checkpoint.interval steps in the background.
+std::unique_ptr<Checkpointer> make_checkpointer(Job& j, const std::string& ckpt_dir) {
+  const Config& cfg = j.cfg;
+  CheckpointOptions co;
+  co.dir = ckpt_dir;
+  co.mode = cfg.checkpoint.mode == "sync" ? CkptMode::kSync : CkptMode::kAsync;
+  co.keep_last_n = cfg.checkpoint.keep_last_n;
+  co.on_error = cfg.checkpoint.on_error == "abort" ? CkptOnError::kAbort : CkptOnError::kContinue;
+  co.timeout_s = cfg.runtime.timeout_s;
+  co.layout = {{"dp", cfg.parallel.dp},
+               {"tp", cfg.parallel.tp},
+               {"pp", cfg.parallel.pp},
+               {"cp", cfg.parallel.cp},
+               {"zero_stage", cfg.parallel.zero_stage},
+               {"world_size", j.rt->world_size()}};
+  // Fault injection for the crash tests: SCALETRAIN_FAULT=kill:RANK:STEP:PHASE
+  // makes that rank SIGKILL itself (stop:...: SIGSTOP, a hung rank) at that
+  // phase of that step's save, or at the step's start for PHASE `step`.
+  if (auto f = env("SCALETRAIN_FAULT")) {
+    auto parts = split(*f, ':');
+    if (parts.size() == 4 && (parts[0] == "kill" || parts[0] == "stop") &&
+        std::stoi(parts[1]) == j.rt->rank()) {
+      const long kstep = std::stol(parts[2]);
+      const std::string kphase = parts[3];
+      const int sig = parts[0] == "kill" ? SIGKILL : SIGSTOP;
+      if (kphase == "step") {  // at the start of that step (the hang tests)
+        j.fault_step = kstep;
+        j.fault_signal = sig;
+      } else {
+        co.test_hook = [kstep, kphase, sig](const std::string& phase, long s) {
+          if (s == kstep && phase == kphase) ::raise(sig);
+        };
+      }
+    }
+  }
+  // A slowed writer (checkpoint.test_busy_write_s): busy, not asleep, so it
+  // takes a core from the training threads as a heavy writer would.
+  if (const double busy = cfg.checkpoint.test_busy_write_s; busy > 0) {
+    auto prev = co.test_hook;
+    co.test_hook = [busy, prev](const std::string& phase, long s) {
+      if (prev) prev(phase, s);
+      if (phase != "written") return;
+      volatile double x = 0;
+      for (const double end = wall_time() + busy; wall_time() < end;)
+        for (int i = 0; i < 10000; ++i) x = x + 1e-9 * i;
+    };
+  }
+  return std::make_unique<Checkpointer>(MPI_COMM_WORLD, co, &j.tel);
+}
+
+}  // namespace
+
+std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
+  auto job = std::make_unique<Job>();
+  Job& j = *job;
+  j.cfg = std::move(cfg);
+  j.rt = &rt;
+  const int rank = rt.rank();
+  j.threads = pick_threads(j.cfg.runtime.threads, rt.local_size());
+  omp_set_num_threads(j.threads);
+  openblas_set_num_threads(j.threads);  // OpenBLAS's own pool, not OpenMP's
+  // More ranks x threads on this node than cores: waiting ranks sleep
+  // instead of spinning (comm/communicator.hpp), from the first collective
+  // on (start-up is where hundreds of ranks wait longest).
+  const bool oversubscribed = rt.local_size() * j.threads > usable_cores();
+  MpiCommunicator::set_sleep_when_waiting(oversubscribed);
+  if (oversubscribed && rank == 0)
+    log0("oversubscribed: ", rt.local_size(), " rank(s) x ", j.threads, " thread(s) on ",
+         usable_cores(), " core(s) of ", rt.host(), "; waiting ranks sleep between polls");
+  // The flight recorder before the first communicator (it registers them);
+  // where it writes once the run folder is known.
+  spans::set_level(trace_level(j.cfg.runtime.trace));
+  flight::configure("", rank, rt.host(), j.cfg.runtime.flight_recorder);
+  j.world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, "world", j.cfg.runtime.timeout_s);
+  const auto& par = j.cfg.parallel;
+  j.mesh = std::make_unique<Mesh>(*j.world, MeshDims{par.pp, par.dp, par.cp, par.tp});
+  // The backend (main.cpp checked that it runs this config): this rank's
+  // device must be usable on every rank before any of them starts its
+  // communicators (NCCL).
+  j.be = &backend_for(j.cfg);
+  agree_on_setup(*j.world, j.be->preflight(j.cfg, rt.local_rank(), rt.local_size()));
+
+  // Again after MPI start-up, in case the MPI library replaced the handlers.
+  install_signal_handlers();
+  agree_on_run_folder(j);
+
+  // Setup that can fail on bad input: data first (a missing or bad token file).
+  std::string setup_error;
+  std::unique_ptr<TokenSource> src;
+  try {
+    src = make_source(j.cfg.data, j.cfg.train.seed, j.cfg.model.vocab_size, j.cfg.model.seq_len);
+    // The ids of the first global batch now (nothing is written yet); each
+    // later step checks its own batch (loader.check_step) before reading it.
+    check_windows(*src, j.cfg.model.seq_len, 0, uint64_t(global_batch(j.cfg)));
+    j.evaluator = Evaluator::make(j.cfg, par.dp, j.mesh->coords().dp);
+    if (!src->format().empty()) j.cfg.data.format = src->format();  // auto -> detected, run.json
+    fs::create_directories(j.out + "/telemetry");
+    if (j.cfg.runtime.flight_recorder > 0) fs::create_directories(j.out + "/flight");
+    if (rank == 0) j.run_lock = RunFolderLock::acquire(j.out, rt.slurm().job_id);
+  } catch (const UsageError& e) {
+    setup_error = e.what();
+  } catch (const fs::filesystem_error& e) {
+    setup_error = std::string("runtime.out: cannot create run folder '") + j.out + "': " + e.what();
+  }
+  if (setup_error.empty()) setup_error = check_host_memory(j.cfg, rt);
+  agree_on_setup(*j.world, setup_error);
+  if (rank == 0) log_open_file(j.out + "/log.txt");
+  {
+    // A dump of an earlier start of this folder would describe another job.
+    const std::string fpath = j.out + "/flight/" + telemetry::rank_file_name(rank, ".json");
+    std::error_code ec;
+    fs::remove(fpath, ec);
+    flight::configure(fpath, rank, rt.host(), j.cfg.runtime.flight_recorder);
+  }
+
+  j.loader =
+      std::make_unique<DataLoader>(std::move(src), j.cfg.model.seq_len, j.cfg.train.micro_batch,
+                                   j.cfg.train.grad_accum, par.dp, j.mesh->coords().dp);
+  j.engine = std::make_unique<Engine>(j.cfg, *j.mesh, *j.be);
+  pick_peak(j);
+
+  j.info = RunInfo{&rt,
+                   &j.cfg,
+                   count_params(j.cfg.model),
+                   j.peak,
+                   j.peak_source,
+                   j.threads,
+                   j.mesh.get(),
+                   j.be->device().name(),
+                   j.be->device().id(),
+                   j.be->ops().describe(),
+                   j.run_id};
+  if (rank == 0) write_run_json(j.out + "/run.json", j.info);
+  j.tel.open(telemetry::rank_telemetry_path(j.out, rank), telemetry_header(j.info));
+  record_clock(j, 0, "start");
+
+  j.tstate = j.engine->train_state();
+  const std::string ckpt_dir =
+      j.cfg.checkpoint.dir.empty() ? j.out + "/checkpoints" : j.cfg.checkpoint.dir;
+  resume(j, ckpt_dir);
+  j.ckpt = make_checkpointer(j, ckpt_dir);
+  return job;
+}
+
+}  // namespace st

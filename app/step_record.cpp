@@ -1,0 +1,83 @@
+// Implementation of step_record.hpp.
+#include "step_record.hpp"
+
+#include "trainer.hpp"
+
+using nlohmann::json;
+
+namespace st {
+
+json collective_stats(MpiCommunicator& world, const std::vector<Communicator*>& comms,
+                      double* comm_s) {
+  json comm = json::object();
+  *comm_s = 0;
+  for (int k = 0; k < int(CollKind::kCount); ++k) {
+    CollStats s = world.stats(CollKind(k));
+    for (Communicator* g : comms) {
+      const CollStats& w = g->stats(CollKind(k));
+      s.seconds += w.seconds;
+      s.bytes += w.bytes;
+      s.calls += w.calls;
+    }
+    if (s.calls == 0) continue;
+    comm[coll_name(CollKind(k))] = {{"s", s.seconds}, {"bytes", s.bytes}, {"calls", s.calls}};
+    *comm_s += s.seconds;
+  }
+  return comm;
+}
+
+json step_record(const StepTimes& t, const Config& cfg, MpiCommunicator& world,
+                 const std::vector<Communicator*>& comms, const EngineMemory& mem, Backend& be) {
+  double comm_s = 0;
+  json comm = collective_stats(world, comms, &comm_s);
+  // Where the step's time went by kind of kernel, when the backend times them.
+  const KernelSeconds ks = be.ops().take_kernel_seconds();
+  const double alloc_s = be.device().take_alloc_seconds();
+  json kernel = json::object();
+  if (ks.known)
+    kernel = {{"gemm", ks.gemm},
+              {"attention", ks.attention},
+              {"elementwise", ks.elementwise},
+              {"optimizer", ks.optimizer},
+              {"alloc", alloc_s}};
+  const int64_t tokens = int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * cfg.model.seq_len;
+  return {{"step", t.step},
+          {"t_start", t.t_start},
+          {"step_s", t.step_s},
+          {"data_s", t.fb.data_s},
+          {"fwd_s", t.fb.fwd_s},
+          {"bwd_s", t.fb.bwd_s},
+          {"optim_s", t.optim_s},
+          {"comm_s", comm_s},
+          {"comm_exposed_s", t.exposed_s},
+          {"comm_bucket_s", t.fb.async_total_s},
+          {"comm", comm},
+          {"kernel_s", kernel},
+          {"ckpt_stall_s", t.ckpt_stall_s},
+          {"tokens", tokens},
+          {"global_tokens", global_batch(cfg) * cfg.model.seq_len},
+          {"loss", t.fb.loss},
+          {"grad_norm", t.fb.grad_norm},
+          {"lr", t.lr},
+          {"mem_peak_bytes", mem.peak_total},
+          {"mem_bytes",
+           {{"params", mem.params},
+            {"grads", mem.grads},
+            {"optim", mem.optim},
+            {"activations", mem.activations_peak}}}};
+}
+
+json trace_record(long step, const std::vector<spans::Span>& spans) {
+  json a = json::array();
+  for (const auto& s : spans) {
+    json o = {{"n", s.name}, {"k", s.track}, {"t0", s.t0}, {"t1", s.t1}};
+    if (s.mb >= 0) o["mb"] = s.mb;
+    if (s.bytes >= 0) o["bytes"] = s.bytes;
+    if (s.seq >= 0) o["seq"] = s.seq;
+    if (s.group >= 0) o["g"] = s.group;
+    a.push_back(std::move(o));
+  }
+  return {{"step", step}, {"spans", std::move(a)}};
+}
+
+}  // namespace st
