@@ -75,9 +75,11 @@ TEST(PlanMemory, SingleRankPeakIsTheHeadBackward) {
 
 TEST(PlanMemory, ZeroStagesShardOverDataParallel) {
   // dp 4, fp32: moments shard from ZeRO 1; ZeRO 2 keeps its gradient shard
-  // besides the whole buffer it allocates per step (so its peak is ZeRO 1's
-  // plus the shard); ZeRO 3 shards the weights too.
-  double total[4], P = 0;
+  // and, during backward, a pool of bucket staging buffers (never the whole
+  // buffer), so its peak is below ZeRO 1's; with parallel.zero_full_grads it
+  // allocates the whole buffer per step again (ZeRO 1's peak plus the
+  // shard); ZeRO 3 shards the weights too.
+  double total[4], grads[4], P = 0;
   for (int z = 0; z <= 3; ++z) {
     const Config c =
         model({"parallel.dp=4", "parallel.zero_stage=" + std::to_string(z), "train.micro_batch=1"});
@@ -85,10 +87,19 @@ TEST(PlanMemory, ZeroStagesShardOverDataParallel) {
     P = double(e.shape.params);
     EXPECT_DOUBLE_EQ(e.peak.optim, z >= 1 ? 8 * P / 4 : 8 * P) << z;
     total[z] = e.peak.total();
+    grads[z] = e.peak.grads;
   }
   EXPECT_DOUBLE_EQ(total[0] - total[1], 8 * P - 8 * P / 4);
-  EXPECT_DOUBLE_EQ(total[2] - total[1], 4 * P / 4);
-  EXPECT_LT(total[3], total[1]);
+  EXPECT_DOUBLE_EQ(grads[1], 4 * P);
+  EXPECT_GT(grads[2], 4 * P / 4);  // the shard and some staging
+  EXPECT_LT(grads[2], 4 * P / 2);  // two layers and the head, not the buffer
+  EXPECT_LT(total[2], total[1]);
+  EXPECT_LT(total[3], total[2]);
+  const auto full = st::plan::estimate_memory(
+      model({"parallel.dp=4", "parallel.zero_stage=2", "train.micro_batch=1",
+             "parallel.zero_full_grads=true"}),
+      0);
+  EXPECT_DOUBLE_EQ(full.peak.total() - total[1], 4 * P / 4);
 }
 
 TEST(PlanMemory, OneFOneBKeepsPpMinusStageMicroBatches) {
