@@ -24,6 +24,8 @@ PACKAGES=(
   python3 python3-numpy python3-torch python3-h5py
   # slurm tests (a real single-node Slurm)
   slurmctld slurmd slurm-client munge
+  # multinode tests (scripts/emucluster.sh: veth, bridge, netns and tc)
+  iproute2
   # campaign drivers: the MFU-sweep campaign YAML (slurm/campaigns/expand_sweep.py)
   python3-yaml
 )
