@@ -235,7 +235,9 @@ TEST_F(Slurm, PlanCampaignReport) {
 
 TEST_F(Slurm, PreemptionRequeue) {
   const std::string out = dir_ + "/preempt";
-  const long steps = 300;
+  // Enough steps that the signal lands mid-run: the tiny model's step takes
+  // about 2 ms on a quiet machine, so 300 steps could end before the USR1.
+  const long steps = 3000;
   auto sub = sh("SCALETRAIN_LAUNCHER=mpirun sbatch --parsable --ntasks=2 --output=" +
                 q(dir_ + "/preempt-%j.out") +
                 " slurm/scaletrain.sbatch --config configs/models/tiny.yaml --set train.steps=" +
@@ -248,9 +250,9 @@ TEST_F(Slurm, PreemptionRequeue) {
   // Wait for a few steps, then do what Slurm does at --signal=B:USR1 time.
   const fs::path tel0 = fs::path(out) / "telemetry/rank_00000.jsonl";
   bool running = false;
-  for (int i = 0; i < 240 && !running; ++i) {
+  for (int i = 0; i < 2400 && !running; ++i) {
     running = fs::exists(tel0) && read_telemetry(tel0).steps.size() >= 3;
-    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_TRUE(running) << "job " << id << " never got to step 3\n" << slurp(log) << diagnostics();
   auto sig = sh("scancel --signal=USR1 --batch " + id);
