@@ -27,27 +27,18 @@
 #include <thread>
 
 #include "../e2e/run_util.hpp"
+#include "slurm_util.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using st::test::run_cmd;
+using st::test::slurm::load_json;
+using st::test::slurm::q;
+using st::test::slurm::slurp;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string q(const std::string& s) {  // single-quote for the shell
-  std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return o + "'";
-}
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-json load_json(const fs::path& p) {
-  std::ifstream in(p);
-  return json::parse(in, nullptr, false);
-}
 double secs(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }

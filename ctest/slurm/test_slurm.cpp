@@ -27,28 +27,16 @@
 #include <vector>
 
 #include "../e2e/run_util.hpp"
+#include "slurm_util.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using st::test::run_cmd;
+using st::test::slurm::load_json;
+using st::test::slurm::q;
+using st::test::slurm::slurp;
 
 namespace {
-
-std::string q(const std::string& s) {  // single-quote for the shell
-  std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return o + "'";
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-json load_json(const fs::path& p) {
-  std::ifstream in(p);
-  return json::parse(in, nullptr, false);
-}
 
 class Slurm : public ::testing::Test {
  public:
