@@ -12,7 +12,6 @@
 #include "planner/calibrate.hpp"
 #include "planner/compare.hpp"
 #include "planner/mpt_fit.hpp"
-#include "planner/recorded.hpp"
 #include "planner/report.hpp"
 #include "scaletrain/build_config.hpp"
 
@@ -282,8 +281,6 @@ int run_plan(const Args& a, const std::vector<std::string>& argv, std::ostream& 
                                    timestamp_compact();
   std::vector<Candidate> cands;
   if (!a.r.devices.empty()) cands = plan_space(base, ranges_from(a, base, a.r.devices), cl);
-  // The layouts plan.md shows, run by the trainer's engine on the recording backend.
-  record_shown(cands, o.top, std::max(o.near, 3));
   if (!a.weak.empty()) {
     // Weak scaling: the per-device batch of the base (or first given) micro-batch x grad_accum.
     const KnobRanges r0 = ranges_from(a, base, {});

@@ -100,6 +100,10 @@ Dims Model::Impl::dims(int B, int T) const {
 }
 
 std::vector<int32_t> Model::Impl::positions(int r, int64_t Tg) const {
+  return cp_positions(r, cp, Tg);
+}
+
+std::vector<int32_t> cp_positions(int r, int cp, int64_t Tg) {
   std::vector<int32_t> p(size_t(Tg / cp));
   if (cp == 1) {
     for (int64_t t = 0; t < Tg; ++t) p[size_t(t)] = int32_t(t);

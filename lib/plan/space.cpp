@@ -134,9 +134,17 @@ std::vector<Candidate> enumerate_layouts(const Config& base, const KnobRanges& r
 void evaluate(std::vector<Candidate>& out, const Cluster& cl) {
   for (Candidate& c : out) {
     if (!c.reason.empty()) continue;  // invalid layout
-    c.mem = estimate_memory_worst(c.cfg);
+    try {
+      c.mem = estimate_memory_worst(c.cfg);
+      c.time = predict_step(c.cfg, cl);
+    } catch (const UsageError&) {
+      throw;  // the cluster file lacks what the layout needs: the user's to fix
+    } catch (const std::exception& e) {
+      c.feasible = false;
+      c.reason = std::string("recording: ") + e.what();
+      continue;
+    }
     c.available = cl.memory_bytes - cl.memory_reserved;
-    c.time = predict_step(c.cfg, cl);
     c.timed = true;
     c.feasible = c.mem.peak.total() <= c.available;
     if (!c.feasible)

@@ -1,0 +1,382 @@
+// predict_step (time_model.hpp): the recorded step of every pipeline stage
+// (recorded_step.hpp) replayed on the cluster's prices. Each kernel, copy
+// and collective is priced once (op_seconds, collective_seconds); the
+// replay then walks each stage's timeline in issue order, with one clock
+// per stream, one per communicator (its collectives run in order, after the
+// work their stream had issued) and one for the host, and honours every
+// recorded wait: a stream waiting for an event or a collective, the host
+// waiting for one. So what the engine overlaps overlaps (gradient buckets
+// behind the backward, ZeRO-3 prefetches behind the previous layer), and
+// what it waits for on the compute stream blocks (tp / sp collectives, the
+// cp ring). The stages run together: a pipeline op's receive starts once the
+// neighbouring stage has finished the op that sends it, so the bubble comes
+// out of the dependencies. Ops of a schedule longer than the recording
+// replay the recorded segment of the same kind (recorded_step.hpp).
+#include <algorithm>
+#include <map>
+
+#include "core/error.hpp"
+#include "metrics/metrics.hpp"
+#include "model/model.hpp"
+#include "parallel/pipeline.hpp"
+#include "plan/recorded_step.hpp"
+#include "plan/time_model.hpp"
+
+namespace st::plan {
+namespace {
+
+using record::Item;
+
+enum Cls : uint8_t { kGemm, kAttn, kElem, kOptim, kDp, kTp, kPp, kCp, kZero, kOther, kNone };
+
+Cls kernel_class(const Op& o, const std::string& name) {
+  if (name == "adamw" || name == "sumsq") return kOptim;
+  if (o.kind == OpKind::Gemm) return kGemm;
+  if (o.kind == OpKind::AttnFwd || o.kind == OpKind::AttnBwd) return kAttn;
+  return kElem;
+}
+
+const char* coll_kind(const record::CollCall& c) {
+  switch (c.kind) {
+    case CollKind::AllReduce:
+      return "all_reduce";
+    case CollKind::ReduceScatter:
+      return "reduce_scatter";
+    case CollKind::AllGather:
+      return "all_gather";
+    case CollKind::SendRecv:
+      return c.group == "cp" ? "ring_shift" : "p2p";
+    default:
+      return "p2p";
+  }
+}
+
+Cls coll_class(const record::CollCall& c) {
+  if (c.stream == "host") return kOther;
+  if (c.group == "tp") return kTp;
+  if (c.group == "cp") return kCp;
+  if (c.group.rfind("pp", 0) == 0) return kPp;
+  return c.kind == CollKind::AllGather ? kZero : kDp;
+}
+
+// One stage's recording, priced: seconds and class of every item.
+struct Priced {
+  std::shared_ptr<const StageRecord> rec;
+  std::vector<double> dur;
+  std::vector<Cls> cls;
+  std::vector<int32_t> lane;  // clock of the item: a stream, or a communicator
+  int lanes = 0, compute = 0;
+  std::vector<std::pair<size_t, size_t>> seg;  // item range of each segment
+  size_t head_end = 0, tail_begin = 0;
+};
+
+Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Cluster& cl) {
+  const auto& p = cfg.parallel;
+  const record::RankStep& s = r->step;
+  Priced o;
+  o.rec = r;
+  const int world = p.dp * p.tp * p.pp * p.cp;
+  const int on_node = std::min(world, cl.devices_per_node);
+  const double es = cl.gpu() ? 2 : 4;  // bytes per element of a priced copy
+  // Groups: size, whether they span nodes, ranks per node (tp innermost,
+  // then cp, dp, pp).
+  auto group = [&](const std::string& g, int& n, int& stride) {
+    if (g == "tp")
+      n = p.tp, stride = 1;
+    else if (g == "cp")
+      n = p.cp, stride = p.tp;
+    else if (g == "dp")
+      n = p.dp, stride = p.tp * p.cp;
+    else if (g.rfind("pp", 0) == 0)
+      n = p.pp, stride = p.tp * p.cp * p.dp;
+    else
+      n = p.dp * p.cp, stride = p.tp;
+  };
+  std::map<std::string, int32_t> lanes;
+  for (size_t i = 0; i < s.streams.size(); ++i) lanes[s.streams[i]] = int32_t(i);
+  o.compute = lanes.count("compute") ? lanes["compute"] : 0;
+  o.lanes = int(s.streams.size());
+  std::map<std::string, double> coll_memo;
+  o.dur.resize(s.items.size());
+  o.cls.resize(s.items.size(), kNone);
+  o.lane.resize(s.items.size());
+  o.seg.assign(size_t(s.segments), {0, 0});
+  o.head_end = s.items.size();
+  o.tail_begin = s.items.size();
+  for (size_t i = 0; i < s.items.size(); ++i) {
+    const Item& it = s.items[i];
+    o.lane[i] = it.stream;
+    if (it.segment >= 0) {
+      auto& sg = o.seg[size_t(it.segment)];
+      if (sg.second == 0) sg.first = i;
+      sg.second = i + 1;
+      o.head_end = std::min(o.head_end, sg.first);
+    }
+    if (it.kind == Item::Kernel) {
+      const record::KernelCall& k = s.kernels[size_t(it.ref)];
+      const Op op = kernel_op(k);
+      o.dur[i] = op_seconds(op, cl, on_node);
+      if (k.alloc_bytes > 0) {
+        Op a;
+        a.kind = OpKind::Alloc;
+        a.s[0] = std::max<int64_t>(1, k.alloc_bytes / 4);
+        o.dur[i] += op_seconds(a, cl, on_node);
+      }
+      o.cls[i] = kernel_class(op, k.op);
+    } else if (it.kind == Item::Copy) {
+      const record::CopyCall& c = s.copies[size_t(it.ref)];
+      Op op;
+      op.kind = OpKind::Copy;
+      op.s[0] = std::max<int64_t>(1, int64_t(double(c.bytes) / es / (c.dir == "fill" ? 2 : 1)));
+      o.dur[i] = op_seconds(op, cl, on_node);
+      o.cls[i] = kElem;
+    } else if (it.kind == Item::Coll) {
+      const record::CollCall& c = s.collectives[size_t(it.ref)];
+      int n = 1, stride = 1;
+      group(c.group, n, stride);
+      n = c.ranks;
+      const bool inter = n * stride > cl.devices_per_node;
+      const int per_node = std::max(1, std::min(n, cl.devices_per_node / std::max(1, stride)));
+      const std::string key = std::string(coll_kind(c)) + ' ' + std::to_string(c.bytes) + ' ' +
+                              std::to_string(n) + ' ' + std::to_string(inter) + ' ' +
+                              std::to_string(per_node);
+      auto m = coll_memo.find(key);
+      if (m == coll_memo.end())
+        m = coll_memo
+                .emplace(key,
+                         collective_seconds(coll_kind(c), double(c.bytes), n, inter, cl, per_node))
+                .first;
+      o.dur[i] = m->second;
+      o.cls[i] = coll_class(c);
+      if (c.stream != "host") {
+        auto [l, fresh] = lanes.emplace("comm:" + c.group, int32_t(lanes.size()));
+        o.lane[i] = l->second;
+      }
+    }
+  }
+  o.lanes = int(lanes.size());
+  if (!o.seg.empty()) o.tail_begin = o.seg.back().second;
+  return o;
+}
+
+// The replay of one stage.
+struct Replay {
+  const Priced* pr = nullptr;
+  std::vector<PipeOp> ops;  // the full schedule
+  std::vector<int> tmpl;    // recorded segment of each op
+  std::vector<double> clock, done;
+  std::vector<Cls> cause;  // what each item's completion waited for last
+  double host = 0;
+  size_t op = 0, pos = 0;  // next op (ops.size(): the tail) and item within it
+  bool head = true, finished = false, recv_used = false;
+  // Parts.
+  double part[kNone + 1] = {};  // compute seconds by class (kernels, copies)
+  double total[kNone + 1] = {}, exposed[kNone + 1] = {}, bubble = 0;
+  int64_t pp_recv_wait = -1;  // a pipeline receive's wait: split into pp and bubble
+};
+
+}  // namespace
+
+StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
+  const auto& p = cfg.parallel;
+  const auto& m = cfg.model;
+  const int P = p.pp, v = p.num_model_chunks, M = cfg.train.grad_accum, V = P * v;
+  const int world = p.dp * p.tp * p.pp * p.cp;
+  std::vector<Priced> priced;
+  for (int s = 0; s < P; ++s) priced.push_back(price(stage_record(cfg, s), cfg, cl));
+  const int Mr = priced[0].rec->micro;
+  // The recorded micro-batch an op of the full schedule replays: the first
+  // and the last are their own (set-up of the step, the gradient
+  // reduction's launch), the others one between.
+  auto pick = [&](int micro) {
+    if (Mr == M || micro == 0) return micro;
+    return micro == M - 1 ? Mr - 1 : std::min(micro, Mr - 2);
+  };
+  std::vector<Replay> rp(static_cast<size_t>(P));
+  for (int s = 0; s < P; ++s) {
+    Replay& r = rp[size_t(s)];
+    r.pr = &priced[size_t(s)];
+    const int segs = int(r.pr->seg.size());
+    if (P == 1) {
+      for (int k = 0; k < M; ++k) r.ops.push_back({true, k, 0}), r.tmpl.push_back(pick(k));
+      ST_CHECK(segs == Mr, "recorded step: ", segs, " segments for ", Mr, " micro-batches");
+    } else {
+      r.ops = pipeline_schedule(P, v, M, s);
+      const std::vector<PipeOp> rec = pipeline_schedule(P, v, Mr, s);
+      ST_CHECK(segs == int(rec.size()), "recorded step of stage ", s, ": ", segs, " segments for ",
+               rec.size(), " pipeline ops");
+      for (const PipeOp& o : r.ops) {
+        int t = -1;
+        for (size_t j = 0; j < rec.size() && t < 0; ++j)
+          if (rec[j].forward == o.forward && rec[j].chunk == o.chunk &&
+              rec[j].micro == pick(o.micro))
+            t = int(j);
+        ST_CHECK(t >= 0, "recorded step: no segment for a pipeline op");
+        r.tmpl.push_back(t);
+      }
+    }
+    r.clock.assign(size_t(r.pr->lanes), 0);
+    r.done.assign(r.pr->dur.size(), 0);
+    r.cause.assign(r.pr->dur.size(), kNone);
+  }
+  const double unknown = -1;
+  std::vector<double> fin_f(size_t(M * V), unknown), fin_b(size_t(M * V), unknown);
+
+  // Runs item i of stage r; false when it waits for another stage.
+  auto run_item = [&](Replay& r, int s, size_t i, bool first_recv_pending, bool& used_recv) {
+    const Priced& pr = *r.pr;
+    const Item& it = pr.rec->step.items[i];
+    const int32_t L = pr.lane[i];
+    double& lane = r.clock[size_t(L)];
+    switch (it.kind) {
+      case Item::Kernel:
+      case Item::Copy: {
+        const double st = std::max(lane, r.host);
+        lane = st + pr.dur[i];
+        r.done[i] = lane;
+        r.part[pr.cls[i]] += pr.dur[i];
+        r.cause[i] = pr.cls[i];
+        return true;
+      }
+      case Item::Coll: {
+        double st = std::max(lane, r.host);
+        if (it.stream != L) st = std::max(st, r.clock[size_t(it.stream)]);
+        if (first_recv_pending && pr.rec->step.collectives[size_t(it.ref)].recv) {
+          const PipeOp& o = r.ops[r.op];
+          const int vs = o.chunk * P + s;
+          const double dep =
+              o.forward ? fin_f[size_t(o.micro * V + vs - 1)] : fin_b[size_t(o.micro * V + vs + 1)];
+          if (dep == unknown) return false;
+          st = std::max(st, dep);
+          used_recv = true;
+          r.pp_recv_wait = int64_t(i);
+        }
+        lane = st + pr.dur[i];
+        r.done[i] = lane;
+        r.total[pr.cls[i]] += pr.dur[i];
+        r.cause[i] = pr.cls[i];
+        return true;
+      }
+      case Item::Mark:
+        r.done[i] = std::max(lane, r.host);
+        r.cause[i] = kNone;
+        return true;
+      case Item::Wait:
+      case Item::HostWait: {
+        const size_t j = size_t(it.ref);
+        double& t = it.kind == Item::Wait ? lane : r.host;
+        const double before = it.kind == Item::Wait ? std::max(lane, r.host) : r.host;
+        const double jump = r.done[j] - before;
+        if (jump > 0) {
+          const Cls c = r.cause[j];
+          if (int64_t(j) == r.pp_recv_wait) {
+            const double x = std::min(jump, pr.dur[j]);
+            r.exposed[kPp] += x;
+            r.bubble += jump - x;
+          } else if (c != kNone && c >= kDp) {
+            r.exposed[c] += jump;
+          }
+        }
+        t = std::max(t, r.done[j]);
+        return true;
+      }
+    }
+    return true;
+  };
+
+  // Walk every stage as far as its dependencies allow, until all are done.
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < P; ++s) {
+      Replay& r = rp[size_t(s)];
+      const Priced& pr = *r.pr;
+      while (!r.finished) {
+        size_t b, e;
+        bool needs_recv = false;
+        if (r.head) {
+          b = 0, e = pr.head_end;
+        } else if (r.op < r.ops.size()) {
+          std::tie(b, e) = pr.seg[size_t(r.tmpl[r.op])];
+          const PipeOp& o = r.ops[r.op];
+          const int vs = o.chunk * P + s;
+          needs_recv = P > 1 && (o.forward ? vs > 0 : vs < V - 1);
+        } else {
+          b = pr.tail_begin, e = pr.dur.size();
+        }
+        bool stalled = false;
+        while (b + r.pos < e) {
+          bool used = false;
+          if (!run_item(r, s, b + r.pos, needs_recv && !r.recv_used, used)) {
+            stalled = true;
+            break;
+          }
+          r.recv_used = r.recv_used || used;
+          ++r.pos;
+          progress = true;
+        }
+        if (stalled) break;
+        // The op is done: its finish time is the compute stream's.
+        if (r.head) {
+          r.head = false;
+        } else if (r.op < r.ops.size()) {
+          const PipeOp& o = r.ops[r.op];
+          const int vs = o.chunk * P + s;
+          (o.forward ? fin_f : fin_b)[size_t(o.micro * V + vs)] =
+              std::max(r.clock[size_t(pr.compute)], r.host);
+          ++r.op;
+        } else {
+          r.finished = true;
+        }
+        r.pos = 0;
+        r.recv_used = false;
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < P; ++s)
+    ST_CHECK(rp[size_t(s)].finished, "pipeline replay stalled at stage ", s);
+
+  // The critical stage: the one that ends last.
+  int crit = 0;
+  auto end_of = [&](const Replay& r) {
+    double t = r.host;
+    for (double c : r.clock) t = std::max(t, c);
+    return t;
+  };
+  for (int s = 1; s < P; ++s)
+    if (end_of(rp[size_t(s)]) > end_of(rp[size_t(crit)])) crit = s;
+  const Replay& c = rp[size_t(crit)];
+  StepPrediction r;
+  r.gemm = c.part[kGemm];
+  r.attention = c.part[kAttn];
+  r.elementwise = c.part[kElem];
+  r.optimizer = c.part[kOptim];
+  r.bubble = c.bubble;
+  CommPart* parts[] = {&r.dp, &r.tp, &r.pp, &r.cp, &r.zero, &r.other};
+  for (int k = kDp; k <= kOther; ++k) {
+    parts[k - kDp]->total = c.total[k];
+    parts[k - kDp]->exposed = std::min(c.exposed[k], c.total[k]);
+  }
+  // Blocking collectives waited for on the host (the loss and norm
+  // reductions) are exposed whole.
+  r.other.exposed = r.other.total;
+  r.step = end_of(c);
+
+  // Throughput and utilisation, as scaletrain-analyze computes them.
+  const std::string& mode = cfg.train.act_ckpt;
+  r.devices = world;
+  r.tokens_per_step = double(cfg.train.micro_batch) * M * p.dp * m.seq_len;
+  r.tokens_per_s = r.tokens_per_step / r.step;
+  r.tokens_per_s_device = r.tokens_per_s / world;
+  metrics::ModelShape ms{count_params(m), m.n_layers, m.d_model, m.n_heads, m.seq_len};
+  const double seq_s = r.tokens_per_s / m.seq_len;
+  const double model_f = metrics::mpt_model_flops_per_seq(ms);
+  const double hw_f = metrics::hw_flops_per_seq(ms, model_f, mode);
+  r.mfu = metrics::utilization(model_f, seq_s, world, cl.peak_flops);
+  r.hfu = metrics::utilization(hw_f, seq_s, world, cl.peak_flops);
+  // The recomputation's share of the compute: the FLOPs it adds.
+  r.recompute = hw_f > 0 ? r.compute() * (hw_f - model_f) / hw_f : 0;
+  return r;
+}
+
+}  // namespace st::plan
