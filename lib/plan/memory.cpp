@@ -7,17 +7,18 @@ namespace st::plan {
 
 namespace {
 // The bytes by category at the step's peak. A pipeline stage keeps every
-// boundary tensor it sends until the step's end, so its peak grows with the
-// micro-batches: with fewer recorded, the peak is extrapolated linearly from
-// a second record pp micro-batches longer (schedules repeat per pp).
-MemoryStats peak_bytes(const Config& cfg, int stage, const StageRecord& r) {
+// boundary tensor it sends until the step's end (engine_pipeline.cpp), so
+// with fewer micro-batches recorded than the step has, the sends of the
+// others are added to the activations at the peak.
+MemoryStats peak_bytes(const Config& cfg, const StageRecord& r) {
   MemoryStats at = r.step.peak.at;
-  const int M = cfg.train.grad_accum, P = cfg.parallel.pp;
-  if (P == 1 || r.micro >= M) return at;
-  const MemoryStats& b = stage_record(cfg, stage, r.micro + P)->step.peak.at;
-  const double k = double(M - r.micro) / P;
-  for (size_t c = 0; c < kMemCats; ++c)
-    at.current[c] += int64_t(k * double(b.current[c] - at.current[c]));
+  const int M = cfg.train.grad_accum;
+  if (cfg.parallel.pp == 1 || r.micro >= M) return at;
+  double sent = 0;
+  for (const record::CollCall& c : r.step.collectives)
+    if (c.kind == CollKind::SendRecv && !c.recv && c.group.rfind("pp_", 0) == 0)
+      sent += double(c.bytes);
+  at.current[size_t(MemCat::Activations)] += int64_t(sent / r.micro * (M - r.micro));
   return at;
 }
 }  // namespace
@@ -25,7 +26,7 @@ MemoryStats peak_bytes(const Config& cfg, int stage, const StageRecord& r) {
 MemoryEstimate estimate_memory(const Config& cfg, int stage) {
   const auto r = stage_record(cfg, stage);
   const record::PeakAt& pk = r->step.peak;
-  const MemoryStats at = peak_bytes(cfg, stage, *r);
+  const MemoryStats at = peak_bytes(cfg, *r);
   MemoryEstimate e;
   e.stage = stage;
   e.peak.weights = double(at.cur(MemCat::Params));
@@ -46,7 +47,9 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
 
 MemoryEstimate estimate_memory_worst(const Config& cfg) {
   MemoryEstimate worst;
-  for (int s = 0; s < cfg.parallel.pp; ++s) {
+  const int P = cfg.parallel.pp;
+  for (int s = 0; s < P; ++s) {
+    if (stand_in_stage(P, s) != s) continue;
     MemoryEstimate e = estimate_memory(cfg, s);
     if (s == 0 || e.peak.total() > worst.peak.total()) worst = std::move(e);
   }

@@ -82,12 +82,15 @@ std::vector<Op> step_ops(const Config& cfg) {
   return out;
 }
 
+int stand_in_stage(int pp, int stage) { return stage == 0 || stage == pp - 1 ? stage : 1; }
+
 int recorded_micro(const Config& cfg) {
   const int M = cfg.train.grad_accum, P = cfg.parallel.pp;
-  // pp == 1: the first micro-batch, one between and the last. pp > 1: 2 pp
-  // covers 1F1B's warm-up (pp - stage - 1 forwards) and the interleaved
-  // schedule's ((pp - stage - 1) * 2 + (v - 1) * pp, needing micro % pp == 0).
-  const int want = P == 1 ? 3 : 2 * P;
+  // At least the first micro-batch, one between and the last. pp > 1: pp
+  // covers 1F1B's warm-up (pp - stage - 1 forwards, then a pair); 2 pp the
+  // interleaved schedule's ((pp - stage - 1) * 2 + (v - 1) * pp forwards,
+  // needing micro % pp == 0).
+  const int want = std::max(3, cfg.parallel.num_model_chunks > 1 ? 2 * P : P);
   if (M <= want) return M;
   Config c = cfg;
   c.train.grad_accum = want;

@@ -30,6 +30,12 @@ int recorded_micro(const Config& cfg);
 // `micro` micro-batches (0: recorded_micro(cfg)); cached.
 std::shared_ptr<const StageRecord> stage_record(const Config& cfg, int stage, int micro = 0);
 
+// The stage whose record stands for stage `stage` of pp in the step-time
+// replay and the worst-stage memory: the first, the last, and stage 1 for
+// every middle one (the same layers and shapes; later middle stages keep no
+// more micro-batches in flight than stage 1 under 1F1B and interleaving).
+int stand_in_stage(int pp, int stage);
+
 // A recorded kernel call as the pricing type: its kind and the shape a CPU
 // cluster file's table is keyed by. A ring-attention block [Tq, Tk] is
 // priced as the causal op of Tq queries with cp = 2 Tk / Tq (the same FLOPs);

@@ -183,7 +183,8 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   const int P = p.pp, v = p.num_model_chunks, M = cfg.train.grad_accum, V = P * v;
   const int world = p.dp * p.tp * p.pp * p.cp;
   std::vector<Priced> priced;
-  for (int s = 0; s < P; ++s) priced.push_back(price(stage_record(cfg, s), cfg, cl));
+  for (int s = 0; s < P; ++s)
+    if (stand_in_stage(P, s) == s) priced.push_back(price(stage_record(cfg, s), cfg, cl));
   const int Mr = priced[0].rec->micro;
   // The recorded micro-batch an op of the full schedule replays: the first
   // and the last are their own (set-up of the step, the gradient
@@ -195,14 +196,15 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   std::vector<Replay> rp(static_cast<size_t>(P));
   for (int s = 0; s < P; ++s) {
     Replay& r = rp[size_t(s)];
-    r.pr = &priced[size_t(s)];
+    const int rs = stand_in_stage(P, s);
+    r.pr = &priced[size_t(std::min(rs, int(priced.size()) - 1))];
     const int segs = int(r.pr->seg.size());
     if (P == 1) {
       for (int k = 0; k < M; ++k) r.ops.push_back({true, k, 0}), r.tmpl.push_back(pick(k));
       ST_CHECK(segs == Mr, "recorded step: ", segs, " segments for ", Mr, " micro-batches");
     } else {
       r.ops = pipeline_schedule(P, v, M, s);
-      const std::vector<PipeOp> rec = pipeline_schedule(P, v, Mr, s);
+      const std::vector<PipeOp> rec = pipeline_schedule(P, v, Mr, rs);
       ST_CHECK(segs == int(rec.size()), "recorded step of stage ", s, ": ", segs, " segments for ",
                rec.size(), " pipeline ops");
       for (const PipeOp& o : r.ops) {

@@ -131,6 +131,18 @@ void Recording::clear() {
   reset_peaks();
 }
 
+void Recording::take(std::vector<KernelCall>& kernels, std::vector<CollCall>& colls,
+                     std::vector<CopyCall>& copies, std::vector<Item>& items,
+                     std::vector<std::string>& streams) {
+  std::lock_guard<std::mutex> g(mu_);
+  kernels = std::move(kernels_);
+  colls = std::move(colls_);
+  copies = std::move(copies_);
+  items = std::move(items_);
+  streams = streams_;
+  kernels_.clear(), colls_.clear(), copies_.clear(), items_.clear();
+}
+
 // ---- streams, events and handles: ordering only, kept on the timeline ----
 namespace {
 

@@ -131,6 +131,11 @@ class Recording {
   const PeakAt& peak() const { return peak_; }
   int64_t allocations() const { return allocations_; }
   void clear();  // calls and peaks; the live bytes stay (they are still allocated)
+  // Moves the calls, the timeline and the stream names out (the recording
+  // is then cleared of them).
+  void take(std::vector<KernelCall>& kernels, std::vector<CollCall>& colls,
+            std::vector<CopyCall>& copies, std::vector<Item>& items,
+            std::vector<std::string>& streams);
 
  private:
   mutable std::mutex mu_;

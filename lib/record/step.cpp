@@ -58,12 +58,8 @@ RankStep record_step(const Config& cfg, int rank) {
   out.step = rec.memory();
   out.peak = rec.peak();
   rec.host_wait(rec.mark("compute"));  // the step's end
-  out.kernels = rec.kernels();
-  out.collectives = rec.collectives();
-  out.copies = rec.copies();
-  out.items = rec.items();
-  out.streams = rec.streams();
   out.segments = rec.segments();
+  rec.take(out.kernels, out.collectives, out.copies, out.items, out.streams);
   return out;
 }
 
