@@ -10,6 +10,7 @@
 // memory check and the timing of a layout record each stage once.
 #pragma once
 #include <memory>
+#include <mutex>
 
 #include "config/config.hpp"
 #include "plan/ops.hpp"
@@ -17,10 +18,14 @@
 
 namespace st::plan {
 
+struct Timeline;  // step_time.cpp's view of the record, built once
+
 struct StageRecord {
   int stage = 0;
   int micro = 0;  // micro-batches recorded (<= train.grad_accum)
   record::RankStep step;
+  mutable std::once_flag once;
+  mutable std::shared_ptr<const Timeline> timeline;
 };
 
 // Micro-batches to record for cfg: grad_accum, or fewer that give the same

@@ -59,10 +59,21 @@ Cls coll_class(const record::CollCall& c) {
   return c.kind == CollKind::AllGather ? kZero : kDp;
 }
 
-// One stage's recording, priced: seconds and class of every item.
-struct Priced {
-  std::shared_ptr<const StageRecord> rec;
-  std::vector<double> dur;
+}  // namespace
+
+// The cluster-independent view of a record the replay needs, built once per
+// record: each item's clock (stream or communicator) and class, and the
+// distinct calls it prices (a step repeats the same few shapes).
+struct Timeline {
+  struct Coll {
+    const char* kind;
+    int64_t bytes;
+    int ranks, stride;
+  };
+  std::vector<Op> ops;              // distinct kernel calls and copies
+  std::vector<int64_t> allocs;      // distinct allocation sizes (bytes)
+  std::vector<Coll> colls;          // distinct collectives
+  std::vector<int32_t> ref, alloc;  // per item: index in ops / colls; allocs
   std::vector<Cls> cls;
   std::vector<int32_t> lane;  // clock of the item: a stream, or a communicator
   int lanes = 0, compute = 0;
@@ -70,92 +81,119 @@ struct Priced {
   size_t head_end = 0, tail_begin = 0;
 };
 
-Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Cluster& cl) {
+namespace {
+
+std::shared_ptr<const Timeline> build_timeline(const StageRecord& r, const Config& cfg, bool gpu) {
   const auto& p = cfg.parallel;
-  const record::RankStep& s = r->step;
-  Priced o;
-  o.rec = r;
-  const int world = p.dp * p.tp * p.pp * p.cp;
-  const int on_node = std::min(world, cl.devices_per_node);
-  const double es = cl.gpu() ? 2 : 4;  // bytes per element of a priced copy
-  // Groups: size, whether they span nodes, ranks per node (tp innermost,
-  // then cp, dp, pp).
-  auto group = [&](const std::string& g, int& n, int& stride) {
-    if (g == "tp")
-      n = p.tp, stride = 1;
-    else if (g == "cp")
-      n = p.cp, stride = p.tp;
-    else if (g == "dp")
-      n = p.dp, stride = p.tp * p.cp;
-    else if (g.rfind("pp", 0) == 0)
-      n = p.pp, stride = p.tp * p.cp * p.dp;
-    else
-      n = p.dp * p.cp, stride = p.tp;
+  const record::RankStep& s = r.step;
+  auto o = std::make_shared<Timeline>();
+  // Stride of a group's ranks in the world (tp innermost, then cp, dp, pp).
+  auto stride = [&](const std::string& g) {
+    if (g == "tp") return 1;
+    if (g == "cp") return p.tp;
+    if (g == "dp") return p.tp * p.cp;
+    if (g.rfind("pp", 0) == 0) return p.tp * p.cp * p.dp;
+    return p.tp;  // dp_cp
   };
-  std::map<std::string, int32_t> lanes;
+  const double es = gpu ? 2 : 4;  // bytes per element of a priced copy
+  std::map<std::string, int32_t> lanes, op_ix, coll_ix;
+  std::map<int64_t, int32_t> alloc_ix;
   for (size_t i = 0; i < s.streams.size(); ++i) lanes[s.streams[i]] = int32_t(i);
-  o.compute = lanes.count("compute") ? lanes["compute"] : 0;
-  o.lanes = int(s.streams.size());
-  std::map<std::string, double> coll_memo;
-  o.dur.resize(s.items.size());
-  o.cls.resize(s.items.size(), kNone);
-  o.lane.resize(s.items.size());
-  o.seg.assign(size_t(s.segments), {0, 0});
-  o.head_end = s.items.size();
-  o.tail_begin = s.items.size();
-  for (size_t i = 0; i < s.items.size(); ++i) {
+  o->compute = lanes.count("compute") ? lanes["compute"] : 0;
+  const size_t n = s.items.size();
+  o->ref.assign(n, -1);
+  o->alloc.assign(n, -1);
+  o->cls.assign(n, kNone);
+  o->lane.resize(n);
+  o->seg.assign(size_t(s.segments), {0, 0});
+  o->head_end = n;
+  o->tail_begin = n;
+  auto add_op = [&](const Op& op) {
+    auto [it, fresh] = op_ix.emplace(op.key(), int32_t(o->ops.size()));
+    if (fresh) o->ops.push_back(op);
+    return it->second;
+  };
+  for (size_t i = 0; i < n; ++i) {
     const Item& it = s.items[i];
-    o.lane[i] = it.stream;
+    o->lane[i] = it.stream;
     if (it.segment >= 0) {
-      auto& sg = o.seg[size_t(it.segment)];
+      auto& sg = o->seg[size_t(it.segment)];
       if (sg.second == 0) sg.first = i;
       sg.second = i + 1;
-      o.head_end = std::min(o.head_end, sg.first);
+      o->head_end = std::min(o->head_end, sg.first);
     }
     if (it.kind == Item::Kernel) {
       const record::KernelCall& k = s.kernels[size_t(it.ref)];
       const Op op = kernel_op(k);
-      o.dur[i] = op_seconds(op, cl, on_node);
+      o->ref[i] = add_op(op);
       if (k.alloc_bytes > 0) {
-        Op a;
-        a.kind = OpKind::Alloc;
-        a.s[0] = std::max<int64_t>(1, k.alloc_bytes / 4);
-        o.dur[i] += op_seconds(a, cl, on_node);
+        auto [a, fresh] = alloc_ix.emplace(k.alloc_bytes, int32_t(o->allocs.size()));
+        if (fresh) o->allocs.push_back(k.alloc_bytes);
+        o->alloc[i] = a->second;
       }
-      o.cls[i] = kernel_class(op, k.op);
+      o->cls[i] = kernel_class(op, k.op);
     } else if (it.kind == Item::Copy) {
       const record::CopyCall& c = s.copies[size_t(it.ref)];
       Op op;
       op.kind = OpKind::Copy;
       op.s[0] = std::max<int64_t>(1, int64_t(double(c.bytes) / es / (c.dir == "fill" ? 2 : 1)));
-      o.dur[i] = op_seconds(op, cl, on_node);
-      o.cls[i] = kElem;
+      o->ref[i] = add_op(op);
+      o->cls[i] = kElem;
     } else if (it.kind == Item::Coll) {
       const record::CollCall& c = s.collectives[size_t(it.ref)];
-      int n = 1, stride = 1;
-      group(c.group, n, stride);
-      n = c.ranks;
-      const bool inter = n * stride > cl.devices_per_node;
-      const int per_node = std::max(1, std::min(n, cl.devices_per_node / std::max(1, stride)));
-      const std::string key = std::string(coll_kind(c)) + ' ' + std::to_string(c.bytes) + ' ' +
-                              std::to_string(n) + ' ' + std::to_string(inter) + ' ' +
-                              std::to_string(per_node);
-      auto m = coll_memo.find(key);
-      if (m == coll_memo.end())
-        m = coll_memo
-                .emplace(key,
-                         collective_seconds(coll_kind(c), double(c.bytes), n, inter, cl, per_node))
-                .first;
-      o.dur[i] = m->second;
-      o.cls[i] = coll_class(c);
-      if (c.stream != "host") {
-        auto [l, fresh] = lanes.emplace("comm:" + c.group, int32_t(lanes.size()));
-        o.lane[i] = l->second;
-      }
+      const Timeline::Coll tc{coll_kind(c), c.bytes, c.ranks, stride(c.group)};
+      const std::string key = std::string(tc.kind) + ' ' + std::to_string(tc.bytes) + ' ' +
+                              std::to_string(tc.ranks) + ' ' + std::to_string(tc.stride);
+      auto [ix, fresh] = coll_ix.emplace(key, int32_t(o->colls.size()));
+      if (fresh) o->colls.push_back(tc);
+      o->ref[i] = ix->second;
+      o->cls[i] = coll_class(c);
+      if (c.stream != "host")
+        o->lane[i] = lanes.emplace("comm:" + c.group, int32_t(lanes.size())).first->second;
     }
   }
-  o.lanes = int(lanes.size());
-  if (!o.seg.empty()) o.tail_begin = o.seg.back().second;
+  o->lanes = int(lanes.size());
+  if (!o->seg.empty()) o->tail_begin = o->seg.back().second;
+  return o;
+}
+
+// One stage's record, priced: seconds of every item.
+struct Priced {
+  std::shared_ptr<const StageRecord> rec;
+  std::shared_ptr<const Timeline> tl;
+  std::vector<double> dur;
+};
+
+Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Cluster& cl) {
+  std::call_once(r->once, [&] { r->timeline = build_timeline(*r, cfg, cl.gpu()); });
+  const Timeline& t = *r->timeline;
+  const auto& p = cfg.parallel;
+  const int on_node = std::min(p.dp * p.tp * p.pp * p.cp, cl.devices_per_node);
+  std::vector<double> op_s, alloc_s, coll_s;
+  for (const Op& op : t.ops) op_s.push_back(op_seconds(op, cl, on_node));
+  for (int64_t b : t.allocs) {
+    Op a;
+    a.kind = OpKind::Alloc;
+    a.s[0] = std::max<int64_t>(1, b / 4);
+    alloc_s.push_back(op_seconds(a, cl, on_node));
+  }
+  for (const Timeline::Coll& c : t.colls) {
+    const bool inter = c.ranks * c.stride > cl.devices_per_node;
+    const int per_node =
+        std::max(1, std::min(c.ranks, cl.devices_per_node / std::max(1, c.stride)));
+    coll_s.push_back(collective_seconds(c.kind, double(c.bytes), c.ranks, inter, cl, per_node));
+  }
+  Priced o;
+  o.rec = r;
+  o.tl = r->timeline;
+  const auto& items = r->step.items;
+  o.dur.assign(items.size(), 0);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (t.ref[i] < 0) continue;
+    const bool coll = items[i].kind == Item::Coll;
+    o.dur[i] = (coll ? coll_s : op_s)[size_t(t.ref[i])];
+    if (t.alloc[i] >= 0) o.dur[i] += alloc_s[size_t(t.alloc[i])];
+  }
   return o;
 }
 
@@ -198,7 +236,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
     Replay& r = rp[size_t(s)];
     const int rs = stand_in_stage(P, s);
     r.pr = &priced[size_t(std::min(rs, int(priced.size()) - 1))];
-    const int segs = int(r.pr->seg.size());
+    const int segs = int(r.pr->tl->seg.size());
     if (P == 1) {
       for (int k = 0; k < M; ++k) r.ops.push_back({true, k, 0}), r.tmpl.push_back(pick(k));
       ST_CHECK(segs == Mr, "recorded step: ", segs, " segments for ", Mr, " micro-batches");
@@ -217,7 +255,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
         r.tmpl.push_back(t);
       }
     }
-    r.clock.assign(size_t(r.pr->lanes), 0);
+    r.clock.assign(size_t(r.pr->tl->lanes), 0);
     r.done.assign(r.pr->dur.size(), 0);
     r.cause.assign(r.pr->dur.size(), kNone);
   }
@@ -228,7 +266,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   auto run_item = [&](Replay& r, int s, size_t i, bool first_recv_pending, bool& used_recv) {
     const Priced& pr = *r.pr;
     const Item& it = pr.rec->step.items[i];
-    const int32_t L = pr.lane[i];
+    const int32_t L = pr.tl->lane[i];
     double& lane = r.clock[size_t(L)];
     switch (it.kind) {
       case Item::Kernel:
@@ -236,8 +274,8 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
         const double st = std::max(lane, r.host);
         lane = st + pr.dur[i];
         r.done[i] = lane;
-        r.part[pr.cls[i]] += pr.dur[i];
-        r.cause[i] = pr.cls[i];
+        r.part[pr.tl->cls[i]] += pr.dur[i];
+        r.cause[i] = pr.tl->cls[i];
         return true;
       }
       case Item::Coll: {
@@ -255,8 +293,8 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
         }
         lane = st + pr.dur[i];
         r.done[i] = lane;
-        r.total[pr.cls[i]] += pr.dur[i];
-        r.cause[i] = pr.cls[i];
+        r.total[pr.tl->cls[i]] += pr.dur[i];
+        r.cause[i] = pr.tl->cls[i];
         return true;
       }
       case Item::Mark:
@@ -296,14 +334,14 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
         size_t b, e;
         bool needs_recv = false;
         if (r.head) {
-          b = 0, e = pr.head_end;
+          b = 0, e = pr.tl->head_end;
         } else if (r.op < r.ops.size()) {
-          std::tie(b, e) = pr.seg[size_t(r.tmpl[r.op])];
+          std::tie(b, e) = pr.tl->seg[size_t(r.tmpl[r.op])];
           const PipeOp& o = r.ops[r.op];
           const int vs = o.chunk * P + s;
           needs_recv = P > 1 && (o.forward ? vs > 0 : vs < V - 1);
         } else {
-          b = pr.tail_begin, e = pr.dur.size();
+          b = pr.tl->tail_begin, e = pr.dur.size();
         }
         bool stalled = false;
         while (b + r.pos < e) {
@@ -324,7 +362,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
           const PipeOp& o = r.ops[r.op];
           const int vs = o.chunk * P + s;
           (o.forward ? fin_f : fin_b)[size_t(o.micro * V + vs)] =
-              std::max(r.clock[size_t(pr.compute)], r.host);
+              std::max(r.clock[size_t(pr.tl->compute)], r.host);
           ++r.op;
         } else {
           r.finished = true;
