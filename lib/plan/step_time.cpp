@@ -13,6 +13,7 @@
 // out of the dependencies. Ops of a schedule longer than the recording
 // replay the recorded segment of the same kind (recorded_step.hpp).
 #include <algorithm>
+#include <array>
 #include <map>
 
 #include "core/error.hpp"
@@ -162,6 +163,13 @@ struct Priced {
   std::shared_ptr<const StageRecord> rec;
   std::shared_ptr<const Timeline> tl;
   std::vector<double> dur;
+  // Runs of kernels and copies on one clock within one segment, replayed as
+  // one step: the run starting at item i ends at run_end[i], takes
+  // run_dur[i] and adds run_part[i] to the compute parts (gemm, attention,
+  // elementwise, optimizer).
+  std::vector<uint32_t> run_end;
+  std::vector<double> run_dur;
+  std::vector<std::array<double, 4>> run_part;
 };
 
 Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Cluster& cl) {
@@ -193,6 +201,23 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
     const bool coll = items[i].kind == Item::Coll;
     o.dur[i] = (coll ? coll_s : op_s)[size_t(t.ref[i])];
     if (t.alloc[i] >= 0) o.dur[i] += alloc_s[size_t(t.alloc[i])];
+  }
+  o.run_end.assign(items.size(), 0);
+  o.run_dur.assign(items.size(), 0);
+  o.run_part.assign(items.size(), {0, 0, 0, 0});
+  auto plain = [&](size_t i) {
+    return items[i].kind == Item::Kernel || items[i].kind == Item::Copy;
+  };
+  for (size_t i = 0; i < items.size();) {
+    size_t j = i;
+    while (j < items.size() && plain(j) && t.lane[j] == t.lane[i] &&
+           items[j].segment == items[i].segment) {
+      o.run_dur[i] += o.dur[j];
+      o.run_part[i][size_t(t.cls[j])] += o.dur[j];
+      ++j;
+    }
+    o.run_end[i] = uint32_t(std::max(j, i + 1));
+    i = o.run_end[i];
   }
   return o;
 }
@@ -345,6 +370,15 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
         }
         bool stalled = false;
         while (b + r.pos < e) {
+          const size_t i = b + r.pos;
+          if (pr.run_end[i] > i + 1) {  // a run of kernels and copies on one clock
+            double& lane = r.clock[size_t(pr.tl->lane[i])];
+            lane = std::max(lane, r.host) + pr.run_dur[i];
+            for (int k = 0; k < 4; ++k) r.part[k] += pr.run_part[i][size_t(k)];
+            r.pos = pr.run_end[i] - b;
+            progress = true;
+            continue;
+          }
           bool used = false;
           if (!run_item(r, s, b + r.pos, needs_recv && !r.recv_used, used)) {
             stalled = true;
