@@ -120,12 +120,18 @@ Config mpt_config(const MptRow& r) {
 }
 
 double MptGroup::mape(const std::vector<const MptRow*>& rows, int single) const {
+  return mape_of(pred, rows, single);
+}
+
+double MptGroup::mape_of(const std::map<const MptRow*, double>& p,
+                         const std::vector<const MptRow*>& rows, int single) const {
+  if (p.empty()) return std::nan("");
   double s = 0;
   int n = 0;
   for (const MptRow* r : rows) {
     if (single == 1 && r->gpus > cluster.devices_per_node) continue;
     if (single == 0 && r->gpus <= cluster.devices_per_node) continue;
-    s += std::abs(pred.at(r) / r->tok_s_gpu - 1);
+    s += std::abs(p.at(r) / r->tok_s_gpu - 1);
     ++n;
   }
   return n ? s / n : std::nan("");
@@ -216,6 +222,12 @@ std::vector<MptGroup> mpt_fit(const std::vector<MptRow>& rows,
       G.cluster.peak_source += " x2 (fp8)";
     }
     for (size_t i = 0; i < by[g].size(); ++i) (i % 2 == 0 ? G.fit : G.holdout).push_back(by[g][i]);
+    // The hardware rates alone (bf16 figures: not for the fp8 type), then
+    // the fit of the efficiencies, which price only a cluster without rates.
+    if (!G.cluster.rates.empty() && G.cluster.precision != "fp8")
+      for (const MptRow* r : by[g])
+        G.rates_pred[r] = predict_step(mpt_config(*r), G.cluster).tokens_per_s_device;
+    G.cluster.rates = {};
     auto predict_all = [&](Cluster& cl) {
       for (const MptRow* r : by[g]) {
         G.parts[r] = predict_step(mpt_config(*r), cl);
@@ -304,6 +316,20 @@ void write_mpt_fit(const std::vector<MptGroup>& groups, const std::string& out_d
     }
   md << "| all types | | | | " << pct(n1 ? s1 / n1 : std::nan("")) << " (" << n1 << " rows) | "
      << pct(n0 ? s0 / n0 : std::nan("")) << " (" << n0 << " rows) |\n";
+  // The cluster files' hardware rates, no fit: every row of the type.
+  for (const MptGroup& g : groups) {
+    if (g.rates_pred.empty()) continue;
+    std::vector<const MptRow*> all = g.fit;
+    all.insert(all.end(), g.holdout.begin(), g.holdout.end());
+    md << "\n"
+       << g.name << " from `" << fs::path(g.cluster.path).filename().string()
+       << "`'s hardware rates alone (no fit), all " << all.size() << " rows: MAPE "
+       << pct(g.mape_of(g.rates_pred, all, -1)) << " (single node "
+       << pct(g.mape_of(g.rates_pred, all, 1)) << ", multi-node "
+       << pct(g.mape_of(g.rates_pred, all, 0)) << ")\n";
+    for (auto& e : j)
+      if (e["group"] == g.name) e["hardware_rates_mape"] = g.mape_of(g.rates_pred, all, -1);
+  }
   out << md.str();
   if (out_dir.empty()) return;
   std::error_code ec;
