@@ -12,6 +12,7 @@
 #include "planner/calibrate.hpp"
 #include "planner/compare.hpp"
 #include "planner/mpt_fit.hpp"
+#include "planner/published.hpp"
 #include "planner/recorded.hpp"
 #include "planner/report.hpp"
 #include "scaletrain/build_config.hpp"
@@ -27,6 +28,7 @@ const char* kUsage =
     "  scaletrain-plan calibrate [model] [knobs] --out FILE.yaml [calibrate options]\n"
     "  scaletrain-plan compare --cluster FILE RUN_DIR... [--out DIR]\n"
     "  scaletrain-plan mpt-fit [--benchmarks CSV] [--models CSV] [--clusters DIR] [--out DIR]\n"
+    "  scaletrain-plan published [--benchmarks CSV] [--models CSV] [--clusters DIR]\n"
     "model (as the trainer takes it):\n"
     "  --config F.yaml          run config or model preset file (default: configs/default.yaml)\n"
     "  --set section.key=value  any config key, repeatable (e.g. model.preset=llama-7b)\n"
@@ -110,9 +112,10 @@ Args parse(const std::vector<std::string>& args) {
   Args a;
   size_t i = 0;
   if (!args.empty() && args[0].rfind("--", 0) != 0) a.cmd = args[i++];
-  if (a.cmd != "plan" && a.cmd != "calibrate" && a.cmd != "compare" && a.cmd != "mpt-fit")
+  if (a.cmd != "plan" && a.cmd != "calibrate" && a.cmd != "compare" && a.cmd != "mpt-fit" &&
+      a.cmd != "published")
     throw UsageError("unknown command '" + a.cmd +
-                     "' (valid: plan, calibrate, compare, mpt-fit; see --help)");
+                     "' (valid: plan, calibrate, compare, mpt-fit, published; see --help)");
   for (; i < args.size(); ++i) {
     const std::string& f = args[i];
     if (f.rfind("--", 0) != 0) {
@@ -344,13 +347,20 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       out << "written: " << dir << "/compare.md, compare.csv, compare.json\n";
       return 0;
     }
-    // mpt-fit
     const std::string src = SCALETRAIN_SOURCE_DIR;
+    const std::string cdir = !a.clusters_dir.empty() ? a.clusters_dir : src + "/configs/clusters";
+    if (a.cmd == "published") {
+      const auto rows = read_published(
+          !a.benchmarks.empty() ? a.benchmarks : src + "/analysis/reference/torchtitan_llama3.csv",
+          !a.models.empty() ? a.models : src + "/analysis/reference/torchtitan_llama3_models.csv");
+      write_published(predict_published(rows, cdir), out);
+      return 0;
+    }
+    // mpt-fit
     const std::string bench =
         !a.benchmarks.empty() ? a.benchmarks : src + "/analysis/reference/mpt_benchmarks.csv";
     const std::string models =
         !a.models.empty() ? a.models : src + "/analysis/reference/mpt_models.csv";
-    const std::string cdir = !a.clusters_dir.empty() ? a.clusters_dir : src + "/configs/clusters";
     const auto rows = read_mpt_rows(bench, models);
     const auto groups = mpt_fit(rows, {{"h100_80gb", cdir + "/h100-sxm-80gb.yaml"},
                                        {"a100_80gb", cdir + "/a100-sxm-80gb.yaml"},

@@ -11,52 +11,12 @@
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "plan/time_model.hpp"
+#include "planner/csv.hpp"
 
 namespace fs = std::filesystem;
 
 namespace st::plan {
 namespace {
-
-// A CSV file as header-named records.
-struct Csv {
-  std::string path;
-  std::vector<std::string> head;
-  std::vector<std::pair<int, std::vector<std::string>>> rows;  // (line, fields)
-  const std::string& at(size_t row, const std::string& col) const {
-    for (size_t i = 0; i < head.size(); ++i)
-      if (head[i] == col) return rows[row].second[i];
-    throw UsageError(path + ":1: missing column '" + col + "'");
-  }
-  double num(size_t row, const std::string& col) const {
-    const std::string& v = at(row, col);
-    try {
-      size_t pos = 0;
-      const double d = std::stod(v, &pos);
-      if (pos == v.size()) return d;
-    } catch (const std::logic_error&) {
-    }
-    throw UsageError(path + ":" + std::to_string(rows[row].first) + ": column '" + col +
-                     "': not a number: '" + v + "'");
-  }
-};
-Csv load_csv(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw UsageError("cannot open '" + path + "'");
-  Csv c;
-  c.path = path;
-  std::string line;
-  if (!std::getline(f, line)) throw UsageError(path + ": empty file");
-  c.head = split_csv_line(line);
-  for (int ln = 2; std::getline(f, line); ++ln) {
-    if (line.empty()) continue;
-    auto v = split_csv_line(line);
-    if (v.size() != c.head.size())
-      throw UsageError(path + ":" + std::to_string(ln) + ": " + std::to_string(v.size()) +
-                       " fields, the header has " + std::to_string(c.head.size()));
-    c.rows.push_back({ln, v});
-  }
-  return c;
-}
 
 std::string group_of(const MptRow& r) { return r.precision == "amp_fp8" ? r.gpu + " fp8" : r.gpu; }
 
@@ -222,12 +182,16 @@ std::vector<MptGroup> mpt_fit(const std::vector<MptRow>& rows,
       G.cluster.peak_source += " x2 (fp8)";
     }
     for (size_t i = 0; i < by[g].size(); ++i) (i % 2 == 0 ? G.fit : G.holdout).push_back(by[g][i]);
-    // The hardware rates alone (bf16 figures: not for the fp8 type), then
-    // the fit of the efficiencies, which price only a cluster without rates.
-    if (!G.cluster.rates.empty() && G.cluster.precision != "fp8")
+    // The hardware rates alone (efficiencies 1; bf16 figures, so not for the
+    // fp8 type); then the fit, of fractions of those rates where the file has
+    // them (of the peaks otherwise; fp8: peaks, the rates being bf16).
+    if (G.cluster.precision == "fp8") G.cluster.rates = {};
+    if (!G.cluster.rates.empty()) {
+      Cluster hw = G.cluster;
+      hw.eff.gemm = hw.eff.attention = hw.eff.network = 1;
       for (const MptRow* r : by[g])
-        G.rates_pred[r] = predict_step(mpt_config(*r), G.cluster).tokens_per_s_device;
-    G.cluster.rates = {};
+        G.rates_pred[r] = predict_step(mpt_config(*r), hw).tokens_per_s_device;
+    }
     auto predict_all = [&](Cluster& cl) {
       for (const MptRow* r : by[g]) {
         G.parts[r] = predict_step(mpt_config(*r), cl);

@@ -203,6 +203,12 @@ Cluster load_cluster(const std::string& path) {
   c.intra = read_link(path, s, "intra_node", true);
   c.inter = read_link(path, s, "inter_node", false);
   if (c.inter.bandwidth == 0) c.inter = c.intra;
+  // With kernel rates, gemm / attention / network are fractions of those
+  // rates (rates.cpp): 1 unless the file says otherwise.
+  if (s.has("rates")) {
+    c.rates = read_rates(path, s);
+    c.eff.gemm = c.eff.attention = c.eff.network = 1;
+  }
   if (s.has("efficiency")) {
     const Section e(path, "efficiency", s.node("efficiency"),
                     {"gemm", "attention", "memory", "network", "kernel_overhead_us"});
@@ -247,7 +253,6 @@ Cluster load_cluster(const std::string& path) {
       c.collectives.push_back(m);
     }
   }
-  if (s.has("rates")) c.rates = read_rates(path, s);
   c.notes = s.str("notes", "");
   if (s.has("calibrated")) {
     const YAML::Node n = s.node("calibrated");

@@ -67,6 +67,8 @@ struct Cluster {
   int cores_per_node = 0;    // CPU clusters: cores the ranks of a node share
   int threads_per_rank = 1;  // CPU clusters: runtime.threads the calibration used
   Link intra, inter;
+  // Fractions of the peak figures; of the `rates` tables for gemm,
+  // attention and network when the file has them (then 1 by default).
   struct Efficiency {
     double gemm = 0.6, attention = 0.4, memory = 0.7, network = 0.8;
     double kernel_overhead = 0;  // seconds per kernel call (launch, dispatch)

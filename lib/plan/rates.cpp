@@ -73,6 +73,9 @@ double interp_log(const std::vector<std::pair<double, double>>& pts, double x) {
 // elements of K to fill and drain).
 double fill(double small) { return small / (small + kGemmFill); }
 
+// With a rates table, efficiency.gemm / .attention / .network are the
+// fractions of the table's rates a framework attains (1: the benchmark's
+// own kernels; mpt-fit fits them), not fractions of the peak.
 // Achieved FLOP/s of a bf16 GEMM from the table: interpolated over the
 // smallest dimension between rows; beyond the rows, the nearest row's rate
 // scaled by the fill factor (docs/planner.md).
@@ -120,7 +123,7 @@ double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node) {
     // (kGemmFill); fixed by that argument, not fitted (docs/planner.md).
     const double small = double(std::min({op.s[0], op.s[1], op.s[2]}));
     const double rate = cl.rates.gemm.empty() ? cl.peak_flops * cl.eff.gemm * fill(small)
-                                              : gemm_rate(cl.rates, small);
+                                              : gemm_rate(cl.rates, small) * cl.eff.gemm;
     t = std::max(mem, op.flops() / rate);
   }
   if (op.kind == OpKind::AttnFwd || op.kind == OpKind::AttnBwd) {
@@ -128,7 +131,8 @@ double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node) {
     const double rate =
         cl.rates.attention.empty()
             ? cl.peak_flops * cl.eff.attention
-            : attention_rate(cl.rates, int(op.s[4]), double(op.s[1]) * double(op.s[5]), fwd);
+            : attention_rate(cl.rates, int(op.s[4]), double(op.s[1]) * double(op.s[5]), fwd) *
+                  cl.eff.attention;
     t = std::max(mem, op.flops() / rate);
   }
   return t + cl.eff.kernel_overhead;
@@ -158,12 +162,13 @@ double collective_seconds(const std::string& kind, double bytes, int ranks, bool
   }
   const auto [bw, lat] = ring(kind, n);
   const bool ring_coll = kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_gather";
-  // Published or calibrated busbw (nccl-tests: time = bytes x factor / busbw,
+  // Published or calibrated busbw (times efficiency.network, the fraction a
+  // framework attains; nccl-tests: time = bytes x factor / busbw,
   // the factor being the ring term above, 1 for point-to-point). Across nodes
   // the table holds full nodes (one ring per NIC): fewer of the group's
   // devices per node use as many fewer NICs.
   if (const auto& tab = inter ? cl.rates.inter : cl.rates.intra; !tab.empty()) {
-    double b = busbw(tab, bytes);
+    double b = busbw(tab, bytes) * cl.eff.network;
     if (inter && ring_coll && per_node < cl.devices_per_node)
       b *= double(std::max(1, per_node)) / cl.devices_per_node;
     const double factor = ring_coll ? bw : 1;
