@@ -69,4 +69,37 @@ std::string prediction_markdown(const PredictionCheck& p) {
   return o.str();
 }
 
+std::string campaign_prediction_markdown(const std::vector<RunSummary>& runs) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  bool any = false;
+  for (const RunSummary& s : runs) {
+    const PredictionCheck p = check_prediction(s);
+    if (!p.in_run_json) continue;
+    if (!any)
+      o << "## Predicted vs measured\n\nEach run's start-up prediction (run.json "
+           "`prediction`); error = predicted / measured - 1; `-`: not predicted (the run's "
+           "report.md says why).\n\n| run | step time (s) pred / meas / error | MFU (%) pred "
+           "/ meas / error | peak memory (MiB) pred / meas / error |\n|---|---|---|---|\n";
+    any = true;
+    auto cell = [&](const std::string& what, int prec) {
+      for (const auto& r : p.rows)
+        if (r.what == what) {
+          std::ostringstream c;
+          c.setf(std::ios::fixed);
+          c.precision(prec);
+          c << r.predicted << " / " << r.measured << " / ";
+          c.precision(1);
+          c << (r.error() >= 0 ? "+" : "") << 100 * r.error() << "%";
+          return c.str();
+        }
+      return std::string("-");
+    };
+    o << "| " << s.dir << " | " << cell("step time", 5) << " | "
+      << cell("MFU (at the run's peak)", 2) << " | " << cell("peak memory", 2) << " |\n";
+  }
+  if (any) o << "\n";
+  return o.str();
+}
+
 }  // namespace st::analysis

@@ -26,5 +26,9 @@ struct PredictionCheck {
 PredictionCheck check_prediction(const RunSummary& s);
 // The "## Predicted vs measured" section of report.md ("" without a prediction).
 std::string prediction_markdown(const PredictionCheck& p);
+// The campaign's "## Predicted vs measured" table: one row per run with its
+// step time, MFU and peak memory predicted, measured and the error ("" when
+// no run has a prediction).
+std::string campaign_prediction_markdown(const std::vector<RunSummary>& runs);
 
 }  // namespace st::analysis

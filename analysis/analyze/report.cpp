@@ -336,6 +336,7 @@ std::string campaign_markdown(const Campaign& c, const Written& w) {
     o << "\n";
   }
   if (!c.runs.empty()) o << "FLOP formula: " << c.runs.front().formula << "\n\n";
+  o << campaign_prediction_markdown(c.runs);
   // Checkpoint cost in three parts, per run (each run's report.md has them
   // per checkpoint): shares of the run's total step time, persistence in s.
   bool any_ckpt = false;

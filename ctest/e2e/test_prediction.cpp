@@ -1,7 +1,8 @@
 // Predicted beside measured in every run: a 2-rank CPU run writes its own
 // prediction into run.json at start, and scaletrain-analyze run's report.md
 // shows predicted against measured step time, memory and MFU, each error
-// equal to predicted / measured - 1 of the two printed numbers. With a
+// equal to predicted / measured - 1 of the two printed numbers, and
+// scaletrain-analyze campaign lists the run's three beside each other. With a
 // cluster file that cannot be read, run.json records why the step time is
 // not predicted (memory still is) and the report says so.
 #include <gtest/gtest.h>
@@ -72,6 +73,13 @@ TEST(Prediction, TwoRankRunReportsPredictedAgainstMeasured) {
   }
   // the predicted step equals run.json's, as printed (5 decimals)
   EXPECT_NEAR(rows.at("step time")[0], p["step_s"].get<double>(), 5e-6);
+  // campaign: the same three quantities in one row for the run
+  auto c = run_cmd(analyze() + " campaign " + d + " --no-plots --out " + d + "/camp");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const std::string cm = read_text(d + "/camp/report.md");
+  const auto at = cm.find("## Predicted vs measured");
+  ASSERT_NE(at, std::string::npos) << cm;
+  EXPECT_NE(cm.find("| " + d + " | ", at), std::string::npos) << cm.substr(at);
   std::filesystem::remove_all(d);
 }
 
