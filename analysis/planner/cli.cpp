@@ -11,6 +11,7 @@
 #include "plan/space.hpp"
 #include "planner/calibrate.hpp"
 #include "planner/compare.hpp"
+#include "planner/gpu_rates.hpp"
 #include "planner/mpt_fit.hpp"
 #include "planner/published.hpp"
 #include "planner/recorded.hpp"
@@ -29,6 +30,7 @@ const char* kUsage =
     "  scaletrain-plan compare --cluster FILE RUN_DIR... [--out DIR]\n"
     "  scaletrain-plan mpt-fit [--benchmarks CSV] [--models CSV] [--clusters DIR] [--out DIR]\n"
     "  scaletrain-plan published [--benchmarks CSV] [--models CSV] [--clusters DIR]\n"
+    "  scaletrain-plan calibrate-gpu --cluster BASE.yaml --out FILE.yaml [--bench PATH]\n"
     "model (as the trainer takes it):\n"
     "  --config F.yaml          run config or model preset file (default: configs/default.yaml)\n"
     "  --set section.key=value  any config key, repeatable (e.g. model.preset=llama-7b)\n"
@@ -96,7 +98,7 @@ std::vector<T> parse_list(const std::string& flag, const std::string& v) {
 struct Args {
   std::string cmd = "plan";
   std::string config, cluster, out, name = "cpu-local", campaign_name, benchmarks, models,
-                                    clusters_dir, add_to;
+                                    clusters_dir, add_to, bench = "scaletrain-bench-gemm";
   std::vector<std::string> sets, positional;
   KnobRanges r;
   bool have[16] = {};
@@ -113,9 +115,10 @@ Args parse(const std::vector<std::string>& args) {
   size_t i = 0;
   if (!args.empty() && args[0].rfind("--", 0) != 0) a.cmd = args[i++];
   if (a.cmd != "plan" && a.cmd != "calibrate" && a.cmd != "compare" && a.cmd != "mpt-fit" &&
-      a.cmd != "published")
-    throw UsageError("unknown command '" + a.cmd +
-                     "' (valid: plan, calibrate, compare, mpt-fit, published; see --help)");
+      a.cmd != "published" && a.cmd != "calibrate-gpu")
+    throw UsageError(
+        "unknown command '" + a.cmd +
+        "' (valid: plan, calibrate, calibrate-gpu, compare, mpt-fit, published; see --help)");
   for (; i < args.size(); ++i) {
     const std::string& f = args[i];
     if (f.rfind("--", 0) != 0) {
@@ -209,6 +212,8 @@ Args parse(const std::vector<std::string>& args) {
       a.sizes = parse_list<long>(f, v);
     else if (f == "--benchmarks")
       a.benchmarks = v;
+    else if (f == "--bench")
+      a.bench = v;
     else if (f == "--models")
       a.models = v;
     else if (f == "--clusters")
@@ -335,6 +340,13 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       o.command = joined(args);
       o.add_to = a.add_to;
       return calibrate(o, out);
+    }
+    if (a.cmd == "calibrate-gpu") {
+      if (a.cluster.empty() || a.out.empty())
+        throw UsageError(
+            "calibrate-gpu: give --cluster BASE.yaml (a kind: gpu file) and --out FILE");
+      calibrate_gpu(a.cluster, a.out, a.bench, joined(args), out);
+      return 0;
     }
     if (a.cmd == "compare") {
       if (a.cluster.empty()) throw UsageError("compare: give --cluster FILE");
