@@ -37,19 +37,11 @@ Cls kernel_class(const Op& o, const std::string& name) {
   return kElem;
 }
 
+// The price's name of a collective: the seam's name of a ring collective;
+// an exchange is the cp ring's shift or a pipeline message.
 const char* coll_kind(const record::CollCall& c) {
-  switch (c.kind) {
-    case CollKind::AllReduce:
-      return "all_reduce";
-    case CollKind::ReduceScatter:
-      return "reduce_scatter";
-    case CollKind::AllGather:
-      return "all_gather";
-    case CollKind::SendRecv:
-      return c.group == "cp" ? "ring_shift" : "p2p";
-    default:
-      return "p2p";
-  }
+  if (c.kind != CollKind::SendRecv) return coll_name(c.kind);
+  return c.group == "cp" ? "ring_shift" : "p2p";
 }
 
 Cls coll_class(const record::CollCall& c) {
