@@ -184,6 +184,8 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
     Config b = o.base;
     b.parallel.tp = b.parallel.pp = b.parallel.cp = 1;
     b.parallel.sp = false;
+    b.parallel.dp = 1;  // one rank's step
+    b.parallel.zero_stage = 0;
     b.train.grad_accum = 1;
     for (const Op& op : step_ops(b))
       if (op.kind != OpKind::Adam) mix.push_back(op);

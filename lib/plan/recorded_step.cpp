@@ -74,11 +74,31 @@ Op kernel_op(const record::KernelCall& k) {
   return o;
 }
 
+Op alloc_op(int64_t bytes) {
+  Op a;
+  a.kind = OpKind::Alloc;
+  a.s[0] = std::max<int64_t>(1, bytes / 4);
+  return a;
+}
+
+Op copy_op(const record::CopyCall& c, bool gpu) {
+  Op op;
+  op.kind = OpKind::Copy;
+  const double es = gpu ? 2 : 4;
+  op.s[0] = std::max<int64_t>(1, int64_t(double(c.bytes) / es / (c.dir == "fill" ? 2 : 1)));
+  return op;
+}
+
 std::vector<Op> step_ops(const Config& cfg) {
   std::vector<Op> out;
-  for (int s = 0; s < cfg.parallel.pp; ++s)
-    for (const record::KernelCall& k : stage_record(cfg, s)->step.kernels)
+  for (int s = 0; s < cfg.parallel.pp; ++s) {
+    const auto r = stage_record(cfg, s);
+    for (const record::KernelCall& k : r->step.kernels) {
       out.push_back(kernel_op(k));
+      if (k.alloc_bytes > 0) out.push_back(alloc_op(k.alloc_bytes));
+    }
+    for (const record::CopyCall& c : r->step.copies) out.push_back(copy_op(c, false));
+  }
   return out;
 }
 

@@ -46,8 +46,14 @@ int stand_in_stage(int pp, int stage);
 // priced as the causal op of Tq queries with cp = 2 Tk / Tq (the same FLOPs);
 // the byte counts of copies and fills as elements of the cluster's dtype.
 Op kernel_op(const record::KernelCall& k);
-// Every kernel call of one step of cfg (every stage's recorded rank), as
-// ops: what `scaletrain-plan calibrate` times.
+// The allocations made before a kernel call (elements of 4 bytes, the CPU
+// device zeroing them), and a device copy or fill, as priced ops (elements
+// of 2 bytes on a GPU cluster, 4 on a CPU one).
+Op alloc_op(int64_t bytes);
+Op copy_op(const record::CopyCall& c, bool gpu);
+// Every op one step of cfg prices on a CPU cluster (every stage's recorded
+// rank: kernel calls, allocations, copies): what `scaletrain-plan
+// calibrate` times.
 std::vector<Op> step_ops(const Config& cfg);
 
 }  // namespace st::plan

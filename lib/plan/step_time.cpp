@@ -88,7 +88,6 @@ std::shared_ptr<const Timeline> build_timeline(const StageRecord& r, const Confi
     if (g.rfind("pp", 0) == 0) return p.tp * p.cp * p.dp;
     return p.tp;  // dp_cp
   };
-  const double es = gpu ? 2 : 4;  // bytes per element of a priced copy
   std::map<std::string, int32_t> lanes, op_ix, coll_ix;
   std::map<int64_t, int32_t> alloc_ix;
   for (size_t i = 0; i < s.streams.size(); ++i) lanes[s.streams[i]] = int32_t(i);
@@ -126,11 +125,7 @@ std::shared_ptr<const Timeline> build_timeline(const StageRecord& r, const Confi
       }
       o->cls[i] = kernel_class(op, k.op);
     } else if (it.kind == Item::Copy) {
-      const record::CopyCall& c = s.copies[size_t(it.ref)];
-      Op op;
-      op.kind = OpKind::Copy;
-      op.s[0] = std::max<int64_t>(1, int64_t(double(c.bytes) / es / (c.dir == "fill" ? 2 : 1)));
-      o->ref[i] = add_op(op);
+      o->ref[i] = add_op(copy_op(s.copies[size_t(it.ref)], gpu));
       o->cls[i] = kElem;
     } else if (it.kind == Item::Coll) {
       const record::CollCall& c = s.collectives[size_t(it.ref)];
@@ -171,12 +166,7 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
   const int on_node = std::min(p.dp * p.tp * p.pp * p.cp, cl.devices_per_node);
   std::vector<double> op_s, alloc_s, coll_s;
   for (const Op& op : t.ops) op_s.push_back(op_seconds(op, cl, on_node));
-  for (int64_t b : t.allocs) {
-    Op a;
-    a.kind = OpKind::Alloc;
-    a.s[0] = std::max<int64_t>(1, b / 4);
-    alloc_s.push_back(op_seconds(a, cl, on_node));
-  }
+  for (int64_t b : t.allocs) alloc_s.push_back(op_seconds(alloc_op(b), cl, on_node));
   for (const Timeline::Coll& c : t.colls) {
     const bool inter = c.ranks * c.stride > cl.devices_per_node;
     const int per_node =
