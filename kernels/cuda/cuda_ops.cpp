@@ -303,7 +303,7 @@ class CudaOps final : public Ops {
       case D::UseBlock:
         break;
       case D::TryCudnn:
-        if (std::string why = cuda_host::cudnn_sdpa_head_dim(hd); !why.empty()) {
+        if (std::string why = sdpa_.refuses(T, hd); !why.empty()) {
           attn_.refused(sh, why);
           log0("CUDA backend: causal attention B=", B, " T=", T, " Hq=", Hq, " Hkv=", Hkv,
                " hd=", hd, " runs on the custom block kernels, not cuDNN: ", why);
