@@ -31,6 +31,7 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/gemm_lt.hpp"
 #include "kernels/cuda/host/attn_path.hpp"
+#include "kernels/cuda/host/gemm_algo.hpp"
 #include "kernels/cuda/ops_cuda.hpp"
 #include "kernels/cuda/sdpa_cudnn.hpp"
 
