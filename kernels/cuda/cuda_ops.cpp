@@ -94,7 +94,7 @@ class CudaOps final : public Ops {
                        kc::CudnnSdpa::description(),
                        " for causal attention, custom kernels for ring-attention blocks; bf16 "
                        "stored, fp32 math; ",
-                       attn_.describe());
+                       attn_.describe(), gemm_.fallbacks());
   }
 
   // What ran since the last take (kernels/ops.hpp OpPaths), per step.

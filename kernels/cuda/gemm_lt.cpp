@@ -54,6 +54,13 @@ std::map<int, int64_t> GemmLt::take_counts() {
   return std::exchange(counts_, {});
 }
 
+std::string GemmLt::fallbacks() const {
+  std::lock_guard<std::mutex> g(mu_);
+  int64_t n = 0;
+  for (const auto& [k, p] : plans_) n += p->chosen > 0;
+  return n ? detail::cat("; GEMM shapes off cuBLASLt's first heuristic algorithm: ", n) : "";
+}
+
 GemmLt::Plan& GemmLt::plan_for(const Key& k) {
   auto it = plans_.find(k);
   if (it != plans_.end()) return *it->second;

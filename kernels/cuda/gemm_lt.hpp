@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include "tensor/device.hpp"
@@ -46,6 +47,8 @@ class GemmLt {
   // GEMMs run per heuristic index (0: the heuristic's first choice) since
   // the last take (the step record's `paths`).
   std::map<int, int64_t> take_counts();
+  // "" or "GEMM shapes off the heuristic's first algorithm: N" (describe()).
+  std::string fallbacks() const;
   size_t workspace_bytes() const { return ws_bytes_; }
 
  private:
