@@ -147,7 +147,7 @@ void GemmLt::run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
     p.cand[size_t(p.chosen)].failed = true;
     const int next = cuda_host::pick_gemm_algo(p.cand, ws_bytes_);
     log0("CUDA backend: cuBLASLt refused heuristic algorithm ", p.chosen, " for GEMM ", p.what,
-         " (", cublasGetStatusString(st), "); ",
+         " (", cublasLtGetStatusString(st), "); ",
          next >= 0 ? detail::cat("using algorithm ", next) : std::string("none left"));
     ST_CHECK(next >= 0, "cuBLASLt has no usable algorithm for GEMM ", p.what, " (",
              cuda_host::gemm_algo_refusals(p.cand, ws_bytes_), ")");
