@@ -115,12 +115,22 @@ void swiglu_bwd(const float* gate, const float* up, const float* dout, int64_t n
 // max-subtraction; query head h reads kv head h / (Hq / Hkv).
 // q: [B,T,Hq,hd], k,v: [B,T,Hkv,hd], out: [B,T,Hq,hd],
 // lse: [B,Hq,T] log-sum-exp of the scaled scores (saved for backward).
+// Every attention op comes in fp32 and in bf16 (uint16_t bits): the bf16
+// one reads and writes bf16 as stored and multiplies through gemm_bf16
+// (fp32 accumulation); scores, softmax and lse are fp32 and the
+// probabilities (and dS) are rounded to bf16 before the GEMM that reads
+// them, as the GPU's fused attention does.
 void attention_fwd(const float* q, const float* k, const float* v, int64_t B, int64_t T, int64_t Hq,
                    int64_t Hkv, int64_t hd, float scale, float* out, float* lse);
+void attention_fwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t B, int64_t T,
+                   int64_t Hq, int64_t Hkv, int64_t hd, float scale, uint16_t* out, float* lse);
 // dq, dk, dv overwritten. Needs q, k, v, out, lse from the forward.
 void attention_bwd(const float* q, const float* k, const float* v, const float* out,
                    const float* lse, const float* dout, int64_t B, int64_t T, int64_t Hq,
                    int64_t Hkv, int64_t hd, float scale, float* dq, float* dk, float* dv);
+void attention_bwd(const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
+                   const float* lse, const uint16_t* dout, int64_t B, int64_t T, int64_t Hq,
+                   int64_t Hkv, int64_t hd, float scale, uint16_t* dq, uint16_t* dk, uint16_t* dv);
 
 // Attention of queries against one K/V block, for ring attention (context
 // parallelism): q [B,Tq,Hq,hd], k,v [B,Tk,Hkv,hd]; query t sees key s iff
@@ -130,17 +140,26 @@ void attention_bwd(const float* q, const float* k, const float* v, const float* 
 void attention_fwd_block(const float* q, const float* k, const float* v, int64_t B, int64_t Tq,
                          int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
                          const int32_t* qpos, const int32_t* kpos, float* out, float* lse);
+void attention_fwd_block(const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t B,
+                         int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
+                         const int32_t* qpos, const int32_t* kpos, uint16_t* out, float* lse);
 // Online-softmax merge: (out, lse) := combination of (out, lse) and (out_b,
 // lse_b), both normalized partial results over disjoint key sets. out:
 // [B,T,H,hd], lse: [B,H,T]; -inf marks "no keys".
 void attention_lse_merge(float* out, float* lse, const float* out_b, const float* lse_b, int64_t B,
                          int64_t T, int64_t H, int64_t hd);
+void attention_lse_merge(uint16_t* out, float* lse, const uint16_t* out_b, const float* lse_b,
+                         int64_t B, int64_t T, int64_t H, int64_t hd);
 // Backward of one block given the FINAL out and lse (over all blocks):
-// ADDS into dq [B,Tq,Hq,hd], dk and dv [B,Tk,Hkv,hd].
+// ADDS into the fp32 accumulators dq [B,Tq,Hq,hd], dk and dv [B,Tk,Hkv,hd].
 void attention_bwd_block(const float* q, const float* k, const float* v, const float* out,
                          const float* lse, const float* dout, int64_t B, int64_t Tq, int64_t Tk,
                          int64_t Hq, int64_t Hkv, int64_t hd, float scale, const int32_t* qpos,
                          const int32_t* kpos, float* dq, float* dk, float* dv);
+void attention_bwd_block(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                         const uint16_t* out, const float* lse, const uint16_t* dout, int64_t B,
+                         int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
+                         const int32_t* qpos, const int32_t* kpos, float* dq, float* dk, float* dv);
 
 // Softmax cross-entropy over a vocabulary shard, in the three steps of
 // Ops::ce_partial / ce_rescale / ce_finish (kernels/ops.hpp): logits [rows,

@@ -23,6 +23,11 @@ namespace k = kernels;
 namespace {
 
 bool is_bf16(DType t) { return t == DType::BF16; }
+// A tensor pointer as its element type: fp32, or bf16 bits.
+const float* f(const void* p) { return static_cast<const float*>(p); }
+float* f(void* p) { return static_cast<float*>(p); }
+const uint16_t* h(const void* p) { return static_cast<const uint16_t*>(p); }
+uint16_t* h(void* p) { return static_cast<uint16_t*>(p); }
 
 // Scratch for widened operands, reused per thread: a fresh std::vector of a
 // large tensor is a fresh mmap whose every page faults on first touch, on
@@ -266,14 +271,16 @@ class CpuOps final : public Ops {
     });
   }
 
+  // Attention reads and writes its dtype directly (the bf16 kernels multiply
+  // through the bf16 GEMM): no widened copies.
   void attention_fwd(Stream& s, const void* q, const void* k_, const void* v, int64_t B, int64_t T,
                      int64_t Hq, int64_t Hkv, int64_t hd, float scale, void* out, float* lse,
                      DType t) override {
     run(s, kAttention, [=] {
-      In qi(q, B * T * Hq * hd, t), ki(k_, B * T * Hkv * hd, t), vi(v, B * T * Hkv * hd, t);
-      Out o(out, B * T * Hq * hd, t, false);
-      k::attention_fwd(qi.get(), ki.get(), vi.get(), B, T, Hq, Hkv, hd, scale, o.get(), lse);
-      o.store();
+      if (is_bf16(t))
+        k::attention_fwd(h(q), h(k_), h(v), B, T, Hq, Hkv, hd, scale, h(out), lse);
+      else
+        k::attention_fwd(f(q), f(k_), f(v), B, T, Hq, Hkv, hd, scale, f(out), lse);
     });
   }
 
@@ -282,14 +289,12 @@ class CpuOps final : public Ops {
                      int64_t Hkv, int64_t hd, float scale, void* dq, void* dk, void* dv,
                      DType t) override {
     run(s, kAttention, [=] {
-      const int64_t nq = B * T * Hq * hd, nk = B * T * Hkv * hd;
-      In qi(q, nq, t), ki(k_, nk, t), vi(v, nk, t), oi(out, nq, t), gi(dout, nq, t);
-      Out oq(dq, nq, t, false), ok(dk, nk, t, false), ov(dv, nk, t, false);
-      k::attention_bwd(qi.get(), ki.get(), vi.get(), oi.get(), lse, gi.get(), B, T, Hq, Hkv, hd,
-                       scale, oq.get(), ok.get(), ov.get());
-      oq.store();
-      ok.store();
-      ov.store();
+      if (is_bf16(t))
+        k::attention_bwd(h(q), h(k_), h(v), h(out), lse, h(dout), B, T, Hq, Hkv, hd, scale, h(dq),
+                         h(dk), h(dv));
+      else
+        k::attention_bwd(f(q), f(k_), f(v), f(out), lse, f(dout), B, T, Hq, Hkv, hd, scale, f(dq),
+                         f(dk), f(dv));
     });
   }
 
@@ -298,21 +303,22 @@ class CpuOps final : public Ops {
                            const int32_t* qpos, const int32_t* kpos, void* out, float* lse,
                            DType t) override {
     run(s, kAttention, [=] {
-      In qi(q, B * Tq * Hq * hd, t), ki(k_, B * Tk * Hkv * hd, t), vi(v, B * Tk * Hkv * hd, t);
-      Out o(out, B * Tq * Hq * hd, t, false);
-      k::attention_fwd_block(qi.get(), ki.get(), vi.get(), B, Tq, Tk, Hq, Hkv, hd, scale, qpos,
-                             kpos, o.get(), lse);
-      o.store();
+      if (is_bf16(t))
+        k::attention_fwd_block(h(q), h(k_), h(v), B, Tq, Tk, Hq, Hkv, hd, scale, qpos, kpos, h(out),
+                               lse);
+      else
+        k::attention_fwd_block(f(q), f(k_), f(v), B, Tq, Tk, Hq, Hkv, hd, scale, qpos, kpos, f(out),
+                               lse);
     });
   }
 
   void attention_lse_merge(Stream& s, void* out, float* lse, const void* out_b, const float* lse_b,
                            int64_t B, int64_t T, int64_t H, int64_t hd, DType t) override {
     run(s, kAttention, [=] {
-      In ob(out_b, B * T * H * hd, t);
-      Out o(out, B * T * H * hd, t, true);
-      k::attention_lse_merge(o.get(), lse, ob.get(), lse_b, B, T, H, hd);
-      o.store();
+      if (is_bf16(t))
+        k::attention_lse_merge(h(out), lse, h(out_b), lse_b, B, T, H, hd);
+      else
+        k::attention_lse_merge(f(out), lse, f(out_b), lse_b, B, T, H, hd);
     });
   }
 
@@ -321,10 +327,12 @@ class CpuOps final : public Ops {
                            int64_t Hq, int64_t Hkv, int64_t hd, float scale, const int32_t* qpos,
                            const int32_t* kpos, float* dq, float* dk, float* dv, DType t) override {
     run(s, kAttention, [=] {
-      const int64_t nq = B * Tq * Hq * hd, nk = B * Tk * Hkv * hd;
-      In qi(q, nq, t), ki(k_, nk, t), vi(v, nk, t), oi(out, nq, t), gi(dout, nq, t);
-      k::attention_bwd_block(qi.get(), ki.get(), vi.get(), oi.get(), lse, gi.get(), B, Tq, Tk, Hq,
-                             Hkv, hd, scale, qpos, kpos, dq, dk, dv);
+      if (is_bf16(t))
+        k::attention_bwd_block(h(q), h(k_), h(v), h(out), lse, h(dout), B, Tq, Tk, Hq, Hkv, hd,
+                               scale, qpos, kpos, dq, dk, dv);
+      else
+        k::attention_bwd_block(f(q), f(k_), f(v), f(out), lse, f(dout), B, Tq, Tk, Hq, Hkv, hd,
+                               scale, qpos, kpos, dq, dk, dv);
     });
   }
 

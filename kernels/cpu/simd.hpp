@@ -6,6 +6,11 @@
 // [-ln2/2, ln2/2], a degree-6 polynomial, then the exponent bits): relative
 // error below 3e-7 over the range, exactly 0 below -87 and +inf above 88.7.
 // It is deterministic: the same input gives the same output in every clone.
+// to_f32 / from_f32 load and store an element of either storage type (fp32,
+// or bf16 bits in a uint16_t) as fp32 in registers, so one templated loop
+// reads and writes bf16 directly; the bf16 store rounds to nearest even and
+// keeps NaN a NaN (tensor/dtype.hpp's f32_to_bf16, bit for bit), written
+// without branches so that it vectorises.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -40,5 +45,27 @@ inline float exp_fast(float x) {
   std::memcpy(&scale, &e, 4);
   const float y = p * scale;
   return x < lo ? 0.f : (x > hi ? __builtin_inff() : y);
+}
+
+inline float to_f32(float x) { return x; }
+inline float to_f32(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// from_f32<T>(x): x stored as T.
+template <typename T>
+inline T from_f32(float x);
+template <>
+inline float from_f32<float>(float x) {
+  return x;
+}
+template <>
+inline uint16_t from_f32<uint16_t>(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x0040u : rounded);
 }
 }  // namespace st::kernels
