@@ -132,7 +132,10 @@ TEST_P(Ops, RopeAndItsInverse) {
   const Vec x = stored(randn(static_cast<size_t>(B * T * H * hd), 12), t());
   for (bool inv : {false, true}) {
     Vec want = x;
-    (inv ? k::rope_bwd : k::rope_fwd)(want.data(), B, T, H, hd, c.data(), s.data());
+    if (inv)
+      k::rope_bwd(want.data(), B, T, H, hd, c.data(), s.data());
+    else
+      k::rope_fwd(want.data(), B, T, H, hd, c.data(), s.data());
     auto xd = b.up(x, t()), cd = b.up(c, DType::F32), sd = b.up(s, DType::F32);
     b.ops().rope(b.s(), xd.raw(), B, T, H, hd, cd.data(), sd.data(), inv, t());
     EXPECT_LT(rel(b.down(xd), want), tol()) << "inverse " << inv;
