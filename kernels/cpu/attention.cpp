@@ -157,8 +157,8 @@ void fwd_block(const T* q, const T* k, const T* v, int64_t B, int64_t Tq, int64_
 }
 
 template <typename T>
-void lse_merge(T* out, float* lse, const T* out_b, const float* lse_b, int64_t B, int64_t T_,
-               int64_t H, int64_t hd) {
+ST_CPU_CLONES void lse_merge(T* out, float* lse, const T* out_b, const float* lse_b, int64_t B,
+                             int64_t T_, int64_t H, int64_t hd) {
 #pragma omp parallel for collapse(2) schedule(static) if (B * H * T_ * hd > kMinParallelWork)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)

@@ -8,6 +8,7 @@
 // widened into a copy.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
@@ -18,9 +19,8 @@ namespace st::kernels {
 
 namespace {
 template <typename T>
-[[gnu::always_inline]] inline void ce_partial_t(const T* logits, const int32_t* targets,
-                                                int64_t rows, int64_t V, int64_t v0, float* max,
-                                                float* sumexp, float* tlogit) {
+ST_CPU_CLONES void ce_partial_t(const T* logits, const int32_t* targets, int64_t rows, int64_t V,
+                                int64_t v0, float* max, float* sumexp, float* tlogit) {
 #pragma omp parallel for schedule(static) if (rows * V > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const T* x = logits + r * V;
@@ -38,9 +38,8 @@ template <typename T>
 }
 
 template <typename T>
-[[gnu::always_inline]] inline void ce_bwd_t(const T* logits, const int32_t* targets,
-                                            const float* lse, int64_t rows, int64_t V, int64_t v0,
-                                            float scale, T* dlogits) {
+ST_CPU_CLONES void ce_bwd_t(const T* logits, const int32_t* targets, const float* lse, int64_t rows,
+                            int64_t V, int64_t v0, float scale, T* dlogits) {
 #pragma omp parallel for schedule(static) if (rows * V > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const T* x = logits + r * V;
@@ -51,20 +50,31 @@ template <typename T>
     }
     const float L = lse[r];
     const int64_t t = int64_t(targets[r]) - v0;
-    // The target's term in fp32 before the one rounding of the store.
+    // The target's term in fp32 before the one rounding of the store; bf16
+    // goes through an fp32 chunk (simd.hpp).
+    for (int64_t j0 = 0; j0 < V; j0 += kChunk) {
+      const int64_t m = std::min(kChunk, V - j0), tj = t - j0;
+      float buf[kChunk];
+      const float* xf = buf;
+      if constexpr (std::is_same_v<T, float>)
+        xf = x + j0;
+      else
+        widen_chunk(x + j0, m, buf);
+      float* df = std::is_same_v<T, float> ? reinterpret_cast<float*>(dx + j0) : buf;
 #pragma omp simd
-    for (int64_t j = 0; j < V; ++j)
-      dx[j] = from_f32<T>(exp_fast(to_f32(x[j]) - L) * scale - (j == t ? scale : 0.f));
+      for (int64_t j = 0; j < m; ++j) df[j] = exp_fast(xf[j] - L) * scale - (j == tj ? scale : 0.f);
+      if constexpr (!std::is_same_v<T, float>) narrow_chunk(buf, m, dx + j0);
+    }
   }
 }
 }  // namespace
 
-ST_CPU_CLONES void ce_partial(const float* logits, const int32_t* targets, int64_t rows, int64_t V,
-                              int64_t v0, float* max, float* sumexp, float* tlogit) {
+void ce_partial(const float* logits, const int32_t* targets, int64_t rows, int64_t V, int64_t v0,
+                float* max, float* sumexp, float* tlogit) {
   ce_partial_t(logits, targets, rows, V, v0, max, sumexp, tlogit);
 }
-ST_CPU_CLONES void ce_partial(const uint16_t* logits, const int32_t* targets, int64_t rows,
-                              int64_t V, int64_t v0, float* max, float* sumexp, float* tlogit) {
+void ce_partial(const uint16_t* logits, const int32_t* targets, int64_t rows, int64_t V, int64_t v0,
+                float* max, float* sumexp, float* tlogit) {
   ce_partial_t(logits, targets, rows, V, v0, max, sumexp, tlogit);
 }
 
@@ -88,12 +98,12 @@ double loss_sum(const float* row_loss, const int32_t* targets, int64_t rows) {
   return total;
 }
 
-ST_CPU_CLONES void ce_bwd(const float* logits, const int32_t* targets, const float* lse,
-                          int64_t rows, int64_t V, int64_t v0, float scale, float* dlogits) {
+void ce_bwd(const float* logits, const int32_t* targets, const float* lse, int64_t rows, int64_t V,
+            int64_t v0, float scale, float* dlogits) {
   ce_bwd_t(logits, targets, lse, rows, V, v0, scale, dlogits);
 }
-ST_CPU_CLONES void ce_bwd(const uint16_t* logits, const int32_t* targets, const float* lse,
-                          int64_t rows, int64_t V, int64_t v0, float scale, uint16_t* dlogits) {
+void ce_bwd(const uint16_t* logits, const int32_t* targets, const float* lse, int64_t rows,
+            int64_t V, int64_t v0, float scale, uint16_t* dlogits) {
   ce_bwd_t(logits, targets, lse, rows, V, v0, scale, dlogits);
 }
 }  // namespace st::kernels

@@ -23,10 +23,6 @@ namespace {
 constexpr int64_t kColBlock = 64;
 }  // namespace
 
-// The template bodies are inlined into each ST_CPU_CLONES overload, so every
-// clone compiles them for its own instruction set.
-#define ST_BODY [[gnu::always_inline]] inline
-
 ST_CPU_CLONES void widen_bf16(const uint16_t* x, int64_t n, float* y) {
 #pragma omp parallel for simd schedule(static) if (n > 4 * kMinParallelWork)
   for (int64_t i = 0; i < n; ++i) {
@@ -49,15 +45,13 @@ ST_CPU_CLONES void narrow_bf16(const float* x, int64_t n, uint16_t* y) {
 
 namespace {
 template <typename T>
-ST_BODY void add_inplace_t(T* y, const T* x, int64_t n) {
+ST_CPU_CLONES void add_inplace_t(T* y, const T* x, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kMinParallelWork)
   for (int64_t i = 0; i < n; ++i) y[i] = from_f32<T>(to_f32(y[i]) + to_f32(x[i]));
 }
 }  // namespace
-ST_CPU_CLONES void add_inplace(float* y, const float* x, int64_t n) { add_inplace_t(y, x, n); }
-ST_CPU_CLONES void add_inplace(uint16_t* y, const uint16_t* x, int64_t n) {
-  add_inplace_t(y, x, n);
-}
+void add_inplace(float* y, const float* x, int64_t n) { add_inplace_t(y, x, n); }
+void add_inplace(uint16_t* y, const uint16_t* x, int64_t n) { add_inplace_t(y, x, n); }
 
 void embedding_fwd(const int32_t* tokens, int64_t rows, const float* table, int64_t vocab,
                    int64_t d, float* out) {
@@ -142,8 +136,8 @@ void embedding_bwd_shard(const int32_t* tokens, int64_t rows, const uint16_t* do
 
 namespace {
 template <typename T>
-ST_BODY void rmsnorm_fwd_t(const T* x, const T* w, int64_t rows, int64_t d, float eps, T* y,
-                           float* rstd) {
+ST_CPU_CLONES void rmsnorm_fwd_t(const T* x, const T* w, int64_t rows, int64_t d, float eps, T* y,
+                                 float* rstd) {
 #pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * d;
@@ -159,8 +153,8 @@ ST_BODY void rmsnorm_fwd_t(const T* x, const T* w, int64_t rows, int64_t d, floa
 }
 
 template <typename T>
-ST_BODY void rmsnorm_bwd_t(const T* x, const T* w, const float* rstd, const T* dy, int64_t rows,
-                           int64_t d, T* dx, float* dw, bool accumulate) {
+ST_CPU_CLONES void rmsnorm_bwd_t(const T* x, const T* w, const float* rstd, const T* dy,
+                                 int64_t rows, int64_t d, T* dx, float* dw, bool accumulate) {
 #pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * d;
@@ -199,21 +193,20 @@ ST_BODY void rmsnorm_bwd_t(const T* x, const T* w, const float* rstd, const T* d
 }
 }  // namespace
 
-ST_CPU_CLONES void rmsnorm_fwd(const float* x, const float* w, int64_t rows, int64_t d, float eps,
-                               float* y, float* rstd) {
+void rmsnorm_fwd(const float* x, const float* w, int64_t rows, int64_t d, float eps, float* y,
+                 float* rstd) {
   rmsnorm_fwd_t(x, w, rows, d, eps, y, rstd);
 }
-ST_CPU_CLONES void rmsnorm_fwd(const uint16_t* x, const uint16_t* w, int64_t rows, int64_t d,
-                               float eps, uint16_t* y, float* rstd) {
+void rmsnorm_fwd(const uint16_t* x, const uint16_t* w, int64_t rows, int64_t d, float eps,
+                 uint16_t* y, float* rstd) {
   rmsnorm_fwd_t(x, w, rows, d, eps, y, rstd);
 }
-ST_CPU_CLONES void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy,
-                               int64_t rows, int64_t d, float* dx, float* dw, bool accumulate) {
+void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, int64_t rows,
+                 int64_t d, float* dx, float* dw, bool accumulate) {
   rmsnorm_bwd_t(x, w, rstd, dy, rows, d, dx, dw, accumulate);
 }
-ST_CPU_CLONES void rmsnorm_bwd(const uint16_t* x, const uint16_t* w, const float* rstd,
-                               const uint16_t* dy, int64_t rows, int64_t d, uint16_t* dx, float* dw,
-                               bool accumulate) {
+void rmsnorm_bwd(const uint16_t* x, const uint16_t* w, const float* rstd, const uint16_t* dy,
+                 int64_t rows, int64_t d, uint16_t* dx, float* dw, bool accumulate) {
   rmsnorm_bwd_t(x, w, rstd, dy, rows, d, dx, dw, accumulate);
 }
 
@@ -231,8 +224,8 @@ void rope_table(int64_t T, int64_t hd, double theta, int64_t pos0, float* cos_t,
 
 namespace {
 template <typename T>
-ST_BODY void rope_apply_t(T* x, int64_t B, int64_t T_, int64_t H, int64_t hd, const float* cos_t,
-                          const float* sin_t, float sign) {
+ST_CPU_CLONES void rope_apply_t(T* x, int64_t B, int64_t T_, int64_t H, int64_t hd,
+                                const float* cos_t, const float* sin_t, float sign) {
   const int64_t half = hd / 2;
 #pragma omp parallel for collapse(2) schedule(static) if (B * T_ * H * hd > kMinParallelWork)
   for (int64_t b = 0; b < B; ++b)
@@ -251,34 +244,83 @@ ST_BODY void rope_apply_t(T* x, int64_t B, int64_t T_, int64_t H, int64_t hd, co
       }
     }
 }
-ST_CPU_CLONES void rope_apply(float* x, int64_t B, int64_t T, int64_t H, int64_t hd,
-                              const float* cos_t, const float* sin_t, float sign) {
+void rope_apply(float* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
+                const float* sin_t, float sign) {
   rope_apply_t(x, B, T, H, hd, cos_t, sin_t, sign);
 }
-ST_CPU_CLONES void rope_apply(uint16_t* x, int64_t B, int64_t T, int64_t H, int64_t hd,
-                              const float* cos_t, const float* sin_t, float sign) {
+void rope_apply(uint16_t* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
+                const float* sin_t, float sign) {
   rope_apply_t(x, B, T, H, hd, cos_t, sin_t, sign);
 }
 
-template <typename T>
-ST_BODY void swiglu_fwd_t(const T* gate, const T* up, int64_t n, T* out) {
-#pragma omp parallel for simd schedule(static) if (8 * n > kMinParallelWork)
+inline void swiglu_fwd_f32(const float* gate, const float* up, int64_t n, float* out) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    const float g = to_f32(gate[i]);
+    const float g = gate[i];
     const float sig = 1.f / (1.f + exp_fast(-g));
-    out[i] = from_f32<T>(g * sig * to_f32(up[i]));
+    out[i] = g * sig * up[i];
   }
 }
 
-template <typename T>
-ST_BODY void swiglu_bwd_t(const T* gate, const T* up, const T* dout, int64_t n, T* dgate, T* dup) {
-#pragma omp parallel for simd schedule(static) if (8 * n > kMinParallelWork)
+inline void swiglu_bwd_f32(const float* gate, const float* up, const float* dout, int64_t n,
+                           float* dgate, float* dup) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    const float g = to_f32(gate[i]), u = to_f32(up[i]), dy = to_f32(dout[i]);
+    const float g = gate[i], u = up[i], dy = dout[i];
     const float sig = 1.f / (1.f + exp_fast(-g));
     const float silu = g * sig;
-    dgate[i] = from_f32<T>(dy * u * sig * (1.f + g * (1.f - sig)));
-    dup[i] = from_f32<T>(dy * silu);
+    dgate[i] = dy * u * sig * (1.f + g * (1.f - sig));
+    dup[i] = dy * silu;
+  }
+}
+
+// The elements in chunks (elementwise, so any split gives the same bits);
+// bf16 chunks go through fp32 stack buffers (simd.hpp).
+ST_CPU_CLONES void swiglu_fwd_t(const float* gate, const float* up, int64_t n, float* out) {
+  const int64_t nc = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (8 * n > kMinParallelWork)
+  for (int64_t c = 0; c < nc; ++c) {
+    const int64_t i0 = c * kChunk;
+    swiglu_fwd_f32(gate + i0, up + i0, std::min(kChunk, n - i0), out + i0);
+  }
+}
+ST_CPU_CLONES void swiglu_fwd_t(const uint16_t* gate, const uint16_t* up, int64_t n,
+                                uint16_t* out) {
+  const int64_t nc = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (8 * n > kMinParallelWork)
+  for (int64_t c = 0; c < nc; ++c) {
+    const int64_t i0 = c * kChunk, m = std::min(kChunk, n - i0);
+    float g[kChunk], u[kChunk], o[kChunk];
+    widen_chunk(gate + i0, m, g);
+    widen_chunk(up + i0, m, u);
+    swiglu_fwd_f32(g, u, m, o);
+    narrow_chunk(o, m, out + i0);
+  }
+}
+
+ST_CPU_CLONES void swiglu_bwd_t(const float* gate, const float* up, const float* dout, int64_t n,
+                                float* dgate, float* dup) {
+  const int64_t nc = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (8 * n > kMinParallelWork)
+  for (int64_t c = 0; c < nc; ++c) {
+    const int64_t i0 = c * kChunk;
+    swiglu_bwd_f32(gate + i0, up + i0, dout + i0, std::min(kChunk, n - i0), dgate + i0, dup + i0);
+  }
+}
+ST_CPU_CLONES void swiglu_bwd_t(const uint16_t* gate, const uint16_t* up, const uint16_t* dout,
+                                int64_t n, uint16_t* dgate, uint16_t* dup) {
+  const int64_t nc = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (8 * n > kMinParallelWork)
+  for (int64_t c = 0; c < nc; ++c) {
+    const int64_t i0 = c * kChunk, m = std::min(kChunk, n - i0);
+    float g[kChunk], u[kChunk], dy[kChunk];
+    widen_chunk(gate + i0, m, g);
+    widen_chunk(up + i0, m, u);
+    widen_chunk(dout + i0, m, dy);
+    // In place over the chunk buffers (dgate may alias gate, dup up).
+    swiglu_bwd_f32(g, u, dy, m, g, u);
+    narrow_chunk(g, m, dgate + i0);
+    narrow_chunk(u, m, dup + i0);
   }
 }
 }  // namespace
@@ -300,18 +342,18 @@ void rope_bwd(uint16_t* dx, int64_t B, int64_t T, int64_t H, int64_t hd, const f
   rope_apply(dx, B, T, H, hd, cos_t, sin_t, -1.f);
 }
 
-ST_CPU_CLONES void swiglu_fwd(const float* gate, const float* up, int64_t n, float* out) {
+void swiglu_fwd(const float* gate, const float* up, int64_t n, float* out) {
   swiglu_fwd_t(gate, up, n, out);
 }
-ST_CPU_CLONES void swiglu_fwd(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out) {
+void swiglu_fwd(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out) {
   swiglu_fwd_t(gate, up, n, out);
 }
-ST_CPU_CLONES void swiglu_bwd(const float* gate, const float* up, const float* dout, int64_t n,
-                              float* dgate, float* dup) {
+void swiglu_bwd(const float* gate, const float* up, const float* dout, int64_t n, float* dgate,
+                float* dup) {
   swiglu_bwd_t(gate, up, dout, n, dgate, dup);
 }
-ST_CPU_CLONES void swiglu_bwd(const uint16_t* gate, const uint16_t* up, const uint16_t* dout,
-                              int64_t n, uint16_t* dgate, uint16_t* dup) {
+void swiglu_bwd(const uint16_t* gate, const uint16_t* up, const uint16_t* dout, int64_t n,
+                uint16_t* dgate, uint16_t* dup) {
   swiglu_bwd_t(gate, up, dout, n, dgate, dup);
 }
 

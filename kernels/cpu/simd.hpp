@@ -10,7 +10,10 @@
 // or bf16 bits in a uint16_t) as fp32 in registers, so one templated loop
 // reads and writes bf16 directly; the bf16 store rounds to nearest even and
 // keeps NaN a NaN (tensor/dtype.hpp's f32_to_bf16, bit for bit), written
-// without branches so that it vectorises.
+// without branches so that it vectorises. Loops whose body calls exp_fast
+// vectorise poorly when the same loop also converts 16-bit elements; they
+// convert a chunk of kChunk elements into fp32 registers' worth of stack
+// (widen_chunk), run the fp32 loop, and round the chunk back (narrow_chunk).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -67,5 +70,15 @@ inline uint16_t from_f32<uint16_t>(float x) {
   std::memcpy(&u, &x, 4);
   const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x0040u : rounded);
+}
+
+constexpr int64_t kChunk = 512;
+inline void widen_chunk(const uint16_t* x, int64_t m, float* y) {
+#pragma omp simd
+  for (int64_t j = 0; j < m; ++j) y[j] = to_f32(x[j]);
+}
+inline void narrow_chunk(const float* x, int64_t m, uint16_t* y) {
+#pragma omp simd
+  for (int64_t j = 0; j < m; ++j) y[j] = from_f32<uint16_t>(x[j]);
 }
 }  // namespace st::kernels
