@@ -10,8 +10,11 @@
 // bf16 on CPU 4e-3 (the reference is fp32 on the bf16-stored inputs, so the
 // only difference is the rounding of the output to bf16: half an ulp, 2^-9
 // of the value); bf16 on CUDA 1.6e-2 (a different fp32 summation order plus
-// the same rounding; cuDNN's fused attention also rounds its probabilities
-// to bf16 before the second GEMM, which is why attention gets the most room).
+// the same rounding). Attention in bf16 gets 1.6e-2 on every backend, and
+// 1e-2 for the block backward's fp32 accumulators: cuDNN's fused attention
+// and the CPU's bf16 attention both round the probabilities P (and dS) to
+// bf16 before the GEMMs that read them, an error of up to 2^-9 of each
+// element that the fp32 reference does not make.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -36,6 +39,7 @@ class Ops : public ::testing::TestWithParam<DType> {
   }
   DType t() const { return GetParam(); }
   double tol() const { return t() == DType::F32 ? 2e-6 : on_cuda() ? 1.6e-2 : 4e-3; }
+  double attn_tol() const { return t() == DType::F32 ? 2e-6 : 1.6e-2; }
   Bench b{*g_be};
 };
 
@@ -128,7 +132,10 @@ TEST_P(Ops, RopeAndItsInverse) {
   const Vec x = stored(randn(static_cast<size_t>(B * T * H * hd), 12), t());
   for (bool inv : {false, true}) {
     Vec want = x;
-    (inv ? k::rope_bwd : k::rope_fwd)(want.data(), B, T, H, hd, c.data(), s.data());
+    if (inv)
+      k::rope_bwd(want.data(), B, T, H, hd, c.data(), s.data());
+    else
+      k::rope_fwd(want.data(), B, T, H, hd, c.data(), s.data());
     auto xd = b.up(x, t()), cd = b.up(c, DType::F32), sd = b.up(s, DType::F32);
     b.ops().rope(b.s(), xd.raw(), B, T, H, hd, cd.data(), sd.data(), inv, t());
     EXPECT_LT(rel(b.down(xd), want), tol()) << "inverse " << inv;
@@ -178,15 +185,15 @@ TEST_P(Ops, CausalAttention) {
   auto o = b.empty(a.q.size(), t()), l = b.empty(lse.size(), DType::F32);
   b.ops().attention_fwd(b.s(), q.raw(), kk.raw(), v.raw(), a.B, a.T, a.Hq, a.Hkv, a.hd, a.scale,
                         o.raw(), l.data(), t());
-  EXPECT_LT(rel(b.down(o), out), tol());
+  EXPECT_LT(rel(b.down(o), out), attn_tol());
   EXPECT_LT(rel(b.down(l), lse), t() == DType::F32 ? 2e-6 : 1e-3);
   auto ob = b.up(out_s, t()), lb = b.up(lse, DType::F32);
   auto gq = b.empty(dq.size(), t()), gk = b.empty(dk.size(), t()), gv = b.empty(dv.size(), t());
   b.ops().attention_bwd(b.s(), q.raw(), kk.raw(), v.raw(), ob.raw(), lb.data(), go.raw(), a.B, a.T,
                         a.Hq, a.Hkv, a.hd, a.scale, gq.raw(), gk.raw(), gv.raw(), t());
-  EXPECT_LT(rel(b.down(gq), dq), tol());
-  EXPECT_LT(rel(b.down(gk), dk), tol());
-  EXPECT_LT(rel(b.down(gv), dv), tol());
+  EXPECT_LT(rel(b.down(gq), dq), attn_tol());
+  EXPECT_LT(rel(b.down(gk), dk), attn_tol());
+  EXPECT_LT(rel(b.down(gv), dv), attn_tol());
 }
 
 // Ring attention's block form: two K/V blocks of a load-balanced split,
@@ -231,8 +238,8 @@ TEST_P(Ops, AttentionBlocksAndMerge) {
                               a.scale, qp.as<int32_t>(), kp1.as<int32_t>(), go1.raw(), gl1.data(),
                               t());
   const Vec g_l0 = b.down(gl0);
-  EXPECT_LT(rel(b.down(go0), o0), tol());
-  EXPECT_LT(rel(b.down(go1), o1), tol());
+  EXPECT_LT(rel(b.down(go0), o0), attn_tol());
+  EXPECT_LT(rel(b.down(go1), o1), attn_tol());
   // Rows that see no key of a block hold -inf; compare the finite ones.
   for (size_t i = 0; i < nl; ++i) {
     EXPECT_EQ(std::isinf(g_l0[i]), std::isinf(l0[i])) << i;
@@ -242,7 +249,7 @@ TEST_P(Ops, AttentionBlocksAndMerge) {
   }
   b.ops().attention_lse_merge(b.s(), go0.raw(), gl0.data(), go1.raw(), gl1.data(), a.B, a.T, a.Hq,
                               a.hd, t());
-  EXPECT_LT(rel(b.down(go0), om), tol());
+  EXPECT_LT(rel(b.down(go0), om), attn_tol());
   EXPECT_LT(rel(b.down(gl0), lm), t() == DType::F32 ? 2e-6 : 1e-3);
   // Backward of block 1 from the merged (stored) result, into accumulators
   // that already hold something.
@@ -257,7 +264,7 @@ TEST_P(Ops, AttentionBlocksAndMerge) {
   b.ops().attention_bwd_block(b.s(), q.raw(), kd1.raw(), vd1.raw(), mo.raw(), ml.data(), go.raw(),
                               a.B, a.T, Th, a.Hq, a.Hkv, a.hd, a.scale, qp.as<int32_t>(),
                               kp1.as<int32_t>(), gdq.data(), gdk.data(), gdv.data(), t());
-  const double acc_tol = t() == DType::F32 ? 2e-6 : on_cuda() ? 1e-2 : 2e-5;
+  const double acc_tol = t() == DType::F32 ? 2e-6 : 1e-2;
   EXPECT_LT(rel(b.down(gdq), dq), acc_tol);
   EXPECT_LT(rel(b.down(gdk), dk), acc_tol);
   EXPECT_LT(rel(b.down(gdv), dv), acc_tol);

@@ -1,18 +1,21 @@
 // CPU kernels against references: every backward against central finite
 // differences of its forward (fp32), GEMM against a naive loop, AdamW against
-// the formula in double.
+// the formula in double; the bf16 kernels bitwise repeatable across thread
+// counts (kernels/ops.hpp's determinism promise).
 //
 // Tolerance (fp32): the probe loss is L = sum(out * R) with random R,
 // accumulated in double; central differences with step 1e-2 have truncation
 // error ~1e-5 and fp32 rounding noise ~1e-5 relative for these O(1) values.
 // We require the norm-based relative error ||analytic - fd|| / ||fd|| < 2e-3.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <iostream>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.hpp"
@@ -247,4 +250,46 @@ TEST(Kernels, AdamwMatchesFormula) {
     }
   }
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(w[size_t(i)], wd[size_t(i)], 1e-6);
+}
+
+// The bf16 attention (through the bf16 GEMM), SwiGLU, RMSNorm and
+// cross-entropy kernels give bitwise the same outputs, parameter gradients
+// included, with 1 and with 2 OpenMP threads, at shapes large enough for
+// their OpenMP teams.
+TEST(Kernels, Bf16KernelsRepeatBitwiseAcrossThreadCounts) {
+  const int64_t B = 2, T = 128, H = 4, hd = 64, rows = B * T, d = H * hd, V = 1024;
+  auto bf = [](size_t n, uint32_t seed) {
+    const Vec x = randn(n, seed);
+    std::vector<uint16_t> h(n);
+    k::narrow_bf16(x.data(), int64_t(n), h.data());
+    return h;
+  };
+  const size_t n = size_t(rows * d);
+  const auto q = bf(n, 1), kk = bf(n, 2), v = bf(n, 3), g = bf(n, 4), w = bf(size_t(d), 5),
+             logits = bf(size_t(rows * V), 6);
+  std::vector<int32_t> targets(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) targets[size_t(r)] = int32_t((r * 37) % V);
+  using H16 = std::vector<uint16_t>;
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    H16 out(n), dq(n), dk(n), dv(n), dg(n), du(n), y(n), dx(n), dl(size_t(rows * V));
+    Vec lse(size_t(B * H * T)), rstd(static_cast<size_t>(rows)), dw(size_t(d), 0.f),
+        ce_lse(size_t(rows), 7.f);
+    k::attention_fwd(q.data(), kk.data(), v.data(), B, T, H, H, hd, 0.125f, out.data(), lse.data());
+    k::attention_bwd(q.data(), kk.data(), v.data(), out.data(), lse.data(), g.data(), B, T, H, H,
+                     hd, 0.125f, dq.data(), dk.data(), dv.data());
+    k::swiglu_bwd(q.data(), kk.data(), g.data(), int64_t(n), dg.data(), du.data());
+    k::rmsnorm_fwd(q.data(), w.data(), rows, d, 1e-5f, y.data(), rstd.data());
+    k::rmsnorm_bwd(q.data(), w.data(), rstd.data(), g.data(), rows, d, dx.data(), dw.data(), false);
+    k::ce_bwd(logits.data(), targets.data(), ce_lse.data(), rows, V, 0, 0.5f, dl.data());
+    return std::make_tuple(out, lse, dq, dk, dv, dg, du, y, dx, dw, dl);
+  };
+  const int before = omp_get_max_threads();
+  const auto one = run(1), two = run(2);
+  omp_set_num_threads(before);
+  EXPECT_TRUE(one == two);
+  // Not all zeros (a kernel that wrote nothing would repeat too).
+  EXPECT_NE(std::get<0>(one), H16(n));
+  EXPECT_NE(std::get<2>(one), H16(n));
+  EXPECT_NE(std::get<10>(one), H16(size_t(rows * V)));
 }

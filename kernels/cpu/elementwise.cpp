@@ -3,7 +3,11 @@
 // kernels/ops.hpp, which training on CPU ranks runs). OpenMP over rows /
 // elements, SIMD within them, compiled for AVX-512, AVX2 and baseline x86-64
 // (simd.hpp); reductions into parameter gradients are split by columns so
-// their result does not depend on the thread count.
+// their result does not depend on the thread count. The activation kernels
+// are written once as templates over the storage type (fp32, or bf16 bits)
+// and read and write bf16 directly, converting in registers (simd.hpp's
+// to_f32 / from_f32: fp32 math, one rounding per stored bf16 output); the
+// entry points are the fp32 and bf16 overloads of cpu_kernels.hpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -39,10 +43,15 @@ ST_CPU_CLONES void narrow_bf16(const float* x, int64_t n, uint16_t* y) {
   }
 }
 
-ST_CPU_CLONES void add_inplace(float* y, const float* x, int64_t n) {
+namespace {
+template <typename T>
+ST_CPU_CLONES void add_inplace_t(T* y, const T* x, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n > kMinParallelWork)
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  for (int64_t i = 0; i < n; ++i) y[i] = from_f32<T>(to_f32(y[i]) + to_f32(x[i]));
 }
+}  // namespace
+void add_inplace(float* y, const float* x, int64_t n) { add_inplace_t(y, x, n); }
+void add_inplace(uint16_t* y, const uint16_t* x, int64_t n) { add_inplace_t(y, x, n); }
 
 void embedding_fwd(const int32_t* tokens, int64_t rows, const float* table, int64_t vocab,
                    int64_t d, float* out) {
@@ -73,23 +82,26 @@ void embedding_bwd(const int32_t* tokens, int64_t rows, const float* dout, int64
   }
 }
 
-void embedding_fwd_shard(const int32_t* tokens, int64_t rows, const float* table, int64_t v0,
-                         int64_t vl, int64_t d, float* out) {
+namespace {
+template <typename T>
+void embedding_fwd_shard_t(const int32_t* tokens, int64_t rows, const T* table, int64_t v0,
+                           int64_t vl, int64_t d, T* out) {
 #pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = int64_t(tokens[r]) - v0;
-    float* dst = out + r * d;
+    T* dst = out + r * d;
     if (t < 0 || t >= vl) {
-      std::fill(dst, dst + d, 0.f);
+      std::fill(dst, dst + d, T(0));
       continue;
     }
-    const float* src = table + t * d;
+    const T* src = table + t * d;
     for (int64_t j = 0; j < d; ++j) dst[j] = src[j];
   }
 }
 
-void embedding_bwd_shard(const int32_t* tokens, int64_t rows, const float* dout, int64_t v0,
-                         int64_t vl, int64_t d, float* dtable) {
+template <typename T>
+void embedding_bwd_shard_t(const int32_t* tokens, int64_t rows, const T* dout, int64_t v0,
+                           int64_t vl, int64_t d, float* dtable) {
   const int64_t nblk = (d + kColBlock - 1) / kColBlock;
 #pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)
   for (int64_t b = 0; b < nblk; ++b) {
@@ -98,46 +110,70 @@ void embedding_bwd_shard(const int32_t* tokens, int64_t rows, const float* dout,
       const int64_t t = int64_t(tokens[r]) - v0;
       if (t < 0 || t >= vl) continue;
       float* dst = dtable + t * d;
-      const float* src = dout + r * d;
-      for (int64_t j = j0; j < j1; ++j) dst[j] += src[j];
+      const T* src = dout + r * d;
+      for (int64_t j = j0; j < j1; ++j) dst[j] += to_f32(src[j]);
     }
   }
 }
+}  // namespace
 
-ST_CPU_CLONES void rmsnorm_fwd(const float* x, const float* w, int64_t rows, int64_t d, float eps,
-                               float* y, float* rstd) {
+void embedding_fwd_shard(const int32_t* tokens, int64_t rows, const float* table, int64_t v0,
+                         int64_t vl, int64_t d, float* out) {
+  embedding_fwd_shard_t(tokens, rows, table, v0, vl, d, out);
+}
+void embedding_fwd_shard(const int32_t* tokens, int64_t rows, const uint16_t* table, int64_t v0,
+                         int64_t vl, int64_t d, uint16_t* out) {
+  embedding_fwd_shard_t(tokens, rows, table, v0, vl, d, out);
+}
+void embedding_bwd_shard(const int32_t* tokens, int64_t rows, const float* dout, int64_t v0,
+                         int64_t vl, int64_t d, float* dtable) {
+  embedding_bwd_shard_t(tokens, rows, dout, v0, vl, d, dtable);
+}
+void embedding_bwd_shard(const int32_t* tokens, int64_t rows, const uint16_t* dout, int64_t v0,
+                         int64_t vl, int64_t d, float* dtable) {
+  embedding_bwd_shard_t(tokens, rows, dout, v0, vl, d, dtable);
+}
+
+namespace {
+template <typename T>
+ST_CPU_CLONES void rmsnorm_fwd_t(const T* x, const T* w, int64_t rows, int64_t d, float eps, T* y,
+                                 float* rstd) {
 #pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * d;
+    const T* xr = x + r * d;
     float ss = 0.f;
 #pragma omp simd reduction(+ : ss)
-    for (int64_t j = 0; j < d; ++j) ss += xr[j] * xr[j];
+    for (int64_t j = 0; j < d; ++j) ss += to_f32(xr[j]) * to_f32(xr[j]);
     const float rs = 1.f / std::sqrt(ss / float(d) + eps);
     rstd[r] = rs;
-    float* yr = y + r * d;
+    T* yr = y + r * d;
 #pragma omp simd
-    for (int64_t j = 0; j < d; ++j) yr[j] = xr[j] * rs * w[j];
+    for (int64_t j = 0; j < d; ++j) yr[j] = from_f32<T>(to_f32(xr[j]) * rs * to_f32(w[j]));
   }
 }
 
-ST_CPU_CLONES void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy,
-                               int64_t rows, int64_t d, float* dx, float* dw, bool accumulate) {
+template <typename T>
+ST_CPU_CLONES void rmsnorm_bwd_t(const T* x, const T* w, const float* rstd, const T* dy,
+                                 int64_t rows, int64_t d, T* dx, float* dw, bool accumulate) {
 #pragma omp parallel for schedule(static) if (rows * d > kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * d;
-    const float* dyr = dy + r * d;
+    const T* xr = x + r * d;
+    const T* dyr = dy + r * d;
     const float rs = rstd[r];
     float dot = 0.f;  // sum_j dy_j w_j x_j
 #pragma omp simd reduction(+ : dot)
-    for (int64_t j = 0; j < d; ++j) dot += dyr[j] * w[j] * xr[j];
+    for (int64_t j = 0; j < d; ++j) dot += to_f32(dyr[j]) * to_f32(w[j]) * to_f32(xr[j]);
     const float c = dot * rs * rs * rs / float(d);
-    float* dxr = dx + r * d;
+    T* dxr = dx + r * d;
     if (accumulate) {
 #pragma omp simd
-      for (int64_t j = 0; j < d; ++j) dxr[j] += rs * w[j] * dyr[j] - c * xr[j];
+      for (int64_t j = 0; j < d; ++j)
+        dxr[j] =
+            from_f32<T>(to_f32(dxr[j]) + (rs * to_f32(w[j]) * to_f32(dyr[j]) - c * to_f32(xr[j])));
     } else {
 #pragma omp simd
-      for (int64_t j = 0; j < d; ++j) dxr[j] = rs * w[j] * dyr[j] - c * xr[j];
+      for (int64_t j = 0; j < d; ++j)
+        dxr[j] = from_f32<T>(rs * to_f32(w[j]) * to_f32(dyr[j]) - c * to_f32(xr[j]));
     }
   }
   const int64_t nblk = (d + kColBlock - 1) / kColBlock;
@@ -146,14 +182,32 @@ ST_CPU_CLONES void rmsnorm_bwd(const float* x, const float* w, const float* rstd
     const int64_t j0 = b * kColBlock, j1 = std::min(d, j0 + kColBlock);
     float acc[kColBlock] = {};
     for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * d;
-      const float* dyr = dy + r * d;
+      const T* xr = x + r * d;
+      const T* dyr = dy + r * d;
       const float rs = rstd[r];
 #pragma omp simd
-      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += dyr[j] * xr[j] * rs;
+      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += to_f32(dyr[j]) * to_f32(xr[j]) * rs;
     }
     for (int64_t j = j0; j < j1; ++j) dw[j] += acc[j - j0];
   }
+}
+}  // namespace
+
+void rmsnorm_fwd(const float* x, const float* w, int64_t rows, int64_t d, float eps, float* y,
+                 float* rstd) {
+  rmsnorm_fwd_t(x, w, rows, d, eps, y, rstd);
+}
+void rmsnorm_fwd(const uint16_t* x, const uint16_t* w, int64_t rows, int64_t d, float eps,
+                 uint16_t* y, float* rstd) {
+  rmsnorm_fwd_t(x, w, rows, d, eps, y, rstd);
+}
+void rmsnorm_bwd(const float* x, const float* w, const float* rstd, const float* dy, int64_t rows,
+                 int64_t d, float* dx, float* dw, bool accumulate) {
+  rmsnorm_bwd_t(x, w, rstd, dy, rows, d, dx, dw, accumulate);
+}
+void rmsnorm_bwd(const uint16_t* x, const uint16_t* w, const float* rstd, const uint16_t* dy,
+                 int64_t rows, int64_t d, uint16_t* dx, float* dw, bool accumulate) {
+  rmsnorm_bwd_t(x, w, rstd, dy, rows, d, dx, dw, accumulate);
 }
 
 void rope_table(int64_t T, int64_t hd, double theta, int64_t pos0, float* cos_t, float* sin_t) {
@@ -169,40 +223,38 @@ void rope_table(int64_t T, int64_t hd, double theta, int64_t pos0, float* cos_t,
 }
 
 namespace {
-ST_CPU_CLONES void rope_apply(float* x, int64_t B, int64_t T, int64_t H, int64_t hd,
-                              const float* cos_t, const float* sin_t, float sign) {
+template <typename T>
+ST_CPU_CLONES void rope_apply_t(T* x, int64_t B, int64_t T_, int64_t H, int64_t hd,
+                                const float* cos_t, const float* sin_t, float sign) {
   const int64_t half = hd / 2;
-#pragma omp parallel for collapse(2) schedule(static) if (B * T * H * hd > kMinParallelWork)
+#pragma omp parallel for collapse(2) schedule(static) if (B * T_ * H * hd > kMinParallelWork)
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) {
+    for (int64_t t = 0; t < T_; ++t) {
       const float* c = cos_t + t * half;
       const float* s = sin_t + t * half;
       for (int64_t h = 0; h < H; ++h) {
-        float* p = x + ((b * T + t) * H + h) * hd;
+        T* p = x + ((b * T_ + t) * H + h) * hd;
 #pragma omp simd
         for (int64_t i = 0; i < half; ++i) {
-          const float x0 = p[2 * i], x1 = p[2 * i + 1];
+          const float x0 = to_f32(p[2 * i]), x1 = to_f32(p[2 * i + 1]);
           const float si = sign * s[i];
-          p[2 * i] = x0 * c[i] - x1 * si;
-          p[2 * i + 1] = x0 * si + x1 * c[i];
+          p[2 * i] = from_f32<T>(x0 * c[i] - x1 * si);
+          p[2 * i + 1] = from_f32<T>(x0 * si + x1 * c[i]);
         }
       }
     }
 }
-}  // namespace
-
-void rope_fwd(float* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
-              const float* sin_t) {
-  rope_apply(x, B, T, H, hd, cos_t, sin_t, 1.f);
+void rope_apply(float* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
+                const float* sin_t, float sign) {
+  rope_apply_t(x, B, T, H, hd, cos_t, sin_t, sign);
+}
+void rope_apply(uint16_t* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
+                const float* sin_t, float sign) {
+  rope_apply_t(x, B, T, H, hd, cos_t, sin_t, sign);
 }
 
-void rope_bwd(float* dx, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
-              const float* sin_t) {
-  rope_apply(dx, B, T, H, hd, cos_t, sin_t, -1.f);
-}
-
-ST_CPU_CLONES void swiglu_fwd(const float* gate, const float* up, int64_t n, float* out) {
-#pragma omp parallel for simd schedule(static) if (8 * n > kMinParallelWork)
+inline void swiglu_fwd_f32(const float* gate, const float* up, int64_t n, float* out) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     const float sig = 1.f / (1.f + exp_fast(-g));
@@ -210,9 +262,9 @@ ST_CPU_CLONES void swiglu_fwd(const float* gate, const float* up, int64_t n, flo
   }
 }
 
-ST_CPU_CLONES void swiglu_bwd(const float* gate, const float* up, const float* dout, int64_t n,
-                              float* dgate, float* dup) {
-#pragma omp parallel for simd schedule(static) if (8 * n > kMinParallelWork)
+inline void swiglu_bwd_f32(const float* gate, const float* up, const float* dout, int64_t n,
+                           float* dgate, float* dup) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i], u = up[i], dy = dout[i];
     const float sig = 1.f / (1.f + exp_fast(-g));
@@ -220,6 +272,89 @@ ST_CPU_CLONES void swiglu_bwd(const float* gate, const float* up, const float* d
     dgate[i] = dy * u * sig * (1.f + g * (1.f - sig));
     dup[i] = dy * silu;
   }
+}
+
+// The elements in chunks (elementwise, so any split gives the same bits);
+// bf16 chunks go through fp32 stack buffers (simd.hpp).
+ST_CPU_CLONES void swiglu_fwd_t(const float* gate, const float* up, int64_t n, float* out) {
+  const int64_t nc = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (8 * n > kMinParallelWork)
+  for (int64_t c = 0; c < nc; ++c) {
+    const int64_t i0 = c * kChunk;
+    swiglu_fwd_f32(gate + i0, up + i0, std::min(kChunk, n - i0), out + i0);
+  }
+}
+ST_CPU_CLONES void swiglu_fwd_t(const uint16_t* gate, const uint16_t* up, int64_t n,
+                                uint16_t* out) {
+  const int64_t nc = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (8 * n > kMinParallelWork)
+  for (int64_t c = 0; c < nc; ++c) {
+    const int64_t i0 = c * kChunk, m = std::min(kChunk, n - i0);
+    float g[kChunk], u[kChunk], o[kChunk];
+    widen_chunk(gate + i0, m, g);
+    widen_chunk(up + i0, m, u);
+    swiglu_fwd_f32(g, u, m, o);
+    narrow_chunk(o, m, out + i0);
+  }
+}
+
+ST_CPU_CLONES void swiglu_bwd_t(const float* gate, const float* up, const float* dout, int64_t n,
+                                float* dgate, float* dup) {
+  const int64_t nc = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (8 * n > kMinParallelWork)
+  for (int64_t c = 0; c < nc; ++c) {
+    const int64_t i0 = c * kChunk;
+    swiglu_bwd_f32(gate + i0, up + i0, dout + i0, std::min(kChunk, n - i0), dgate + i0, dup + i0);
+  }
+}
+ST_CPU_CLONES void swiglu_bwd_t(const uint16_t* gate, const uint16_t* up, const uint16_t* dout,
+                                int64_t n, uint16_t* dgate, uint16_t* dup) {
+  const int64_t nc = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (8 * n > kMinParallelWork)
+  for (int64_t c = 0; c < nc; ++c) {
+    const int64_t i0 = c * kChunk, m = std::min(kChunk, n - i0);
+    float g[kChunk], u[kChunk], dy[kChunk];
+    widen_chunk(gate + i0, m, g);
+    widen_chunk(up + i0, m, u);
+    widen_chunk(dout + i0, m, dy);
+    // In place over the chunk buffers (dgate may alias gate, dup up).
+    swiglu_bwd_f32(g, u, dy, m, g, u);
+    narrow_chunk(g, m, dgate + i0);
+    narrow_chunk(u, m, dup + i0);
+  }
+}
+}  // namespace
+
+void rope_fwd(float* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
+              const float* sin_t) {
+  rope_apply(x, B, T, H, hd, cos_t, sin_t, 1.f);
+}
+void rope_fwd(uint16_t* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
+              const float* sin_t) {
+  rope_apply(x, B, T, H, hd, cos_t, sin_t, 1.f);
+}
+void rope_bwd(float* dx, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
+              const float* sin_t) {
+  rope_apply(dx, B, T, H, hd, cos_t, sin_t, -1.f);
+}
+void rope_bwd(uint16_t* dx, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
+              const float* sin_t) {
+  rope_apply(dx, B, T, H, hd, cos_t, sin_t, -1.f);
+}
+
+void swiglu_fwd(const float* gate, const float* up, int64_t n, float* out) {
+  swiglu_fwd_t(gate, up, n, out);
+}
+void swiglu_fwd(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out) {
+  swiglu_fwd_t(gate, up, n, out);
+}
+void swiglu_bwd(const float* gate, const float* up, const float* dout, int64_t n, float* dgate,
+                float* dup) {
+  swiglu_bwd_t(gate, up, dout, n, dgate, dup);
+}
+void swiglu_bwd(const uint16_t* gate, const uint16_t* up, const uint16_t* dout, int64_t n,
+                uint16_t* dgate, uint16_t* dup) {
+  swiglu_bwd_t(gate, up, dout, n, dgate, dup);
 }
 
 ST_CPU_CLONES void adamw_step(float* w, const float* g, float* m, float* v, int64_t n, float lr,

@@ -2,16 +2,16 @@
 // cpu_kernels.hpp. Every op is enqueued on its stream (run at once on the
 // default CPU device, on the stream's worker thread on the strict one).
 // bf16 GEMMs multiply bf16 directly with fp32 accumulation (oneDNN where the
-// CPU has bf16 instructions, gemm_bf16). The other ops widen bf16 operands
-// to fp32 scratch before the kernel; every output is rounded to bf16 once,
-// when stored: the rounding points of the CUDA kernels, so
+// CPU has bf16 instructions, gemm_bf16). The other ops run the bf16
+// overloads of the kernels, which read bf16 as stored and compute in fp32
+// registers; every output is rounded to bf16 once, when stored: the
+// rounding points of the CUDA kernels, so
 // train.precision=bf16 on CPU ranks exercises the numbers a GPU run produces.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <mutex>
-#include <optional>
 #include <vector>
 
 #include "core/error.hpp"
@@ -24,32 +24,11 @@ namespace k = kernels;
 namespace {
 
 bool is_bf16(DType t) { return t == DType::BF16; }
-
-// Scratch for widened operands, reused per thread: a fresh std::vector of a
-// large tensor is a fresh mmap whose every page faults on first touch, on
-// every call; a kept buffer is warm from the second step on.
-class Scratch {
- public:
-  explicit Scratch(int64_t n) {
-    auto& pool = free_list();
-    if (!pool.empty()) {
-      buf_ = std::move(pool.back());
-      pool.pop_back();
-    }
-    if (buf_.size() < size_t(n)) buf_.resize(size_t(n));
-  }
-  ~Scratch() { free_list().push_back(std::move(buf_)); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* data() { return buf_.data(); }
-
- private:
-  static std::vector<std::vector<float>>& free_list() {
-    thread_local std::vector<std::vector<float>> pool;
-    return pool;
-  }
-  std::vector<float> buf_;
-};
+// A tensor pointer as its element type: fp32, or bf16 bits.
+const float* f(const void* p) { return static_cast<const float*>(p); }
+float* f(void* p) { return static_cast<float*>(p); }
+const uint16_t* h(const void* p) { return static_cast<const uint16_t*>(p); }
+uint16_t* h(void* p) { return static_cast<uint16_t*>(p); }
 
 void widen(const void* x, DType t, int64_t n, float* out) {
   if (t == DType::F32) {
@@ -66,52 +45,6 @@ void narrow(const float* x, int64_t n, void* out, DType t) {
   }
   k::narrow_bf16(x, n, static_cast<uint16_t*>(out));
 }
-
-// An input as fp32: the pointer itself for fp32, a widened copy for bf16.
-class In {
- public:
-  In(const void* x, int64_t n, DType t) {
-    if (!is_bf16(t)) {
-      p_ = static_cast<const float*>(x);
-      return;
-    }
-    buf_.emplace(n);
-    widen(x, t, n, buf_->data());
-    p_ = buf_->data();
-  }
-  const float* get() const { return p_; }
-
- private:
-  const float* p_ = nullptr;
-  std::optional<Scratch> buf_;
-};
-
-// An output as fp32: written in place for fp32; for bf16 a scratch that is
-// rounded into the destination by store(). `load` first widens the current
-// contents (accumulating and in-place ops).
-class Out {
- public:
-  Out(void* x, int64_t n, DType t, bool load) : x_(x), n_(n), t_(t) {
-    if (!is_bf16(t)) {
-      p_ = static_cast<float*>(x);
-      return;
-    }
-    buf_.emplace(n);
-    if (load) widen(x, t, n, buf_->data());
-    p_ = buf_->data();
-  }
-  float* get() { return p_; }
-  void store() {
-    if (is_bf16(t_)) narrow(p_, n_, x_, t_);
-  }
-
- private:
-  void* x_;
-  int64_t n_;
-  DType t_;
-  float* p_ = nullptr;
-  std::optional<Scratch> buf_;
-};
 
 // Wall seconds per kind of kernel, added by whichever thread runs the work.
 enum Kind { kGemm, kAttention, kElementwise, kOptimizer, kKinds };
@@ -187,12 +120,14 @@ class CpuOps final : public Ops {
     });
   }
 
+  // The activation ops read and write their dtype directly: the bf16
+  // kernels convert in registers, with no widened copies.
   void add(Stream& s, void* y, const void* x, int64_t n, DType t) override {
     run(s, kElementwise, [=] {
-      In xi(x, n, t);
-      Out yo(y, n, t, true);
-      k::add_inplace(yo.get(), xi.get(), n);
-      yo.store();
+      if (is_bf16(t))
+        k::add_inplace(h(y), h(x), n);
+      else
+        k::add_inplace(f(y), f(x), n);
     });
   }
 
@@ -205,28 +140,30 @@ class CpuOps final : public Ops {
   void embedding_fwd(Stream& s, const int32_t* tokens, int64_t rows, const void* table, int64_t v0,
                      int64_t vl, int64_t d, void* out, DType t) override {
     run(s, kElementwise, [=] {
-      In tb(table, vl * d, t);
-      Out o(out, rows * d, t, false);
-      k::embedding_fwd_shard(tokens, rows, tb.get(), v0, vl, d, o.get());
-      o.store();
+      if (is_bf16(t))
+        k::embedding_fwd_shard(tokens, rows, h(table), v0, vl, d, h(out));
+      else
+        k::embedding_fwd_shard(tokens, rows, f(table), v0, vl, d, f(out));
     });
   }
 
   void embedding_bwd(Stream& s, const int32_t* tokens, int64_t rows, const void* dout, int64_t v0,
                      int64_t vl, int64_t d, float* dtable, DType t) override {
     run(s, kElementwise, [=] {
-      In g(dout, rows * d, t);
-      k::embedding_bwd_shard(tokens, rows, g.get(), v0, vl, d, dtable);
+      if (is_bf16(t))
+        k::embedding_bwd_shard(tokens, rows, h(dout), v0, vl, d, dtable);
+      else
+        k::embedding_bwd_shard(tokens, rows, f(dout), v0, vl, d, dtable);
     });
   }
 
   void rmsnorm_fwd(Stream& s, const void* x, const void* w, int64_t rows, int64_t d, float eps,
                    void* y, float* rstd, DType t) override {
     run(s, kElementwise, [=] {
-      In xi(x, rows * d, t), wi(w, d, t);
-      Out yo(y, rows * d, t, false);
-      k::rmsnorm_fwd(xi.get(), wi.get(), rows, d, eps, yo.get(), rstd);
-      yo.store();
+      if (is_bf16(t))
+        k::rmsnorm_fwd(h(x), h(w), rows, d, eps, h(y), rstd);
+      else
+        k::rmsnorm_fwd(f(x), f(w), rows, d, eps, f(y), rstd);
     });
   }
 
@@ -234,57 +171,63 @@ class CpuOps final : public Ops {
                    int64_t rows, int64_t d, void* dx, float* dw, bool accumulate,
                    DType t) override {
     run(s, kElementwise, [=] {
-      In xi(x, rows * d, t), wi(w, d, t), gi(dy, rows * d, t);
-      Out o(dx, rows * d, t, accumulate);
-      k::rmsnorm_bwd(xi.get(), wi.get(), rstd, gi.get(), rows, d, o.get(), dw, accumulate);
-      o.store();
+      if (is_bf16(t))
+        k::rmsnorm_bwd(h(x), h(w), rstd, h(dy), rows, d, h(dx), dw, accumulate);
+      else
+        k::rmsnorm_bwd(f(x), f(w), rstd, f(dy), rows, d, f(dx), dw, accumulate);
     });
   }
 
   void rope(Stream& s, void* x, int64_t B, int64_t T, int64_t H, int64_t hd, const float* cos_t,
             const float* sin_t, bool inverse, DType t) override {
     run(s, kElementwise, [=] {
-      Out o(x, B * T * H * hd, t, true);
-      if (inverse)
-        k::rope_bwd(o.get(), B, T, H, hd, cos_t, sin_t);
-      else
-        k::rope_fwd(o.get(), B, T, H, hd, cos_t, sin_t);
-      o.store();
+      if (is_bf16(t)) {
+        if (inverse)
+          k::rope_bwd(h(x), B, T, H, hd, cos_t, sin_t);
+        else
+          k::rope_fwd(h(x), B, T, H, hd, cos_t, sin_t);
+      } else {
+        if (inverse)
+          k::rope_bwd(f(x), B, T, H, hd, cos_t, sin_t);
+        else
+          k::rope_fwd(f(x), B, T, H, hd, cos_t, sin_t);
+      }
     });
   }
 
   void swiglu_fwd(Stream& s, const void* gate, const void* up, int64_t n, void* out,
                   DType t) override {
     run(s, kElementwise, [=] {
-      In g(gate, n, t), u(up, n, t);
-      Out o(out, n, t, false);
-      k::swiglu_fwd(g.get(), u.get(), n, o.get());
-      o.store();
+      if (is_bf16(t))
+        k::swiglu_fwd(h(gate), h(up), n, h(out));
+      else
+        k::swiglu_fwd(f(gate), f(up), n, f(out));
     });
   }
 
+  // Elementwise: each output element is written after its inputs are read,
+  // so dgate and dup may alias gate and up in either dtype.
   void swiglu_bwd(Stream& s, const void* gate, const void* up, const void* dout, int64_t n,
                   void* dgate, void* dup, DType t) override {
     run(s, kElementwise, [=] {
-      In g(gate, n, t), u(up, n, t), d(dout, n, t);
-      // The fp32 kernel may run in place; in bf16 the scratch outputs never
-      // alias the widened inputs.
-      Out og(dgate, n, t, false), ou(dup, n, t, false);
-      k::swiglu_bwd(g.get(), u.get(), d.get(), n, og.get(), ou.get());
-      og.store();
-      ou.store();
+      if (is_bf16(t))
+        k::swiglu_bwd(h(gate), h(up), h(dout), n, h(dgate), h(dup));
+      else
+        k::swiglu_bwd(f(gate), f(up), f(dout), n, f(dgate), f(dup));
     });
   }
 
+  // Attention reads and writes its dtype directly (the bf16 kernels multiply
+  // through the bf16 GEMM): no widened copies.
   void attention_fwd(Stream& s, const void* q, const void* k_, const void* v, int64_t B, int64_t T,
                      int64_t Hq, int64_t Hkv, int64_t hd, float scale, void* out, float* lse,
                      DType t) override {
     tally(paths_.attention_fwd, "cpu");
     run(s, kAttention, [=] {
-      In qi(q, B * T * Hq * hd, t), ki(k_, B * T * Hkv * hd, t), vi(v, B * T * Hkv * hd, t);
-      Out o(out, B * T * Hq * hd, t, false);
-      k::attention_fwd(qi.get(), ki.get(), vi.get(), B, T, Hq, Hkv, hd, scale, o.get(), lse);
-      o.store();
+      if (is_bf16(t))
+        k::attention_fwd(h(q), h(k_), h(v), B, T, Hq, Hkv, hd, scale, h(out), lse);
+      else
+        k::attention_fwd(f(q), f(k_), f(v), B, T, Hq, Hkv, hd, scale, f(out), lse);
     });
   }
 
@@ -294,14 +237,12 @@ class CpuOps final : public Ops {
                      DType t) override {
     tally(paths_.attention_bwd, "cpu");
     run(s, kAttention, [=] {
-      const int64_t nq = B * T * Hq * hd, nk = B * T * Hkv * hd;
-      In qi(q, nq, t), ki(k_, nk, t), vi(v, nk, t), oi(out, nq, t), gi(dout, nq, t);
-      Out oq(dq, nq, t, false), ok(dk, nk, t, false), ov(dv, nk, t, false);
-      k::attention_bwd(qi.get(), ki.get(), vi.get(), oi.get(), lse, gi.get(), B, T, Hq, Hkv, hd,
-                       scale, oq.get(), ok.get(), ov.get());
-      oq.store();
-      ok.store();
-      ov.store();
+      if (is_bf16(t))
+        k::attention_bwd(h(q), h(k_), h(v), h(out), lse, h(dout), B, T, Hq, Hkv, hd, scale, h(dq),
+                         h(dk), h(dv));
+      else
+        k::attention_bwd(f(q), f(k_), f(v), f(out), lse, f(dout), B, T, Hq, Hkv, hd, scale, f(dq),
+                         f(dk), f(dv));
     });
   }
 
@@ -311,21 +252,22 @@ class CpuOps final : public Ops {
                            DType t) override {
     tally(paths_.attention_fwd, "ring_block");
     run(s, kAttention, [=] {
-      In qi(q, B * Tq * Hq * hd, t), ki(k_, B * Tk * Hkv * hd, t), vi(v, B * Tk * Hkv * hd, t);
-      Out o(out, B * Tq * Hq * hd, t, false);
-      k::attention_fwd_block(qi.get(), ki.get(), vi.get(), B, Tq, Tk, Hq, Hkv, hd, scale, qpos,
-                             kpos, o.get(), lse);
-      o.store();
+      if (is_bf16(t))
+        k::attention_fwd_block(h(q), h(k_), h(v), B, Tq, Tk, Hq, Hkv, hd, scale, qpos, kpos, h(out),
+                               lse);
+      else
+        k::attention_fwd_block(f(q), f(k_), f(v), B, Tq, Tk, Hq, Hkv, hd, scale, qpos, kpos, f(out),
+                               lse);
     });
   }
 
   void attention_lse_merge(Stream& s, void* out, float* lse, const void* out_b, const float* lse_b,
                            int64_t B, int64_t T, int64_t H, int64_t hd, DType t) override {
     run(s, kAttention, [=] {
-      In ob(out_b, B * T * H * hd, t);
-      Out o(out, B * T * H * hd, t, true);
-      k::attention_lse_merge(o.get(), lse, ob.get(), lse_b, B, T, H, hd);
-      o.store();
+      if (is_bf16(t))
+        k::attention_lse_merge(h(out), lse, h(out_b), lse_b, B, T, H, hd);
+      else
+        k::attention_lse_merge(f(out), lse, f(out_b), lse_b, B, T, H, hd);
     });
   }
 
@@ -335,18 +277,22 @@ class CpuOps final : public Ops {
                            const int32_t* kpos, float* dq, float* dk, float* dv, DType t) override {
     tally(paths_.attention_bwd, "ring_block");
     run(s, kAttention, [=] {
-      const int64_t nq = B * Tq * Hq * hd, nk = B * Tk * Hkv * hd;
-      In qi(q, nq, t), ki(k_, nk, t), vi(v, nk, t), oi(out, nq, t), gi(dout, nq, t);
-      k::attention_bwd_block(qi.get(), ki.get(), vi.get(), oi.get(), lse, gi.get(), B, Tq, Tk, Hq,
-                             Hkv, hd, scale, qpos, kpos, dq, dk, dv);
+      if (is_bf16(t))
+        k::attention_bwd_block(h(q), h(k_), h(v), h(out), lse, h(dout), B, Tq, Tk, Hq, Hkv, hd,
+                               scale, qpos, kpos, dq, dk, dv);
+      else
+        k::attention_bwd_block(f(q), f(k_), f(v), f(out), lse, f(dout), B, Tq, Tk, Hq, Hkv, hd,
+                               scale, qpos, kpos, dq, dk, dv);
     });
   }
 
   void ce_partial(Stream& s, const void* logits, const int32_t* targets, int64_t rows, int64_t V,
                   int64_t v0, float* max, float* sumexp, float* tlogit, DType t) override {
     run(s, kElementwise, [=] {
-      In x(logits, rows * V, t);
-      k::ce_partial(x.get(), targets, rows, V, v0, max, sumexp, tlogit);
+      if (is_bf16(t))
+        k::ce_partial(h(logits), targets, rows, V, v0, max, sumexp, tlogit);
+      else
+        k::ce_partial(f(logits), targets, rows, V, v0, max, sumexp, tlogit);
     });
   }
   void ce_rescale(Stream& s, const float* max, const float* gmax, float* sumexp,
@@ -364,10 +310,10 @@ class CpuOps final : public Ops {
   void ce_bwd(Stream& s, const void* logits, const int32_t* targets, const float* lse, int64_t rows,
               int64_t V, int64_t v0, float scale, void* dlogits, DType t) override {
     run(s, kElementwise, [=] {
-      In x(logits, rows * V, t);
-      Out o(dlogits, rows * V, t, false);
-      k::ce_bwd(x.get(), targets, lse, rows, V, v0, scale, o.get());
-      o.store();
+      if (is_bf16(t))
+        k::ce_bwd(h(logits), targets, lse, rows, V, v0, scale, h(dlogits));
+      else
+        k::ce_bwd(f(logits), targets, lse, rows, V, v0, scale, f(dlogits));
     });
   }
 

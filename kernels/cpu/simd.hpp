@@ -6,6 +6,14 @@
 // [-ln2/2, ln2/2], a degree-6 polynomial, then the exponent bits): relative
 // error below 3e-7 over the range, exactly 0 below -87 and +inf above 88.7.
 // It is deterministic: the same input gives the same output in every clone.
+// to_f32 / from_f32 load and store an element of either storage type (fp32,
+// or bf16 bits in a uint16_t) as fp32 in registers, so one templated loop
+// reads and writes bf16 directly; the bf16 store rounds to nearest even and
+// keeps NaN a NaN (tensor/dtype.hpp's f32_to_bf16, bit for bit), written
+// without branches so that it vectorises. Loops whose body calls exp_fast
+// vectorise poorly when the same loop also converts 16-bit elements; they
+// convert a chunk of kChunk elements into fp32 registers' worth of stack
+// (widen_chunk), run the fp32 loop, and round the chunk back (narrow_chunk).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -40,5 +48,37 @@ inline float exp_fast(float x) {
   std::memcpy(&scale, &e, 4);
   const float y = p * scale;
   return x < lo ? 0.f : (x > hi ? __builtin_inff() : y);
+}
+
+inline float to_f32(float x) { return x; }
+inline float to_f32(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// from_f32<T>(x): x stored as T.
+template <typename T>
+inline T from_f32(float x);
+template <>
+inline float from_f32<float>(float x) {
+  return x;
+}
+template <>
+inline uint16_t from_f32<uint16_t>(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x0040u : rounded);
+}
+
+constexpr int64_t kChunk = 512;
+inline void widen_chunk(const uint16_t* x, int64_t m, float* y) {
+#pragma omp simd
+  for (int64_t j = 0; j < m; ++j) y[j] = to_f32(x[j]);
+}
+inline void narrow_chunk(const float* x, int64_t m, uint16_t* y) {
+#pragma omp simd
+  for (int64_t j = 0; j < m; ++j) y[j] = from_f32<uint16_t>(x[j]);
 }
 }  // namespace st::kernels
