@@ -39,7 +39,6 @@ struct Job {
   std::string peak_source;
   RunInfo info{};
   TelemetryWriter tel;
-  TrainState tstate;
   std::unique_ptr<Checkpointer> ckpt;
   long start_step = 1;  // after a resume, the checkpoint's step + 1
   // Fault injection for the hang tests (SCALETRAIN_FAULT=stop|kill:RANK:STEP:step):

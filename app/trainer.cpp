@@ -109,7 +109,7 @@ struct Phase {
 // write happens in the background.
 double checkpoint_step(Job& j, long step, double sig) {
   const auto state = [&] {
-    return checkpoint_state(j.tstate, step, j.loader->samples_consumed(step));
+    return checkpoint_state(j.engine->state(), j.cfg, step, j.loader->samples_consumed(step));
   };
   if (sig > 0) {
     j.tel.event("signal", step, {{"signal", signal_name(int(sig))}});

@@ -30,44 +30,31 @@ double lr_at(const OptimCfg& o, long step, long total) {
   return floor + 0.5 * (peak - floor) * (1.0 + std::cos(M_PI * frac));
 }
 
-void AdamW::add(const std::string& name, float* w, const float* g, int64_t n, bool decay, void* wc,
-                DType wc_t) {
+void AdamW::init(StateTable& t) {
   Device& dev = be_.device();
-  OptimSlot s;
-  s.name = name;
-  s.w = w;
-  s.g = g;
-  s.n = n;
-  s.decay = decay;
-  s.wc = wc;
-  s.wc_t = wc_t;
-  s.m = Tensor({n}, DType::F32, MemCat::Optim, dev);
-  s.v = Tensor({n}, DType::F32, MemCat::Optim, dev);
-  s.m.zero();
-  s.v.zero();
-  slots_.push_back(std::move(s));
+  for (StatePiece& p : t.pieces) {
+    p.m = Tensor({p.len}, DType::F32, MemCat::Optim, dev);
+    p.v = Tensor({p.len}, DType::F32, MemCat::Optim, dev);
+    p.m.zero();
+    p.v.zero();
+  }
 }
 
-void AdamW::step(double lr, double grad_scale, long t) {
+void AdamW::step(StateTable& t, double lr, double grad_scale, long step) {
   AdamWHyper h;
   h.lr = float(lr);
   h.beta1 = float(cfg_.beta1);
   h.beta2 = float(cfg_.beta2);
   h.eps = float(cfg_.eps);
   h.weight_decay = float(cfg_.weight_decay);
-  h.step = t;
+  h.step = step;
   h.grad_scale = float(grad_scale);
   std::vector<AdamWSpan> spans;
-  spans.reserve(slots_.size());
-  for (auto& s : slots_)
-    spans.push_back({s.w, s.g, s.m.data(), s.v.data(), s.wc, s.wc_t, s.n, s.decay});
+  spans.reserve(t.pieces.size());
+  for (StatePiece& p : t.pieces)
+    spans.push_back(
+        {p.master, p.grad, p.m.data(), p.v.data(), p.compute, p.compute_t, p.len, p.decay});
   be_.ops().adamw(be_.device().compute_stream(), spans, h);
-}
-
-int64_t AdamW::state_bytes() const {
-  int64_t b = 0;
-  for (auto& s : slots_) b += int64_t(s.m.bytes() + s.v.bytes());
-  return b;
 }
 
 double clip_coef(double norm, double clip) {
