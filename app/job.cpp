@@ -244,6 +244,7 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
       std::make_unique<DataLoader>(std::move(src), j.cfg.model.seq_len, j.cfg.train.micro_batch,
                                    j.cfg.train.grad_accum, par.dp, j.mesh->coords().dp);
   j.engine = std::make_unique<Engine>(j.cfg, *j.mesh, *j.be);
+  j.lr = LrSchedule(j.cfg.optim, j.cfg.train.steps);
   pick_peak(j);
 
   j.info = RunInfo{&rt,

@@ -35,6 +35,7 @@ struct Job {
   std::unique_ptr<DataLoader> loader;
   std::unique_ptr<Evaluator> evaluator;  // data.val_path every train.eval_interval steps
   std::unique_ptr<Engine> engine;
+  LrSchedule lr;    // optim.* over train.steps, parsed once
   double peak = 0;  // FLOP/s per rank MFU is reported against
   std::string peak_source;
   RunInfo info{};

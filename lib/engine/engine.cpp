@@ -7,22 +7,12 @@
 
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
+#include "core/span_log.hpp"
 #include "core/util.hpp"
 #include "parallel/pipeline.hpp"
+#include "tensor/interval.hpp"
 
 namespace st {
-namespace {
-// Seconds between two events recorded around some work on a stream, after
-// the stream has been synchronised.
-struct Interval {
-  std::unique_ptr<Event> a, b;
-  explicit Interval(Device& d) : a(d.create_event()), b(d.create_event()) {}
-  void begin(Stream& s) { a->record(s); }
-  void end(Stream& s) { b->record(s); }
-  double seconds() { return b->seconds_since(*a); }
-};
-}  // namespace
-
 Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
     : cfg_(cfg),
       mesh_(mesh),
@@ -280,6 +270,15 @@ void Engine::before_layer(int chunk, int l) {
     gather_->prefetch(l - dir_);
 }
 
+// Micro-batch m of the step from the loader, timed (StepOut::data_s and a
+// `data` span on the host track of the trace).
+void Engine::load(const DataLoader& loader, long step, int m, MicroBatch& mb, StepOut& o) {
+  const double t0 = wall_time(), h0 = spans::on() ? spans::epoch_now() : 0.0;
+  loader.get(step, m, mb);
+  o.data_s += wall_time() - t0;
+  if (spans::on()) spans::add({"data", "host", h0, spans::epoch_now(), m});
+}
+
 StepOut Engine::forward_backward(long step, const DataLoader& loader) {
   StepOut o;
   Stream& s = dev_.compute_stream();
@@ -297,9 +296,7 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
     Model& model = *chunks_[0];
     MicroBatch mb;
     for (int m = 0; m < accum; ++m) {
-      double td = wall_time();
-      loader.get(step, m, mb);
-      o.data_s += wall_time() - td;
+      load(loader, step, m, mb, o);
       // Reductions start during the last backward, or every one when staged.
       collect_ = staged_ || m == accum - 1;
       more_micro_ = m + 1 < accum;
@@ -314,7 +311,7 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
   }
   collect_ = false;
   if (gather_) gather_->drain();  // before the shard is updated
-  Interval tail(dev_);
+  StreamInterval tail(dev_);
   tail.begin(s);
   bk.finish();
   tail.end(s);
@@ -358,7 +355,7 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
 
 double Engine::gather_shards(double* exposed) {
   Stream& s = dev_.compute_stream();
-  Interval iv(dev_);
+  StreamInterval iv(dev_);
   iv.begin(s);
   std::vector<void*> bases;
   for (auto& m : chunks_) bases.push_back(m->weights_at(0));
@@ -372,7 +369,7 @@ double Engine::gather_shards(double* exposed) {
 
 double Engine::apply(long step, double lr, double grad_norm, bool skip, double* exposed_s) {
   Stream& s = dev_.compute_stream();
-  Interval iv(dev_);
+  StreamInterval iv(dev_);
   iv.begin(s);
   if (!skip) opt_->step(state_, lr, clip_coef(grad_norm, cfg_.optim.grad_clip), step);
   if (regather_ && !skip) gather_shards(exposed_s);

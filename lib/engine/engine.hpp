@@ -107,6 +107,7 @@ class Engine {
   void make_pp_links();
   Communicator& pp_link(bool forward, int sender);
   double run_pipeline(long step, const DataLoader& loader, StepOut& o);
+  void load(const DataLoader& loader, long step, int m, MicroBatch& mb, StepOut& o);
   double gather_shards(double* exposed);  // ZeRO 1/2 after the update
   const Config& cfg_;
   Mesh& mesh_;
@@ -119,7 +120,7 @@ class Engine {
   DType cdt_;
   Communicator* dpcp_ = nullptr;                      // the gradient group, on the device
   std::vector<Communicator*> used_;                   // every device communicator the step uses
-  std::vector<std::unique_ptr<HostGroup>> pp_links_;  // pipeline p2p (pipeline.cpp)
+  std::vector<std::unique_ptr<HostGroup>> pp_links_;  // pipeline p2p (engine_pipeline.cpp)
   std::vector<std::unique_ptr<Model>> chunks_;        // model chunks of this stage
   std::vector<int> base_;                             // index of each chunk's first param
   bool collect_ = false;  // forward grad_ready to the buckets (last micro-batch)

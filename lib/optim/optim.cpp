@@ -1,4 +1,4 @@
-// Implementation of optim.hpp: AdamW slots over the backend's multi-tensor
+// Implementation of optim.hpp: AdamW over the state table with the backend's multi-tensor
 // AdamW (decoupled weight decay, bias correction as in PyTorch's
 // torch.optim.AdamW) and LR schedules.
 #include "optim/optim.hpp"
@@ -18,16 +18,20 @@ Schedule parse_schedule(const std::string& s) {
   throw UsageError("optim.schedule: '" + s + "' is not valid; choose constant, linear or cosine");
 }
 
-double lr_at(const OptimCfg& o, long step, long total) {
-  const double peak = o.lr;
-  const double floor = o.lr * o.min_lr_ratio;
-  if (o.warmup_steps > 0 && step <= o.warmup_steps) return peak * double(step) / o.warmup_steps;
-  Schedule s = parse_schedule(o.schedule);
-  if (s == Schedule::Constant) return peak;
-  long decay_steps = std::max<long>(1, total - o.warmup_steps);
-  double frac = std::clamp(double(step - o.warmup_steps) / double(decay_steps), 0.0, 1.0);
-  if (s == Schedule::Linear) return peak + (floor - peak) * frac;
-  return floor + 0.5 * (peak - floor) * (1.0 + std::cos(M_PI * frac));
+LrSchedule::LrSchedule(const OptimCfg& o, long total)
+    : kind_(parse_schedule(o.schedule)),
+      peak_(o.lr),
+      floor_(o.lr * o.min_lr_ratio),
+      warmup_(o.warmup_steps),
+      total_(total) {}
+
+double LrSchedule::at(long step) const {
+  if (warmup_ > 0 && step <= warmup_) return peak_ * double(step) / double(warmup_);
+  if (kind_ == Schedule::Constant) return peak_;
+  const long decay_steps = std::max<long>(1, total_ - warmup_);
+  const double frac = std::clamp(double(step - warmup_) / double(decay_steps), 0.0, 1.0);
+  if (kind_ == Schedule::Linear) return peak_ + (floor_ - peak_) * frac;
+  return floor_ + 0.5 * (peak_ - floor_) * (1.0 + std::cos(M_PI * frac));
 }
 
 void AdamW::init(StateTable& t) {

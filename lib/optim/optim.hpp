@@ -20,8 +20,20 @@ class Backend;
 enum class Schedule { Constant, Linear, Cosine };
 Schedule parse_schedule(const std::string& s);  // throws UsageError
 
-// lr at 1-based step `step` of `total` steps.
-double lr_at(const OptimCfg& o, long step, long total);
+// The learning rate at each 1-based step of a run of `total` steps
+// (optim.lr, warmup_steps, schedule, min_lr_ratio); the schedule's name is
+// parsed once, at construction.
+class LrSchedule {
+ public:
+  LrSchedule() = default;
+  LrSchedule(const OptimCfg& o, long total);  // throws UsageError for an unknown schedule
+  double at(long step) const;
+
+ private:
+  Schedule kind_ = Schedule::Constant;
+  double peak_ = 0, floor_ = 0;
+  long warmup_ = 0, total_ = 1;
+};
 
 class AdamW {
  public:
