@@ -26,6 +26,16 @@ json collective_stats(MpiCommunicator& world, const std::vector<Communicator*>& 
   return comm;
 }
 
+namespace {
+// What the ops ran since the last step (kernels/ops.hpp OpPaths): the
+// step record's `paths`, `{}` when the backend does not count.
+json op_paths(Ops& ops) {
+  const OpPaths p = ops.take_paths();
+  if (!p.known) return json::object();
+  return {{"attention_fwd", p.attention_fwd}, {"attention_bwd", p.attention_bwd}, {"gemm", p.gemm}};
+}
+}  // namespace
+
 json step_record(const StepTimes& t, const Config& cfg, MpiCommunicator& world,
                  const std::vector<Communicator*>& comms, const EngineMemory& mem, Backend& be) {
   double comm_s = 0;
@@ -53,6 +63,7 @@ json step_record(const StepTimes& t, const Config& cfg, MpiCommunicator& world,
           {"comm_bucket_s", t.fb.async_total_s},
           {"comm", comm},
           {"kernel_s", kernel},
+          {"paths", op_paths(be.ops())},
           {"ckpt_stall_s", t.ckpt_stall_s},
           {"tokens", tokens},
           {"global_tokens", global_batch(cfg) * cfg.model.seq_len},

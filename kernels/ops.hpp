@@ -26,6 +26,7 @@
 //    kernels instead; the CPU backend is bitwise repeatable; docs/cuda.md).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -73,11 +74,24 @@ struct KernelSeconds {
   bool known = false;
 };
 
+// Which implementation each call ran since the last take_paths(), calls per
+// path name (no silent fallback; the step record's `paths`, docs/telemetry.md):
+// attention_fwd / attention_bwd count the full causal ops ("cpu"; CUDA:
+// "cudnn", "block" when cuDNN could not take the shape, "block_chosen" for
+// runtime.attention_backward=deterministic) and the ring-attention blocks
+// ("ring_block"); gemm counts GEMMs ("cpu_fp32", "cpu_bf16"; CUDA:
+// "cublaslt_h<i>", the i-th cuBLASLt heuristic result, 0 the first choice).
+struct OpPaths {
+  std::map<std::string, int64_t> attention_fwd, attention_bwd, gemm;
+  bool known = false;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
   virtual std::string describe() const = 0;  // what the GEMM and attention run on
   virtual KernelSeconds take_kernel_seconds() { return {}; }
+  virtual OpPaths take_paths() { return {}; }
 
   // C[M,N] = alpha * op(A) op(B) + beta * C; op(A) is [M,K], op(B) is [K,N];
   // lda/ldb/ldc are row strides as stored. A and B have dtype `ab`; C has

@@ -13,8 +13,13 @@
 # three minutes, it answers the open questions (questions.txt): a GPU two
 # ranks would share is refused cleanly; cuDNN accepts the SDPA graphs (the
 # block kernels ran nowhere); two identical runs are bitwise equal (a
-# report). The bench-step runs fail when the block kernels ran for causal
-# attention.
+# report). The bench-step and trainer runs fail when the block kernels ran
+# for causal attention where cuDNN was expected (describe()'s counts; the
+# step records' `paths.attention_fwd/bwd.block`). The whole script keeps
+# within BUDGET_S seconds from launch (one 10-minute call): every step's
+# timeout is cut to what is left, a step with too little left is skipped and
+# says so, and each result is appended to results.txt as soon as it is
+# measured (questions.txt likewise), so a cut-off run still reports.
 #
 # llama-7b trains without checkpoints here: a checkpoint holds fp32 weights
 # and both AdamW moments (12 bytes per parameter, ~81 GB), more than the
@@ -26,20 +31,38 @@
 #              SCALETRAIN_CUDA_ARCHS (default 90), JOBS (default nproc),
 #              GEMM_SIZE (default 8192), STEPS (timed bench-step steps,
 #              default 4, one untimed warm-up step more), TRAIN_STEPS
-#              (trainer steps, default 20).
+#              (trainer steps, default 20), BUDGET_S (seconds from launch the
+#              script keeps within, default 570).
 # Exit: 0 everything passed; 1 a build step, test or run failed; 77 no GPU
 # visible (everything built, nothing ran).
 set -uo pipefail
+t0=0  # bash's SECONDS counts from the script's launch
 cd "$(dirname "$0")/.." || exit 1
-t0=$SECONDS
 archs=${SCALETRAIN_CUDA_ARCHS:-90}
 jobs=${JOBS:-$(nproc)}
 gemm=${GEMM_SIZE:-8192}
 steps=${STEPS:-4}
 tsteps=${TRAIN_STEPS:-20}
 build="build-cuda"  # the cuda preset's binaryDir
+budget=${BUDGET_S:-570}
 log=${OUT:-$(mktemp -d)}/gpu-check
 mkdir -p "$log"
+: >"$log/results.txt"
+# A step's timeout: its own cap, cut to what is left of the budget (at least 1).
+left() {
+  local l=$((budget - SECONDS))
+  ((l > $1)) && l=$1
+  ((l < 1)) && l=1
+  echo "$l"
+}
+# Whether at least $1 seconds are left; else the step is recorded as skipped.
+have() {
+  ((budget - SECONDS >= $1)) && return 0
+  printf '%s: skipped, %ds of the %ds budget left\n' "$2" $((budget - SECONDS)) "$budget" |
+    tee -a "$log/results.txt"
+  return 1
+}
+record() { printf '%s\n' "$*" >>"$log/results.txt"; }
 
 step() { printf '\n== %s (%ds)\n' "$*" $((SECONDS - t0)); }
 die() { printf 'gpu-check: %s (logs in %s)\n' "$*" "$log" >&2; exit 1; }
@@ -60,7 +83,7 @@ done
 step "build (-j$jobs)"
 targets=(scaletrain scaletrain_cuda scaletrain-analyze scaletrain-cuda-probe
   scaletrain-bench-gemm scaletrain-bench-step "${gpu_tests[@]}")
-timeout 300 cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$log/build.txt" 2>&1 ||
+timeout "$(left 300)" cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$log/build.txt" 2>&1 ||
   { tail -40 "$log/build.txt"; die "build failed"; }
 echo "built: ${targets[*]}"
 analyze=$(find "$build" -maxdepth 3 -type f -name scaletrain-analyze | head -1)
@@ -82,7 +105,7 @@ tiny=(--config configs/models/tiny.yaml --set runtime.device=cuda --set train.pr
 step "question 1: two ranks on one GPU"
 one_gpu=${CUDA_VISIBLE_DEVICES:-0}
 one_gpu=${one_gpu%%,*}  # both ranks see the same single GPU
-CUDA_VISIBLE_DEVICES=$one_gpu timeout 60 "${mpiexec_[@]}" -n 2 \
+CUDA_VISIBLE_DEVICES=$one_gpu timeout "$(left 60)" "${mpiexec_[@]}" -n 2 \
   -x CUDA_VISIBLE_DEVICES="$one_gpu" "$build/app/scaletrain" "${tiny[@]}" \
   --set train.steps=1 --out "$log/q-shared" >"$log/q-shared.txt" 2>&1
 q1_rc=$?
@@ -94,7 +117,7 @@ else
 fi
 
 step "question 2: cuDNN takes the SDPA graphs (bench-step llama-1b, seq 1024, 1 step)"
-timeout 90 "$build/kernels/cuda/scaletrain-bench-step" --preset llama-1b --seq 1024 \
+timeout "$(left 90)" "$build/kernels/cuda/scaletrain-bench-step" --preset llama-1b --seq 1024 \
   --micro-batch 1 --steps 1 --warmup 0 >"$log/q-cudnn.txt" 2>&1
 q2_rc=$?
 ran=$(sed -n 's/.*cuDNN fwd\/bwd \([0-9]*\)\/\([0-9]*\), block kernels fwd\/bwd \([0-9]*\)\/\([0-9]*\).*/\1 \2 \3 \4/p' \
@@ -109,7 +132,7 @@ fi
 
 step "question 3: two identical runs, bitwise (tiny, 3 steps, twice)"
 for i in 1 2; do
-  timeout 60 "$build/app/scaletrain" "${tiny[@]}" --set train.steps=3 --out "$log/q-repeat-$i" \
+  timeout "$(left 60)" "$build/app/scaletrain" "${tiny[@]}" --set train.steps=3 --out "$log/q-repeat-$i" \
     >"$log/q-repeat-$i.txt" 2>&1
 done
 losses() { grep -o '"loss":[^,]*' "$log/q-repeat-$1/telemetry/rank_00000.jsonl" 2>/dev/null |
@@ -121,12 +144,13 @@ else
 fi
 
 step "ctest -L gpu"
-timeout 150 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120 \
+timeout "$(left 150)" ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120 \
   >"$log/ctest.txt" 2>&1
 ctest_rc=$?
 grep -E "Test +#|tests passed|Skipped|Failed|SKIP:" "$log/ctest.txt" | sed 's/^/  /'
 summary=$(grep -E "tests passed" "$log/ctest.txt" || echo "ctest did not finish (rc $ctest_rc)")
 skipped=$(grep -c "(Skipped)" "$log/ctest.txt" || true)
+record "gpu tests: $summary; $skipped skipped"
 
 step "probe"
 "$build/kernels/cuda/scaletrain-cuda-probe" | tee "$log/probe.txt"
@@ -138,17 +162,20 @@ if [[ $probe_rc -eq 77 ]]; then
 fi
 
 step "bf16 GEMM rate (cuBLASLt, ${gemm}^3)"
-timeout 60 "$build/kernels/cuda/scaletrain-bench-gemm" "$gemm" "$gemm" "$gemm" 50 |
+timeout "$(left 60)" "$build/kernels/cuda/scaletrain-bench-gemm" "$gemm" "$gemm" "$gemm" 50 |
   tee "$log/gemm.txt"
 tflops=$(sed -n 's/^bf16_gemm_tflops=//p' "$log/gemm.txt")
+record "bf16 GEMM ${gemm}^3: ${tflops:-n/a} TFLOP/s"
 
 # micro-batch per model (7B: fp32 master, bf16 copy, fp32 grads and AdamW
 # moments are 18 bytes/param, ~113 GiB, so one 4096-token sequence per step).
 declare -A mbs=([llama-1b]=2 [llama-7b]=1)
 declare -A step_rc
 for m in llama-1b llama-7b; do
+  step_rc[$m]=124
+  have 40 "bench-step $m" || continue
   step "bench-step: $m, seq 4096, micro-batch ${mbs[$m]}, 1+$steps steps, full act ckpt"
-  timeout 150 "$build/kernels/cuda/scaletrain-bench-step" --preset "$m" --seq 4096 \
+  timeout "$(left 150)" "$build/kernels/cuda/scaletrain-bench-step" --preset "$m" --seq 4096 \
     --micro-batch "${mbs[$m]}" --steps "$steps" --warmup 1 >"$log/step-$m.txt" 2>&1
   step_rc[$m]=$?
   tail -17 "$log/step-$m.txt" | sed 's/^/  /'
@@ -158,6 +185,8 @@ for m in llama-1b llama-7b; do
     echo "  the block attention kernels ran where cuDNN was expected"
     [[ ${step_rc[$m]} -eq 0 ]] && step_rc[$m]=3
   fi
+  record "bench-step $m: rc ${step_rc[$m]} $(grep -E '^(tokens_per_s|mfu)=' \
+    "$log/step-$m.txt" | tr '\n' ' ')"
 done
 
 # The trainer on the GPU: 20 steps at the bench-step shapes (4 left out of
@@ -166,13 +195,15 @@ done
 # vocabulary does not fit uint16.
 declare -A tr_rc tr_toks tr_mfu tr_stall tr_write
 for m in llama-1b llama-7b; do
+  tr_rc[$m]=124
+  have 60 "trainer $m" || continue
   ckpt=(--set checkpoint.interval=0)
   [[ $m == llama-1b ]] && ckpt=(--set checkpoint.interval=10 --set checkpoint.keep_last_n=1
     --set checkpoint.mode=async)
   step "trainer: $m, runtime.device=cuda, seq 4096, micro-batch ${mbs[$m]}, $tsteps steps" \
     "${ckpt[*]}"
   run=$log/run-$m
-  timeout 200 "$build/app/scaletrain" --config configs/default.yaml --set model.preset="$m" \
+  timeout "$(left 200)" "$build/app/scaletrain" --config configs/default.yaml --set model.preset="$m" \
     --set model.seq_len=4096 --set data.dtype=uint32 --set runtime.device=cuda \
     --set train.precision=bf16 --set train.act_ckpt=full --set train.micro_batch="${mbs[$m]}" \
     --set train.steps="$tsteps" --set train.warmup_steps_excluded=4 "${ckpt[@]}" --out "$run" \
@@ -190,6 +221,15 @@ for m in llama-1b llama-7b; do
   tr_write[$m]=$(grep -o '"event":"ckpt_commit"[^}]*' "$tel" 2>/dev/null |
     grep -o '"write_s":[0-9.e+-]*' | head -1 | cut -d: -f2)
   rm -rf "$run/checkpoints"  # ~18 GB for llama-1b; nothing of it is reported
+  # No silent fallback: a step record whose attention paths name the block
+  # kernels (not `block_chosen`, not `ring_block`) fails the run.
+  if grep '"type":"step"' "$tel" 2>/dev/null | grep -Eq '"attention_(fwd|bwd)":\{[^}]*"block":'; then
+    echo "  the block attention kernels ran where cuDNN was expected (step records' paths)"
+    [[ ${tr_rc[$m]} -eq 0 ]] && tr_rc[$m]=3
+  fi
+  record "trainer $m: rc ${tr_rc[$m]}, ${tr_toks[$m]:-n/a} tok/s, MFU ${tr_mfu[$m]:-n/a}%," \
+    "paths of the last step: $(grep '"type":"step"' "$tel" 2>/dev/null | tail -1 |
+      grep -o '"paths":{"attention_bwd":{[^}]*},"attention_fwd":{[^}]*},"gemm":{[^}]*}}')"
   if [[ -n $analyze && -f $run/run.json ]]; then
     "$analyze" run "$run" --no-plots >"$log/analyze-$m.txt" 2>&1 ||
       echo "  scaletrain-analyze failed (see $log/analyze-$m.txt)"

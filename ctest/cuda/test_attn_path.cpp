@@ -70,4 +70,20 @@ TEST(AttnPath, CountsWhatRanPerStepAndInTotal) {
   EXPECT_NE(p.describe().find("cuDNN fwd/bwd 1/1, block kernels fwd/bwd 1/1"), std::string::npos)
       << p.describe();
 }
+
+TEST(AttnPath, StepRecordNamesEachPathThatRan) {
+  AttnPathPolicy p;
+  for (int i = 0; i < 3; ++i) p.ran(AttnPath::Cudnn, false);
+  p.ran(AttnPath::Block, false);
+  p.ran(AttnPath::BlockChosen, true);
+  p.ran(AttnPath::BlockChosen, true);
+  const AttnCounts c = p.take_counts();
+  using M = std::map<std::string, int64_t>;
+  EXPECT_EQ(attn_path_names(c, false), (M{{"cudnn", 3}, {"block", 1}}));
+  EXPECT_EQ(attn_path_names(c, true), (M{{"block_chosen", 2}}));  // not counted as a fallback
+  EXPECT_EQ(c.block_bwd, 0);
+  EXPECT_NE(p.describe().find("runtime.attention_backward=deterministic 2"), std::string::npos)
+      << p.describe();
+  EXPECT_TRUE(attn_path_names(p.take_counts(), true).empty());
+}
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kernels/cuda/host/gemm_algo.hpp"
 #include "kernels/cuda/host/gemm_map.hpp"
 
 namespace {
@@ -105,5 +106,31 @@ TEST(GemmMap, AlignmentIsTheLargestPowerOfTwoDividingAddressAndStride) {
   EXPECT_EQ(gemm_alignment(0x1000, 7, 2), 2);    // 14-byte rows
   EXPECT_EQ(gemm_alignment(0x1000, 3, 4), 4);    // fp32, 12-byte rows
   EXPECT_EQ(gemm_alignment(0x1001, 64, 2), 1);
+}
+// The heuristic's candidates in order: the first usable one runs; one that
+// cuBLASLt refuses at run time hands over to the next; none left is an
+// error naming each candidate's reason.
+TEST(GemmAlgo, FirstUsableCandidateThenTheNextOnFailure) {
+  using st::cuda_host::gemm_algo_refusals;
+  using st::cuda_host::GemmCandidate;
+  using st::cuda_host::pick_gemm_algo;
+  const size_t ws = 1 << 20;
+  std::vector<GemmCandidate> c = {
+      {false, 0, false}, {true, 2 << 20, false}, {true, 4096, false}, {true, 0, false}};
+  EXPECT_EQ(pick_gemm_algo(c, ws), 2);  // 0 unsupported, 1 needs more workspace
+  c[2].failed = true;
+  EXPECT_EQ(pick_gemm_algo(c, ws), 3);
+  EXPECT_EQ(pick_gemm_algo(c, 4 << 20), 1);  // with a larger workspace, 1 is usable
+  c[3].failed = true;
+  EXPECT_EQ(pick_gemm_algo(c, ws), -1);
+  const std::string why = gemm_algo_refusals(c, ws);
+  EXPECT_NE(why.find("cublaslt_h0: not supported"), std::string::npos) << why;
+  EXPECT_NE(why.find("cublaslt_h1: needs 2097152 bytes of workspace, have 1048576"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("cublaslt_h3: refused at run time"), std::string::npos) << why;
+  EXPECT_EQ(pick_gemm_algo({}, ws), -1);
+  EXPECT_EQ(gemm_algo_refusals({}, ws), "no heuristic result");
+  EXPECT_EQ(st::cuda_host::gemm_path_name(0), "cublaslt_h0");
 }
 }  // namespace

@@ -51,10 +51,7 @@ TEST(LaunchLimits, RefusesWhatTheBlockKernelsCannotRun) {
   EXPECT_NE(attention_limits(4, 256, 256, 6, 4, 64).find("not a multiple"), std::string::npos);
 }
 
-TEST(LaunchLimits, CudnnHeadDimAndElementwiseGrid) {
-  EXPECT_EQ(cudnn_sdpa_head_dim(128), "");
-  EXPECT_NE(cudnn_sdpa_head_dim(60), "");  // even, so the block kernels take it
-  EXPECT_NE(cudnn_sdpa_head_dim(264), "");
+TEST(LaunchLimits, ElementwiseGrid) {
   EXPECT_EQ(elementwise_grid(0, 256), 1u);
   EXPECT_EQ(elementwise_grid(257, 256), 2u);
   EXPECT_EQ(elementwise_grid(int64_t(1) << 40, 256), 65535u * 16);

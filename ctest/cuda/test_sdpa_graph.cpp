@@ -3,13 +3,19 @@
 // the buffer the model passes ([B,T,H,hd] bf16 token-major, lse [B,H,T]),
 // every matmul's operand shapes agree (m x k times k x n, kv heads
 // broadcast over their query-head group), every virtual tensor is written
-// once before it is read, and the op list is the pinned lowering.
+// once before it is read, and the op list is the pinned lowering: the
+// composite graphs of cudnn-frontend v1.23.0 (commit 3929da2e, see
+// kernels/cuda/host/sdpa_graph.hpp), with the version branches of
+// sdpa_rules.hpp.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
 #include "kernels/cuda/host/sdpa_graph.hpp"
+#include "kernels/cuda/host/sdpa_rules.hpp"
 
 namespace {
 using namespace st::cuda_host;
@@ -74,7 +80,17 @@ void check_io(const RecordingSink& r, const Shape& s, bool bwd) {
       EXPECT_EQ(t.dim, (Dims4{B, Hkv, T, hd}));
       EXPECT_EQ(at(t.stride, {B - 1, 0, T - 1, hd - 1}), bshd(T, Hkv, hd, B - 1, 0, T - 1, hd - 1));
     }
-    EXPECT_TRUE(by_uid(r, kUidDQAcc).reorder_f16x16);  // the 1.3-1.7 lowering
+    // The frontend's workspace tensors: fp32, packed, bound by the caller.
+    const GTensor& acc = by_uid(r, kUidDQAcc);
+    EXPECT_FALSE(acc.is_virtual);
+    EXPECT_EQ(acc.type, GType::F32);
+    EXPECT_EQ(acc.dim, (Dims4{B, Hq, T, hd}));
+    EXPECT_EQ(acc.stride, (Dims4{Hq * T * hd, T * hd, hd, 1}));
+    const GTensor& sum = by_uid(r, kUidSoftmaxSum);
+    EXPECT_FALSE(sum.is_virtual);
+    EXPECT_EQ(sum.type, GType::F32);
+    EXPECT_EQ(sum.dim, (Dims4{B, Hq, T, 1}));
+    EXPECT_EQ(sum.stride, (Dims4{Hq * T, T, 1, 1}));
   }
   // lse: [B,Hq,T,1] over the model's [B,Hq,T] fp32 buffer.
   const GTensor& st = by_uid(r, kUidStats);
@@ -130,23 +146,74 @@ TEST(SdpaGraph, ForwardTensorsMatchTheBuffersAndTheLowering) {
   }
 }
 
+// The index of the first op of `kind` reading tensor uid `uid`, or -1.
+int first_reader(const RecordingSink& r, const std::string& kind, int64_t uid) {
+  for (size_t i = 0; i < r.ops.size(); ++i)
+    if (r.ops[i].kind == kind)
+      for (int in : r.ops[i].in)
+        if (r.tensors[size_t(in)].uid == uid) return int(i);
+  return -1;
+}
+
 TEST(SdpaGraph, BackwardTensorsMatchTheBuffersAndTheLowering) {
   for (const Shape& s : kShapes) {
     RecordingSink r;
     describe_sdpa(r, true, s.B, s.T, s.Hq, s.Hkv, s.hd);
     check_io(r, s, true);
     check_structure(r);
-    std::vector<std::string> want = {"pw_mul",    "reduce_add", "pw_mul",  // D
-                                     "matmul",    "pw_mul",     "pw_gen_index", "pw_gen_index",
-                                     "pw_cmp_ge", "pw_select",  "pw_sub",       "pw_exp",  // P
-                                     "reshape",   "matmul"};                               // dV
+    std::vector<std::string> want = {"pw_mul",       "reduce_add",   "pw_mul",  // softmax_sum
+                                     "matmul",       "pw_mul",       "pw_sub",  // S * scale - lse
+                                     "pw_gen_index", "pw_gen_index", "pw_cmp_ge", "pw_select",
+                                     "pw_exp",                   // P
+                                     "reshape",      "matmul"};  // dV
     if (s.Hq != s.Hkv) want.push_back("reduce_add");
-    for (const char* k : {"matmul", "pw_mul", "pw_sub", "pw_mul", "pw_mul", "reshape", "matmul"})
+    for (const char* k : {"matmul", "pw_sub", "pw_mul", "pw_mul", "reshape", "matmul"})
       want.push_back(k);  // dS, dK
     if (s.Hq != s.Hkv) want.push_back("reduce_add");
     for (const char* k : {"reshape", "matmul", "pw_identity"}) want.push_back(k);  // dQ
     EXPECT_EQ(r.kinds(), want) << "Hq=" << s.Hq << " Hkv=" << s.Hkv;
     EXPECT_EQ(r.tensors[size_t(r.ops.back().out)].uid, kUidDQ);
+    // softmax_sum is written by the * 1 (the only use of the one scalar) and
+    // read by the dP subtraction; the mask comes after the stats.
+    EXPECT_EQ(r.tensors[size_t(r.ops[2].out)].uid, kUidSoftmaxSum);
+    EXPECT_EQ(first_reader(r, "pw_mul", kUidOne), 2);
+    int ones = 0;
+    for (const auto& op : r.ops)
+      for (int in : op.in) ones += r.tensors[size_t(in)].uid == kUidOne;
+    EXPECT_EQ(ones, 1) << "no dP * 1";
+    EXPECT_EQ(first_reader(r, "pw_sub", kUidStats), 5);
+    EXPECT_EQ(r.ops[6].in[0], r.ops[5].out) << "the row index is generated over S - lse";
+    EXPECT_EQ(r.ops[9].in[0], r.ops[5].out) << "the select masks S - lse";
+    EXPECT_GT(first_reader(r, "pw_sub", kUidSoftmaxSum), 9);
+    // The dQ matmul writes the fp32 accumulator, the identity casts it.
+    EXPECT_EQ(r.tensors[size_t(r.ops[r.ops.size() - 2].out)].uid, kUidDQAcc);
   }
+}
+
+TEST(SdpaRules, MaskValueAndAccumulatorFollowTheCudnnVersion) {
+  EXPECT_EQ(sdpa_mask_value(90400), std::numeric_limits<float>::lowest());
+  EXPECT_EQ(sdpa_mask_value(90902), std::numeric_limits<float>::lowest());
+  EXPECT_TRUE(std::isinf(sdpa_mask_value(91000)) && sdpa_mask_value(91000) < 0);
+  EXPECT_TRUE(std::isinf(sdpa_mask_value(91900)) && sdpa_mask_value(91900) < 0);
+  EXPECT_TRUE(sdpa_zero_dq_accum(90000));
+  EXPECT_TRUE(sdpa_zero_dq_accum(90501));
+  EXPECT_FALSE(sdpa_zero_dq_accum(90600));
+  EXPECT_FALSE(sdpa_zero_dq_accum(91900));
+  EXPECT_EQ(cudnn_version_name(91900), "9.19.0");
+  EXPECT_EQ(cudnn_version_name(91002), "9.10.2");
+}
+
+TEST(SdpaRules, RefusesWhatTheFrontendRefuses) {
+  EXPECT_EQ(cudnn_sdpa_refuses(91900, 9, 4096, 128), "");
+  EXPECT_EQ(cudnn_sdpa_refuses(91900, 9, 4096, 256), "");  // Hopper takes up to 256
+  EXPECT_NE(cudnn_sdpa_refuses(91900, 10, 4096, 256).find("at most 128 on sm_10x"),
+            std::string::npos);
+  EXPECT_NE(cudnn_sdpa_refuses(91900, 8, 4096, 160).find("at most 128"), std::string::npos);
+  EXPECT_NE(cudnn_sdpa_refuses(91900, 9, 4096, 264).find("at most 256"), std::string::npos);
+  EXPECT_NE(cudnn_sdpa_refuses(91900, 9, 4096, 60).find("multiple of 8"), std::string::npos);
+  EXPECT_NE(cudnn_sdpa_refuses(91000, 9, 4096, 128).find("9.10.0"), std::string::npos);
+  EXPECT_NE(cudnn_sdpa_refuses(91001, 9, 4096, 128).find("9.10.1"), std::string::npos);
+  EXPECT_EQ(cudnn_sdpa_refuses(91002, 9, 4096, 128), "");
+  EXPECT_NE(cudnn_sdpa_refuses(91900, 9, 1, 128).find("sequence length 1"), std::string::npos);
 }
 }  // namespace

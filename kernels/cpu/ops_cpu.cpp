@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -143,6 +144,14 @@ class CpuOps final : public Ops {
     r.known = true;
     return r;
   }
+  // What ran, counted per call (kernels/ops.hpp, OpPaths).
+  OpPaths take_paths() override {
+    std::lock_guard<std::mutex> g(paths_mu_);
+    OpPaths r = std::move(paths_);
+    paths_ = OpPaths{};
+    r.known = true;
+    return r;
+  }
   std::string describe() const override {
     return "CPU: fp32 GEMM " + k::gemm_library() + "; bf16 GEMM " + k::gemm_bf16_library() +
            "; bf16 stored, fp32 math";
@@ -153,6 +162,7 @@ class CpuOps final : public Ops {
             int64_t ldc, DType c) override {
     ST_CHECK(c == DType::F32 || c == ab, "gemm: output dtype ", dtype_name(c), " for ",
              dtype_name(ab), " inputs");
+    tally(paths_.gemm, is_bf16(ab) ? "cpu_bf16" : "cpu_fp32");
     run(s, kGemm, [=] {
       if (!is_bf16(ab)) {
         k::gemm(ta, tb, M, N, K, alpha, static_cast<const float*>(A), lda,
@@ -269,6 +279,7 @@ class CpuOps final : public Ops {
   void attention_fwd(Stream& s, const void* q, const void* k_, const void* v, int64_t B, int64_t T,
                      int64_t Hq, int64_t Hkv, int64_t hd, float scale, void* out, float* lse,
                      DType t) override {
+    tally(paths_.attention_fwd, "cpu");
     run(s, kAttention, [=] {
       In qi(q, B * T * Hq * hd, t), ki(k_, B * T * Hkv * hd, t), vi(v, B * T * Hkv * hd, t);
       Out o(out, B * T * Hq * hd, t, false);
@@ -281,6 +292,7 @@ class CpuOps final : public Ops {
                      const float* lse, const void* dout, int64_t B, int64_t T, int64_t Hq,
                      int64_t Hkv, int64_t hd, float scale, void* dq, void* dk, void* dv,
                      DType t) override {
+    tally(paths_.attention_bwd, "cpu");
     run(s, kAttention, [=] {
       const int64_t nq = B * T * Hq * hd, nk = B * T * Hkv * hd;
       In qi(q, nq, t), ki(k_, nk, t), vi(v, nk, t), oi(out, nq, t), gi(dout, nq, t);
@@ -297,6 +309,7 @@ class CpuOps final : public Ops {
                            int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
                            const int32_t* qpos, const int32_t* kpos, void* out, float* lse,
                            DType t) override {
+    tally(paths_.attention_fwd, "ring_block");
     run(s, kAttention, [=] {
       In qi(q, B * Tq * Hq * hd, t), ki(k_, B * Tk * Hkv * hd, t), vi(v, B * Tk * Hkv * hd, t);
       Out o(out, B * Tq * Hq * hd, t, false);
@@ -320,6 +333,7 @@ class CpuOps final : public Ops {
                            const float* lse, const void* dout, int64_t B, int64_t Tq, int64_t Tk,
                            int64_t Hq, int64_t Hkv, int64_t hd, float scale, const int32_t* qpos,
                            const int32_t* kpos, float* dq, float* dk, float* dv, DType t) override {
+    tally(paths_.attention_bwd, "ring_block");
     run(s, kAttention, [=] {
       const int64_t nq = B * Tq * Hq * hd, nk = B * Tk * Hkv * hd;
       In qi(q, nq, t), ki(k_, nk, t), vi(v, nk, t), oi(out, nq, t), gi(dout, nq, t);
@@ -380,6 +394,14 @@ class CpuOps final : public Ops {
       }
     });
   }
+
+ private:
+  void tally(std::map<std::string, int64_t>& m, const char* path) {
+    std::lock_guard<std::mutex> g(paths_mu_);
+    ++m[path];
+  }
+  std::mutex paths_mu_;
+  OpPaths paths_;
 };
 }  // namespace
 

@@ -10,9 +10,9 @@
 //  - preflight: this rank's GPU (select_device: PCI bus ids compared across
 //    the node's ranks, collective over them; a GPU two ranks would share is
 //    refused by bus id; sm_80 or newer) and the peak MFU is reported
-//    against (runtime.gpu_peak_tflops, else the device's dense bf16 row of
-//    lib/metrics); then the device and the Ops are created. The bus-id
-//    exchange over MPI_COMM_WORLD is its only collective.
+//    against (runtime.gpu_peak_tflops, else the device's dense bf16 row:
+//    host/device_peak.hpp, by name and SM count); then the device and the Ops are created. The
+//    bus-id exchange over MPI_COMM_WORLD is its only collective.
 //  - communicator: one NcclCommunicator per MPI group, created on first
 //    use (collectively over the group) and kept until the group's MPI
 //    communicator is freed: an MPI attribute with a delete callback drops
@@ -28,13 +28,23 @@
 #include "core/error.hpp"
 #include "kernels/cuda/cuda_ops.hpp"
 #include "kernels/cuda/device.hpp"
+#include "kernels/cuda/host/device_peak.hpp"
 #include "kernels/cuda/host/supports.hpp"
 #include "kernels/cuda/nccl_communicator.hpp"
-#include "metrics/metrics.hpp"
 #include "scaletrain/seam_hash.hpp"
 
 namespace st::cuda {
 namespace {
+
+// The device's SM count (0 when the query fails: the table's full-chip figure).
+int sm_count(int ordinal) {
+  int n = 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
 
 std::string host_name() {
   char h[256] = {0};
@@ -80,8 +90,8 @@ class CudaBackend final : public Backend {
     if (!why.empty()) return where + why + "; use runtime.device=cpu on a machine without GPUs";
     if (cfg.runtime.gpu_peak_tflops > 0) {
       peak_ = {cfg.runtime.gpu_peak_tflops * 1e12, "config runtime.gpu_peak_tflops"};
-    } else if (auto p = metrics::peak_flops(name, "bf16")) {
-      peak_ = {p->flops, "table: " + p->device + " " + p->precision + " (" + p->source + ")"};
+    } else if (auto p = cuda_host::gpu_bf16_peak(name, sm_count(ordinal))) {
+      peak_ = {p->flops, p->source};
     } else {
       return where + "no dense bf16 peak FLOP/s is known for '" + name +
              "' (lib/metrics peak table); set runtime.gpu_peak_tflops to its dense bf16 TFLOP/s "

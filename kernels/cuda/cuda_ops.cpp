@@ -21,6 +21,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -30,6 +31,7 @@
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/gemm_lt.hpp"
 #include "kernels/cuda/host/attn_path.hpp"
+#include "kernels/cuda/host/gemm_algo.hpp"
 #include "kernels/cuda/ops_cuda.hpp"
 #include "kernels/cuda/sdpa_cudnn.hpp"
 
@@ -92,7 +94,20 @@ class CudaOps final : public Ops {
                        kc::CudnnSdpa::description(),
                        " for causal attention, custom kernels for ring-attention blocks; bf16 "
                        "stored, fp32 math; ",
-                       attn_.describe());
+                       attn_.describe(), gemm_.fallbacks());
+  }
+
+  // What ran since the last take (kernels/ops.hpp OpPaths), per step.
+  OpPaths take_paths() override {
+    OpPaths r;
+    const cuda_host::AttnCounts a = attn_.take_counts();
+    r.attention_fwd = cuda_host::attn_path_names(a, false);
+    r.attention_bwd = cuda_host::attn_path_names(a, true);
+    if (const int64_t n = ring_fwd_.exchange(0)) r.attention_fwd["ring_block"] = n;
+    if (const int64_t n = ring_bwd_.exchange(0)) r.attention_bwd["ring_block"] = n;
+    for (const auto& [i, n] : gemm_.take_counts()) r.gemm[cuda_host::gemm_path_name(i)] = n;
+    r.known = true;
+    return r;
   }
 
   void gemm(Stream& s, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -209,7 +224,7 @@ class CudaOps final : public Ops {
     need_bf16(t, "attention_bwd");
     const cudaStream_t cs = native(s);
     // runtime.attention_backward=deterministic: the block kernels, by choice (counted).
-    if (deterministic_bwd_) attn_.ran(cuda_host::AttnPath::Block, true);
+    if (deterministic_bwd_) attn_.ran(cuda_host::AttnPath::BlockChosen, true);
     if (!deterministic_bwd_ && use_cudnn(B, T, Hq, Hkv, hd, true)) {
       sdpa_.bwd(as<bf16>(q), as<bf16>(k), as<bf16>(v), as<bf16>(out), lse, as<bf16>(dout), B, T, Hq,
                 Hkv, hd, scale, as<bf16>(dq), as<bf16>(dk), as<bf16>(dv), cs);
@@ -235,6 +250,7 @@ class CudaOps final : public Ops {
                            const int32_t* qpos, const int32_t* kpos, void* out, float* lse,
                            DType t) override {
     need_bf16(t, "attention_fwd_block");
+    ++ring_fwd_;
     kc::attention_fwd_block(as<bf16>(q), as<bf16>(k), as<bf16>(v), B, Tq, Tk, Hq, Hkv, hd, scale,
                             qpos, kpos, as<bf16>(out), lse, native(s));
   }
@@ -250,6 +266,7 @@ class CudaOps final : public Ops {
                            int64_t Hq, int64_t Hkv, int64_t hd, float scale, const int32_t* qpos,
                            const int32_t* kpos, float* dq, float* dk, float* dv, DType t) override {
     need_bf16(t, "attention_bwd_block");
+    ++ring_bwd_;
     Scratch drow(dev_, size_t(B * Hq * Tq) * sizeof(float), s);
     kc::attention_bwd_block(as<bf16>(q), as<bf16>(k), as<bf16>(v), as<bf16>(out), lse,
                             as<bf16>(dout), B, Tq, Tk, Hq, Hkv, hd, scale, qpos, kpos, dq, dk, dv,
@@ -303,7 +320,7 @@ class CudaOps final : public Ops {
       case D::UseBlock:
         break;
       case D::TryCudnn:
-        if (std::string why = cuda_host::cudnn_sdpa_head_dim(hd); !why.empty()) {
+        if (std::string why = sdpa_.refuses(T, hd); !why.empty()) {
           attn_.refused(sh, why);
           log0("CUDA backend: causal attention B=", B, " T=", T, " Hq=", Hq, " Hkv=", Hkv,
                " hd=", hd, " runs on the custom block kernels, not cuDNN: ", why);
@@ -349,7 +366,8 @@ class CudaOps final : public Ops {
   kc::CudnnSdpa sdpa_;
   std::mutex mu_;
   cuda_host::AttnPathPolicy attn_;
-  bool deterministic_bwd_;  // runtime.attention_backward=deterministic
+  bool deterministic_bwd_;                          // runtime.attention_backward=deterministic
+  std::atomic<int64_t> ring_fwd_{0}, ring_bwd_{0};  // ring-attention block calls
   int32_t* pos_ = nullptr;
   int64_t pos_n_ = 0;
 };

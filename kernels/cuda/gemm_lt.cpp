@@ -1,12 +1,19 @@
 // cuBLASLt GEMM (see gemm_lt.hpp). Row-major C = op(A) op(B) is computed as
 // the column-major C^T = op(B)^T op(A)^T, so B is cuBLAS's first operand
-// (the descriptors come from kernels/cuda/host/gemm_map.hpp).
+// (the descriptors come from kernels/cuda/host/gemm_map.hpp). The
+// algorithm: the heuristic's candidates, the first usable one, the next when
+// cuBLASLt refuses it at run time (kernels/cuda/host/gemm_algo.hpp).
 #include "kernels/cuda/gemm_lt.hpp"
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "core/log.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/host/gemm_algo.hpp"
 #include "kernels/cuda/host/gemm_map.hpp"
 
 namespace st::kernels::cuda {
@@ -14,7 +21,10 @@ namespace st::kernels::cuda {
 struct GemmLt::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> algos;  // the heuristic's results, in its order
+  std::vector<cuda_host::GemmCandidate> cand;
+  int chosen = -1;
+  std::string what;  // the shape, for messages
   ~Plan() {
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
@@ -39,7 +49,19 @@ size_t GemmLt::cached_shapes() const {
   return plans_.size();
 }
 
-const GemmLt::Plan& GemmLt::plan_for(const Key& k) {
+std::map<int, int64_t> GemmLt::take_counts() {
+  std::lock_guard<std::mutex> g(mu_);
+  return std::exchange(counts_, {});
+}
+
+std::string GemmLt::fallbacks() const {
+  std::lock_guard<std::mutex> g(mu_);
+  int64_t n = 0;
+  for (const auto& [k, p] : plans_) n += p->chosen > 0;
+  return n ? detail::cat("; GEMM shapes off cuBLASLt's first heuristic algorithm: ", n) : "";
+}
+
+GemmLt::Plan& GemmLt::plan_for(const Key& k) {
   auto it = plans_.find(k);
   if (it != plans_.end()) return *it->second;
   const auto [ta, tb, M, N, K, lda, ldb, ldc, ab_type, c_type, align] = k;
@@ -75,16 +97,25 @@ const GemmLt::Plan& GemmLt::plan_for(const Key& k) {
                                        sizeof al);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al,
                                        sizeof al);
-  cublasLtMatmulHeuristicResult_t res{};
+  cublasLtMatmulHeuristicResult_t res[cuda_host::kGemmCandidates] = {};
   int found = 0;
   cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p->op, p->la, p->lb, p->lc, p->lc,
-                                                     pref, 1, &res, &found);
+                                                     pref, cuda_host::kGemmCandidates, res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   ST_CUBLAS_CHECK(st);
-  ST_CHECK(found > 0, "cuBLASLt found no algorithm for GEMM M=", M, " N=", N, " K=", K,
-           " trans_a=", ta, " trans_b=", tb, " lda=", lda, " ldb=", ldb, " ldc=", ldc,
-           " alignment=", align);
-  p->algo = res.algo;
+  for (int i = 0; i < found; ++i) {
+    cublasLtMatmulHeuristicResult_t chk{};
+    const bool ok = res[i].state == CUBLAS_STATUS_SUCCESS &&
+                    cublasLtMatmulAlgoCheck(handle_, p->op, p->la, p->lb, p->lc, p->lc,
+                                            &res[i].algo, &chk) == CUBLAS_STATUS_SUCCESS;
+    p->algos.push_back(res[i].algo);
+    p->cand.push_back({ok, res[i].workspaceSize, false});
+  }
+  p->what = detail::cat("M=", M, " N=", N, " K=", K, " trans_a=", ta, " trans_b=", tb, " lda=", lda,
+                        " ldb=", ldb, " ldc=", ldc, " alignment=", align);
+  p->chosen = cuda_host::pick_gemm_algo(p->cand, ws_bytes_);
+  ST_CHECK(p->chosen >= 0, "cuBLASLt has no usable algorithm for GEMM ", p->what, " (",
+           cuda_host::gemm_algo_refusals(p->cand, ws_bytes_), ")");
   auto& ref = *p;
   plans_.emplace(k, std::move(p));
   return ref;
@@ -103,11 +134,26 @@ void GemmLt::run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
   align = std::min(align, gemm_alignment(reinterpret_cast<uintptr_t>(C), ldc, cbytes));
   const Key key{ta, tb, M, N, K, lda, ldb, ldc, ab_type, c_type, align};
   std::lock_guard<std::mutex> g(mu_);
-  const Plan& p = plan_for(key);
+  Plan& p = plan_for(key);
   // D == C with one layout: cuBLASLt's in-place form (beta = 1 accumulates
-  // weight gradients and residual adds); with beta = 0, C is not read.
-  ST_CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, B, p.la, A, p.lb, &beta, C, p.lc, C, p.lc,
-                                 &p.algo, ws_, ws_bytes_, stream));
+  // weight gradients and residual adds); with beta = 0, C is not read. A
+  // candidate refused before launch hands over to the next one.
+  for (;;) {
+    const cublasStatus_t st =
+        cublasLtMatmul(handle_, p.op, &alpha, B, p.la, A, p.lb, &beta, C, p.lc, C, p.lc,
+                       &p.algos[size_t(p.chosen)], ws_, ws_bytes_, stream);
+    if (st == CUBLAS_STATUS_SUCCESS) break;
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE) ST_CUBLAS_CHECK(st);
+    p.cand[size_t(p.chosen)].failed = true;
+    const int next = cuda_host::pick_gemm_algo(p.cand, ws_bytes_);
+    log0("CUDA backend: cuBLASLt refused heuristic algorithm ", p.chosen, " for GEMM ", p.what,
+         " (", cublasGetStatusString(st), "); ",
+         next >= 0 ? detail::cat("using algorithm ", next) : std::string("none left"));
+    ST_CHECK(next >= 0, "cuBLASLt has no usable algorithm for GEMM ", p.what, " (",
+             cuda_host::gemm_algo_refusals(p.cand, ws_bytes_), ")");
+    p.chosen = next;
+  }
+  ++counts_[p.chosen];
 }
 
 void GemmLt::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,

@@ -1,7 +1,8 @@
 // cuBLASLt GEMM for the CUDA backend (Ops::gemm): bf16 inputs with fp32
 // accumulate and a bf16 or fp32 output, or fp32 throughout (no TF32), with
 // the row-major convention of kernels/ops.hpp. The heuristic algorithm is
-// chosen once per shape (and alignment) and cached; the workspace comes from
+// chosen once per shape (and alignment) and cached, with a fallback to the
+// heuristic's next result (host/gemm_algo.hpp); the workspace comes from
 // the device's allocator (MemCat::Workspace) once, at construction. One
 // workspace serves every call, so GEMMs must not run concurrently on two
 // streams (the model runs them all on the compute stream).
@@ -14,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include "tensor/device.hpp"
@@ -42,6 +44,11 @@ class GemmLt {
             int64_t ldc, cudaStream_t stream);
 
   size_t cached_shapes() const;  // for tests: plans built so far
+  // GEMMs run per heuristic index (0: the heuristic's first choice) since
+  // the last take (the step record's `paths`).
+  std::map<int, int64_t> take_counts();
+  // "" or "GEMM shapes off the heuristic's first algorithm: N" (describe()).
+  std::string fallbacks() const;
   size_t workspace_bytes() const { return ws_bytes_; }
 
  private:
@@ -51,7 +58,7 @@ class GemmLt {
   void run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
            int64_t lda, const void* B, int64_t ldb, float beta, void* C, int64_t ldc, int ab_type,
            int c_type, cudaStream_t stream);
-  const Plan& plan_for(const Key& k);
+  Plan& plan_for(const Key& k);
 
   Device& dev_;
   cublasLtHandle_t handle_ = nullptr;
@@ -59,6 +66,7 @@ class GemmLt {
   size_t ws_bytes_ = 0;
   mutable std::mutex mu_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
+  std::map<int, int64_t> counts_;
 };
 
 }  // namespace st::kernels::cuda

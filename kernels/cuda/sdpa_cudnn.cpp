@@ -10,12 +10,12 @@
 
 #include <algorithm>
 #include <array>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/host/sdpa_graph.hpp"
+#include "kernels/cuda/host/sdpa_rules.hpp"
 
 namespace st::kernels::cuda {
 namespace {
@@ -60,7 +60,8 @@ constexpr int64_t kQ = cuda_host::kUidQ, kK = cuda_host::kUidK, kV = cuda_host::
                   kO = cuda_host::kUidO, kStats = cuda_host::kUidStats,
                   kScale = cuda_host::kUidScale, kNegInf = cuda_host::kUidNegInf,
                   kDO = cuda_host::kUidDO, kDQ = cuda_host::kUidDQ, kDK = cuda_host::kUidDK,
-                  kDV = cuda_host::kUidDV, kOne = cuda_host::kUidOne, kDQAcc = cuda_host::kUidDQAcc;
+                  kDV = cuda_host::kUidDV, kOne = cuda_host::kUidOne, kDQAcc = cuda_host::kUidDQAcc,
+                  kSoftmaxSum = cuda_host::kUidSoftmaxSum;
 }  // namespace
 
 struct CudnnSdpa::Plan {
@@ -75,8 +76,7 @@ struct CudnnSdpa::Plan {
   std::vector<cudnnBackendDescriptor_t> ops;
 
   const Desc& tensor(int64_t uid, cudnnDataType_t dt, Dims dim, Dims stride, bool is_virtual,
-                     bool by_value = false,
-                     cudnnBackendTensorReordering_t reorder = CUDNN_TENSOR_REORDERING_NONE) {
+                     bool by_value = false) {
     Desc& t = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     const int64_t align = 16;
     t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
@@ -86,8 +86,6 @@ struct CudnnSdpa::Plan {
     t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
     t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
     if (by_value) t.set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
-    if (reorder != CUDNN_TENSOR_REORDERING_NONE)
-      t.set(CUDNN_ATTR_TENSOR_REORDERING_MODE, CUDNN_TYPE_TENSOR_REORDERING_MODE, 1, &reorder);
     t.finalize();
     return t;
   }
@@ -206,9 +204,7 @@ class CudnnSink final : public cuda_host::GraphSink {
  public:
   explicit CudnnSink(CudnnSdpa::Plan& p) : p_(p) {}
   int tensor(const cuda_host::GTensor& t) override {
-    made_.push_back(&p_.tensor(
-        t.uid, dtype(t.type), t.dim, t.stride, t.is_virtual, t.by_value,
-        t.reorder_f16x16 ? CUDNN_TENSOR_REORDERING_F16x16 : CUDNN_TENSOR_REORDERING_NONE));
+    made_.push_back(&p_.tensor(t.uid, dtype(t.type), t.dim, t.stride, t.is_virtual, t.by_value));
     return int(made_.size()) - 1;
   }
   void pointwise(cuda_host::Pw m, cuda_host::GType prec, int x, int b, int t, int y,
@@ -281,12 +277,21 @@ void execute(cudnnHandle_t h, const CudnnSdpa::Plan& p, const std::vector<int64_
 }
 }  // namespace
 
-CudnnSdpa::CudnnSdpa(Device& dev) : dev_(dev) { ST_CUDNN_CHECK(cudnnCreate(&handle_)); }
+CudnnSdpa::CudnnSdpa(Device& dev) : dev_(dev), version_(int64_t(cudnnGetVersion())) {
+  ST_CUDNN_CHECK(cudnnCreate(&handle_));
+  int d = 0;
+  ST_CUDA_CHECK(cudaGetDevice(&d));
+  ST_CUDA_CHECK(cudaDeviceGetAttribute(&sm_major_, cudaDevAttrComputeCapabilityMajor, d));
+}
+
+std::string CudnnSdpa::refuses(int64_t T, int64_t hd) const {
+  return cuda_host::cudnn_sdpa_refuses(version_, sm_major_, T, hd);
+}
 
 CudnnSdpa::~CudnnSdpa() {
   plans_.clear();
   if (ws_) dev_.deallocate(ws_, ws_bytes_, MemCat::Workspace);
-  if (dq_acc_) dev_.deallocate(dq_acc_, dq_acc_bytes_, MemCat::Workspace);
+  if (bwd_ws_) dev_.deallocate(bwd_ws_, bwd_ws_bytes_, MemCat::Workspace);
   if (handle_) cudnnDestroy(handle_);
 }
 
@@ -302,7 +307,8 @@ size_t CudnnSdpa::cached_plans() const {
 
 const char* CudnnSdpa::description() {
   static const std::string d =
-      detail::cat("cuDNN ", cudnnGetVersion(), " fused SDPA (backend graph API)");
+      detail::cat("cuDNN ", cuda_host::cudnn_version_name(int64_t(cudnnGetVersion())),
+                  " fused SDPA (backend graph API, cudnn-frontend 1.23 lowering)");
   return d.c_str();
 }
 
@@ -311,8 +317,8 @@ CudnnSdpa::Plan& CudnnSdpa::plan_for(const Key& key) {
   if (it != plans_.end()) return *it->second;
   const auto [is_bwd, B, T, Hq, Hkv, hd] = key;
   ST_CHECK(Hkv > 0 && Hq % Hkv == 0, "n_heads ", Hq, " must be a multiple of n_kv_heads ", Hkv);
-  ST_CHECK(hd % 8 == 0 && hd <= 256,
-           "cuDNN fused attention needs head_dim % 8 == 0 and <= 256, got ", hd);
+  const std::string why = refuses(T, hd);
+  ST_CHECK(why.empty(), "cuDNN fused attention: ", why);
   auto p = std::make_unique<Plan>();
   CudnnSink sink(*p);
   cuda_host::describe_sdpa(sink, is_bwd, B, T, Hq, Hkv, hd);
@@ -343,7 +349,7 @@ void CudnnSdpa::fwd(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_b
   std::lock_guard<std::mutex> g(mu_);
   Plan& p = plan_for(Key{false, B, T, Hq, Hkv, hd});
   void* ws = grow(ws_, ws_bytes_, size_t(p.workspace), stream);
-  float neg = std::numeric_limits<float>::lowest();
+  float neg = cuda_host::sdpa_mask_value(version_);
   ST_CUDNN_CHECK(cudnnSetStream(handle_, stream));
   execute(handle_, p, {kQ, kK, kV, kO, kStats, kScale, kNegInf},
           {const_cast<__nv_bfloat16*>(q), const_cast<__nv_bfloat16*>(k),
@@ -358,15 +364,20 @@ void CudnnSdpa::bwd(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_b
   std::lock_guard<std::mutex> g(mu_);
   Plan& p = plan_for(Key{true, B, T, Hq, Hkv, hd});
   void* ws = grow(ws_, ws_bytes_, size_t(p.workspace), stream);
+  // The frontend's own workspace tensors: the fp32 dQ accumulator, then
+  // softmax_sum (both sizes multiples of 16 bytes as hd % 8 == 0).
   const size_t acc = size_t(B * Hq * T * hd) * sizeof(float);
-  grow(dq_acc_, dq_acc_bytes_, acc, stream);
-  ST_CUDA_CHECK(cudaMemsetAsync(dq_acc_, 0, acc, stream));  // the engine accumulates into it
-  float neg = std::numeric_limits<float>::lowest(), one = 1.f;
+  const size_t sum = size_t(B * Hq * T) * sizeof(float);
+  char* fe = static_cast<char*>(grow(bwd_ws_, bwd_ws_bytes_, acc + sum, stream));
+  if (cuda_host::sdpa_zero_dq_accum(version_))  // before cuDNN 9.6 the engine does not
+    ST_CUDA_CHECK(cudaMemsetAsync(fe, 0, acc, stream));
+  float neg = cuda_host::sdpa_mask_value(version_), one = 1.f;
   ST_CUDNN_CHECK(cudnnSetStream(handle_, stream));
-  execute(handle_, p, {kQ, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV, kScale, kNegInf, kOne, kDQAcc},
+  execute(handle_, p,
+          {kQ, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV, kScale, kNegInf, kOne, kDQAcc, kSoftmaxSum},
           {const_cast<__nv_bfloat16*>(q), const_cast<__nv_bfloat16*>(k),
            const_cast<__nv_bfloat16*>(v), const_cast<__nv_bfloat16*>(out), const_cast<float*>(lse),
-           const_cast<__nv_bfloat16*>(dout), dq, dk, dv, &scale, &neg, &one, dq_acc_},
+           const_cast<__nv_bfloat16*>(dout), dq, dk, dv, &scale, &neg, &one, fe, fe + acc},
           ws);
 }
 }  // namespace st::kernels::cuda

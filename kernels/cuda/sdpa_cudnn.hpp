@@ -5,7 +5,8 @@
 // out like q, lse [B,Hq,T] fp32 (natural-log log-sum-exp of the scaled
 // scores). Tensors are bf16. One execution plan per (direction, B, T, Hq,
 // Hkv, hd), built on first use and cached; the workspace and the backward's
-// fp32 dQ accumulator come from the device's allocator (MemCat::Workspace)
+// fp32 dQ accumulator and softmax_sum (the frontend's workspace tensors,
+// host/sdpa_graph.hpp) come from the device's allocator (MemCat::Workspace)
 // and grow to the largest need (the stream is synchronised before a buffer
 // in use is replaced). plan building throws st::Error when no cuDNN engine
 // takes the graph; the caller may then fall back (cuda_ops.cpp does).
@@ -17,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include "tensor/device.hpp"
@@ -45,6 +47,8 @@ class CudnnSdpa {
   // cuDNN has no engine for it.
   void prepare(bool backward, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd);
   size_t cached_plans() const;
+  // "" when this cuDNN on this GPU takes the shape (host/sdpa_rules.hpp), else why not.
+  std::string refuses(int64_t T, int64_t hd) const;
   static const char* description();  // "cuDNN <version> fused SDPA (backend graph API)"
 
   struct Plan;  // op graph + execution plan + workspace size (sdpa_cudnn.cpp)
@@ -62,8 +66,10 @@ class CudnnSdpa {
   std::map<Key, std::unique_ptr<Plan>> plans_;
   void* ws_ = nullptr;
   size_t ws_bytes_ = 0;
-  void* dq_acc_ = nullptr;  // fp32 dQ accumulator of the backward
-  size_t dq_acc_bytes_ = 0;
+  void* bwd_ws_ = nullptr;  // the backward's dQ accumulator + softmax_sum
+  size_t bwd_ws_bytes_ = 0;
+  int64_t version_ = 0;  // cudnnGetVersion() at run time
+  int sm_major_ = 0;
 };
 
 }  // namespace st::kernels::cuda

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
 
 #include "core/error.hpp"
@@ -11,109 +10,6 @@
 #include "plan/layout.hpp"
 
 namespace st::plan {
-namespace {
-
-constexpr double kGemmFill = 256;  // GPU GEMM: elements of K lost to pipeline fill and drain
-
-// Slowdown of one rank's compute when `ranks` share the node (calibrate's
-// measurement; linear between measured counts, proportional beyond).
-double concurrency(const Cluster& cl, int ranks) {
-  if (cl.concurrency.empty() || ranks <= 1) return 1.0;
-  auto hi = cl.concurrency.lower_bound(ranks);
-  if (hi != cl.concurrency.end() && hi->first == ranks) return hi->second;
-  if (hi == cl.concurrency.end()) {
-    const auto& [r, f] = *cl.concurrency.rbegin();
-    return f * double(ranks) / double(r);
-  }
-  if (hi == cl.concurrency.begin()) return hi->second;
-  auto lo = std::prev(hi);
-  const double w = double(ranks - lo->first) / double(hi->first - lo->first);
-  return lo->second + w * (hi->second - lo->second);
-}
-
-double log_distance(const Op& a, const Op& b) {
-  double d = 0;
-  for (int i = 0; i < 6; ++i)
-    if (a.s[i] > 0 && b.s[i] > 0) d += std::abs(std::log(double(a.s[i]) / double(b.s[i])));
-  return d + (a.ta != b.ta ? 0.1 : 0) + (a.tb != b.tb ? 0.1 : 0);
-}
-
-// A CPU op that calibrate did not time: the closest timed op of its kind,
-// scaled by FLOPs (GEMM, attention) or by elements (the rest).
-double measured_or_scaled(const Op& op, const Cluster& cl) {
-  if (auto it = cl.op_seconds.find(op.key()); it != cl.op_seconds.end()) return it->second;
-  Op best;
-  double best_d = std::numeric_limits<double>::max(), best_t = 0;
-  for (const auto& [key, t] : cl.op_seconds) {
-    const Op cand = parse_op_key(key, cl.path + ": ops");
-    if (cand.kind != op.kind) continue;
-    const double d = log_distance(op, cand);
-    if (d < best_d) best_d = d, best_t = t, best = cand;
-  }
-  if (best_d == std::numeric_limits<double>::max())
-    throw UsageError(cl.path + ": no measured '" + std::string(op_name(op.kind)) +
-                     "' op to price '" + op.key() +
-                     "'; run `scaletrain-plan calibrate` with this model to measure it");
-  const bool by_flops =
-      op.kind == OpKind::Gemm || op.kind == OpKind::AttnFwd || op.kind == OpKind::AttnBwd;
-  return best_t * (by_flops ? op.flops() / best.flops() : op.elements() / best.elements());
-}
-
-}  // namespace
-
-double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node) {
-  if (!cl.gpu()) return measured_or_scaled(op, cl) * concurrency(cl, ranks_on_node);
-  const double bytes = op.elements() * (op.kind == OpKind::Adam ? 4.0 : 2.0);
-  const double mem = bytes / (cl.memory_bandwidth * cl.eff.memory);
-  double t = mem;
-  if (op.kind == OpKind::Alloc) return 0;  // the caching allocator reuses device memory
-  if (op.kind == OpKind::Gemm) {
-    // A GEMM's efficiency falls with its smallest dimension: each output
-    // tile pays its pipeline's fill and drain, about two 128-deep K tiles
-    // (kGemmFill); fixed by that argument, not fitted (docs/planner.md).
-    const double small = double(std::min({op.s[0], op.s[1], op.s[2]}));
-    t = std::max(mem, op.flops() / (cl.peak_flops * cl.eff.gemm * small / (small + kGemmFill)));
-  }
-  if (op.kind == OpKind::AttnFwd || op.kind == OpKind::AttnBwd)
-    t = std::max(mem, op.flops() / (cl.peak_flops * cl.eff.attention));
-  return t + cl.eff.kernel_overhead;
-}
-
-double collective_seconds(const std::string& kind, double bytes, int ranks, bool inter,
-                          const Cluster& cl, int per_node) {
-  if (ranks <= 1 || bytes <= 0) return 0;
-  const double n = ranks;
-  // Ring factors: bandwidth term and number of latency steps per collective.
-  auto ring = [&](const std::string& k, double r) -> std::pair<double, double> {
-    if (k == "all_reduce") return {2 * (r - 1) / r, 2 * (r - 1)};
-    if (k == "reduce_scatter" || k == "all_gather") return {(r - 1) / r, r - 1};
-    if (k == "ring_shift") return {2, 2};  // send, then receive (ring_attention.cpp)
-    return {1, 1};                         // p2p
-  };
-  // Measured fits (CPU clusters): the same kind at the nearest group size,
-  // rescaled by the ring factors.
-  const MeasuredCollective* best = nullptr;
-  for (const auto& m : cl.collectives)
-    if (m.kind == kind && (!best || std::abs(m.ranks - ranks) < std::abs(best->ranks - ranks)))
-      best = &m;
-  if (best) {
-    const auto [bw_m, lat_m] = ring(kind, best->ranks);
-    const auto [bw_n, lat_n] = ring(kind, n);
-    return best->fit.latency * lat_n / lat_m + bytes / best->fit.bandwidth * bw_n / bw_m;
-  }
-  const auto [bw, lat] = ring(kind, n);
-  const bool ring_coll = kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_gather";
-  double link_bw = cl.intra.bandwidth, link_lat = cl.intra.latency;
-  if (inter) {
-    link_lat = cl.inter.latency;
-    link_bw = ring_coll ? std::min(cl.intra.bandwidth, std::max(1, per_node) * cl.inter.bandwidth)
-                        : cl.inter.bandwidth;
-  }
-  const double b = kind == "ring_shift" && cl.gpu() ? 1 : bw;  // GPUs send and receive at once
-  const double steps = kind == "ring_shift" && cl.gpu() ? 1 : lat;
-  return steps * link_lat + b * bytes / (link_bw * cl.eff.network);
-}
-
 namespace {
 
 struct Cost {

@@ -19,6 +19,7 @@
 #include "config/config.hpp"
 #include "plan/cluster.hpp"
 #include "plan/ops.hpp"
+#include "plan/rates.hpp"
 
 namespace st::plan {
 
@@ -47,17 +48,5 @@ struct StepPrediction {
 // cfg must be resolved and valid. Throws UsageError when a CPU cluster file
 // lacks a measurement the layout needs and nothing close can stand in.
 StepPrediction predict_step(const Config& cfg, const Cluster& cl);
-
-// One kernel call on one rank, with `ranks_on_node` ranks sharing the node.
-double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node);
-// One collective of `bytes` (nccl-tests' size: the whole buffer) over a group
-// of `ranks`; `inter` when the group spans nodes, `per_node` of its ranks
-// sharing each node. Kinds: all_reduce, reduce_scatter, all_gather,
-// ring_shift (send to the next, receive from the previous), p2p. A ring
-// collective across nodes runs one ring per NIC (NCCL channels), so its
-// bandwidth is that of the group's NICs on a node together (per_node x the
-// per-device inter-node figure), capped by the links inside the node.
-double collective_seconds(const std::string& kind, double bytes, int ranks, bool inter,
-                          const Cluster& cl, int per_node = 1);
 
 }  // namespace st::plan

@@ -67,6 +67,23 @@ const std::vector<Field>& header_fields() {
   return f;
 }
 
+namespace {
+// The members of the step record's `paths` (kernels/ops.hpp, OpPaths).
+std::vector<Field> op_path_members() {
+  return {{"attention_fwd", Ftype::Object,
+           "full causal attention forward: `cpu`; CUDA: `cudnn` (fused SDPA), `block` (the "
+           "block kernels where cuDNN could not take the shape: a fallback); ring-attention "
+           "blocks: `ring_block`"},
+          {"attention_bwd", Ftype::Object,
+           "the same for the backward, plus CUDA's `block_chosen` (block kernels chosen by "
+           "`runtime.attention_backward=deterministic`, not a fallback)"},
+          {"gemm", Ftype::Object,
+           "GEMMs: `cpu_fp32`, `cpu_bf16` (the libraries `Ops::describe()` names); CUDA: "
+           "`cublaslt_h<i>`, the i-th cuBLASLt heuristic result (`cublaslt_h0` its first "
+           "choice, higher after a fallback)"}};
+}
+}  // namespace
+
 const std::vector<Field>& step_fields() {
   static const std::vector<Field> f = {
       {"type", Ftype::String, "`\"step\"`"},
@@ -113,6 +130,10 @@ const std::vector<Field>& step_fields() {
         {"elementwise", Ftype::Float, "casts, norms, RoPE, SwiGLU, embedding, cross-entropy"},
         {"optimizer", Ftype::Float, "norms and AdamW"},
         {"alloc", Ftype::Float, "the device's allocate/free"}}},
+      {"paths", Ftype::Object,
+       "which implementation ran this step, calls per path (no silent fallback; `{}` on "
+       "backends that do not count); each member maps a path name to its calls",
+       op_path_members()},
   };
   return f;
 }

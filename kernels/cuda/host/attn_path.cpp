@@ -38,8 +38,9 @@ bool AttnPathPolicy::plan_failed(const AttnShape& s, const std::string& why) {
 void AttnPathPolicy::ran(AttnPath p, bool backward) {
   std::lock_guard<std::mutex> g(mu_);
   for (AttnCounts* c : {&total_, &since_take_}) {
-    int64_t& n = p == AttnPath::Cudnn ? (backward ? c->cudnn_bwd : c->cudnn_fwd)
-                                      : (backward ? c->block_bwd : c->block_fwd);
+    int64_t& n = p == AttnPath::Cudnn   ? (backward ? c->cudnn_bwd : c->cudnn_fwd)
+                 : p == AttnPath::Block ? (backward ? c->block_bwd : c->block_fwd)
+                                        : c->chosen_bwd;  // only the backward is chosen
     ++n;
   }
 }
@@ -62,6 +63,8 @@ std::string AttnPathPolicy::describe() const {
   std::string s = "causal attention calls: cuDNN fwd/bwd " + n(total_.cudnn_fwd) + "/" +
                   n(total_.cudnn_bwd) + ", block kernels fwd/bwd " + n(total_.block_fwd) + "/" +
                   n(total_.block_bwd);
+  if (total_.chosen_bwd)
+    s += ", block kernels bwd by runtime.attention_backward=deterministic " + n(total_.chosen_bwd);
   std::string off;
   for (const auto& [k, st] : shapes_) {
     if (st.ok || st.why.empty()) continue;
@@ -71,5 +74,15 @@ std::string AttnPathPolicy::describe() const {
   }
   if (!off.empty()) s += "; not on cuDNN: " + off;
   return s;
+}
+
+std::map<std::string, int64_t> attn_path_names(const AttnCounts& c, bool backward) {
+  std::map<std::string, int64_t> m;
+  const int64_t cudnn = backward ? c.cudnn_bwd : c.cudnn_fwd;
+  const int64_t block = backward ? c.block_bwd : c.block_fwd;
+  if (cudnn) m["cudnn"] = cudnn;
+  if (block) m["block"] = block;
+  if (backward && c.chosen_bwd) m["block_chosen"] = c.chosen_bwd;
+  return m;
 }
 }  // namespace st::cuda_host

@@ -17,7 +17,10 @@
 
 namespace st::cuda_host {
 
-enum class AttnPath { Cudnn, Block };
+// Block: the block kernels where cuDNN was wanted but could not run the
+// shape; BlockChosen: the block kernels by configuration
+// (runtime.attention_backward=deterministic).
+enum class AttnPath { Cudnn, Block, BlockChosen };
 
 struct AttnShape {
   int64_t B = 0, T = 0, Hq = 0, Hkv = 0, hd = 0;
@@ -27,8 +30,13 @@ struct AttnShape {
 };
 
 struct AttnCounts {
-  int64_t cudnn_fwd = 0, cudnn_bwd = 0, block_fwd = 0, block_bwd = 0;
+  int64_t cudnn_fwd = 0, cudnn_bwd = 0, block_fwd = 0, block_bwd = 0, chosen_bwd = 0;
 };
+
+// The counts of one direction as the step record's `paths` names them
+// (kernels/ops.hpp OpPaths: "cudnn", "block", "block_chosen"); paths that
+// did not run are left out.
+std::map<std::string, int64_t> attn_path_names(const AttnCounts& c, bool backward);
 
 class AttnPathPolicy {
  public:

@@ -45,12 +45,6 @@ std::string attention_limits(int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int6
   return "";
 }
 
-std::string cudnn_sdpa_head_dim(int64_t hd) {
-  if (hd % 8 != 0 || hd > 256)
-    return "head dimension " + std::to_string(hd) + " (cuDNN needs a multiple of 8, at most 256)";
-  return "";
-}
-
 unsigned elementwise_grid(int64_t n, int threads) {
   int64_t g = (n + threads - 1) / threads;
   if (g < 1) g = 1;

@@ -51,10 +51,6 @@ AttnLaunch attention_launch(int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int64
 std::string attention_limits(int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd,
                              size_t smem_optin = kMinSmemOptin);
 
-// cuDNN's fused SDPA takes head dimensions that are multiples of 8, at most
-// 256 ("" or why not); other shapes run on the block kernels.
-std::string cudnn_sdpa_head_dim(int64_t hd);
-
 // Blocks of a grid-stride elementwise kernel over n items (common.cuh): one
 // per `threads` items, at least 1, at most 65535 * 16 (the loop covers the
 // rest).

@@ -12,9 +12,9 @@ Dims4 packed(Dims4 d) { return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1}; }
 struct G {
   GraphSink& s;
   int64_t next_uid = kUidVirtual;
-  int io(int64_t uid, GType t, Dims4 d, Dims4 st, bool reorder = false) {
+  int io(int64_t uid, GType t, Dims4 d, Dims4 st) {
     GTensor x;
-    x.uid = uid, x.type = t, x.dim = d, x.stride = st, x.reorder_f16x16 = reorder;
+    x.uid = uid, x.type = t, x.dim = d, x.stride = st;
     return s.tensor(x);
   }
   int virt(GType t, Dims4 d, Dims4 st) {
@@ -28,12 +28,14 @@ struct G {
     return s.tensor(x);
   }
   void pw(Pw m, GType prec, int x, int b, int y) { s.pointwise(m, prec, x, b, -1, y, -1); }
-  // S -> causal-masked S: select(row >= col, S, lowest).
+  // S -> causal-masked S: select(row >= col, S, mask value), as
+  // CompositeDiagonalBandMaskNode lowers a right bound of 0: int32 indices
+  // (the graph's fp32 compute type), a boolean compare, an fp32 select.
   int causal(int sc, Dims4 sd, Dims4 ss) {
     const int row = virt(GType::I32, sd, ss), col = virt(GType::I32, sd, ss);
     const int mask = virt(GType::Bool, sd, ss), out = virt(GType::F32, sd, ss);
-    s.pointwise(Pw::GenIndex, GType::I32, sc, -1, -1, row, 2);
-    s.pointwise(Pw::GenIndex, GType::I32, sc, -1, -1, col, 3);
+    s.pointwise(Pw::GenIndex, GType::F32, sc, -1, -1, row, 2);
+    s.pointwise(Pw::GenIndex, GType::F32, sc, -1, -1, col, 3);
     pw(Pw::CmpGe, GType::Bool, row, col, mask);
     const int neg = scalar(kUidNegInf);
     s.pointwise(Pw::Select, GType::F32, sc, neg, mask, out, -1);
@@ -86,25 +88,26 @@ void bwd(G& g, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
   const int dQ = g.io(kUidDQ, H, qd, qs);
   const int dK = g.io(kUidDK, H, kvd, kvs);
   const int dV = g.io(kUidDV, H, kvd, kvs);
-  const int dQacc = g.io(kUidDQAcc, F, qd, packed(qd), /*reorder=*/true);
+  const int dQacc = g.io(kUidDQAcc, F, qd, packed(qd));
   const int scale = g.scalar(kUidScale);
   const int one = g.scalar(kUidOne);
 
-  // D = rowsum(dO * O)
-  const int dOO = g.virt(F, qd, packed(qd));
+  // softmax_sum = rowsum(dO * O) * 1, kept in a workspace tensor (the
+  // frontend's strides for the virtual product, mul_dO_O)
+  const int dOO = g.virt(F, qd, {Hq * T * hd, T * hd, Hq * hd, 1});
   g.pw(Pw::Mul, F, dO, o, dOO);
   const int dsum = g.virt(F, rd, rs);
   g.s.reduction(Red::Add, dOO, dsum);
-  const int D = g.virt(F, rd, rs);
+  const int D = g.io(kUidSoftmaxSum, F, rd, rs);
   g.pw(Pw::Mul, F, dsum, one, D);
-  // P = exp(causal(Q K^T * scale) - lse)
+  // P = exp(causal(Q K^T * scale - lse))
   const int s1 = g.virt(F, sd, ss);
   g.s.matmul(q, kt, s1);
   const int s2 = g.virt(F, sd, ss);
   g.pw(Pw::Mul, F, s1, scale, s2);
-  const int s3 = g.causal(s2, sd, ss);
-  const int s4 = g.virt(F, sd, ss);
-  g.pw(Pw::Sub, F, s3, stats, s4);
+  const int s3 = g.virt(F, sd, ss);
+  g.pw(Pw::Sub, F, s2, stats, s3);
+  const int s4 = g.causal(s3, sd, ss);
   const int P = g.virt(F, sd, ss);
   g.pw(Pw::Exp, F, s4, -1, P);
   // dV = P^T dO (per query head, then summed over each group)
@@ -117,17 +120,15 @@ void bwd(G& g, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
     g.s.matmul(PT, dO, full);
     g.s.reduction(Red::Add, full, dV);
   }
-  // dS = P * (dO V^T - D) * scale
+  // dS = (dO V^T - softmax_sum) * P * scale
   const int dP = g.virt(F, sd, ss);
   g.s.matmul(dO, vt, dP);
   const int dP1 = g.virt(F, sd, ss);
-  g.pw(Pw::Mul, F, dP, one, dP1);
+  g.pw(Pw::Sub, F, dP, D, dP1);
   const int dP2 = g.virt(F, sd, ss);
-  g.pw(Pw::Sub, F, dP1, D, dP2);
-  const int dP3 = g.virt(F, sd, ss);
-  g.pw(Pw::Mul, F, dP2, P, dP3);
+  g.pw(Pw::Mul, F, dP1, P, dP2);
   const int dS = g.virt(F, sd, ss);
-  g.pw(Pw::Mul, F, dP3, scale, dS);
+  g.pw(Pw::Mul, F, dP2, scale, dS);
   // dK = dS^T Q
   const int dST = g.virt(H, {B, Hq, T, T}, st_strides);
   g.s.reshape(dS, dST);

@@ -6,16 +6,27 @@
 // tensor against the [B,T,H,hd] / [B,H,T] buffers the model passes, the
 // shapes every matmul sees, and the op list (label cuda-host).
 //
-// The graphs are the pattern cudnn-frontend 1.3-1.7 lowered its SDPA nodes
-// to (cuDNN <= 9.4; no bias, no dropout, top-left causal mask, stats out):
-//   forward : S = (Q K^T) * scale; causal select(row >= col, S, lowest);
-//             softmax with stats (max, sub, exp, sum, log, add -> lse);
-//             P (bf16) = exp / sum; O = P V
-//   backward: D = rowsum(dO * O); P = exp(causal(Q K^T * scale) - lse);
-//             dV = P^T dO; dS = P * (dO V^T - D) * scale; dK = dS^T Q;
-//             dQ = dS K (fp32 accumulator, then to bf16).
-//   Grouped-query: dV/dK are formed per query head and summed over each
-//   group of Hq/Hkv heads by a reduction, as the frontend does.
+// The graphs are the composite lowering of cudnn-frontend v1.23.0 (commit
+// 3929da2ef4c1dba1bb8acb68727b9134f26f40c0) for a causal bf16 SDPA with
+// stats out (no bias, no dropout, top-left diagonal), as it builds them for
+// the cuDNN 9.19 headers this project compiles against (the single softmax
+// and diagonal-band-mask backend ops need cuDNN >= 9.21 headers and
+// library, node/softmax.h and node/diagonal_band_mask.h):
+//   forward (node/scaled_dot_product_flash_attention.h,
+//   CompositeSDPANode::expand_node): S = (Q K^T) * scale; causal
+//   select(row >= col, S, mask value) (utils/attn_score_modifiers.h,
+//   sliding_window_mask -> CompositeDiagonalBandMaskNode); softmax with
+//   stats (CompositeSoftmaxNode: max, sub, exp, sum, log, add -> lse; div);
+//   P in the i/o type; O = P V.
+//   backward (CompositeSDPABackwardNode::expand_node): softmax_sum =
+//   rowsum(dO * O) * 1, a workspace tensor (not virtual); P =
+//   exp(causal(Q K^T * scale - lse)) (the mask after the stats);
+//   dV = P^T dO; dS = (dO V^T - softmax_sum) * P * scale (no dP * 1);
+//   dK = dS^T Q; dQ = dS K into an fp32 dQ_accum without reordering, then
+//   identity to bf16. Grouped-query: dV/dK per query head, summed over each
+//   group by a reduction.
+// The mask value and who zeroes dQ_accum depend on the cuDNN version found
+// at run time (sdpa_rules.hpp).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -45,6 +56,7 @@ enum SdpaUid : int64_t {
   kUidDV,
   kUidOne,
   kUidDQAcc,
+  kUidSoftmaxSum,
   kUidVirtual = 100
 };
 
@@ -53,7 +65,6 @@ struct GTensor {
   GType type = GType::F32;
   Dims4 dim{}, stride{};
   bool is_virtual = false, by_value = false;
-  bool reorder_f16x16 = false;  // CUDNN_TENSOR_REORDERING_F16x16
 };
 
 // What a graph is made of; tensor() returns the handle later calls use.

@@ -1,0 +1,25 @@
+// What one kernel call and one collective cost on a cluster: the rates the
+// step-time model (time_model.hpp) adds up. CPU clusters: calibrate's measured
+// op times and collective fits; GPU clusters: a roofline and alpha-beta ring
+// costs from the cluster file's figures (docs/planner.md).
+#pragma once
+#include <string>
+
+#include "plan/cluster.hpp"
+#include "plan/ops.hpp"
+
+namespace st::plan {
+
+// One kernel call on one rank, with `ranks_on_node` ranks sharing the node.
+double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node);
+// One collective of `bytes` (nccl-tests' size: the whole buffer) over a group
+// of `ranks`; `inter` when the group spans nodes, `per_node` of its ranks
+// sharing each node. Kinds: all_reduce, reduce_scatter, all_gather,
+// ring_shift (send to the next, receive from the previous), p2p. A ring
+// collective across nodes runs one ring per NIC (NCCL channels), so its
+// bandwidth is that of the group's NICs on a node together (per_node x the
+// per-device inter-node figure), capped by the links inside the node.
+double collective_seconds(const std::string& kind, double bytes, int ranks, bool inter,
+                          const Cluster& cl, int per_node = 1);
+
+}  // namespace st::plan
