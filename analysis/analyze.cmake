@@ -6,6 +6,7 @@ add_library(st_analysis
   ${CMAKE_CURRENT_LIST_DIR}/analyze/stragglers.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/campaign.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/report.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/analyze/prediction.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/plots.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/mpt.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/synth.cpp

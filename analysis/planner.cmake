@@ -12,8 +12,10 @@ add_library(st_planner
   ${CMAKE_CURRENT_LIST_DIR}/planner/compare.cpp
   ${CMAKE_CURRENT_LIST_DIR}/planner/report.cpp
   ${CMAKE_CURRENT_LIST_DIR}/planner/summary.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/planner/recorded.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/planner/mpt_fit.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/planner/mpt_fit.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/planner/csv.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/planner/published.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/planner/gpu_rates.cpp)
 target_link_libraries(st_planner PUBLIC st_planner_ops st_analysis st_plan st_telemetry
   st_record_step OpenMP::OpenMP_CXX)
 

@@ -1,57 +1,32 @@
 // --dry-run: the resolved config, the mesh (every rank's pp/dp/cp/tp
 // coordinates and pipeline layer range) and each rank's peak memory under the
-// chosen layout. The estimate is lib/plan's memory model, the same code
-// scaletrain-plan ranks layouts with (docs/planner.md): parameters,
-// gradients and AdamW state by ZeRO stage, activations of the micro-batches a
-// pipeline stage keeps in flight, and the communication buffers. Beside it,
-// one rank of every pipeline stage runs one step of the trainer's own Engine
-// on the recording backend (lib/record): the bytes its device would hold by
-// category, the step's peak and where it fell, its kernel calls and
-// collectives.
+// chosen layout. The first rank of every pipeline stage runs one step of the
+// trainer's own Engine on the recording backend (lib/plan's recorded step,
+// the same record scaletrain-plan ranks layouts with; docs/planner.md): the
+// bytes its device would hold by category at the step's peak and where the
+// peak fell (the other ranks of a stage hold the same shapes), then its
+// kernel calls and collectives.
 #include <cstdio>
 #include <map>
 
 #include "core/util.hpp"
 #include "metrics/metrics.hpp"
 #include "parallel/mesh.hpp"
+#include "parallel/stages.hpp"
 #include "plan/memory.hpp"
-#include "record/step.hpp"
+#include "plan/recorded_step.hpp"
 #include "trainer.hpp"
 
 namespace st {
 namespace {
 
-// The recorded step of the first rank (dp, cp, tp = 0) of every stage.
-void print_recorded(const Config& cfg, const std::vector<plan::MemoryEstimate>& model) {
+// The calls of the recorded step of each stage's first rank.
+void print_recorded(const Config& cfg) {
   const auto& p = cfg.parallel;
-  const MeshDims d{p.pp, p.dp, p.cp, p.tp};
-  std::printf(
-      "# recorded step (the trainer's engine on the recording backend, the first rank of each "
-      "stage: each category's peak and the total's during step 1; model: the estimate above, "
-      "tracked part)\n");
-  std::printf("%5s %3s %10s %10s %10s %10s %10s %10s %10s %10s  %s\n", "rank", "pp", "params",
-              "grads", "optim", "activ", "comm", "other", "peak", "model", "peak at");
   std::vector<record::RankStep> steps;
-  for (int s = 0; s < p.pp; ++s) {
-    const int r = mesh_rank(MeshCoords{s, 0, 0, 0}, d);
-    steps.push_back(record::record_step(cfg, r));
-    const record::RankStep& x = steps.back();
-    const MemoryStats& m = x.step;
-    const std::string at = x.peak.phase + ", after " + std::to_string(x.peak.kernel_index) +
-                           " kernels (" + (x.peak.last_kernel.empty() ? "-" : x.peak.last_kernel) +
-                           "), allocating " + human_bytes(double(x.peak.bytes)) + " of " +
-                           memcat_name(x.peak.cat);
-    std::printf("%5d %3d %10s %10s %10s %10s %10s %10s %10s %10s  %s\n", r, s,
-                human_bytes(double(m.pk(MemCat::Params))).c_str(),
-                human_bytes(double(m.pk(MemCat::Grads))).c_str(),
-                human_bytes(double(m.pk(MemCat::Optim))).c_str(),
-                human_bytes(double(m.pk(MemCat::Activations))).c_str(),
-                human_bytes(double(m.pk(MemCat::Comm))).c_str(),
-                human_bytes(double(m.pk(MemCat::Workspace) + m.pk(MemCat::Other))).c_str(),
-                human_bytes(double(m.peak_total)).c_str(),
-                human_bytes(model[size_t(s)].tracked()).c_str(), at.c_str());
-  }
-  std::printf("# recorded calls per step (same ranks)\n");
+  for (int s = 0; s < p.pp; ++s) steps.push_back(plan::stage_record(cfg, s)->step);
+  std::printf("# recorded calls per step (the first rank of each stage%s)\n",
+              cfg.train.grad_accum > plan::recorded_micro(cfg) ? ", fewer micro-batches" : "");
   for (const record::RankStep& x : steps) {
     double gemm = 0;
     std::map<std::string, int> ops;
@@ -95,8 +70,8 @@ void print_dry_run(const Runtime& rt, const Config& cfg) {
               cfg.model.seq_len, long(gb * cfg.model.seq_len));
   std::printf("FLOPs per step    %.4g model (MPT 3x fwd), %.4g hardware\n", flops_step, hw_step);
   std::printf(
-      "# mesh and peak memory per rank (estimate; act_ckpt=%s, micro_batch %d, grad_accum %d; "
-      "total includes buffers and workspace)\n",
+      "# mesh and peak memory per rank (recorded, the first rank of each stage; act_ckpt=%s, "
+      "micro_batch %d, grad_accum %d; total includes buffers and workspace)\n",
       cfg.train.act_ckpt.c_str(), cfg.train.micro_batch, cfg.train.grad_accum);
   std::printf("%5s %3s %3s %3s %3s  %-16s %10s %10s %10s %10s %10s %10s %10s  %s\n", "rank", "pp",
               "dp", "cp", "tp", "layers", "params", "grads", "optim", "activ", "total", "buffers",
@@ -108,7 +83,7 @@ void print_dry_run(const Runtime& rt, const Config& cfg) {
     const MeshCoords c = mesh_coords(r, d);
     const plan::MemoryEstimate& e = stages[size_t(c.pp)];
     std::string layers;
-    for (auto& [a, b] : e.shape.chunks)
+    for (auto& [a, b] : stage_layers(cfg.model.n_layers, p.pp, p.num_model_chunks, c.pp))
       layers += (layers.empty() ? "" : ",") + std::to_string(a) + "-" + std::to_string(b - 1);
     const plan::MemParts& m = e.peak;
     std::printf("%5d %3d %3d %3d %3d  %-16s %10s %10s %10s %10s %10s %10s %10s  %s\n", r, c.pp,
@@ -118,6 +93,6 @@ void print_dry_run(const Runtime& rt, const Config& cfg) {
                 human_bytes(m.buffers).c_str(), human_bytes(m.workspace).c_str(),
                 e.peak_at.c_str());
   }
-  print_recorded(cfg, stages);
+  print_recorded(cfg);
 }
 }  // namespace st

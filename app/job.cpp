@@ -17,6 +17,7 @@
 #include "cpu_peak.hpp"
 #include "host_memory.hpp"
 #include "model/model.hpp"
+#include "prediction.hpp"
 #include "runtime/flight_recorder.hpp"
 #include "telemetry/paths.hpp"
 #include "trainer.hpp"
@@ -259,6 +260,7 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
                    j.be->ops().describe(),
                    j.run_id};
   if (rank == 0) write_run_json(j.out + "/run.json", j.info);
+  if (rank == 0) add_prediction(j.out + "/run.json", j.cfg, rt.world_size());
   j.tel.open(telemetry::rank_telemetry_path(j.out, rank), telemetry_header(j.info));
   record_clock(j, 0, "start");
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "analyze/plots.hpp"
+#include "analyze/prediction.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 
@@ -216,6 +217,7 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
     o << "| validation loss first / last | " << f(s.val_loss.front().second, 4) << " (step "
       << s.val_loss.front().first << ") / " << f(s.val_loss.back().second, 4) << " (step "
       << s.val_loss.back().first << ") |\n";
+  o << prediction_markdown(check_prediction(s));
   o << "\n## Checkpoint overhead\n\n"
     << s.ckpt_steps.size() << " checkpoint(s); total step time " << f(s.total_step_s, 2)
     << " s.\n\n";
@@ -347,6 +349,7 @@ std::string campaign_markdown(const Campaign& c, const Written& w) {
     o << "\n";
   }
   if (!c.runs.empty()) o << "FLOP formula: " << c.runs.front().formula << "\n\n";
+  o << campaign_prediction_markdown(c.runs);
   // Checkpoint cost in three parts, per run (each run's report.md has them
   // per checkpoint): shares of the run's total step time, persistence in s.
   bool any_ckpt = false;

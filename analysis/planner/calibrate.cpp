@@ -14,8 +14,8 @@
 
 #include "core/error.hpp"
 #include "core/util.hpp"
-#include "plan/layout.hpp"
 #include "plan/ops.hpp"
+#include "plan/recorded_step.hpp"
 #include "planner/op_runner.hpp"
 
 namespace fs = std::filesystem;
@@ -124,13 +124,7 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
   for (const Candidate& c : enumerate_layouts(o.base, o.ranges, "cpu")) {
     if (!c.reason.empty()) continue;
     ++valid;
-    const MicroOps mo = micro_ops(c.cfg);
-    for (const auto* v : {&mo.block_fwd, &mo.block_bwd, &mo.block_recompute, &mo.embed_fwd,
-                          &mo.embed_bwd, &mo.head_fwd, &mo.head_bwd})
-      for (const Op& op : *v) ops.emplace(op.key(), op);
-    for (int s = 0; s < c.cfg.parallel.pp; ++s)
-      for (const Op& op : step_end_ops(c.cfg, stage_shape(c.cfg, s).params))
-        ops.emplace(op.key(), op);
+    for (const Op& op : step_ops(c.cfg)) ops.emplace(op.key(), op);  // the recorded step
   }
   if (valid == 0)
     throw UsageError(
@@ -190,9 +184,11 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
     Config b = o.base;
     b.parallel.tp = b.parallel.pp = b.parallel.cp = 1;
     b.parallel.sp = false;
-    const MicroOps mo = micro_ops(b);
-    mix = mo.block_fwd;
-    mix.insert(mix.end(), mo.block_bwd.begin(), mo.block_bwd.end());
+    b.parallel.dp = 1;  // one rank's step
+    b.parallel.zero_stage = 0;
+    b.train.grad_accum = 1;
+    for (const Op& op : step_ops(b))
+      if (op.kind != OpKind::Adam) mix.push_back(op);
   }
   std::string mix_keys;
   for (const Op& op : mix) mix_keys += (mix_keys.empty() ? "" : ";") + op.key();

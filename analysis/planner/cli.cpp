@@ -11,8 +11,9 @@
 #include "plan/space.hpp"
 #include "planner/calibrate.hpp"
 #include "planner/compare.hpp"
+#include "planner/gpu_rates.hpp"
 #include "planner/mpt_fit.hpp"
-#include "planner/recorded.hpp"
+#include "planner/published.hpp"
 #include "planner/report.hpp"
 #include "scaletrain/build_config.hpp"
 
@@ -27,6 +28,8 @@ const char* kUsage =
     "  scaletrain-plan calibrate [model] [knobs] --out FILE.yaml [calibrate options]\n"
     "  scaletrain-plan compare --cluster FILE RUN_DIR... [--out DIR]\n"
     "  scaletrain-plan mpt-fit [--benchmarks CSV] [--models CSV] [--clusters DIR] [--out DIR]\n"
+    "  scaletrain-plan published [--benchmarks CSV] [--models CSV] [--clusters DIR]\n"
+    "  scaletrain-plan calibrate-gpu --cluster BASE.yaml --out FILE.yaml [--bench PATH]\n"
     "model (as the trainer takes it):\n"
     "  --config F.yaml          run config or model preset file (default: configs/default.yaml)\n"
     "  --set section.key=value  any config key, repeatable (e.g. model.preset=llama-7b)\n"
@@ -94,7 +97,7 @@ std::vector<T> parse_list(const std::string& flag, const std::string& v) {
 struct Args {
   std::string cmd = "plan";
   std::string config, cluster, out, name = "cpu-local", campaign_name, benchmarks, models,
-                                    clusters_dir, add_to;
+                                    clusters_dir, add_to, bench = "scaletrain-bench-gemm";
   std::vector<std::string> sets, positional;
   KnobRanges r;
   bool have[16] = {};
@@ -110,9 +113,11 @@ Args parse(const std::vector<std::string>& args) {
   Args a;
   size_t i = 0;
   if (!args.empty() && args[0].rfind("--", 0) != 0) a.cmd = args[i++];
-  if (a.cmd != "plan" && a.cmd != "calibrate" && a.cmd != "compare" && a.cmd != "mpt-fit")
-    throw UsageError("unknown command '" + a.cmd +
-                     "' (valid: plan, calibrate, compare, mpt-fit; see --help)");
+  if (a.cmd != "plan" && a.cmd != "calibrate" && a.cmd != "compare" && a.cmd != "mpt-fit" &&
+      a.cmd != "published" && a.cmd != "calibrate-gpu")
+    throw UsageError(
+        "unknown command '" + a.cmd +
+        "' (valid: plan, calibrate, calibrate-gpu, compare, mpt-fit, published; see --help)");
   for (; i < args.size(); ++i) {
     const std::string& f = args[i];
     if (f.rfind("--", 0) != 0) {
@@ -206,6 +211,8 @@ Args parse(const std::vector<std::string>& args) {
       a.sizes = parse_list<long>(f, v);
     else if (f == "--benchmarks")
       a.benchmarks = v;
+    else if (f == "--bench")
+      a.bench = v;
     else if (f == "--models")
       a.models = v;
     else if (f == "--clusters")
@@ -282,8 +289,6 @@ int run_plan(const Args& a, const std::vector<std::string>& argv, std::ostream& 
                                    timestamp_compact();
   std::vector<Candidate> cands;
   if (!a.r.devices.empty()) cands = plan_space(base, ranges_from(a, base, a.r.devices), cl);
-  // The layouts plan.md shows, run by the trainer's engine on the recording backend.
-  record_shown(cands, o.top, std::max(o.near, 3));
   if (!a.weak.empty()) {
     // Weak scaling: the per-device batch of the base (or first given) micro-batch x grad_accum.
     const KnobRanges r0 = ranges_from(a, base, {});
@@ -333,6 +338,13 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       o.add_to = a.add_to;
       return calibrate(o, out);
     }
+    if (a.cmd == "calibrate-gpu") {
+      if (a.cluster.empty() || a.out.empty())
+        throw UsageError(
+            "calibrate-gpu: give --cluster BASE.yaml (a kind: gpu file) and --out FILE");
+      calibrate_gpu(a.cluster, a.out, a.bench, joined(args), out);
+      return 0;
+    }
     if (a.cmd == "compare") {
       if (a.cluster.empty()) throw UsageError("compare: give --cluster FILE");
       if (a.positional.empty()) throw UsageError("compare: give one or more run folders");
@@ -344,13 +356,20 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       out << "written: " << dir << "/compare.md, compare.csv, compare.json\n";
       return 0;
     }
-    // mpt-fit
     const std::string src = SCALETRAIN_SOURCE_DIR;
+    const std::string cdir = !a.clusters_dir.empty() ? a.clusters_dir : src + "/configs/clusters";
+    if (a.cmd == "published") {
+      const auto rows = read_published(
+          !a.benchmarks.empty() ? a.benchmarks : src + "/analysis/reference/torchtitan_llama3.csv",
+          !a.models.empty() ? a.models : src + "/analysis/reference/torchtitan_llama3_models.csv");
+      write_published(predict_published(rows, cdir), out);
+      return 0;
+    }
+    // mpt-fit
     const std::string bench =
         !a.benchmarks.empty() ? a.benchmarks : src + "/analysis/reference/mpt_benchmarks.csv";
     const std::string models =
         !a.models.empty() ? a.models : src + "/analysis/reference/mpt_models.csv";
-    const std::string cdir = !a.clusters_dir.empty() ? a.clusters_dir : src + "/configs/clusters";
     const auto rows = read_mpt_rows(bench, models);
     const auto groups = mpt_fit(rows, {{"h100_80gb", cdir + "/h100-sxm-80gb.yaml"},
                                        {"a100_80gb", cdir + "/a100-sxm-80gb.yaml"},

@@ -11,52 +11,12 @@
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "plan/time_model.hpp"
+#include "planner/csv.hpp"
 
 namespace fs = std::filesystem;
 
 namespace st::plan {
 namespace {
-
-// A CSV file as header-named records.
-struct Csv {
-  std::string path;
-  std::vector<std::string> head;
-  std::vector<std::pair<int, std::vector<std::string>>> rows;  // (line, fields)
-  const std::string& at(size_t row, const std::string& col) const {
-    for (size_t i = 0; i < head.size(); ++i)
-      if (head[i] == col) return rows[row].second[i];
-    throw UsageError(path + ":1: missing column '" + col + "'");
-  }
-  double num(size_t row, const std::string& col) const {
-    const std::string& v = at(row, col);
-    try {
-      size_t pos = 0;
-      const double d = std::stod(v, &pos);
-      if (pos == v.size()) return d;
-    } catch (const std::logic_error&) {
-    }
-    throw UsageError(path + ":" + std::to_string(rows[row].first) + ": column '" + col +
-                     "': not a number: '" + v + "'");
-  }
-};
-Csv load_csv(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw UsageError("cannot open '" + path + "'");
-  Csv c;
-  c.path = path;
-  std::string line;
-  if (!std::getline(f, line)) throw UsageError(path + ": empty file");
-  c.head = split_csv_line(line);
-  for (int ln = 2; std::getline(f, line); ++ln) {
-    if (line.empty()) continue;
-    auto v = split_csv_line(line);
-    if (v.size() != c.head.size())
-      throw UsageError(path + ":" + std::to_string(ln) + ": " + std::to_string(v.size()) +
-                       " fields, the header has " + std::to_string(c.head.size()));
-    c.rows.push_back({ln, v});
-  }
-  return c;
-}
 
 std::string group_of(const MptRow& r) { return r.precision == "amp_fp8" ? r.gpu + " fp8" : r.gpu; }
 
@@ -120,12 +80,18 @@ Config mpt_config(const MptRow& r) {
 }
 
 double MptGroup::mape(const std::vector<const MptRow*>& rows, int single) const {
+  return mape_of(pred, rows, single);
+}
+
+double MptGroup::mape_of(const std::map<const MptRow*, double>& p,
+                         const std::vector<const MptRow*>& rows, int single) const {
+  if (p.empty()) return std::nan("");
   double s = 0;
   int n = 0;
   for (const MptRow* r : rows) {
     if (single == 1 && r->gpus > cluster.devices_per_node) continue;
     if (single == 0 && r->gpus <= cluster.devices_per_node) continue;
-    s += std::abs(pred.at(r) / r->tok_s_gpu - 1);
+    s += std::abs(p.at(r) / r->tok_s_gpu - 1);
     ++n;
   }
   return n ? s / n : std::nan("");
@@ -216,6 +182,16 @@ std::vector<MptGroup> mpt_fit(const std::vector<MptRow>& rows,
       G.cluster.peak_source += " x2 (fp8)";
     }
     for (size_t i = 0; i < by[g].size(); ++i) (i % 2 == 0 ? G.fit : G.holdout).push_back(by[g][i]);
+    // The hardware rates alone (efficiencies 1; bf16 figures, so not for the
+    // fp8 type); then the fit, of fractions of those rates where the file has
+    // them (of the peaks otherwise; fp8: peaks, the rates being bf16).
+    if (G.cluster.precision == "fp8") G.cluster.rates = {};
+    if (!G.cluster.rates.empty()) {
+      Cluster hw = G.cluster;
+      hw.eff.gemm = hw.eff.attention = hw.eff.network = 1;
+      for (const MptRow* r : by[g])
+        G.rates_pred[r] = predict_step(mpt_config(*r), hw).tokens_per_s_device;
+    }
     auto predict_all = [&](Cluster& cl) {
       for (const MptRow* r : by[g]) {
         G.parts[r] = predict_step(mpt_config(*r), cl);
@@ -304,6 +280,20 @@ void write_mpt_fit(const std::vector<MptGroup>& groups, const std::string& out_d
     }
   md << "| all types | | | | " << pct(n1 ? s1 / n1 : std::nan("")) << " (" << n1 << " rows) | "
      << pct(n0 ? s0 / n0 : std::nan("")) << " (" << n0 << " rows) |\n";
+  // The cluster files' hardware rates, no fit: every row of the type.
+  for (const MptGroup& g : groups) {
+    if (g.rates_pred.empty()) continue;
+    std::vector<const MptRow*> all = g.fit;
+    all.insert(all.end(), g.holdout.begin(), g.holdout.end());
+    md << "\n"
+       << g.name << " from `" << fs::path(g.cluster.path).filename().string()
+       << "`'s hardware rates alone (no fit), all " << all.size() << " rows: MAPE "
+       << pct(g.mape_of(g.rates_pred, all, -1)) << " (single node "
+       << pct(g.mape_of(g.rates_pred, all, 1)) << ", multi-node "
+       << pct(g.mape_of(g.rates_pred, all, 0)) << ")\n";
+    for (auto& e : j)
+      if (e["group"] == g.name) e["hardware_rates_mape"] = g.mape_of(g.rates_pred, all, -1);
+  }
   out << md.str();
   if (out_dir.empty()) return;
   std::error_code ec;

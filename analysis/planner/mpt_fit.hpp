@@ -44,8 +44,13 @@ struct MptGroup {
   std::vector<const MptRow*> fit, holdout;
   std::map<const MptRow*, double> pred;  // tokens/s per GPU
   std::map<const MptRow*, StepPrediction> parts;
+  // tokens/s per GPU from the cluster file's hardware `rates` alone, before
+  // any fit (empty when the file has none, and for fp8)
+  std::map<const MptRow*, double> rates_pred;
   double mape(const std::vector<const MptRow*>& rows,
               int single) const;  // single: 1 one node, 0 many, -1 all
+  double mape_of(const std::map<const MptRow*, double>& p, const std::vector<const MptRow*>& rows,
+                 int single) const;
 };
 
 // Fits every group; `clusters` maps a GPU key to its cluster file.

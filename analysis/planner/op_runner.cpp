@@ -11,6 +11,7 @@
 
 #include "core/util.hpp"
 #include "kernels/ops.hpp"
+#include "model/model.hpp"
 #include "tensor/device.hpp"
 #include "tensor/tensor.hpp"
 
@@ -23,18 +24,6 @@ std::vector<float> filled(int64_t n, float scale = 0.1f) {
   std::uniform_real_distribution<float> u(-scale, scale);
   for (auto& x : v) x = u(g);
   return v;
-}
-
-// Global token positions cp rank `r` holds of a sequence of Tg tokens
-// (chunks r and 2cp-1-r, as lib/model's Model::Impl::positions).
-std::vector<int32_t> cp_positions(int r, int cp, int64_t Tg) {
-  std::vector<int32_t> p(size_t(Tg / cp));
-  const int64_t C = Tg / (2 * cp);
-  for (int64_t t = 0; t < C; ++t) {
-    p[size_t(t)] = int32_t(r * C + t);
-    p[size_t(C + t)] = int32_t((2 * cp - 1 - r) * C + t);
-  }
-  return p;
 }
 
 // The call for one op, with its buffers captured: the CPU backend's Ops

@@ -28,12 +28,6 @@ std::string fx(double v, int p) {
 }
 std::string gib(double b) { return fx(b / double(1ull << 30), 2); }
 std::string ms(double s) { return fx(s * 1e3, 1); }
-// The recorded peak comparable with the model's total, or why there is none.
-std::string recorded_gib(const Candidate& c) {
-  if (!c.recorded_error.empty()) return "failed (plan.json)";
-  return c.recorded_peak > 0 ? gib(c.recorded_peak + c.mem.untracked) : "-";
-}
-
 json mem_json(const MemoryEstimate& m) {
   return {{"total", m.peak.total()},
           {"weights", m.peak.weights},
@@ -44,7 +38,7 @@ json mem_json(const MemoryEstimate& m) {
           {"workspace", m.peak.workspace},
           {"untracked", m.untracked},
           {"peak_at", m.peak_at},
-          {"stage", m.shape.stage}};
+          {"stage", m.stage}};
 }
 json time_json(const StepPrediction& t) {
   auto cp = [](const CommPart& c) { return json{{"total", c.total}, {"exposed", c.exposed}}; };
@@ -86,9 +80,6 @@ json cand_json(const Candidate& c, int rank) {
             {"reason", c.reason},
             {"runs_on_this_trainer", c.not_runnable.empty()},
             {"not_runnable", c.not_runnable}};
-  if (c.recorded_peak > 0)
-    j["recorded"] = {{"peak_bytes", c.recorded_peak}, {"stage", c.recorded_stage}};
-  if (!c.recorded_error.empty()) j["recorded"] = {{"error", c.recorded_error}};
   if (c.timed) {
     j["memory"] = mem_json(c.mem);
     j["available_bytes"] = c.available;
@@ -262,12 +253,12 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
      << " invalid |\n\n";
   md << "Memory is the worst pipeline stage's peak per device (w weights, g gradients, o "
         "optimizer state, act activations, buf communication buffers, ws workspace), in GiB. "
-        "Time parts are per step; communication as exposed/total ms. Recorded: the same "
-        "layout's step 1 run by the trainer's own engine on the recording backend (worst stage's "
-        "device peak, plus the workspace the model counts outside the allocator).\n\n";
-  md << "| # | layout | devices | peak GiB | recorded GiB | margin GiB | step ms | tokens/s | "
+        "Time parts are per step; communication as exposed/total ms. Both come from step 1 of "
+        "the layout run by the trainer's own engine on the recording backend (the first rank of "
+        "every stage), priced on the cluster file.\n\n";
+  md << "| # | layout | devices | peak GiB | margin GiB | step ms | tokens/s | "
         "tok/s/device | MFU % | HFU % | memory parts | time parts "
-        "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   int shown = 0;
   bool dagger = false;
   for (const Candidate* cp : sum.top) {
@@ -275,9 +266,9 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
     ++shown;
     dagger = dagger || !c.not_runnable.empty();
     md << "| " << shown << " | " << c.name() << (c.not_runnable.empty() ? "" : " (†)") << " | "
-       << c.devices << " | " << gib(c.mem.peak.total()) << " | " << recorded_gib(c) << " | "
-       << gib(c.margin()) << " | " << ms(c.time.step) << " | " << fx(c.time.tokens_per_s, 1)
-       << " | " << fx(c.time.tokens_per_s_device, 1) << " | " << fx(100 * c.time.mfu, 1) << " | "
+       << c.devices << " | " << gib(c.mem.peak.total()) << " | " << gib(c.margin()) << " | "
+       << ms(c.time.step) << " | " << fx(c.time.tokens_per_s, 1) << " | "
+       << fx(c.time.tokens_per_s_device, 1) << " | " << fx(100 * c.time.mfu, 1) << " | "
        << fx(100 * c.time.hfu, 1) << " | " << mem_parts(c.mem) << " | " << time_parts(c.time)
        << " |\n";
   }
@@ -290,12 +281,11 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
        << " GiB per device (" << gib(cl.memory_bytes) << " less " << gib(cl.memory_reserved)
        << " reserved); scaletrain-plan exits with status 3.\n";
   if (!nearest.empty()) {
-    md << "\nNearest over the memory limit:\n\n| layout | peak GiB | recorded GiB | over by GiB "
-          "| tok/s/device | memory parts |\n|---|---|---|---|---|---|\n";
+    md << "\nNearest over the memory limit:\n\n| layout | peak GiB | over by GiB "
+          "| tok/s/device | memory parts |\n|---|---|---|---|---|\n";
     for (const Candidate* c : nearest)
-      md << "| " << c->name() << " | " << gib(c->mem.peak.total()) << " | " << recorded_gib(*c)
-         << " | " << gib(-c->margin()) << " | " << fx(c->time.tokens_per_s_device, 1) << " | "
-         << mem_parts(c->mem) << " |\n";
+      md << "| " << c->name() << " | " << gib(c->mem.peak.total()) << " | " << gib(-c->margin())
+         << " | " << fx(c->time.tokens_per_s_device, 1) << " | " << mem_parts(c->mem) << " |\n";
   }
   if (!sum.why.empty()) {
     md << "\nNot feasible, by reason:\n\n| reason | layouts |\n|---|---|\n";

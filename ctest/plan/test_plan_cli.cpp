@@ -118,15 +118,6 @@ TEST_F(PlanCli, CpuPlanWritesTablesPlotsAndACampaign) {
     prev = t;
     // Parts add up: memory total is the sum of its parts.
     const auto& m = l["memory"];
-    // The shown ones were run by the trainer's engine on the recording
-    // backend: its device peak near the model's tracked estimate (the model
-    // is a separate description; 25% bounds its known drift here).
-    if (l["rank"].get<int>() <= 3) {
-      ASSERT_TRUE(l.contains("recorded") && l["recorded"].contains("peak_bytes")) << l.dump();
-      const double rec = l["recorded"]["peak_bytes"].get<double>();
-      const double est = m["total"].get<double>() - m["untracked"].get<double>();
-      EXPECT_NEAR(rec, est, 0.25 * est) << l["name"];
-    }
     EXPECT_NEAR(m["total"].get<double>(),
                 m["weights"].get<double>() + m["grads"].get<double>() + m["optim"].get<double>() +
                     m["activations"].get<double>() + m["buffers"].get<double>() +

@@ -1,6 +1,8 @@
-// The memory and step-time models on small cases worked out by hand, and the
-// cluster file's checks. Each expectation is arithmetic written out here
-// from the shapes, not read back from the code under test.
+// The recorded memory and the step-time replay on small cases, and the
+// cluster file's checks. Expectations are arithmetic written out here, or
+// counts of what the trainer's engine issues (record_step, itself held
+// against the computing engine in test_record_step), never read back from
+// the code under test.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,11 +10,13 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "model/model.hpp"
+#include "parallel/stages.hpp"
 #include "plan/cluster.hpp"
-#include "plan/layout.hpp"
 #include "plan/memory.hpp"
-#include "plan/ops.hpp"
+#include "plan/recorded_step.hpp"
 #include "plan/time_model.hpp"
+#include "record/step.hpp"
 
 namespace {
 using st::Config;
@@ -26,150 +30,161 @@ Config model(const std::vector<std::string>& sets) {
   return c;
 }
 
-// A CPU cluster where every kernel call of cfg costs exactly `op_s`, ranks
-// do not slow each other, and collectives cost latency + bytes / bandwidth.
-Cluster unit_cluster(const std::vector<Config>& cfgs, double op_s, double lat, double bw) {
+// A GPU-kind cluster on which every kernel call and copy costs 1 ms (its
+// fixed overhead; FLOPs and bytes are free), allocations nothing, and a ring
+// collective 1 ms per latency step (all-reduce over n: 2(n-1) steps,
+// reduce-scatter and all-gather n-1, a pipeline message 1).
+Cluster unit_cluster() {
   Cluster c;
   c.path = "(test)";
   c.name = "unit";
-  c.kind = "cpu";
-  c.peak_flops = 1e12;
-  c.memory_bytes = 1e12;
+  c.kind = "gpu";
+  c.peak_flops = 1e30;
+  c.memory_bandwidth = 1e30;
+  c.memory_bytes = 1e15;
   c.devices_per_node = 64;
-  for (const Config& cfg : cfgs) {
-    const st::plan::MicroOps mo = st::plan::micro_ops(cfg);
-    for (auto* v : {&mo.block_fwd, &mo.block_bwd, &mo.block_recompute, &mo.embed_fwd, &mo.embed_bwd,
-                    &mo.head_fwd, &mo.head_bwd})
-      for (const auto& op : *v)  // tensor allocations cost nothing here
-        c.op_seconds[op.key()] = op.kind == st::plan::OpKind::Alloc ? 0 : op_s;
-  }
-  // The step's end (AdamW, the norm's squares, bucket copies) costs nothing here.
-  for (const Config& cfg : cfgs)
-    for (int st = 0; st < cfg.parallel.pp; ++st)
-      for (const auto& op : st::plan::step_end_ops(cfg, st::plan::stage_shape(cfg, st).params))
-        c.op_seconds[op.key()] = 0;
-  for (const char* k : {"all_reduce", "reduce_scatter", "all_gather", "ring_shift", "p2p"})
-    for (int n : {2, 4, 8}) c.collectives.push_back({k, n, {bw, lat}});
+  c.eff.kernel_overhead = 1e-3;
+  c.eff.network = 1;
+  c.intra = {1e30, 1e-3};
+  c.inter = c.intra;
   return c;
 }
 
-TEST(PlanMemory, SingleRankPeakIsTheHeadBackward) {
-  // default preset at seq 128, micro-batch 4, one rank, fp32: the peak is
-  // the head's backward with every block's activations kept.
+// The calls one rank of `stage` issues in a step of cfg as recorded in full
+// (every micro-batch), by what the unit cluster charges for them.
+struct Counts {
+  int64_t work = 0;       // kernels and copies
+  double tp_latency = 0;  // tp collectives' latency steps
+  double dp_bytes = 0;    // dp gradient reductions
+};
+Counts count(const Config& cfg, int stage) {
+  const auto& p = cfg.parallel;
+  const st::record::RankStep r = st::record::record_step(
+      cfg, st::mesh_rank(st::MeshCoords{stage, 0, 0, 0}, st::MeshDims{p.pp, p.dp, p.cp, p.tp}));
+  Counts n;
+  n.work = int64_t(r.kernels.size() + r.copies.size());
+  for (const auto& c : r.collectives) {
+    if (c.group == "tp" && c.stream != "host")
+      n.tp_latency += c.kind == st::CollKind::AllReduce ? 2.0 * (c.ranks - 1) : c.ranks - 1;
+    if ((c.group == "dp_cp" || c.group == "dp") && c.stream != "host" &&
+        c.kind != st::CollKind::AllGather)
+      n.dp_bytes += double(c.bytes);
+  }
+  return n;
+}
+
+TEST(PlanMemory, SingleRankHoldsWeightsGradsAndMoments) {
+  // default preset at seq 128, one rank, fp32: the weights and the gradient
+  // buffer 4 bytes per parameter (the buffer padded for alignment), the two
+  // moments 8; the activations of every block are live at the peak.
   const Config c = model({"train.micro_batch=4"});
-  const double N = 4 * 128, d = 512, F = 1152, V = 256, kd = 2 * 64, H = 8;
-  const double block = N * d /*x*/ + N /*rstd1*/ + N * d /*xn1*/ + N * d /*q*/ + 2 * N * kd +
-                       N * d /*att*/ + N * H /*lse*/ + N * d /*h2*/ + N /*rstd2*/ + N * d /*xn2*/ +
-                       3 * N * F;
-  const double head = N * d /*hL*/ + N /*rstd*/ + N * d /*xn*/ + N * V /*logits*/ + N * d /*dxn*/;
-  const double P = 2 * V * d + 8 * (2 * d + 2 * d * d + 2 * d * kd + 3 * d * F) + d;
+  const double P = double(st::count_params(c.model));
   const st::plan::MemoryEstimate e = st::plan::estimate_memory(c, 0);
-  EXPECT_EQ(e.peak_at, "head backward");
-  EXPECT_DOUBLE_EQ(e.peak.activations, 4 * (8 * block + head));
   EXPECT_DOUBLE_EQ(e.peak.weights, 4 * P);
-  EXPECT_DOUBLE_EQ(e.peak.grads, 4 * P);
-  EXPECT_DOUBLE_EQ(e.peak.optim, 8 * P);
-  EXPECT_DOUBLE_EQ(e.peak.buffers, 0);  // buckets reduce the gradient buffer in place
+  EXPECT_NEAR(e.peak.grads, 4 * P, 0.01 * 4 * P);
+  EXPECT_GE(e.peak.grads, 4 * P);
+  EXPECT_NEAR(e.peak.optim, 8 * P, 0.01 * 8 * P);  // padded as the gradient buffer
+  EXPECT_GE(e.peak.optim, 8 * P);
+  const double N = 4 * 128, d = 512;
+  EXPECT_GT(e.peak.activations, 8 * 4 * N * d);  // at least one [N, d] per block
   EXPECT_DOUBLE_EQ(e.untracked, 0);
+  EXPECT_NE(e.peak_at.find("micro-batch 0"), std::string::npos) << e.peak_at;
 }
 
 TEST(PlanMemory, ZeroStagesShardOverDataParallel) {
-  // dp 4, fp32: moments shard from ZeRO 1; ZeRO 2 keeps its gradient shard
-  // and, during backward, a pool of bucket staging buffers (never the whole
-  // buffer), so its peak is below ZeRO 1's; with parallel.zero_full_grads it
-  // allocates the whole buffer per step again (ZeRO 1's peak plus the
-  // shard); ZeRO 3 shards the weights too.
-  double total[4], grads[4], P = 0;
+  // dp 4, fp32: moments shard from ZeRO 1, gradients from ZeRO 2, weights
+  // from ZeRO 3; each stage's peak below the one before.
+  double total[4], P = 0;
   for (int z = 0; z <= 3; ++z) {
     const Config c =
         model({"parallel.dp=4", "parallel.zero_stage=" + std::to_string(z), "train.micro_batch=1"});
     const auto e = st::plan::estimate_memory(c, 0);
-    P = double(e.shape.params);
-    EXPECT_DOUBLE_EQ(e.peak.optim, z >= 1 ? 8 * P / 4 : 8 * P) << z;
+    P = double(st::count_params(c.model));
+    EXPECT_NEAR(e.peak.optim, z >= 1 ? 8 * P / 4 : 8 * P, 0.01 * P) << z;
     total[z] = e.peak.total();
-    grads[z] = e.peak.grads;
   }
-  EXPECT_DOUBLE_EQ(total[0] - total[1], 8 * P - 8 * P / 4);
-  EXPECT_DOUBLE_EQ(grads[1], 4 * P);
-  EXPECT_GT(grads[2], 4 * P / 4);  // the shard and some staging
-  EXPECT_LT(grads[2], 4 * P / 2);  // two layers and the head, not the buffer
+  EXPECT_LT(total[1], total[0]);
   EXPECT_LT(total[2], total[1]);
   EXPECT_LT(total[3], total[2]);
-  const auto full = st::plan::estimate_memory(
-      model({"parallel.dp=4", "parallel.zero_stage=2", "train.micro_batch=1",
-             "parallel.zero_full_grads=true"}),
-      0);
-  EXPECT_DOUBLE_EQ(full.peak.total() - total[1], 4 * P / 4);
 }
 
-TEST(PlanMemory, OneFOneBKeepsPpMinusStageMicroBatches) {
-  // pp 4, grad_accum 8, micro-batch 1: stage s keeps pp - s micro-batches of
-  // its 2 blocks, so stage 0 keeps 2 more than stage 2: 2 x 2 blocks.
-  const Config c = model({"parallel.pp=4", "train.grad_accum=8", "train.micro_batch=1"});
-  const double N = 128, d = 512, F = 1152, kd = 128, H = 8;
-  const double block =
-      N * d + N + N * d + N * d + 2 * N * kd + N * d + N * H + N * d + N + N * d + 3 * N * F;
+TEST(PlanMemory, OneFOneBStageZeroKeepsMoreMicroBatches) {
+  // pp 4, grad_accum 16: stage s keeps pp - s micro-batches in flight, so
+  // stage 0's activation peak is above stage 2's (each holds 2 blocks).
+  const Config c = model({"parallel.pp=4", "train.grad_accum=16", "train.micro_batch=1"});
   const auto s0 = st::plan::estimate_memory(c, 0), s2 = st::plan::estimate_memory(c, 2);
-  EXPECT_DOUBLE_EQ(s0.activations_max, 4 * (4 * 2 * block + N * d));  // + the incoming gradient
-  EXPECT_DOUBLE_EQ(s0.activations_max - s2.activations_max, 4 * (2 * 2 * block));
-  // The pipeline's boundary sends are kept to the step's end: buffers.
-  EXPECT_GT(s0.peak.buffers, 0);
-  EXPECT_DOUBLE_EQ(s0.untracked, 0);
+  EXPECT_GT(s0.activations_max, s2.activations_max);
+  // Recorded with fewer micro-batches (and extrapolated: the boundary
+  // tensors sent are kept to the step's end), the peak is the full step's.
+  EXPECT_LT(st::plan::recorded_micro(c), 16);
+  const auto r = st::record::record_step(c, 0);  // rank 0: stage 0
+  EXPECT_DOUBLE_EQ(double(r.step.peak_total), s0.tracked());
 }
 
-TEST(PlanTime, OneRankIsTheSumOfItsKernelCalls) {
-  // 15 calls per block forward, 20 per block backward (tp 1, no
-  // checkpointing); embedding 1 + 1; head 3 + 4. 8 blocks, 3 micro-batches,
-  // 1 ms per call: 3 x (8*15 + 1 + 3 + 8*20 + 1 + 4) ms = 867 ms.
-  const Config c = model({"train.micro_batch=1", "train.grad_accum=3"});
-  const Cluster cl = unit_cluster({c}, 1e-3, 0, 1e18);
-  const auto t = st::plan::predict_step(c, cl);
-  EXPECT_NEAR(t.compute(), 0.867, 1e-9);
-  EXPECT_NEAR(t.step, 0.867, 1e-9);  // optimizer and reductions cost nothing here
+TEST(PlanTime, OneRankIsTheSumOfItsCalls) {
+  // One rank, 5 micro-batches (recorded with 3: the first, one between, the
+  // last; replayed as 5): every call of the full step runs one after
+  // another on the compute stream.
+  const Config c = model({"train.micro_batch=1", "train.grad_accum=5"});
+  EXPECT_EQ(st::plan::recorded_micro(c), 3);
+  const auto t = st::plan::predict_step(c, unit_cluster());
+  const double expect = 1e-3 * double(count(c, 0).work);
+  EXPECT_NEAR(t.step, expect, 1e-9);
+  EXPECT_NEAR(t.compute() + t.optimizer, expect, 1e-9);
   EXPECT_NEAR(t.bubble, 0, 1e-12);
-  EXPECT_NEAR(t.tokens_per_s, 3 * 128 / t.step, 1e-9);
+  EXPECT_NEAR(t.tokens_per_s, 5 * 128 / t.step, 1e-9);
 }
 
-TEST(PlanTime, OneFOneBBubbleWorkedByHand) {
-  // pp 2, 4 micro-batches, 1 ms per call. Stage 0: forward 4*15+1 = 61,
-  // backward 4*20+1 = 81; stage 1: forward 4*15+3 = 63, backward 4*20+4 = 84.
-  // Walking 1F1B by hand (s0: F0 F1 B0 F2 B1 F3 B2 B3; s1: F0 B0 F1 B1 ...)
-  // stage 0 ends at 730 ms after 4*61 + 4*81 = 568 ms of work: 162 ms idle.
-  const Config c = model({"parallel.pp=2", "train.micro_batch=1", "train.grad_accum=4"});
-  const Cluster cl = unit_cluster({c}, 1e-3, 0, 1e18);
-  const auto t = st::plan::predict_step(c, cl);
-  EXPECT_NEAR(t.step, 0.730, 1e-6);
-  EXPECT_NEAR(t.bubble, 0.162, 1e-6);
-  EXPECT_NEAR(t.compute(), 0.568, 1e-9);
-  // Interleaving 2 chunks shortens the bubble.
+TEST(PlanTime, PipelineBubbleFromTheDependencies) {
+  // pp 2, 8 micro-batches (recorded with 4): each stage does its own calls;
+  // the step is longer than either stage's work by the bubble, and
+  // interleaving 2 chunks shortens the bubble for the same work.
+  const Config c = model({"parallel.pp=2", "train.micro_batch=1", "train.grad_accum=8"});
+  const auto t = st::plan::predict_step(c, unit_cluster());
+  const double w0 = 1e-3 * double(count(c, 0).work), w1 = 1e-3 * double(count(c, 1).work);
+  EXPECT_GT(t.bubble, 0);
+  // The critical stage is busy, waiting for a message or idle in the bubble.
+  EXPECT_NEAR(t.step, t.compute() + t.optimizer + t.bubble + t.exposed_comm(), 0.005 * t.step);
+  EXPECT_TRUE(std::abs(t.compute() + t.optimizer - w0) < 1e-9 ||
+              std::abs(t.compute() + t.optimizer - w1) < 1e-9);
   const Config v2 = model({"parallel.pp=2", "parallel.num_model_chunks=2", "train.micro_batch=1",
-                           "train.grad_accum=4"});
-  const auto t2 = st::plan::predict_step(v2, unit_cluster({v2}, 1e-3, 0, 1e18));
+                           "train.grad_accum=8"});
+  const auto t2 = st::plan::predict_step(v2, unit_cluster());
   EXPECT_LT(t2.bubble, t.bubble);
-  EXPECT_NEAR(t2.compute(), t.compute(), 1e-9);
 }
 
-TEST(PlanTime, TensorParallelCollectivesCountedPerBlock) {
-  // tp 2 without sp: per block 2 all-reduces of [N, d] forward and 2 in
-  // backward; the embedding 1, the head 1 plus its two cross-entropy
-  // reductions (N doubles, 2N doubles). Latency 1 ms, bandwidth 1e18.
+TEST(PlanTime, TensorParallelCollectivesBlock) {
+  // tp 2 without sp: the engine waits for each on the compute stream.
   const Config c = model({"parallel.tp=2", "train.micro_batch=1"});
-  const Cluster cl = unit_cluster({c}, 1e-3, 1e-3, 1e18);
-  const auto t = st::plan::predict_step(c, cl);
-  EXPECT_NEAR(t.tp.total, (8 * 4 + 1 + 1 + 2) * 1e-3, 1e-9);
-  EXPECT_NEAR(t.tp.exposed, t.tp.total, 1e-12);
+  const auto t = st::plan::predict_step(c, unit_cluster());
+  const Counts n = count(c, 0);
+  EXPECT_GT(n.tp_latency, 0);
+  EXPECT_NEAR(t.tp.total, 1e-3 * n.tp_latency, 1e-9);
+  // Nearly all waited for on the compute stream (the gradient all-reduces
+  // of replicated weights may overlap what follows them).
+  EXPECT_LE(t.tp.exposed, t.tp.total + 1e-12);
+  EXPECT_GE(t.tp.exposed, 0.9 * t.tp.total);
+  EXPECT_LE(t.step, 1e-3 * (double(n.work) + n.tp_latency) + t.other.total + 1e-9);
+  EXPECT_GE(t.step, 1e-3 * double(n.work) + t.tp.exposed - 1e-9);
 }
 
-TEST(PlanTime, LastBucketIsExposed) {
-  // dp 2, one bucket holding every gradient: it can start only when the
-  // embedding's gradient is ready, the end of backward, so its whole
-  // all-reduce (4 P bytes at 1 GB/s) is exposed.
-  const Config c = model({"parallel.dp=2", "parallel.dp_bucket_mb=1000", "train.micro_batch=1"});
-  const Cluster cl = unit_cluster({c}, 1e-3, 0, 1e9);
-  const auto t = st::plan::predict_step(c, cl);
-  const double P = double(st::plan::stage_shape(c, 0).params);
-  EXPECT_NEAR(t.dp.total, 4 * P / 1e9, 1e-9);
-  EXPECT_NEAR(t.dp.exposed, 4 * P / 1e9, 1e-9);
+TEST(PlanTime, GradientBucketsOverlapTheBackward) {
+  // dp 2 at 1 GB/s. One bucket holding every gradient starts when the last
+  // gradient is ready, at the end of backward: exposed whole. Small buckets
+  // start during backward: some of their time hides behind it.
+  Cluster cl = unit_cluster();
+  cl.intra = {1e9, 0};
+  cl.inter = cl.intra;
+  const Config one = model({"parallel.dp=2", "parallel.dp_bucket_mb=1000", "train.micro_batch=1"});
+  const auto t1 = st::plan::predict_step(one, cl);
+  const double bytes = count(one, 0).dp_bytes;
+  EXPECT_NEAR(t1.dp.total, bytes / 1e9, 1e-9);  // all-reduce over 2: 2 * 1/2 of the bytes
+  EXPECT_NEAR(t1.dp.exposed, t1.dp.total, 1e-9);
+  const Config many = model(
+      {"parallel.dp=2", "parallel.dp_bucket_mb=0.25", "train.micro_batch=1", "train.grad_accum=2"});
+  const auto t2 = st::plan::predict_step(many, cl);
+  EXPECT_GT(t2.dp.total, 0);
+  EXPECT_LT(t2.dp.exposed, 0.9 * t2.dp.total);
 }
 
 TEST(PlanTime, RingCollectivesOnGpuLinks) {

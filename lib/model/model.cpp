@@ -100,6 +100,10 @@ Dims Model::Impl::dims(int B, int T) const {
 }
 
 std::vector<int32_t> Model::Impl::positions(int r, int64_t Tg) const {
+  return cp_positions(r, cp, Tg);
+}
+
+std::vector<int32_t> cp_positions(int r, int cp, int64_t Tg) {
   std::vector<int32_t> p(size_t(Tg / cp));
   if (cp == 1) {
     for (int64_t t = 0; t < Tg; ++t) p[size_t(t)] = int32_t(t);
@@ -127,12 +131,14 @@ void Model::Impl::ensure_rope(int64_t Tg) {
   pos_dev.clear();
   for (int r = 0; r < cp; ++r) pos.push_back(positions(r, Tg));
   const std::vector<int32_t>& mine = pos[size_t(cp_rank)];
-  std::vector<float> c(mine.size() * size_t(h2)), s(mine.size() * size_t(h2));
-  rope_tables(mine.data(), int64_t(mine.size()), hd, cfg.rope_theta, c.data(), s.data());
+  // A recording backend reads no values: no tables to compute.
+  const size_t n = be->computes() ? mine.size() * size_t(h2) : 0;
+  std::vector<float> c(n), s(n);
+  if (n) rope_tables(mine.data(), int64_t(mine.size()), hd, cfg.rope_theta, c.data(), s.data());
   rope_cos = Tensor({int64_t(mine.size()), h2}, DType::F32, MemCat::Other, *dev);
   rope_sin = Tensor({int64_t(mine.size()), h2}, DType::F32, MemCat::Other, *dev);
-  dev->copy_from_host(rope_cos.raw(), c.data(), c.size() * sizeof(float), cs());
-  dev->copy_from_host(rope_sin.raw(), s.data(), s.size() * sizeof(float), cs());
+  dev->copy_from_host(rope_cos.raw(), c.data(), rope_cos.bytes(), cs());
+  dev->copy_from_host(rope_sin.raw(), s.data(), rope_sin.bytes(), cs());
   if (cp > 1)
     for (int r = 0; r < cp; ++r) pos_dev.push_back(upload_i32(pos[size_t(r)]));
   rope_T = Tg;

@@ -254,4 +254,7 @@ class Model {
 
 // Parameter count of a config (embedding + layers + final norm + head).
 int64_t count_params(const ModelCfg& cfg);
+// Global token positions cp rank r of cp holds of a sequence of Tg tokens:
+// chunks r and 2cp-1-r of 2cp equal chunks (the causal load balance).
+std::vector<int32_t> cp_positions(int r, int cp, int64_t Tg);
 }  // namespace st

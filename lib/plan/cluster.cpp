@@ -111,6 +111,40 @@ Link read_link(const std::string& path, const Section& top, const std::string& k
           s.num("latency_us", 0, true, 0, 1e6) * 1e-6};
 }
 
+// The `rates` section: lists of maps, every entry checked.
+Rates read_rates(const std::string& path, const Section& top) {
+  Rates r;
+  const Section s(path, "rates", top.node("rates"),
+                  {"gemm", "attention", "busbw_intra", "busbw_inter"});
+  auto list = [&](const std::string& key, const std::vector<std::string>& keys, auto&& each) {
+    if (!s.has(key)) return;
+    const YAML::Node n = s.node(key);
+    if (!n.IsSequence())
+      throw UsageError(s.where(n) + ": 'rates." + key + "' must be a list of {" +
+                       Section::join(keys) + "}");
+    for (size_t i = 0; i < n.size(); ++i)
+      each(Section(path, "rates." + key + "[" + std::to_string(i) + "]", n[i], keys));
+  };
+  list("gemm", {"m", "n", "k", "tflops"}, [&](const Section& e) {
+    r.gemm.push_back({e.num("m", 0, true, 1, 1e9), e.num("n", 0, true, 1, 1e9),
+                      e.num("k", 0, true, 1, 1e9), e.num("tflops", 0, true, 0, 1e5, true) * 1e12});
+  });
+  list("attention", {"head_dim", "seq", "fwd_tflops", "bwd_tflops"}, [&](const Section& e) {
+    r.attention.push_back({int(e.num("head_dim", 0, true, 1, 1 << 16)),
+                           e.num("seq", 0, true, 1, 1e9),
+                           e.num("fwd_tflops", 0, true, 0, 1e5, true) * 1e12,
+                           e.num("bwd_tflops", 0, true, 0, 1e5, true) * 1e12});
+  });
+  for (const char* key : {"busbw_intra", "busbw_inter"}) {
+    auto& v = std::string(key) == "busbw_intra" ? r.intra : r.inter;
+    list(key, {"bytes", "gbps"}, [&](const Section& e) {
+      v.push_back({e.num("bytes", 0, true, 1, 1e15), e.num("gbps", 0, true, 0, 1e6, true) * 1e9});
+    });
+    std::sort(v.begin(), v.end(), [](const BusBw& a, const BusBw& b) { return a.bytes < b.bytes; });
+  }
+  return r;
+}
+
 }  // namespace
 
 Cluster load_cluster(const std::string& path) {
@@ -134,6 +168,7 @@ Cluster load_cluster(const std::string& path) {
                    "ops",
                    "concurrency",
                    "collectives",
+                   "rates",
                    "notes",
                    "calibrated"});
   Cluster c;
@@ -168,6 +203,12 @@ Cluster load_cluster(const std::string& path) {
   c.intra = read_link(path, s, "intra_node", true);
   c.inter = read_link(path, s, "inter_node", false);
   if (c.inter.bandwidth == 0) c.inter = c.intra;
+  // With kernel rates, gemm / attention / network are fractions of those
+  // rates (rates.cpp): 1 unless the file says otherwise.
+  if (s.has("rates")) {
+    c.rates = read_rates(path, s);
+    c.eff.gemm = c.eff.attention = c.eff.network = 1;
+  }
   if (s.has("efficiency")) {
     const Section e(path, "efficiency", s.node("efficiency"),
                     {"gemm", "attention", "memory", "network", "kernel_overhead_us"});
@@ -263,6 +304,24 @@ std::string cluster_to_yaml(const Cluster& c) {
       o << "\n  - {kind: " << m.kind << ", ranks: " << m.ranks
         << ", latency_us: " << m.fit.latency * 1e6 << ", bandwidth_gbps: " << m.fit.bandwidth / 1e9
         << "}";
+  }
+  if (!c.rates.empty()) {
+    o << "\n# kernel-level rates: achieved TFLOP/s (attention: causal FLOP count) and "
+         "nccl-tests busbw (GB/s) by size\nrates:";
+    if (!c.rates.gemm.empty()) o << "\n  gemm:";
+    for (const auto& g : c.rates.gemm)
+      o << "\n    - {m: " << std::llround(g.m) << ", n: " << std::llround(g.n)
+        << ", k: " << std::llround(g.k) << ", tflops: " << g.flops / 1e12 << "}";
+    if (!c.rates.attention.empty()) o << "\n  attention:";
+    for (const auto& a : c.rates.attention)
+      o << "\n    - {head_dim: " << a.head_dim << ", seq: " << std::llround(a.seq)
+        << ", fwd_tflops: " << a.fwd_flops / 1e12 << ", bwd_tflops: " << a.bwd_flops / 1e12 << "}";
+    for (const auto* v : {&c.rates.intra, &c.rates.inter}) {
+      if (v->empty()) continue;
+      o << "\n  " << (v == &c.rates.intra ? "busbw_intra:" : "busbw_inter:");
+      for (const auto& b : *v)
+        o << "\n    - {bytes: " << std::llround(b.bytes) << ", gbps: " << b.busbw / 1e9 << "}";
+    }
   }
   if (!c.op_seconds.empty()) {
     o << "\n# measured seconds per kernel call, one rank alone (ops.hpp keys)\nops:";

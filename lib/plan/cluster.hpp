@@ -29,6 +29,31 @@ struct MeasuredCollective {
   Link fit;
 };
 
+// Kernel-level rates of a GPU cluster (the `rates` section): what the
+// hardware does at given shapes, from public benchmarks cited in the file or
+// from `scaletrain-plan calibrate` on the machine. rates.cpp interpolates them.
+struct GemmRate {  // bf16 GEMM C[m,n] = A[m,k] B[k,n]
+  double m = 0, n = 0, k = 0;
+  double flops = 0;  // achieved FLOP/s
+};
+struct AttnRate {  // fused attention at one head dim and (global) sequence length
+  int head_dim = 0;
+  double seq = 0;
+  double fwd_flops = 0, bwd_flops = 0;  // achieved FLOP/s, causal FLOP count
+};
+struct BusBw {  // nccl-tests' busbw of an all_reduce of `bytes`
+  double bytes = 0;
+  double busbw = 0;  // bytes/s
+};
+struct Rates {
+  std::vector<GemmRate> gemm;
+  std::vector<AttnRate> attention;
+  // intra: a group inside one node; inter: a group spanning nodes with every
+  // device of each node in it (NCCL runs one ring per NIC).
+  std::vector<BusBw> intra, inter;
+  bool empty() const { return gemm.empty() && attention.empty() && intra.empty() && inter.empty(); }
+};
+
 struct Cluster {
   std::string path;  // the file it was read from ("" when built in code)
   std::string name, device, kind = "gpu", precision = "bf16";
@@ -42,6 +67,8 @@ struct Cluster {
   int cores_per_node = 0;    // CPU clusters: cores the ranks of a node share
   int threads_per_rank = 1;  // CPU clusters: runtime.threads the calibration used
   Link intra, inter;
+  // Fractions of the peak figures; of the `rates` tables for gemm,
+  // attention and network when the file has them (then 1 by default).
   struct Efficiency {
     double gemm = 0.6, attention = 0.4, memory = 0.7, network = 0.8;
     double kernel_overhead = 0;  // seconds per kernel call (launch, dispatch)
@@ -52,7 +79,8 @@ struct Cluster {
   std::map<std::string, double> op_seconds;
   std::map<int, double> concurrency;
   std::vector<MeasuredCollective> collectives;
-  std::string notes;                        // free text carried along
+  Rates rates;        // GPU clusters: kernel-level rates (empty: the efficiencies' roofline)
+  std::string notes;  // free text carried along
   std::map<std::string, std::string> meta;  // calibrated: date, host, command ...
 
   bool gpu() const { return kind == "gpu"; }

@@ -1,13 +1,10 @@
-// Implementation of ops.hpp. The order and shapes of the calls follow
-// lib/model/block.cpp (block forward, recompute, backward), stage.cpp (the
-// embedding and the head) and ring_attention.cpp (cp > 1).
+// Implementation of ops.hpp: op keys, FLOPs and memory traffic.
 #include "plan/ops.hpp"
 
 #include <sstream>
 
 #include "core/error.hpp"
 #include "core/util.hpp"
-#include "plan/layout.hpp"
 
 namespace st::plan {
 namespace {
@@ -41,23 +38,6 @@ const KindInfo& info(OpKind k) {
   ST_CHECK(false, "unknown op kind");
 }
 
-Op make(OpKind k, std::initializer_list<int64_t> dims, bool ta = false, bool tb = false) {
-  Op o;
-  o.kind = k;
-  int i = 0;
-  for (int64_t v : dims) o.s[i++] = v;
-  o.ta = ta;
-  o.tb = tb;
-  return o;
-}
-// y[N, out] = x[N, in] W^T and its two gradients (block.cpp linear_*).
-Op lin_fwd(int64_t N, int64_t out, int64_t in) {
-  return make(OpKind::Gemm, {N, out, in}, false, true);
-}
-Op lin_bwd_w(int64_t N, int64_t out, int64_t in) {
-  return make(OpKind::Gemm, {out, in, N}, true, false);
-}
-Op lin_bwd_x(int64_t N, int64_t out, int64_t in) { return make(OpKind::Gemm, {N, in, out}); }
 }  // namespace
 
 const char* op_name(OpKind k) { return info(k).name; }
@@ -161,93 +141,6 @@ double Op::elements() const {
       return a;
   }
   return 0;
-}
-
-MicroOps micro_ops(const Config& cfg) {
-  const MicroDims D = micro_dims(cfg);
-  const int tp = cfg.parallel.tp, cp = cfg.parallel.cp;
-  const bool sp = cfg.parallel.sp;
-  const std::string& mode = cfg.train.act_ckpt;
-  MicroOps o;
-  const int64_t N = D.N, Ns = D.Ns, d = D.d, BT = D.B * D.T;
-  const Op attn_f = make(OpKind::AttnFwd, {D.B, D.T, D.Hq, D.Hkv, D.hd, cp});
-  // Forward of one block (block_forward); `full` stops where the recompute
-  // of act_ckpt=full stops (no output, no w2).
-  auto forward = [&](std::vector<Op>& v, bool whole) {
-    v.push_back(make(OpKind::NormFwd, {Ns, d}));
-    v.push_back(lin_fwd(N, D.qd, d));
-    v.push_back(lin_fwd(N, D.kd, d));
-    v.push_back(lin_fwd(N, D.kd, d));
-    v.push_back(make(OpKind::RopeFwd, {BT, D.Hq, D.hd}));
-    v.push_back(make(OpKind::RopeFwd, {BT, D.Hkv, D.hd}));
-    v.push_back(attn_f);
-    v.push_back(make(OpKind::Copy, {Ns * d}));  // h2 = x
-    v.push_back(lin_fwd(N, d, D.qd));
-    if (tp > 1) v.push_back(make(OpKind::Add, {Ns * d}));
-    v.push_back(make(OpKind::NormFwd, {Ns, d}));
-    v.push_back(lin_fwd(N, D.F, d));
-    v.push_back(lin_fwd(N, D.F, d));
-    v.push_back(make(OpKind::SwigluFwd, {N * D.F}));
-    if (!whole) return;
-    v.push_back(make(OpKind::Copy, {Ns * d}));  // out = h2
-    v.push_back(lin_fwd(N, d, D.F));
-    if (tp > 1) v.push_back(make(OpKind::Add, {Ns * d}));
-  };
-  forward(o.block_fwd, true);
-  if (mode == "full") {
-    forward(o.block_recompute, false);
-  } else if (mode == "selective") {
-    o.block_recompute = {make(OpKind::NormFwd, {Ns, d}), attn_f, make(OpKind::NormFwd, {Ns, d}),
-                         make(OpKind::SwigluFwd, {N * D.F})};
-  }
-  // The tensors each phase allocates (zeroed, freed later): block.cpp's
-  // activations and transients, as the memory model counts them.
-  const int64_t tpx = tp > 1 ? 2 * N * d : 0, spx = sp ? 2 * Ns * d : 0;
-  const int64_t fwd_alloc = Ns + N * d + N * (D.qd + 2 * D.kd) + N * D.qd + N * D.Hq + Ns * d + Ns +
-                            N * d + 3 * N * D.F + Ns * d + tpx + spx;
-  o.block_fwd.push_back(make(OpKind::Alloc, {fwd_alloc}));
-  if (mode == "full") o.block_recompute.push_back(make(OpKind::Alloc, {fwd_alloc - Ns * d}));
-  if (mode == "selective")
-    o.block_recompute.push_back(
-        make(OpKind::Alloc, {2 * N * d + N * D.qd + N * D.Hq + N * D.F + spx}));
-  auto& b = o.block_bwd;
-  b.push_back(lin_bwd_w(N, d, D.F));
-  b.push_back(lin_bwd_x(N, d, D.F));
-  b.push_back(make(OpKind::SwigluBwd, {N * D.F}));
-  b.push_back(lin_bwd_w(N, D.F, d));
-  b.push_back(lin_bwd_w(N, D.F, d));
-  b.push_back(lin_bwd_x(N, D.F, d));
-  b.push_back(lin_bwd_x(N, D.F, d));
-  b.push_back(make(OpKind::NormBwd, {Ns, d}));
-  b.push_back(lin_bwd_w(N, d, D.qd));
-  b.push_back(lin_bwd_x(N, d, D.qd));
-  b.push_back(make(OpKind::AttnBwd, {D.B, D.T, D.Hq, D.Hkv, D.hd, cp}));
-  b.push_back(make(OpKind::RopeBwd, {BT, D.Hq, D.hd}));
-  b.push_back(make(OpKind::RopeBwd, {BT, D.Hkv, D.hd}));
-  b.push_back(lin_bwd_w(N, D.qd, d));
-  b.push_back(lin_bwd_w(N, D.kd, d));
-  b.push_back(lin_bwd_w(N, D.kd, d));
-  b.push_back(lin_bwd_x(N, D.qd, d));
-  b.push_back(lin_bwd_x(N, D.kd, d));
-  b.push_back(lin_bwd_x(N, D.kd, d));
-  b.push_back(make(OpKind::NormBwd, {Ns, d}));
-  b.push_back(make(OpKind::Alloc, {N * D.F + 2 * N * d + 2 * N * D.qd + 2 * N * D.kd + spx + spx}));
-  o.embed_fwd = {make(OpKind::EmbedFwd, {N, d}), make(OpKind::Alloc, {N * d + tpx / 2})};
-  o.embed_bwd = {make(OpKind::EmbedBwd, {N, d})};
-  o.head_fwd = {make(OpKind::NormFwd, {Ns, d}), lin_fwd(N, D.V, d), make(OpKind::CeFwd, {N, D.V}),
-                make(OpKind::Alloc, {Ns + Ns * d + (sp ? N * d : 0) + N * D.V + N})};
-  o.head_bwd = {make(OpKind::CeBwd, {N, D.V}), lin_bwd_w(N, D.V, d), lin_bwd_x(N, D.V, d),
-                make(OpKind::NormBwd, {Ns, d}), make(OpKind::Alloc, {N * d + Ns * d})};
-  return o;
-}
-
-Op adam_op(int64_t elements) { return make(OpKind::Adam, {elements}); }
-
-std::vector<Op> step_end_ops(const Config& cfg, int64_t stage_params) {
-  const int z = cfg.parallel.zero_stage;
-  const int64_t dpcp = int64_t(cfg.parallel.dp) * cfg.parallel.cp;
-  const int64_t n = z >= 1 ? stage_params / dpcp : stage_params;
-  return {adam_op(n), make(OpKind::Copy, {n / 2})};  // AdamW, the norm's squares
 }
 
 }  // namespace st::plan

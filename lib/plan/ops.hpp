@@ -1,17 +1,12 @@
-// The compute a rank runs for one micro-batch, as a list of kernel calls with
-// their shapes: the GEMMs of every linear layer (forward, weight gradient,
-// input gradient), attention (plain causal, or the ring-attention blocks of
-// one cp rank), norms, RoPE, SwiGLU, copies and adds, cross-entropy, the
-// embedding and AdamW. The list follows lib/model's block.cpp and stage.cpp
-// call for call; `scaletrain-plan calibrate` times exactly these calls
-// through kernels/ops.hpp, and the time model prices them (measured table on
-// CPUs, roofline with efficiencies on GPUs).
+// The pricing type of one kernel call: its kind and shape, the key a CPU
+// cluster file's measured table is indexed by, its FLOPs and the elements it
+// moves. The calls themselves come from the trainer's engine run on the
+// recording backend (lib/record; step_time.cpp converts each recorded
+// KernelCall to an Op); the time model prices them (measured table on CPUs,
+// roofline with efficiencies on GPUs).
 #pragma once
 #include <cstdint>
 #include <string>
-#include <vector>
-
-#include "config/config.hpp"
 
 namespace st::plan {
 
@@ -46,19 +41,5 @@ struct Op {
 };
 // Parses Op::key(); throws UsageError naming `where` on a bad key.
 Op parse_op_key(const std::string& key, const std::string& where);
-
-// The phases of one micro-batch on one rank (tp/sp/cp share of the shapes).
-struct MicroOps {
-  std::vector<Op> block_fwd, block_bwd, block_recompute;  // one block
-  std::vector<Op> embed_fwd, embed_bwd;                   // first stage
-  std::vector<Op> head_fwd, head_bwd;                     // last stage
-};
-MicroOps micro_ops(const Config& cfg);
-// AdamW over this rank's optimizer elements (ZeRO shard or all).
-Op adam_op(int64_t elements);
-// The calls of a step's end on one rank of a stage holding stage_params:
-// AdamW over its slots and the squares for the gradient norm (the buckets
-// reduce the gradient buffer in place: no copies).
-std::vector<Op> step_end_ops(const Config& cfg, int64_t stage_params);
 
 }  // namespace st::plan

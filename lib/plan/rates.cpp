@@ -56,6 +56,59 @@ double measured_or_scaled(const Op& op, const Cluster& cl) {
   return best_t * (by_flops ? op.flops() / best.flops() : op.elements() / best.elements());
 }
 
+// Linear interpolation of y over log(x) through sorted points, clamped at
+// both ends.
+double interp_log(const std::vector<std::pair<double, double>>& pts, double x) {
+  if (x <= pts.front().first) return pts.front().second;
+  if (x >= pts.back().first) return pts.back().second;
+  auto hi = std::lower_bound(pts.begin(), pts.end(), std::make_pair(x, 0.0),
+                             [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto lo = std::prev(hi);
+  const double w = std::log(x / lo->first) / std::log(hi->first / lo->first);
+  return lo->second + w * (hi->second - lo->second);
+}
+
+// GEMM efficiency of a GEMM whose smallest dimension is `small`, from the
+// pipeline fill argument alone (each output tile loses about kGemmFill
+// elements of K to fill and drain).
+double fill(double small) { return small / (small + kGemmFill); }
+
+// With a rates table, efficiency.gemm / .attention / .network are the
+// fractions of the table's rates a framework attains (1: the benchmark's
+// own kernels; mpt-fit fits them), not fractions of the peak.
+// Achieved FLOP/s of a bf16 GEMM from the table: interpolated over the
+// smallest dimension between rows; beyond the rows, the nearest row's rate
+// scaled by the fill factor (docs/planner.md).
+double gemm_rate(const Rates& r, double small) {
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& g : r.gemm) pts.push_back({std::min({g.m, g.n, g.k}), g.flops});
+  std::sort(pts.begin(), pts.end());
+  if (small < pts.front().first) return pts.front().second * fill(small) / fill(pts.front().first);
+  if (small > pts.back().first) return pts.back().second * fill(small) / fill(pts.back().first);
+  return interp_log(pts, small);
+}
+
+// Achieved FLOP/s of fused attention: the rows of the nearest head dim,
+// interpolated over the global sequence length.
+double attention_rate(const Rates& r, int head_dim, double seq, bool fwd) {
+  int best = 0;
+  for (const auto& a : r.attention)
+    if (!best || std::abs(std::log(double(a.head_dim) / head_dim)) <
+                     std::abs(std::log(double(best) / head_dim)))
+      best = a.head_dim;
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& a : r.attention)
+    if (a.head_dim == best) pts.push_back({a.seq, fwd ? a.fwd_flops : a.bwd_flops});
+  std::sort(pts.begin(), pts.end());
+  return interp_log(pts, seq);
+}
+
+double busbw(const std::vector<BusBw>& v, double bytes) {
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& b : v) pts.push_back({b.bytes, b.busbw});
+  return interp_log(pts, bytes);
+}
+
 }  // namespace
 
 double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node) {
@@ -69,10 +122,19 @@ double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node) {
     // tile pays its pipeline's fill and drain, about two 128-deep K tiles
     // (kGemmFill); fixed by that argument, not fitted (docs/planner.md).
     const double small = double(std::min({op.s[0], op.s[1], op.s[2]}));
-    t = std::max(mem, op.flops() / (cl.peak_flops * cl.eff.gemm * small / (small + kGemmFill)));
+    const double rate = cl.rates.gemm.empty() ? cl.peak_flops * cl.eff.gemm * fill(small)
+                                              : gemm_rate(cl.rates, small) * cl.eff.gemm;
+    t = std::max(mem, op.flops() / rate);
   }
-  if (op.kind == OpKind::AttnFwd || op.kind == OpKind::AttnBwd)
-    t = std::max(mem, op.flops() / (cl.peak_flops * cl.eff.attention));
+  if (op.kind == OpKind::AttnFwd || op.kind == OpKind::AttnBwd) {
+    const bool fwd = op.kind == OpKind::AttnFwd;
+    const double rate =
+        cl.rates.attention.empty()
+            ? cl.peak_flops * cl.eff.attention
+            : attention_rate(cl.rates, int(op.s[4]), double(op.s[1]) * double(op.s[5]), fwd) *
+                  cl.eff.attention;
+    t = std::max(mem, op.flops() / rate);
+  }
   return t + cl.eff.kernel_overhead;
 }
 
@@ -100,6 +162,18 @@ double collective_seconds(const std::string& kind, double bytes, int ranks, bool
   }
   const auto [bw, lat] = ring(kind, n);
   const bool ring_coll = kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_gather";
+  // Published or calibrated busbw (times efficiency.network, the fraction a
+  // framework attains; nccl-tests: time = bytes x factor / busbw,
+  // the factor being the ring term above, 1 for point-to-point). Across nodes
+  // the table holds full nodes (one ring per NIC): fewer of the group's
+  // devices per node use as many fewer NICs.
+  if (const auto& tab = inter ? cl.rates.inter : cl.rates.intra; !tab.empty()) {
+    double b = busbw(tab, bytes) * cl.eff.network;
+    if (inter && ring_coll && per_node < cl.devices_per_node)
+      b *= double(std::max(1, per_node)) / cl.devices_per_node;
+    const double factor = ring_coll ? bw : 1;
+    return std::max(bytes * factor / b, (inter ? cl.inter : cl.intra).latency);
+  }
   double link_bw = cl.intra.bandwidth, link_lat = cl.intra.latency;
   if (inter) {
     link_lat = cl.inter.latency;

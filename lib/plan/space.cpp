@@ -2,7 +2,11 @@
 #include "plan/space.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/util.hpp"
@@ -131,18 +135,51 @@ std::vector<Candidate> enumerate_layouts(const Config& base, const KnobRanges& r
   return out;
 }
 
-void evaluate(std::vector<Candidate>& out, const Cluster& cl) {
-  for (Candidate& c : out) {
-    if (!c.reason.empty()) continue;  // invalid layout
+namespace {
+// Records, sizes and times one valid candidate.
+void evaluate_one(Candidate& c, const Cluster& cl) {
+  try {
     c.mem = estimate_memory_worst(c.cfg);
-    c.available = cl.memory_bytes - cl.memory_reserved;
     c.time = predict_step(c.cfg, cl);
-    c.timed = true;
-    c.feasible = c.mem.peak.total() <= c.available;
-    if (!c.feasible)
-      c.reason = "memory: predicted peak " + human_bytes(c.mem.peak.total()) + " > " +
-                 human_bytes(c.available) + " available";
+  } catch (const UsageError&) {
+    throw;  // the cluster file lacks what the layout needs: the user's to fix
+  } catch (const std::exception& e) {
+    c.feasible = false;
+    c.reason = std::string("recording: ") + e.what();
+    return;
   }
+  c.available = cl.memory_bytes - cl.memory_reserved;
+  c.timed = true;
+  c.feasible = c.mem.peak.total() <= c.available;
+  if (!c.feasible)
+    c.reason = "memory: predicted peak " + human_bytes(c.mem.peak.total()) + " > " +
+               human_bytes(c.available) + " available";
+}
+}  // namespace
+
+void evaluate(std::vector<Candidate>& out, const Cluster& cl) {
+  // Layouts are independent: one recording per thread at a time, on every core.
+  std::atomic<size_t> next{0};
+  std::exception_ptr err;
+  std::mutex mu;
+  auto work = [&] {
+    for (size_t i; (i = next++) < out.size();) {
+      if (!out[i].reason.empty()) continue;  // invalid layout
+      try {
+        evaluate_one(out[i], cl);
+      } catch (...) {
+        std::lock_guard<std::mutex> g(mu);
+        if (!err) err = std::current_exception();
+        next = out.size();
+      }
+    }
+  };
+  const unsigned n = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (err) std::rethrow_exception(err);
   std::stable_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
     auto rank = [](const Candidate& c) { return c.feasible ? 0 : c.timed ? 1 : 2; };
     if (rank(a) != rank(b)) return rank(a) < rank(b);

@@ -1,8 +1,9 @@
 // The layout space scaletrain-plan searches: every combination of the knob
 // ranges for a device count, each checked by the trainer's own config rules
 // (divisibility, unsupported combinations: the same messages the trainer
-// would print), then by the memory model against the cluster's device
-// memory, then timed by the step-time model. Ranked by predicted tokens/s,
+// would print), then recorded (the trainer's engine on the recording
+// backend): its peak against the cluster's device memory less the reserve,
+// and its replay on the cluster's prices for the step time. Ranked by predicted tokens/s,
 // feasible layouts first.
 #pragma once
 #include <string>
@@ -43,13 +44,6 @@ struct Candidate {
   // they accept it (today every valid layout: what a device runs is its
   // backend's answer at run time, lib/backend).
   std::string not_runnable;
-  // The trainer's engine recorded on the recording backend (scaletrain-plan
-  // records the layouts it shows; analysis/planner/recorded.hpp): the worst
-  // stage's device peak in bytes (0: not recorded) and that stage, or why
-  // the recording failed.
-  double recorded_peak = 0;
-  int recorded_stage = 0;
-  std::string recorded_error;
   std::string name() const;  // e.g. "dp4-tp2-pp1-cp1-z1-mb2-ga4-b25-none"
   double margin() const { return available - mem.peak.total(); }
 };

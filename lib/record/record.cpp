@@ -18,9 +18,47 @@ void Recording::set_phase(std::string p) {
   phase_ = std::move(p);
 }
 
+int32_t Recording::stream_id(const std::string& name) {
+  for (size_t i = 0; i < streams_.size(); ++i)
+    if (streams_[i] == name) return int32_t(i);
+  streams_.push_back(name);
+  return int32_t(streams_.size() - 1);
+}
+
+void Recording::push(Item::Kind k, const std::string& stream, int64_t ref) {
+  items_.push_back(Item{k, stream_id(stream), segment_, ref});
+  issued_ = true;
+}
+
+void Recording::begin_segment() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!issued_ && segment_ >= 0) return;
+  ++segment_;
+  issued_ = false;
+}
+
+int64_t Recording::mark(const std::string& stream) {
+  std::lock_guard<std::mutex> g(mu_);
+  push(Item::Mark, stream, -1);
+  return int64_t(items_.size()) - 1;
+}
+
+void Recording::wait(const std::string& stream, int64_t item) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (item >= 0 && item < int64_t(items_.size())) push(Item::Wait, stream, item);
+}
+
+void Recording::host_wait(int64_t item) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (item >= 0 && item < int64_t(items_.size())) push(Item::HostWait, "host", item);
+}
+
 void Recording::add(KernelCall k) {
   std::lock_guard<std::mutex> g(mu_);
   k.phase = phase_;
+  k.alloc_bytes = pending_alloc_;
+  pending_alloc_ = 0;
+  push(Item::Kernel, k.stream, int64_t(kernels_.size()));
   kernels_.push_back(std::move(k));
 }
 
@@ -28,12 +66,15 @@ void Recording::add(CollCall c) {
   std::lock_guard<std::mutex> g(mu_);
   c.phase = phase_;
   c.after_kernel = int64_t(kernels_.size());
+  push(Item::Coll, c.stream, int64_t(colls_.size()));
+  last_coll_ = int64_t(items_.size()) - 1;
   colls_.push_back(std::move(c));
 }
 
 void Recording::add(CopyCall c) {
   std::lock_guard<std::mutex> g(mu_);
   c.phase = phase_;
+  push(Item::Copy, c.stream, int64_t(copies_.size()));
   copies_.push_back(std::move(c));
 }
 
@@ -44,6 +85,7 @@ void Recording::alloc(MemCat cat, int64_t bytes) {
   mem_.current_total += bytes;
   if (mem_.current[i] > mem_.peak[i]) mem_.peak[i] = mem_.current[i];
   ++allocations_;
+  pending_alloc_ += bytes;
   if (mem_.current_total > mem_.peak_total) {
     mem_.peak_total = mem_.current_total;
     peak_.at = mem_;
@@ -79,40 +121,72 @@ void Recording::clear() {
     kernels_.clear();
     colls_.clear();
     copies_.clear();
+    items_.clear();
+    segment_ = -1;
+    issued_ = false;
+    pending_alloc_ = 0;
+    last_coll_ = -1;
     allocations_ = 0;
   }
   reset_peaks();
 }
 
-// ---- streams and events: ordering only ----
+void Recording::take(std::vector<KernelCall>& kernels, std::vector<CollCall>& colls,
+                     std::vector<CopyCall>& copies, std::vector<Item>& items,
+                     std::vector<std::string>& streams) {
+  std::lock_guard<std::mutex> g(mu_);
+  kernels = std::move(kernels_);
+  colls = std::move(colls_);
+  copies = std::move(copies_);
+  items = std::move(items_);
+  streams = streams_;
+  kernels_.clear(), colls_.clear(), copies_.clear(), items_.clear();
+}
+
+// ---- streams, events and handles: ordering only, kept on the timeline ----
 namespace {
+
+class RecordEvent final : public Event {
+ public:
+  explicit RecordEvent(Recording& rec) : rec_(rec) {}
+  void record(Stream& s) override { item_ = rec_.mark(s.name()); }
+  bool query() override { return true; }
+  void synchronize() override { rec_.host_wait(item_); }
+  double seconds_since(Event&) override { return 0; }
+  int64_t item() const { return item_; }
+
+ private:
+  Recording& rec_;
+  int64_t item_ = -1;  // never recorded: waits for it are no-ops
+};
 
 class RecordStream final : public Stream {
  public:
-  explicit RecordStream(std::string name) : name_(std::move(name)) {}
+  RecordStream(Recording& rec, std::string name) : rec_(rec), name_(std::move(name)) {}
   const std::string& name() const override { return name_; }
-  void wait(Event&) override {}
-  void synchronize() override {}
+  void wait(Event& e) override {
+    if (auto* r = dynamic_cast<RecordEvent*>(&e)) rec_.wait(name_, r->item());
+  }
+  void synchronize() override { rec_.host_wait(rec_.mark(name_)); }
   // Host work in stream order would read device memory: nothing runs.
   void enqueue(std::function<void()>) override {}
 
  private:
+  Recording& rec_;
   std::string name_;
 };
 
-class RecordEvent final : public Event {
- public:
-  void record(Stream&) override {}
-  bool query() override { return true; }
-  void synchronize() override {}
-  double seconds_since(Event&) override { return 0; }
-};
-
+// A recorded collective: complete at once; its waits go on the timeline.
 class DoneOp final : public CommOp {
  public:
+  DoneOp(Recording& rec, int64_t item) : rec_(rec), item_(item) {}
   bool test() override { return true; }
-  void wait_host() override {}
-  void wait_stream(Stream&) override {}
+  void wait_host() override { rec_.host_wait(item_); }
+  void wait_stream(Stream& s) override { rec_.wait(s.name(), item_); }
+
+ private:
+  Recording& rec_;
+  int64_t item_;
 };
 
 constexpr size_t kAlign = 256;  // as cudaMalloc
@@ -122,7 +196,7 @@ size_t rounded(size_t bytes) { return (bytes == 0 ? 1 : bytes + kAlign - 1) / kA
 
 // ---- RecordDevice ----
 RecordDevice::RecordDevice(Recording& rec, std::string name)
-    : rec_(rec), name_(std::move(name)), compute_(std::make_unique<RecordStream>("compute")) {
+    : rec_(rec), name_(std::move(name)), compute_(std::make_unique<RecordStream>(rec, "compute")) {
   // Address space only (PROT_NONE, not backed, not counted against memory):
   // 64 TiB, or less where the system will not give that much.
   for (size_t tib = 64; tib >= 1 && !base_; tib /= 2) {
@@ -170,10 +244,10 @@ void RecordDevice::deallocate(void* p, size_t bytes, MemCat cat) {
 }
 
 std::unique_ptr<Stream> RecordDevice::create_stream(const std::string& name) {
-  return std::make_unique<RecordStream>(name);
+  return std::make_unique<RecordStream>(rec_, name);
 }
 
-std::unique_ptr<Event> RecordDevice::create_event() { return std::make_unique<RecordEvent>(); }
+std::unique_ptr<Event> RecordDevice::create_event() { return std::make_unique<RecordEvent>(rec_); }
 
 void RecordDevice::copy(void*, const void*, size_t bytes, Stream& s) {
   rec_.add(CopyCall{"d2d", int64_t(bytes), s.name(), ""});
@@ -183,6 +257,7 @@ void RecordDevice::copy_to_host(void* host, const void*, size_t bytes, Stream& s
   // Nothing was computed: the host reads zeros (a finite loss and norm).
   std::memset(host, 0, bytes);
   rec_.add(CopyCall{"d2h", int64_t(bytes), s.name(), ""});
+  s.synchronize();  // the host reads it
 }
 
 void RecordDevice::copy_from_host(void*, const void*, size_t bytes, Stream& s) {
@@ -208,8 +283,10 @@ RecordCommunicator::RecordCommunicator(Recording& rec, std::string name, int ran
            rank, " of ", size);
 }
 
-CommHandle RecordCommunicator::record(CollKind k, int64_t bytes, DType t, Stream& after) {
+CommHandle RecordCommunicator::record(CollKind k, int64_t bytes, DType t, Stream& after,
+                                      bool recv) {
   CollCall c;
+  c.recv = recv;
   c.kind = k;
   c.group = name_;
   c.ranks = size_;
@@ -218,7 +295,7 @@ CommHandle RecordCommunicator::record(CollKind k, int64_t bytes, DType t, Stream
   c.stream = after.name();
   rec_.add(std::move(c));
   add_stat(k, bytes, 0.0);
-  return CommHandle(std::make_shared<DoneOp>());
+  return CommHandle(std::make_shared<DoneOp>(rec_, rec_.last_collective()));
 }
 
 void RecordCommunicator::host(int64_t n, DType t) {
@@ -231,6 +308,7 @@ void RecordCommunicator::host(int64_t n, DType t) {
   c.t = t;
   c.stream = "host";
   rec_.add(std::move(c));
+  rec_.host_wait(rec_.last_collective());  // blocking
 }
 
 // The same calls as MpiCommunicator makes: a group of one, or nothing to
@@ -284,12 +362,14 @@ CommHandle RecordCommunicator::all_gather(const void* send, void* recv,
 CommHandle RecordCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Stream& after) {
   if (ops.empty()) return {};
   int64_t n = 0;
+  bool recv = false;
   for (const P2POp& o : ops) {
+    recv = recv || !o.send;
     ST_CHECK(o.peer >= 0 && o.peer < size_, "exchange on '", name_, "': peer ", o.peer,
              " outside the group of ", size_);
     n += o.n;
   }
-  return record(CollKind::SendRecv, n * int64_t(dtype_size(t)), t, after);
+  return record(CollKind::SendRecv, n * int64_t(dtype_size(t)), t, after, recv);
 }
 
 }  // namespace st::record

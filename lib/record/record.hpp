@@ -12,9 +12,12 @@
 //    dimension names, in signature order), dtype and stream.
 //  - RecordCommunicator records every collective (kind, group, group size,
 //    payload bytes as nccl-tests counts them, stream) and completes at once.
-// Stream work, events and copies are ordering only: recorded copies keep
-// their bytes and stream, nothing is run. Links the seams only (no MPI, no
-// CUDA, no kernels), as PyTorch's meta device and fake process group do.
+// Streams, events and handles are ordering only: nothing runs, but the
+// Recording keeps the step's timeline (Item), in issue order: every kernel,
+// collective and copy with its stream, each event recorded, each wait of a
+// stream for an event or a collective and each host wait, so a time model
+// can replay the step and overlap exactly what the engine overlaps. Links the seams only (no MPI,
+// no CUDA, no kernels), as PyTorch's meta device and fake process group do.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -40,6 +43,7 @@ struct KernelCall {
   bool trans_a = false, trans_b = false;  // gemm only
   std::string stream;                     // stream name it was enqueued on
   std::string phase;                      // the caller's phase label when recorded
+  int64_t alloc_bytes = 0;                // device bytes allocated since the previous kernel call
 };
 
 // One collective on one rank.
@@ -52,6 +56,7 @@ struct CollCall {
   std::string stream;  // the stream it is ordered after
   std::string phase;
   int64_t after_kernel = 0;  // kernels recorded before it (its place in the step)
+  bool recv = false;         // an exchange that receives (pipeline boundary tensors)
 };
 
 // A device copy (host to device, device to host, device to device, fill).
@@ -72,6 +77,23 @@ struct PeakAt {
   int64_t bytes = 0;           // its size
 };
 
+// One entry of the timeline, in the order the host issued it. Streams are
+// numbered by first use (Recording::streams()).
+struct Item {
+  enum Kind : uint8_t {
+    Kernel,    // ref: index in kernels()
+    Coll,      // ref: index in collectives(); runs after `stream`'s work so far
+    Copy,      // ref: index in copies()
+    Mark,      // an event recorded on `stream` (ref -1)
+    Wait,      // `stream` waits for item `ref` (a Mark or a Coll)
+    HostWait,  // the host waits for item `ref`
+  };
+  Kind kind = Kernel;
+  int32_t stream = 0;
+  int32_t segment = -1;  // begin_segment() count - 1 (-1: before the first)
+  int64_t ref = -1;
+};
+
 // Everything one rank's run on the recording backend did. Thread-safe to
 // append to (communication streams may run on other threads elsewhere; here
 // every call is recorded on the caller's thread).
@@ -79,6 +101,17 @@ class Recording {
  public:
   void set_phase(std::string p);
   const std::string& phase() const { return phase_; }
+  // Starts the next segment of the timeline (one per pipeline op: the step
+  // runner calls it as each op loads its micro-batch) unless nothing was
+  // issued since the last call.
+  void begin_segment();
+  int segments() const { return segment_ + 1; }
+
+  // Ordering (record.cpp's streams, events and handles): the item index of
+  // an event recorded on `stream`, a stream's wait for an item, a host wait.
+  int64_t mark(const std::string& stream);
+  void wait(const std::string& stream, int64_t item);
+  void host_wait(int64_t item);
 
   void add(KernelCall k);
   void add(CollCall c);
@@ -90,10 +123,19 @@ class Recording {
   const std::vector<KernelCall>& kernels() const { return kernels_; }
   const std::vector<CollCall>& collectives() const { return colls_; }
   const std::vector<CopyCall>& copies() const { return copies_; }
+  const std::vector<Item>& items() const { return items_; }
+  const std::vector<std::string>& streams() const { return streams_; }
+  // The item index of the last collective recorded (-1: none).
+  int64_t last_collective() const { return last_coll_; }
   const MemoryStats& memory() const { return mem_; }
   const PeakAt& peak() const { return peak_; }
   int64_t allocations() const { return allocations_; }
   void clear();  // calls and peaks; the live bytes stay (they are still allocated)
+  // Moves the calls, the timeline and the stream names out (the recording
+  // is then cleared of them).
+  void take(std::vector<KernelCall>& kernels, std::vector<CollCall>& colls,
+            std::vector<CopyCall>& copies, std::vector<Item>& items,
+            std::vector<std::string>& streams);
 
  private:
   mutable std::mutex mu_;
@@ -101,6 +143,13 @@ class Recording {
   std::vector<KernelCall> kernels_;
   std::vector<CollCall> colls_;
   std::vector<CopyCall> copies_;
+  std::vector<Item> items_;
+  std::vector<std::string> streams_;
+  int32_t segment_ = -1;
+  bool issued_ = false;  // an item since begin_segment()
+  int64_t pending_alloc_ = 0, last_coll_ = -1;
+  int32_t stream_id(const std::string& name);                       // mu_ held
+  void push(Item::Kind k, const std::string& stream, int64_t ref);  // mu_ held
   MemoryStats mem_;
   PeakAt peak_;
   int64_t allocations_ = 0;
@@ -178,7 +227,7 @@ class RecordCommunicator final : public HostGroup {
 
  private:
   void host(int64_t n, DType t);
-  CommHandle record(CollKind k, int64_t bytes, DType t, Stream& after);
+  CommHandle record(CollKind k, int64_t bytes, DType t, Stream& after, bool recv = false);
   Recording& rec_;
   std::string name_;
   int rank_, size_;

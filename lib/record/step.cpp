@@ -13,12 +13,14 @@ namespace st::record {
 namespace {
 
 // Constant tokens, and the phase label "micro-batch k" when micro-batch k is
-// loaded (sample index / rows per micro-step, for step 1).
+// loaded (sample index / rows per micro-step, for step 1); each load starts a
+// segment of the timeline (the engine loads once per pipeline op).
 class LabelSource final : public TokenSource {
  public:
   LabelSource(Recording& rec, int64_t rows_per_micro) : rec_(rec), rows_(rows_per_micro) {}
   void sample(uint64_t index, int seq_len, int32_t* out) const override {
     for (int i = 0; i <= seq_len; ++i) out[i] = 0;
+    rec_.begin_segment();
     rec_.set_phase("micro-batch " + std::to_string(int64_t(index) / rows_));
   }
   std::string describe() const override { return "recording (constant tokens)"; }
@@ -55,8 +57,9 @@ RankStep record_step(const Config& cfg, int rank) {
   engine.apply(1, cfg.optim.lr, so.grad_norm, false, &exposed);
   out.step = rec.memory();
   out.peak = rec.peak();
-  out.kernels = rec.kernels();
-  out.collectives = rec.collectives();
+  rec.host_wait(rec.mark("compute"));  // the step's end
+  out.segments = rec.segments();
+  rec.take(out.kernels, out.collectives, out.copies, out.items, out.streams);
   return out;
 }
 

@@ -24,6 +24,14 @@ struct RankStep {
   PeakAt peak;        // where the step's total peaked ("micro-batch k": the last one loaded)
   std::vector<KernelCall> kernels;
   std::vector<CollCall> collectives;
+  std::vector<CopyCall> copies;
+  std::vector<Item> items;  // the step's timeline (record.hpp)
+  std::vector<std::string> streams;
+  // Segments of the timeline, one per micro-batch loaded: with pp == 1 the
+  // forward and backward of micro-batch k; with pp > 1 the k-th op of the
+  // stage's pipeline_schedule (parallel/pipeline.hpp). Items before the
+  // first (-1) are the step's start, those after the last its end.
+  int segments = 0;
 };
 
 // cfg resolved (parallel.dp set) and valid; rank in [0, world).

@@ -1,0 +1,105 @@
+// Predicted beside measured in every run: a 2-rank CPU run writes its own
+// prediction into run.json at start, and scaletrain-analyze run's report.md
+// shows predicted against measured step time, memory and MFU, each error
+// equal to predicted / measured - 1 of the two printed numbers, and
+// scaletrain-analyze campaign lists the run's three beside each other. With a
+// cluster file that cannot be read, run.json records why the step time is
+// not predicted (memory still is) and the report says so.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "run_util.hpp"
+
+namespace {
+using namespace st::test;
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+std::string analyze() { return env_or("SCALETRAIN_ANALYZE", "scaletrain-analyze"); }
+
+RunResult run(const std::string& dir, const std::string& env) {
+  return run_cmd(env + mpiexec() + " --oversubscribe --bind-to none -n 2 " + bin() + " --config " +
+                 src_dir() + "/configs/models/tiny.yaml" +
+                 " --set train.steps=12 --set parallel.dp=2 --out " + dir);
+}
+
+// The section's table rows: quantity -> (predicted, measured, error %).
+std::map<std::string, std::array<double, 3>> section_rows(const std::string& md) {
+  std::map<std::string, std::array<double, 3>> rows;
+  const auto at = md.find("## Predicted vs measured");
+  if (at == std::string::npos) return rows;
+  std::istringstream in(md.substr(at, md.find("\n## ", at + 5) - at));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("| ", 0) != 0 || line.rfind("| quantity", 0) == 0) continue;
+    std::vector<std::string> cells;
+    std::istringstream ls(line);
+    std::string c;
+    while (std::getline(ls, c, '|')) cells.push_back(c);
+    if (cells.size() < 5) continue;
+    rows[cells[1].substr(1, cells[1].size() - 2)] = {std::stod(cells[2]), std::stod(cells[3]),
+                                                     std::stod(cells[4])};
+  }
+  return rows;
+}
+
+TEST(Prediction, TwoRankRunReportsPredictedAgainstMeasured) {
+  const std::string d = fresh_dir("prediction");
+  auto r = run(d, "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(read_text(d + "/run.json"));
+  ASSERT_TRUE(j.contains("prediction")) << j.dump(1);
+  const auto& p = j["prediction"];
+  ASSERT_FALSE(p.contains("absent")) << p.dump(1);
+  EXPECT_GT(p["step_s"].get<double>(), 0);
+  EXPECT_GT(p["memory"]["peak_bytes"].get<double>(), 0);
+  auto a = run_cmd(analyze() + " run " + d + " --no-plots");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const auto rows = section_rows(read_text(d + "/analysis/report.md"));
+  for (const char* q : {"step time", "peak memory", "MFU (at the run's peak)", "tokens/s",
+                        "compute part", "exposed communication"}) {
+    ASSERT_TRUE(rows.count(q)) << q;
+    const auto& [pred, meas, err] = rows.at(q);
+    ASSERT_GT(meas, 0) << q;
+    // printed to 0.1% (and the numbers to 2-5 decimals)
+    EXPECT_NEAR(err, 100 * (pred / meas - 1), 0.05 + 100 * 0.01 * std::abs(pred / meas)) << q;
+  }
+  // the predicted step equals run.json's, as printed (5 decimals)
+  EXPECT_NEAR(rows.at("step time")[0], p["step_s"].get<double>(), 5e-6);
+  // campaign: the same three quantities in one row for the run
+  auto c = run_cmd(analyze() + " campaign " + d + " --no-plots --out " + d + "/camp");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const std::string cm = read_text(d + "/camp/report.md");
+  const auto at = cm.find("## Predicted vs measured");
+  ASSERT_NE(at, std::string::npos) << cm;
+  EXPECT_NE(cm.find("| " + d + " | ", at), std::string::npos) << cm.substr(at);
+  std::filesystem::remove_all(d);
+}
+
+TEST(Prediction, UnreadableClusterFileIsRecordedNotInvented) {
+  const std::string d = fresh_dir("prediction-absent");
+  auto r = run(d, "SCALETRAIN_CLUSTER_FILE=" + d + "/no-such-cluster.yaml ");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto p = nlohmann::json::parse(read_text(d + "/run.json"))["prediction"];
+  ASSERT_TRUE(p.contains("absent")) << p.dump(1);
+  EXPECT_NE(p["absent"].get<std::string>().find("no-such-cluster.yaml"), std::string::npos);
+  EXPECT_FALSE(p.contains("step_s"));
+  EXPECT_GT(p["memory"]["peak_bytes"].get<double>(), 0);
+  auto a = run_cmd(analyze() + " run " + d + " --no-plots");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const std::string md = read_text(d + "/analysis/report.md");
+  EXPECT_NE(md.find("Step time not predicted: "), std::string::npos);
+  const auto rows = section_rows(md);
+  EXPECT_TRUE(rows.count("peak memory"));
+  EXPECT_FALSE(rows.count("step time"));
+  std::filesystem::remove_all(d);
+}
+
+}  // namespace

@@ -1,0 +1,85 @@
+// scaletrain-plan calibrate-gpu's table writing. The real
+// scaletrain-bench-gemm needs a GPU, which this machine has not, so a shell
+// script speaking its output format (last line "bf16_gemm_tflops=<x>",
+// exit 77 without a GPU) stands in for it; what is tested is everything
+// around the measurement: the shapes asked for, the parsing, the table
+// written into the cluster file and read back, the failures named.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "planner/gpu_rates.hpp"
+
+namespace {
+namespace fs = std::filesystem;
+
+std::string src() {
+  const char* s = std::getenv("SCALETRAIN_SOURCE_DIR");
+  return s ? s : ".";
+}
+
+class GpuRates : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("st_gpu_rates_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string script(const std::string& body) {
+    const auto p = dir_ / "bench.sh";
+    std::ofstream(p) << "#!/bin/sh\n" << body << "\n";
+    fs::permissions(p, fs::perms::owner_all);
+    return p.string();
+  }
+  std::string error(const std::string& bench) {
+    std::ostringstream log;
+    try {
+      st::plan::calibrate_gpu(src() + "/configs/clusters/h100-sxm-80gb.yaml",
+                              (dir_ / "out.yaml").string(), bench, "test", log);
+    } catch (const st::UsageError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_;
+};
+
+TEST_F(GpuRates, MeasuredGemmTableReplacesThePublishedOne) {
+  // rate = M / 16 TFLOP/s: 256 -> 16, 8192 -> 512; the arguments echoed back
+  const std::string bench =
+      script("echo \"shape $1 $2 $3 iters $4\"; echo bf16_gemm_tflops=$(($1 / 16))");
+  std::ostringstream log;
+  const std::string out = (dir_ / "out.yaml").string();
+  st::plan::calibrate_gpu(src() + "/configs/clusters/h100-sxm-80gb.yaml", out, bench, "cmd", log);
+  const st::plan::Cluster c = st::plan::load_cluster(out);
+  const auto shapes = st::plan::default_gemm_shapes();
+  ASSERT_EQ(c.rates.gemm.size(), shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    EXPECT_EQ(c.rates.gemm[i].m, shapes[i][0]);
+    EXPECT_EQ(c.rates.gemm[i].n, shapes[i][1]);
+    EXPECT_EQ(c.rates.gemm[i].k, shapes[i][2]);
+    EXPECT_DOUBLE_EQ(c.rates.gemm[i].flops, double(shapes[i][0] / 16) * 1e12);
+  }
+  EXPECT_EQ(c.rates.gemm.front().m, 256);
+  EXPECT_EQ(c.rates.gemm.back().m, 8192);
+  // the rest of the base file carried over
+  EXPECT_FALSE(c.rates.attention.empty());
+  EXPECT_FALSE(c.rates.intra.empty());
+  EXPECT_NEAR(c.memory_bytes / 1048576.0, 81559, 5);
+  EXPECT_EQ(c.meta.at("command"), "cmd");
+}
+
+TEST_F(GpuRates, FailuresAreNamed) {
+  EXPECT_NE(error(script("echo 'SKIP: no CUDA device'; exit 77")).find("no GPU visible"),
+            std::string::npos);
+  EXPECT_NE(error(script("echo hello")).find("without a positive bf16_gemm_tflops= line"),
+            std::string::npos);
+  EXPECT_NE(error(script("echo bf16_gemm_tflops=3; exit 1")).find("exited 1"), std::string::npos);
+  EXPECT_NE(error((dir_ / "missing-bench").string()).find("exited 127"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_ / "out.yaml"));
+}
+
+}  // namespace

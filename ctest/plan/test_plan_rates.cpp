@@ -1,0 +1,172 @@
+// The kernel-level rates of GPU cluster files (lib/plan/rates.cpp): the
+// tables read back exactly as written, each priced call equal to the
+// arithmetic of the table row it falls on or between (worked out here, not
+// read back from the code), and bad tables refused naming file and key.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "plan/cluster.hpp"
+#include "plan/rates.hpp"
+
+namespace {
+using st::plan::Cluster;
+using st::plan::Op;
+using st::plan::OpKind;
+
+std::string src() {
+  const char* s = std::getenv("SCALETRAIN_SOURCE_DIR");
+  return s ? s : ".";
+}
+
+std::string temp_file(const std::string& text) {
+  const auto p =
+      std::filesystem::temp_directory_path() / ("st_rates_" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+// A GPU cluster with one row per table and nothing else that could matter:
+// no kernel overhead, memory so fast that no call is memory-bound.
+const char* kSmall = R"(name: t
+device: H100 SXM
+memory_gib: 80
+memory_bandwidth_gbps: 1000000
+devices_per_node: 8
+intra_node: {bandwidth_gbps: 450, latency_us: 3}
+inter_node: {bandwidth_gbps: 50, latency_us: 8}
+efficiency: {kernel_overhead_us: 0}
+rates:
+  gemm:
+    - {m: 4096, n: 4096, k: 4096, tflops: 700}
+    - {m: 1024, n: 8192, k: 8192, tflops: 500}
+  attention:
+    - {head_dim: 128, seq: 1024, fwd_tflops: 400, bwd_tflops: 300}
+    - {head_dim: 128, seq: 4096, fwd_tflops: 600, bwd_tflops: 500}
+  busbw_intra:
+    - {bytes: 1048576, gbps: 100}
+    - {bytes: 1073741824, gbps: 400}
+  busbw_inter:
+    - {bytes: 1073741824, gbps: 320}
+)";
+
+Op gemm(int64_t m, int64_t n, int64_t k) {
+  Op o;
+  o.kind = OpKind::Gemm;
+  o.s[0] = m, o.s[1] = n, o.s[2] = k;
+  return o;
+}
+Op attn(OpKind kind, int64_t T, int64_t hd) {
+  Op o;
+  o.kind = kind;
+  const int64_t s[6] = {1, T, 16, 16, hd, 1};
+  for (int i = 0; i < 6; ++i) o.s[i] = s[i];
+  return o;
+}
+
+TEST(PlanRates, TablesRoundTripThroughTheWriter) {
+  const std::string p = temp_file(kSmall);
+  const Cluster a = st::plan::load_cluster(p);
+  const std::string q = temp_file(st::plan::cluster_to_yaml(a));
+  const Cluster b = st::plan::load_cluster(q);
+  std::filesystem::remove(q);
+  ASSERT_EQ(b.rates.gemm.size(), 2u);
+  ASSERT_EQ(b.rates.attention.size(), 2u);
+  ASSERT_EQ(b.rates.intra.size(), 2u);
+  ASSERT_EQ(b.rates.inter.size(), 1u);
+  EXPECT_EQ(b.rates.gemm[1].m, 1024);
+  EXPECT_EQ(b.rates.gemm[1].k, 8192);
+  EXPECT_DOUBLE_EQ(b.rates.gemm[1].flops, 500e12);
+  EXPECT_EQ(b.rates.attention[1].head_dim, 128);
+  EXPECT_DOUBLE_EQ(b.rates.attention[1].bwd_flops, 500e12);
+  EXPECT_DOUBLE_EQ(b.rates.intra[1].bytes, 1073741824.0);
+  EXPECT_DOUBLE_EQ(b.rates.inter[0].busbw, 320e9);
+}
+
+TEST(PlanRates, GemmOnARowAndBetweenRows) {
+  const Cluster c = st::plan::load_cluster(temp_file(kSmall));
+  const double f = 2.0 * 4096 * 4096 * 4096;
+  EXPECT_NEAR(st::plan::op_seconds(gemm(4096, 4096, 4096), c, 1), f / 700e12, 1e-12);
+  // smallest dimension 2048: halfway between 1024 and 4096 in log -> 600
+  const double f2 = 2.0 * 2048 * 8192 * 8192;
+  EXPECT_NEAR(st::plan::op_seconds(gemm(2048, 8192, 8192), c, 1), f2 / 600e12, 1e-12);
+  // below the rows: the 1024 row scaled by the fill factor x/(x+256)
+  const double f3 = 2.0 * 256 * 8192 * 8192;
+  const double r3 = 500e12 * (256.0 / 512) / (1024.0 / 1280);
+  EXPECT_NEAR(st::plan::op_seconds(gemm(256, 8192, 8192), c, 1), f3 / r3, 1e-12);
+}
+
+TEST(PlanRates, AttentionBySequenceLength) {
+  const Cluster c = st::plan::load_cluster(temp_file(kSmall));
+  // causal forward: 4 * B * H * hd * T^2 / 2
+  const double f = 4.0 * 16 * 128 * 2048.0 * 2048 / 2;
+  EXPECT_NEAR(st::plan::op_seconds(attn(OpKind::AttnFwd, 2048, 128), c, 1), f / 500e12, 1e-12);
+  EXPECT_NEAR(st::plan::op_seconds(attn(OpKind::AttnBwd, 2048, 128), c, 1), 2.5 * f / 400e12,
+              1e-12);
+  // beyond the rows: clamped to the last one; head dim 64 takes 128's rows
+  const double f8 = 4.0 * 16 * 64 * 8192.0 * 8192 / 2;
+  EXPECT_NEAR(st::plan::op_seconds(attn(OpKind::AttnFwd, 8192, 64), c, 1), f8 / 600e12, 1e-12);
+}
+
+TEST(PlanRates, CollectivesFromBusBandwidth) {
+  const Cluster c = st::plan::load_cluster(temp_file(kSmall));
+  const double G = 1073741824.0;
+  // all_reduce over 8 inside a node: bytes * 2 * 7/8 / busbw
+  EXPECT_NEAR(st::plan::collective_seconds("all_reduce", G, 8, false, c, 8), G * 1.75 / 400e9,
+              1e-12);
+  // 32 MiB: log-halfway between 1 MiB and 1 GiB -> 250 GB/s; all_gather (n-1)/n
+  const double m = 32.0 * 1048576;
+  EXPECT_NEAR(st::plan::collective_seconds("all_gather", m, 4, false, c, 4), m * 0.75 / 250e9,
+              1e-12);
+  // across nodes with 4 of the 8 devices of each node in the group: half the NICs
+  EXPECT_NEAR(st::plan::collective_seconds("reduce_scatter", G, 16, true, c, 4),
+              G * 15 / 16 / 160e9, 1e-12);
+  // tiny message: never below one link latency
+  EXPECT_NEAR(st::plan::collective_seconds("all_reduce", 8, 8, false, c, 8), 3e-6, 1e-12);
+}
+
+TEST(PlanRates, BadTablesNameFileAndKey) {
+  auto error = [](const std::string& text) -> std::string {
+    try {
+      st::plan::load_cluster(temp_file(text));
+    } catch (const st::UsageError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::string base = kSmall;
+  const std::string no_tflops =
+      base.substr(0, base.find("rates:")) + "rates:\n  gemm:\n    - {m: 1, n: 2, k: 3}\n";
+
+  EXPECT_NE(error(no_tflops).find("missing key 'rates.gemm[0].tflops'"), std::string::npos)
+      << error(no_tflops);
+  const std::string bad_key = base.substr(0, base.find("rates:")) + "rates:\n  gemms: []\n";
+  EXPECT_NE(error(bad_key).find("unknown key 'rates.gemms'"), std::string::npos) << error(bad_key);
+  const std::string neg = base.substr(0, base.find("rates:")) +
+                          "rates:\n  busbw_intra:\n    - {bytes: 1024, gbps: -3}\n";
+  EXPECT_NE(error(neg).find("rates.busbw_intra[0].gbps"), std::string::npos) << error(neg);
+  const std::string not_list = base.substr(0, base.find("rates:")) + "rates:\n  attention: 3\n";
+  EXPECT_NE(error(not_list).find("'rates.attention' must be a list"), std::string::npos)
+      << error(not_list);
+}
+
+// The shipped H100 and H200 files load, carry every table, and the H200
+// memory is the 143771 MiB the device reports.
+TEST(PlanRates, ShippedGpuFilesCarryRates) {
+  for (const char* f : {"h100-sxm-80gb.yaml", "h200-141gb.yaml"}) {
+    const Cluster c = st::plan::load_cluster(src() + "/configs/clusters/" + f);
+    EXPECT_FALSE(c.rates.gemm.empty()) << f;
+    EXPECT_FALSE(c.rates.attention.empty()) << f;
+    EXPECT_FALSE(c.rates.intra.empty()) << f;
+    EXPECT_FALSE(c.rates.inter.empty()) << f;
+  }
+  const Cluster h200 = st::plan::load_cluster(src() + "/configs/clusters/h200-141gb.yaml");
+  EXPECT_NEAR(h200.memory_bytes / 1048576.0, 143771, 5);
+  const Cluster h100 = st::plan::load_cluster(src() + "/configs/clusters/h100-sxm-80gb.yaml");
+  EXPECT_NEAR(h100.memory_bytes / 1048576.0, 81559, 5);
+}
+
+}  // namespace

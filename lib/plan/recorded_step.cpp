@@ -1,0 +1,148 @@
+// Implementation of recorded_step.hpp.
+#include "plan/recorded_step.hpp"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "parallel/stages.hpp"
+
+namespace st::plan {
+namespace {
+
+// Everything record_step's result depends on, but the micro-batch count it
+// is recorded with.
+std::string shape_key(const Config& c, int micro, int stage) {
+  const auto& m = c.model;
+  const auto& p = c.parallel;
+  std::ostringstream k;
+  k << m.n_layers << ' ' << m.d_model << ' ' << m.n_heads << ' ' << m.n_kv_heads << ' '
+    << m.ffn_hidden << ' ' << m.vocab_size << ' ' << m.seq_len << " | " << p.pp << ' ' << p.dp
+    << ' ' << p.cp << ' ' << p.tp << ' ' << p.sp << ' ' << p.zero_stage << ' ' << p.num_model_chunks
+    << ' ' << p.dp_bucket_mb << ' ' << p.grad_reduce_dtype << " | " << c.train.micro_batch << ' '
+    << micro << ' ' << c.train.act_ckpt << ' ' << c.train.precision << ' ' << c.runtime.device
+    << " | " << stage;
+  return k.str();
+}
+
+}  // namespace
+
+Op kernel_op(const record::KernelCall& k) {
+  Op o;
+  const auto& d = k.dims;
+  auto set = [&](OpKind kind, std::initializer_list<int64_t> s) {
+    o.kind = kind;
+    int i = 0;
+    for (int64_t v : s) o.s[i++] = std::max<int64_t>(1, v);
+  };
+  const std::string& n = k.op;
+  if (n == "gemm") {
+    set(OpKind::Gemm, {d[0], d[1], d[2]});
+    o.ta = k.trans_a, o.tb = k.trans_b;
+  } else if (n == "attention_fwd" || n == "attention_bwd") {
+    set(n == "attention_fwd" ? OpKind::AttnFwd : OpKind::AttnBwd,
+        {d[0], d[1], d[2], d[3], d[4], 1});
+  } else if (n == "attention_fwd_block" || n == "attention_bwd_block") {
+    // A [Tq, Tk] block without the causal half: the causal op of Tq queries
+    // over cp = 2 Tk / Tq has its FLOPs (ops.cpp).
+    set(n == "attention_fwd_block" ? OpKind::AttnFwd : OpKind::AttnBwd,
+        {d[0], d[1], d[3], d[4], d[5],
+         std::max<int64_t>(1, 2 * d[2] / std::max<int64_t>(1, d[1]))});
+  } else if (n == "attention_lse_merge") {
+    set(OpKind::Add, {d[0] * d[1] * d[2] * d[3]});
+  } else if (n == "rmsnorm_fwd" || n == "rmsnorm_bwd") {
+    set(n == "rmsnorm_fwd" ? OpKind::NormFwd : OpKind::NormBwd, {d[0], d[1]});
+  } else if (n == "rope_fwd" || n == "rope_bwd") {
+    set(n == "rope_fwd" ? OpKind::RopeFwd : OpKind::RopeBwd, {d[0] * d[1], d[2], d[3]});
+  } else if (n == "swiglu_fwd" || n == "swiglu_bwd") {
+    set(n == "swiglu_fwd" ? OpKind::SwigluFwd : OpKind::SwigluBwd, {d[0]});
+  } else if (n == "add") {
+    set(OpKind::Add, {d[0]});
+  } else if (n == "embedding_fwd" || n == "embedding_bwd") {
+    set(n == "embedding_fwd" ? OpKind::EmbedFwd : OpKind::EmbedBwd, {d[0], d[3]});
+  } else if (n == "ce_partial" || n == "ce_bwd") {
+    set(n == "ce_partial" ? OpKind::CeFwd : OpKind::CeBwd, {d[0], d[1]});
+  } else if (n == "adamw") {
+    set(OpKind::Adam, {d[1]});
+  } else if (n == "sumsq") {
+    set(OpKind::Copy, {d[1] / 2});  // reads n: half a copy's traffic
+  } else {
+    set(OpKind::Copy, {d.empty() ? 1 : d[0]});  // cast, scale, ce_rescale/finish, loss
+  }
+  return o;
+}
+
+Op alloc_op(int64_t bytes) {
+  Op a;
+  a.kind = OpKind::Alloc;
+  a.s[0] = std::max<int64_t>(1, bytes / 4);
+  return a;
+}
+
+Op copy_op(const record::CopyCall& c, bool gpu) {
+  Op op;
+  op.kind = OpKind::Copy;
+  const double es = gpu ? 2 : 4;
+  op.s[0] = std::max<int64_t>(1, int64_t(double(c.bytes) / es / (c.dir == "fill" ? 2 : 1)));
+  return op;
+}
+
+std::vector<Op> step_ops(const Config& cfg) {
+  std::vector<Op> out;
+  for (int s = 0; s < cfg.parallel.pp; ++s) {
+    const auto r = stage_record(cfg, s);
+    for (const record::KernelCall& k : r->step.kernels) {
+      out.push_back(kernel_op(k));
+      if (k.alloc_bytes > 0) out.push_back(alloc_op(k.alloc_bytes));
+    }
+    for (const record::CopyCall& c : r->step.copies) out.push_back(copy_op(c, false));
+  }
+  return out;
+}
+
+int stand_in_stage(int pp, int stage) { return stage == 0 || stage == pp - 1 ? stage : 1; }
+
+int recorded_micro(const Config& cfg) {
+  const int M = cfg.train.grad_accum, P = cfg.parallel.pp;
+  // At least the first micro-batch, one between and the last. pp > 1: pp
+  // covers 1F1B's warm-up (pp - stage - 1 forwards, then a pair); 2 pp the
+  // interleaved schedule's ((pp - stage - 1) * 2 + (v - 1) * pp forwards,
+  // needing micro % pp == 0).
+  const int want = std::max(3, cfg.parallel.num_model_chunks > 1 ? 2 * P : P);
+  if (M <= want) return M;
+  Config c = cfg;
+  c.train.grad_accum = want;
+  try {
+    validate_config(c);
+  } catch (const UsageError&) {
+    return M;
+  }
+  return want;
+}
+
+std::shared_ptr<const StageRecord> stage_record(const Config& cfg, int stage, int micro) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const StageRecord>> cache;
+  if (micro <= 0) micro = recorded_micro(cfg);
+  const std::string key = shape_key(cfg, micro, stage);
+  {
+    std::lock_guard<std::mutex> g(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  Config c = cfg;
+  c.train.grad_accum = micro;
+  const auto& p = c.parallel;
+  auto r = std::make_shared<StageRecord>();
+  r->stage = stage;
+  r->micro = micro;
+  r->step = record::record_step(
+      c, mesh_rank(MeshCoords{stage, 0, 0, 0}, MeshDims{p.pp, p.dp, p.cp, p.tp}));
+  std::lock_guard<std::mutex> g(mu);
+  if (cache.size() >= 64) cache.clear();  // a plan visits each layout's stages together
+  cache.emplace(key, r);
+  return r;
+}
+
+}  // namespace st::plan

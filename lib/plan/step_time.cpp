@@ -1,0 +1,438 @@
+// predict_step (time_model.hpp): the recorded step of every pipeline stage
+// (recorded_step.hpp) replayed on the cluster's prices. Each kernel, copy
+// and collective is priced once (op_seconds, collective_seconds); the
+// replay then walks each stage's timeline in issue order, with one clock
+// per stream, one per communicator (its collectives run in order, after the
+// work their stream had issued) and one for the host, and honours every
+// recorded wait: a stream waiting for an event or a collective, the host
+// waiting for one. So what the engine overlaps overlaps (gradient buckets
+// behind the backward, ZeRO-3 prefetches behind the previous layer), and
+// what it waits for on the compute stream blocks (tp / sp collectives, the
+// cp ring). The stages run together: a pipeline op's receive starts once the
+// neighbouring stage has finished the op that sends it, so the bubble comes
+// out of the dependencies. Ops of a schedule longer than the recording
+// replay the recorded segment of the same kind (recorded_step.hpp).
+#include <algorithm>
+#include <array>
+#include <map>
+
+#include "core/error.hpp"
+#include "metrics/metrics.hpp"
+#include "model/model.hpp"
+#include "parallel/pipeline.hpp"
+#include "plan/recorded_step.hpp"
+#include "plan/time_model.hpp"
+
+namespace st::plan {
+namespace {
+
+using record::Item;
+
+enum Cls : uint8_t { kGemm, kAttn, kElem, kOptim, kDp, kTp, kPp, kCp, kZero, kOther, kNone };
+
+Cls kernel_class(const Op& o, const std::string& name) {
+  if (name == "adamw" || name == "sumsq") return kOptim;
+  if (o.kind == OpKind::Gemm) return kGemm;
+  if (o.kind == OpKind::AttnFwd || o.kind == OpKind::AttnBwd) return kAttn;
+  return kElem;
+}
+
+// The price's name of a collective: the seam's name of a ring collective;
+// an exchange is the cp ring's shift or a pipeline message.
+const char* coll_kind(const record::CollCall& c) {
+  if (c.kind != CollKind::SendRecv) return coll_name(c.kind);
+  return c.group == "cp" ? "ring_shift" : "p2p";
+}
+
+Cls coll_class(const record::CollCall& c) {
+  if (c.stream == "host") return kOther;
+  if (c.group == "tp") return kTp;
+  if (c.group == "cp") return kCp;
+  if (c.group.rfind("pp", 0) == 0) return kPp;
+  return c.kind == CollKind::AllGather ? kZero : kDp;
+}
+
+}  // namespace
+
+// The cluster-independent view of a record the replay needs, built once per
+// record: each item's clock (stream or communicator) and class, and the
+// distinct calls it prices (a step repeats the same few shapes).
+struct Timeline {
+  struct Coll {
+    const char* kind;
+    int64_t bytes;
+    int ranks, stride;
+  };
+  std::vector<Op> ops;              // distinct kernel calls and copies
+  std::vector<int64_t> allocs;      // distinct allocation sizes (bytes)
+  std::vector<Coll> colls;          // distinct collectives
+  std::vector<int32_t> ref, alloc;  // per item: index in ops / colls; allocs
+  std::vector<Cls> cls;
+  std::vector<int32_t> lane;  // clock of the item: a stream, or a communicator
+  int lanes = 0, compute = 0;
+  std::vector<std::pair<size_t, size_t>> seg;  // item range of each segment
+  size_t head_end = 0, tail_begin = 0;
+};
+
+namespace {
+
+std::shared_ptr<const Timeline> build_timeline(const StageRecord& r, const Config& cfg, bool gpu) {
+  const auto& p = cfg.parallel;
+  const record::RankStep& s = r.step;
+  auto o = std::make_shared<Timeline>();
+  // Stride of a group's ranks in the world (tp innermost, then cp, dp, pp).
+  auto stride = [&](const std::string& g) {
+    if (g == "tp") return 1;
+    if (g == "cp") return p.tp;
+    if (g == "dp") return p.tp * p.cp;
+    if (g.rfind("pp", 0) == 0) return p.tp * p.cp * p.dp;
+    return p.tp;  // dp_cp
+  };
+  std::map<std::string, int32_t> lanes, op_ix, coll_ix;
+  std::map<int64_t, int32_t> alloc_ix;
+  for (size_t i = 0; i < s.streams.size(); ++i) lanes[s.streams[i]] = int32_t(i);
+  o->compute = lanes.count("compute") ? lanes["compute"] : 0;
+  const size_t n = s.items.size();
+  o->ref.assign(n, -1);
+  o->alloc.assign(n, -1);
+  o->cls.assign(n, kNone);
+  o->lane.resize(n);
+  o->seg.assign(size_t(s.segments), {0, 0});
+  o->head_end = n;
+  o->tail_begin = n;
+  auto add_op = [&](const Op& op) {
+    auto [it, fresh] = op_ix.emplace(op.key(), int32_t(o->ops.size()));
+    if (fresh) o->ops.push_back(op);
+    return it->second;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const Item& it = s.items[i];
+    o->lane[i] = it.stream;
+    if (it.segment >= 0) {
+      auto& sg = o->seg[size_t(it.segment)];
+      if (sg.second == 0) sg.first = i;
+      sg.second = i + 1;
+      o->head_end = std::min(o->head_end, sg.first);
+    }
+    if (it.kind == Item::Kernel) {
+      const record::KernelCall& k = s.kernels[size_t(it.ref)];
+      const Op op = kernel_op(k);
+      o->ref[i] = add_op(op);
+      if (k.alloc_bytes > 0) {
+        auto [a, fresh] = alloc_ix.emplace(k.alloc_bytes, int32_t(o->allocs.size()));
+        if (fresh) o->allocs.push_back(k.alloc_bytes);
+        o->alloc[i] = a->second;
+      }
+      o->cls[i] = kernel_class(op, k.op);
+    } else if (it.kind == Item::Copy) {
+      o->ref[i] = add_op(copy_op(s.copies[size_t(it.ref)], gpu));
+      o->cls[i] = kElem;
+    } else if (it.kind == Item::Coll) {
+      const record::CollCall& c = s.collectives[size_t(it.ref)];
+      const Timeline::Coll tc{coll_kind(c), c.bytes, c.ranks, stride(c.group)};
+      const std::string key = std::string(tc.kind) + ' ' + std::to_string(tc.bytes) + ' ' +
+                              std::to_string(tc.ranks) + ' ' + std::to_string(tc.stride);
+      auto [ix, fresh] = coll_ix.emplace(key, int32_t(o->colls.size()));
+      if (fresh) o->colls.push_back(tc);
+      o->ref[i] = ix->second;
+      o->cls[i] = coll_class(c);
+      if (c.stream != "host")
+        o->lane[i] = lanes.emplace("comm:" + c.group, int32_t(lanes.size())).first->second;
+    }
+  }
+  o->lanes = int(lanes.size());
+  if (!o->seg.empty()) o->tail_begin = o->seg.back().second;
+  return o;
+}
+
+// One stage's record, priced: seconds of every item.
+struct Priced {
+  std::shared_ptr<const StageRecord> rec;
+  std::shared_ptr<const Timeline> tl;
+  std::vector<double> dur;
+  // Runs of kernels and copies on one clock within one segment, replayed as
+  // one step: the run starting at item i ends at run_end[i], takes
+  // run_dur[i] and adds run_part[i] to the compute parts (gemm, attention,
+  // elementwise, optimizer).
+  std::vector<uint32_t> run_end;
+  std::vector<double> run_dur;
+  std::vector<std::array<double, 4>> run_part;
+};
+
+Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Cluster& cl) {
+  std::call_once(r->once, [&] { r->timeline = build_timeline(*r, cfg, cl.gpu()); });
+  const Timeline& t = *r->timeline;
+  const auto& p = cfg.parallel;
+  const int on_node = std::min(p.dp * p.tp * p.pp * p.cp, cl.devices_per_node);
+  std::vector<double> op_s, alloc_s, coll_s;
+  for (const Op& op : t.ops) op_s.push_back(op_seconds(op, cl, on_node));
+  for (int64_t b : t.allocs) alloc_s.push_back(op_seconds(alloc_op(b), cl, on_node));
+  for (const Timeline::Coll& c : t.colls) {
+    const bool inter = c.ranks * c.stride > cl.devices_per_node;
+    const int per_node =
+        std::max(1, std::min(c.ranks, cl.devices_per_node / std::max(1, c.stride)));
+    coll_s.push_back(collective_seconds(c.kind, double(c.bytes), c.ranks, inter, cl, per_node));
+  }
+  Priced o;
+  o.rec = r;
+  o.tl = r->timeline;
+  const auto& items = r->step.items;
+  o.dur.assign(items.size(), 0);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (t.ref[i] < 0) continue;
+    const bool coll = items[i].kind == Item::Coll;
+    o.dur[i] = (coll ? coll_s : op_s)[size_t(t.ref[i])];
+    if (t.alloc[i] >= 0) o.dur[i] += alloc_s[size_t(t.alloc[i])];
+  }
+  o.run_end.assign(items.size(), 0);
+  o.run_dur.assign(items.size(), 0);
+  o.run_part.assign(items.size(), {0, 0, 0, 0});
+  auto plain = [&](size_t i) {
+    return items[i].kind == Item::Kernel || items[i].kind == Item::Copy;
+  };
+  for (size_t i = 0; i < items.size();) {
+    size_t j = i;
+    while (j < items.size() && plain(j) && t.lane[j] == t.lane[i] &&
+           items[j].segment == items[i].segment) {
+      o.run_dur[i] += o.dur[j];
+      o.run_part[i][size_t(t.cls[j])] += o.dur[j];
+      ++j;
+    }
+    o.run_end[i] = uint32_t(std::max(j, i + 1));
+    i = o.run_end[i];
+  }
+  return o;
+}
+
+// The replay of one stage.
+struct Replay {
+  const Priced* pr = nullptr;
+  std::vector<PipeOp> ops;  // the full schedule
+  std::vector<int> tmpl;    // recorded segment of each op
+  std::vector<double> clock, done;
+  std::vector<Cls> cause;  // what each item's completion waited for last
+  double host = 0;
+  size_t op = 0, pos = 0;  // next op (ops.size(): the tail) and item within it
+  bool head = true, finished = false, recv_used = false;
+  // Parts.
+  double part[kNone + 1] = {};  // compute seconds by class (kernels, copies)
+  double total[kNone + 1] = {}, exposed[kNone + 1] = {}, bubble = 0;
+  int64_t pp_recv_wait = -1;  // a pipeline receive's wait: split into pp and bubble
+};
+
+}  // namespace
+
+StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
+  const auto& p = cfg.parallel;
+  const auto& m = cfg.model;
+  const int P = p.pp, v = p.num_model_chunks, M = cfg.train.grad_accum, V = P * v;
+  const int world = p.dp * p.tp * p.pp * p.cp;
+  std::vector<Priced> priced;
+  for (int s = 0; s < P; ++s)
+    if (stand_in_stage(P, s) == s) priced.push_back(price(stage_record(cfg, s), cfg, cl));
+  const int Mr = priced[0].rec->micro;
+  // The recorded micro-batch an op of the full schedule replays: the first
+  // and the last are their own (set-up of the step, the gradient
+  // reduction's launch), the others one between.
+  auto pick = [&](int micro) {
+    if (Mr == M || micro == 0) return micro;
+    return micro == M - 1 ? Mr - 1 : std::min(micro, Mr - 2);
+  };
+  std::vector<Replay> rp(static_cast<size_t>(P));
+  for (int s = 0; s < P; ++s) {
+    Replay& r = rp[size_t(s)];
+    const int rs = stand_in_stage(P, s);
+    r.pr = &priced[size_t(std::min(rs, int(priced.size()) - 1))];
+    const int segs = int(r.pr->tl->seg.size());
+    if (P == 1) {
+      for (int k = 0; k < M; ++k) r.ops.push_back({true, k, 0}), r.tmpl.push_back(pick(k));
+      ST_CHECK(segs == Mr, "recorded step: ", segs, " segments for ", Mr, " micro-batches");
+    } else {
+      r.ops = pipeline_schedule(P, v, M, s);
+      const std::vector<PipeOp> rec = pipeline_schedule(P, v, Mr, rs);
+      ST_CHECK(segs == int(rec.size()), "recorded step of stage ", s, ": ", segs, " segments for ",
+               rec.size(), " pipeline ops");
+      for (const PipeOp& o : r.ops) {
+        int t = -1;
+        for (size_t j = 0; j < rec.size() && t < 0; ++j)
+          if (rec[j].forward == o.forward && rec[j].chunk == o.chunk &&
+              rec[j].micro == pick(o.micro))
+            t = int(j);
+        ST_CHECK(t >= 0, "recorded step: no segment for a pipeline op");
+        r.tmpl.push_back(t);
+      }
+    }
+    r.clock.assign(size_t(r.pr->tl->lanes), 0);
+    r.done.assign(r.pr->dur.size(), 0);
+    r.cause.assign(r.pr->dur.size(), kNone);
+  }
+  const double unknown = -1;
+  std::vector<double> fin_f(size_t(M * V), unknown), fin_b(size_t(M * V), unknown);
+
+  // Runs item i of stage r; false when it waits for another stage.
+  auto run_item = [&](Replay& r, int s, size_t i, bool first_recv_pending, bool& used_recv) {
+    const Priced& pr = *r.pr;
+    const Item& it = pr.rec->step.items[i];
+    const int32_t L = pr.tl->lane[i];
+    double& lane = r.clock[size_t(L)];
+    switch (it.kind) {
+      case Item::Kernel:
+      case Item::Copy: {
+        const double st = std::max(lane, r.host);
+        lane = st + pr.dur[i];
+        r.done[i] = lane;
+        r.part[pr.tl->cls[i]] += pr.dur[i];
+        r.cause[i] = pr.tl->cls[i];
+        return true;
+      }
+      case Item::Coll: {
+        double st = std::max(lane, r.host);
+        if (it.stream != L) st = std::max(st, r.clock[size_t(it.stream)]);
+        if (first_recv_pending && pr.rec->step.collectives[size_t(it.ref)].recv) {
+          const PipeOp& o = r.ops[r.op];
+          const int vs = o.chunk * P + s;
+          const double dep =
+              o.forward ? fin_f[size_t(o.micro * V + vs - 1)] : fin_b[size_t(o.micro * V + vs + 1)];
+          if (dep == unknown) return false;
+          st = std::max(st, dep);
+          used_recv = true;
+          r.pp_recv_wait = int64_t(i);
+        }
+        lane = st + pr.dur[i];
+        r.done[i] = lane;
+        r.total[pr.tl->cls[i]] += pr.dur[i];
+        r.cause[i] = pr.tl->cls[i];
+        return true;
+      }
+      case Item::Mark:
+        r.done[i] = std::max(lane, r.host);
+        r.cause[i] = kNone;
+        return true;
+      case Item::Wait:
+      case Item::HostWait: {
+        const size_t j = size_t(it.ref);
+        double& t = it.kind == Item::Wait ? lane : r.host;
+        const double before = it.kind == Item::Wait ? std::max(lane, r.host) : r.host;
+        const double jump = r.done[j] - before;
+        if (jump > 0) {
+          const Cls c = r.cause[j];
+          if (int64_t(j) == r.pp_recv_wait) {
+            const double x = std::min(jump, pr.dur[j]);
+            r.exposed[kPp] += x;
+            r.bubble += jump - x;
+          } else if (c != kNone && c >= kDp) {
+            r.exposed[c] += jump;
+          }
+        }
+        t = std::max(t, r.done[j]);
+        return true;
+      }
+    }
+    return true;
+  };
+
+  // Walk every stage as far as its dependencies allow, until all are done.
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < P; ++s) {
+      Replay& r = rp[size_t(s)];
+      const Priced& pr = *r.pr;
+      while (!r.finished) {
+        size_t b, e;
+        bool needs_recv = false;
+        if (r.head) {
+          b = 0, e = pr.tl->head_end;
+        } else if (r.op < r.ops.size()) {
+          std::tie(b, e) = pr.tl->seg[size_t(r.tmpl[r.op])];
+          const PipeOp& o = r.ops[r.op];
+          const int vs = o.chunk * P + s;
+          needs_recv = P > 1 && (o.forward ? vs > 0 : vs < V - 1);
+        } else {
+          b = pr.tl->tail_begin, e = pr.dur.size();
+        }
+        bool stalled = false;
+        while (b + r.pos < e) {
+          const size_t i = b + r.pos;
+          if (pr.run_end[i] > i + 1) {  // a run of kernels and copies on one clock
+            double& lane = r.clock[size_t(pr.tl->lane[i])];
+            lane = std::max(lane, r.host) + pr.run_dur[i];
+            for (int k = 0; k < 4; ++k) r.part[k] += pr.run_part[i][size_t(k)];
+            r.pos = pr.run_end[i] - b;
+            progress = true;
+            continue;
+          }
+          bool used = false;
+          if (!run_item(r, s, b + r.pos, needs_recv && !r.recv_used, used)) {
+            stalled = true;
+            break;
+          }
+          r.recv_used = r.recv_used || used;
+          ++r.pos;
+          progress = true;
+        }
+        if (stalled) break;
+        // The op is done: its finish time is the compute stream's.
+        if (r.head) {
+          r.head = false;
+        } else if (r.op < r.ops.size()) {
+          const PipeOp& o = r.ops[r.op];
+          const int vs = o.chunk * P + s;
+          (o.forward ? fin_f : fin_b)[size_t(o.micro * V + vs)] =
+              std::max(r.clock[size_t(pr.tl->compute)], r.host);
+          ++r.op;
+        } else {
+          r.finished = true;
+        }
+        r.pos = 0;
+        r.recv_used = false;
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < P; ++s)
+    ST_CHECK(rp[size_t(s)].finished, "pipeline replay stalled at stage ", s);
+
+  // The critical stage: the one that ends last.
+  int crit = 0;
+  auto end_of = [&](const Replay& r) {
+    double t = r.host;
+    for (double c : r.clock) t = std::max(t, c);
+    return t;
+  };
+  for (int s = 1; s < P; ++s)
+    if (end_of(rp[size_t(s)]) > end_of(rp[size_t(crit)])) crit = s;
+  const Replay& c = rp[size_t(crit)];
+  StepPrediction r;
+  r.gemm = c.part[kGemm];
+  r.attention = c.part[kAttn];
+  r.elementwise = c.part[kElem];
+  r.optimizer = c.part[kOptim];
+  r.bubble = c.bubble;
+  CommPart* parts[] = {&r.dp, &r.tp, &r.pp, &r.cp, &r.zero, &r.other};
+  for (int k = kDp; k <= kOther; ++k) {
+    parts[k - kDp]->total = c.total[k];
+    parts[k - kDp]->exposed = std::min(c.exposed[k], c.total[k]);
+  }
+  // Blocking collectives waited for on the host (the loss and norm
+  // reductions) are exposed whole.
+  r.other.exposed = r.other.total;
+  r.step = end_of(c);
+
+  // Throughput and utilisation, as scaletrain-analyze computes them.
+  const std::string& mode = cfg.train.act_ckpt;
+  r.devices = world;
+  r.tokens_per_step = double(cfg.train.micro_batch) * M * p.dp * m.seq_len;
+  r.tokens_per_s = r.tokens_per_step / r.step;
+  r.tokens_per_s_device = r.tokens_per_s / world;
+  metrics::ModelShape ms{count_params(m), m.n_layers, m.d_model, m.n_heads, m.seq_len};
+  const double seq_s = r.tokens_per_s / m.seq_len;
+  const double model_f = metrics::mpt_model_flops_per_seq(ms);
+  const double hw_f = metrics::hw_flops_per_seq(ms, model_f, mode);
+  r.mfu = metrics::utilization(model_f, seq_s, world, cl.peak_flops);
+  r.hfu = metrics::utilization(hw_f, seq_s, world, cl.peak_flops);
+  // The recomputation's share of the compute: the FLOPs it adds.
+  r.recompute = hw_f > 0 ? r.compute() * (hw_f - model_f) / hw_f : 0;
+  return r;
+}
+
+}  // namespace st::plan
