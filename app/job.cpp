@@ -114,7 +114,7 @@ void resume(Job& j, const std::string& ckpt_dir) {
   const double tr = wall_time();
   long at = 0;
   try {
-    at = restore(j.tstate, *from);
+    at = restore(j.engine->state(), j.cfg, *from);
   } catch (const UsageError& e) {
     err = e.what();
   }
@@ -173,7 +173,7 @@ std::unique_ptr<Checkpointer> make_checkpointer(Job& j, const std::string& ckpt_
         for (int i = 0; i < 10000; ++i) x = x + 1e-9 * i;
     };
   }
-  return std::make_unique<Checkpointer>(MPI_COMM_WORLD, co, &j.tel);
+  return std::make_unique<Checkpointer>(*j.world, co, &j.tel);
 }
 
 }  // namespace
@@ -245,6 +245,7 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
       std::make_unique<DataLoader>(std::move(src), j.cfg.model.seq_len, j.cfg.train.micro_batch,
                                    j.cfg.train.grad_accum, par.dp, j.mesh->coords().dp);
   j.engine = std::make_unique<Engine>(j.cfg, *j.mesh, *j.be);
+  j.lr = LrSchedule(j.cfg.optim, j.cfg.train.steps);
   pick_peak(j);
 
   j.info = RunInfo{&rt,
@@ -263,7 +264,6 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
   j.tel.open(telemetry::rank_telemetry_path(j.out, rank), telemetry_header(j.info));
   record_clock(j, 0, "start");
 
-  j.tstate = j.engine->train_state();
   const std::string ckpt_dir =
       j.cfg.checkpoint.dir.empty() ? j.out + "/checkpoints" : j.cfg.checkpoint.dir;
   resume(j, ckpt_dir);

@@ -35,11 +35,11 @@ struct Job {
   std::unique_ptr<DataLoader> loader;
   std::unique_ptr<Evaluator> evaluator;  // data.val_path every train.eval_interval steps
   std::unique_ptr<Engine> engine;
+  LrSchedule lr;    // optim.* over train.steps, parsed once
   double peak = 0;  // FLOP/s per rank MFU is reported against
   std::string peak_source;
   RunInfo info{};
   TelemetryWriter tel;
-  TrainState tstate;
   std::unique_ptr<Checkpointer> ckpt;
   long start_step = 1;  // after a resume, the checkpoint's step + 1
   // Fault injection for the hang tests (SCALETRAIN_FAULT=stop|kill:RANK:STEP:step):

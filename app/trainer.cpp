@@ -109,7 +109,7 @@ struct Phase {
 // write happens in the background.
 double checkpoint_step(Job& j, long step, double sig) {
   const auto state = [&] {
-    return checkpoint_state(j.tstate, step, j.loader->samples_consumed(step));
+    return checkpoint_state(j.engine->state(), j.cfg, step, j.loader->samples_consumed(step));
   };
   if (sig > 0) {
     j.tel.event("signal", step, {{"signal", signal_name(int(sig))}});
@@ -140,7 +140,7 @@ double train_step(Job& j, long step, Progress& progress, long last) {
   j.loader->check_step(step);  // the same verdict on every rank: a bad id stops all (exit 2)
   flight::note_phase("forward/backward", step);
   t.fb = engine.forward_backward(step, *j.loader);
-  t.lr = lr_at(j.cfg.optim, step, j.cfg.train.steps);
+  t.lr = j.lr.at(step);
   const bool skipped = !t.fb.finite;
   if (skipped) {
     j.tel.event("nan_skip", step, {{"loss", t.fb.loss}, {"grad_norm", t.fb.grad_norm}});

@@ -120,7 +120,8 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     std::vector<RunSummary> runs;
     for (auto& d : pos) {
       if (!std::filesystem::is_directory(d)) throw UsageError(d + ": not a folder");
-      auto tel = telemetry::read_run(d);
+      // The run report's straggler section reads the trace records too.
+      auto tel = telemetry::read_run(d, 0, cmd == "run");
       for (auto& w : tel.warnings) err << "warning: " << w << "\n";
       runs.push_back(summarize_run(tel, opt));
       for (auto& e : runs.back().errors) err << "error (rank excluded): " << e << "\n";

@@ -166,6 +166,12 @@ nlohmann::json run_to_json(const RunSummary& s) {
   for (auto& o : s.out_of_line)
     st["out_of_line"].push_back(
         {{"rank", o.rank}, {"share", o.what}, {"value", o.share}, {"median", o.median_share}});
+  st["waited_for_ranks"] = nlohmann::json::array();
+  for (const auto& [r, w] : s.waited_for_rank)
+    st["waited_for_ranks"].push_back({{"rank", r}, {"waited_s", w}});
+  st["waited_for_hosts"] = nlohmann::json::array();
+  for (const auto& [h, w] : s.waited_for_host)
+    st["waited_for_hosts"].push_back({{"host", h}, {"waited_s", w}});
   j["stragglers"] = st;
   j["flagged_ranks"] = s.flagged_ranks;
   j["errors"] = s.errors;
@@ -254,6 +260,13 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
   for (int h : s.slowest_hosts)
     o << "| " << s.hosts[h].host << " | " << f(s.hosts[h].busy, 4) << " | "
       << (s.hosts[h].dist >= 0 ? "+" : "") << pct(s.hosts[h].dist) << " |\n";
+  if (!s.waited_for_rank.empty()) {
+    o << "\nTime others waited for this rank (summed over the collectives it arrived last at, "
+         "from the trace records):\n\n| rank | others waited (s) |\n|---|---|\n";
+    for (const auto& [r, w] : s.waited_for_rank) o << "| " << r << " | " << f(w, 4) << " |\n";
+    o << "\n| host | others waited (s) |\n|---|---|\n";
+    for (const auto& [h, w] : s.waited_for_host) o << "| " << h << " | " << f(w, 4) << " |\n";
+  }
   o << "\nRanks with a share out of line: ";
   if (s.out_of_line.empty()) o << "none.\n";
   for (auto& x : s.out_of_line)

@@ -4,6 +4,7 @@
 // writers (report.hpp) and plots (plots.hpp) take a RunSummary.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,11 @@ struct RunSummary {
   std::vector<int> slowest_ranks;  // by busy_med, descending, up to 5
   std::vector<int> slowest_hosts;  // indices into hosts, up to 3
   std::vector<OutOfLine> out_of_line;
+  // Seconds the others waited at collectives for each rank and host to
+  // arrive last, over the window (the trace records' per-collective last
+  // arrival, trace.hpp); empty when the run recorded no traces.
+  std::map<int, double> waited_for_rank;
+  std::map<std::string, double> waited_for_host;
   std::vector<int> flagged_ranks;  // excluded (errors) with --allow-bad-ranks
   std::vector<StepRow> steps;
   // (step, loss): training (finite values of the first analysed rank) and the

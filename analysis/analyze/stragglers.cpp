@@ -2,7 +2,8 @@
 // exposed communication: a slow rank computes longer while the others wait in
 // collectives, so busy time, not step time, points at it), slowest ranks and
 // hosts with their distance from the median, and ranks whose data / compute /
-// comm share of the step is out of line with the rest.
+// comm share of the step is out of line with the rest; with trace records,
+// the time the others waited at collectives for each rank and host.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -10,8 +11,34 @@
 
 #include "analyze/run_summary.hpp"
 #include "analyze/stats.hpp"
+#include "analyze/trace.hpp"
+#include "core/error.hpp"
 
 namespace st::analysis {
+
+namespace {
+// The time the others waited for each rank and host: each collective's
+// last arrival (trace.hpp) over the window's steps, summed. A run without
+// trace records has no such section; one whose records cannot be aligned
+// says why in the warnings.
+void waited_for(const telemetry::RunTelemetry& run, const std::vector<int>& ranks,
+                const std::set<int64_t>& window, RunSummary& s) {
+  bool traced = false;
+  for (int r : ranks) traced = traced || !run.ranks[size_t(r)].traces.empty();
+  if (!traced || window.empty()) return;
+  try {
+    const Timeline t = build_timeline(run, *window.begin(), *window.rbegin());
+    for (const Arrival& a : t.arrivals) {
+      if (!window.count(a.step)) continue;
+      s.waited_for_rank[a.last_rank] += a.waited_s;
+      s.waited_for_host[t.hosts[size_t(a.last_rank)]] += a.waited_s;
+    }
+  } catch (const UsageError& e) {
+    s.warnings.push_back(std::string("time others waited for each rank: not computed: ") +
+                         e.what());
+  }
+}
+}  // namespace
 
 void compute_stragglers(const telemetry::RunTelemetry& run, const std::vector<int>& ranks,
                         const std::set<int64_t>& window, const Options& opt, RunSummary& s) {
@@ -99,6 +126,7 @@ void compute_stragglers(const telemetry::RunTelemetry& run, const std::vector<in
   flag(data, "data");
   flag(comp, "compute");
   flag(comm, "comm");
+  waited_for(run, ranks, window, s);
 }
 
 }  // namespace st::analysis

@@ -214,6 +214,7 @@ const char* colour(const std::string& n) {
   if (n == "fwd") return "#4e79a7";
   if (n == "bwd") return "#59a14f";
   if (n == "optim") return "#b07aa1";
+  if (n == "data") return "#76b7b2";
   if (n.rfind("ckpt", 0) == 0) return "#9c755f";
   if (n.rfind("step", 0) == 0) return "#dddddd";
   if (n == "signal_vote") return "#bab0ac";

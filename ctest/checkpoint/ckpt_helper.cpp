@@ -12,6 +12,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "test_state.hpp"
 
 using namespace st;
@@ -34,7 +35,8 @@ int main(int argc, char** argv) {
     o.test_hook = [&](const std::string& ph, long step) {
       if (mode == "kill" && step == 2 && ph == phase) ::kill(::getpid(), SIGKILL);
     };
-    Checkpointer c(MPI_COMM_WORLD, o, nullptr);
+    MpiCommunicator world(MPI_COMM_WORLD, "world", 600);
+    Checkpointer c(world, o, nullptr);
     for (long step = 1; step <= 2; ++step) {
       auto v = test::layout(1, 0, true);
       test::fill(v, step);

@@ -12,6 +12,7 @@
 #include <future>
 
 #include "checkpoint/checkpoint.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "hdf5.h"
@@ -74,7 +75,8 @@ std::string latest_of(const std::string& dir) {
 
 void save_steps(const std::string& dir, std::initializer_list<long> steps,
                 CkptMode m = CkptMode::kSync) {
-  Checkpointer c(MPI_COMM_WORLD, opts(dir, m), nullptr);
+  MpiCommunicator world(MPI_COMM_WORLD, "world", 600);
+  Checkpointer c(world, opts(dir, m), nullptr);
   for (long step : steps) {
     auto v = layout(world_(), rank_(), true);
     fill(v, step);
@@ -135,7 +137,8 @@ TEST(CheckpointMpi, AsyncSaveReturnsBeforeCommit) {
     reached.set_value();
     go.wait();
   };
-  Checkpointer c(MPI_COMM_WORLD, o, nullptr);
+  MpiCommunicator world(MPI_COMM_WORLD, "world", 600);
+  Checkpointer c(world, o, nullptr);
   if (!c.vote_on_writer_thread()) GTEST_SKIP() << "MPI without MPI_THREAD_MULTIPLE";
   auto v = layout(world_(), rank_(), true);
   fill(v, 3);
@@ -170,7 +173,8 @@ TEST(CheckpointMpi, SyncSaveCommitsBeforeReturn) {
     if (ph == "written") hook_in_save = in_save;
   };
   {
-    Checkpointer c(MPI_COMM_WORLD, o, &tel);
+    MpiCommunicator world(MPI_COMM_WORLD, "world", 600);
+    Checkpointer c(world, o, &tel);
     auto v = layout(world_(), rank_(), true);
     fill(v, 5);
     in_save = true;
@@ -197,7 +201,8 @@ TEST(CheckpointMpi, RetentionKeepsLastN) {
   auto o = opts(dir, CkptMode::kAsync);
   o.keep_last_n = 2;
   {
-    Checkpointer c(MPI_COMM_WORLD, o, nullptr);
+    MpiCommunicator world(MPI_COMM_WORLD, "world", 600);
+    Checkpointer c(world, o, nullptr);
     EXPECT_FALSE(fs::exists(dir + "/step_00000099.tmp"));
     auto v = layout(world_(), rank_(), true);
     for (long s = 1; s <= 5; ++s) {
@@ -274,7 +279,8 @@ TEST(CheckpointMpi, FailedWriteOnOneRankKeepsPreviousCheckpoint) {
   const int W = world_(), r = rank_();
   std::string dir = fresh_dir("efbig");
   DirGuard guard{dir};
-  Checkpointer c(MPI_COMM_WORLD, opts(dir, CkptMode::kAsync), nullptr);
+  MpiCommunicator world(MPI_COMM_WORLD, "world", 600);
+  Checkpointer c(world, opts(dir, CkptMode::kAsync), nullptr);
   auto v = layout(W, r, true);
   fill(v, 1);
   c.save(1, state_of(v, 1, r));
@@ -319,7 +325,8 @@ TEST(CheckpointMpi, AbortModeThrowsAfterFailure) {
   DirGuard guard{dir};
   auto o = opts(dir, CkptMode::kAsync);
   o.on_error = CkptOnError::kAbort;
-  Checkpointer c(MPI_COMM_WORLD, o, nullptr);
+  MpiCommunicator world(MPI_COMM_WORLD, "world", 600);
+  Checkpointer c(world, o, nullptr);
   std::vector<float> big(1 << 16, 2.5f);
   CkptState s;
   s.tensors.push_back(

@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "run_util.hpp"
 
@@ -98,7 +100,7 @@ TEST(Trace, FourRanksZero2PipelineOneTimeline) {
     EXPECT_NE(pname[rank].find("rank " + std::to_string(rank) + " ("), std::string::npos)
         << pname[rank];
     for (int s = 1; s <= steps; ++s)
-      for (const char* want : {"fwd", "bwd", "optim", "signal_vote", "step"})
+      for (const char* want : {"data", "fwd", "bwd", "optim", "signal_vote", "step"})
         EXPECT_TRUE(seen[std::make_pair(rank, s)].count(want))
             << "rank " << rank << " step " << s << ": " << want;
     EXPECT_TRUE(seen[std::make_pair(rank, 2)].count("ckpt_write")) << "rank " << rank;
@@ -119,6 +121,22 @@ TEST(Trace, FourRanksZero2PipelineOneTimeline) {
       EXPECT_LE(v[i - 1].second, v[i].second + 1.0) << tname[key] << " seq " << v[i].first;
   }
   EXPECT_GE(comm_tracks, 4 * 2) << "each rank has a data-parallel and a pipeline track";
+
+  // The run report's straggler section: the time others waited for each
+  // rank and host, from the same last arrivals; one host here, so its sum
+  // is the ranks' sum.
+  auto rep = run_cmd(analyze() + " run " + d + " --no-plots");
+  ASSERT_EQ(rep.exit_code, 0) << rep.output;
+  const json st = json::parse(std::ifstream(d + "/analysis/summary.json")).at("stragglers");
+  ASSERT_FALSE(st.at("waited_for_ranks").empty()) << st.dump();
+  ASSERT_EQ(st.at("waited_for_hosts").size(), 1u) << st.dump();
+  double ranks_sum = 0;
+  for (const auto& x : st.at("waited_for_ranks")) ranks_sum += x.at("waited_s").get<double>();
+  EXPECT_GT(ranks_sum, 0);
+  EXPECT_NEAR(ranks_sum, st.at("waited_for_hosts")[0].at("waited_s").get<double>(), 1e-9);
+  std::stringstream md;
+  md << std::ifstream(d + "/analysis/report.md").rdbuf();
+  EXPECT_NE(md.str().find("Time others waited for this rank"), std::string::npos);
   fs::remove_all(d);
 }
 

@@ -113,7 +113,10 @@ TEST(StageApi, HooksPairUpAndReportEveryGradient) {
   }
 }
 
-TEST(StageApi, BadCallsAreUsageErrors) {
+// Calls out of order or missing an input are bugs of the caller (st::Error,
+// exit 1); a batch or layer range the config asks for is bad input
+// (st::UsageError, exit 2).
+TEST(StageApi, BadCallsAreBugsAndBadShapesUsageErrors) {
   const st::ModelCfg c = mp::cfg4();
   const mp::Batch b = mp::make_batch(1, 8, c.vocab_size, 4);
   st::Model m(c, 1);
@@ -121,10 +124,10 @@ TEST(StageApi, BadCallsAreUsageErrors) {
                   nullptr);
   EXPECT_THROW(m.stage_forward(1, b.tokens.data(), nullptr, b.targets.data(), 1, 8,
                                st::ActCkpt::None, 1.f, nullptr),
-               st::UsageError);
-  EXPECT_THROW(m.stage_backward(2, nullptr, 1.f, nullptr), st::UsageError);
+               st::Error);
+  EXPECT_THROW(m.stage_backward(2, nullptr, 1.f, nullptr), st::Error);
   // The last stage's backward continues its forward's d(loss).
-  EXPECT_THROW(m.stage_backward(1, nullptr, 0.5f, nullptr), st::UsageError);
+  EXPECT_THROW(m.stage_backward(1, nullptr, 0.5f, nullptr), st::Error);
   st::ModelParallel p;
   p.layer_begin = 2, p.has_embedding = false;
   st::Model s(c, 1, p);
@@ -132,7 +135,7 @@ TEST(StageApi, BadCallsAreUsageErrors) {
                st::UsageError);
   EXPECT_THROW(
       s.stage_forward(0, nullptr, nullptr, b.targets.data(), 1, 8, st::ActCkpt::None, 1.f, nullptr),
-      st::UsageError);
+      st::Error);
   p.layer_begin = 5;
   EXPECT_THROW(st::Model(c, 1, p), st::UsageError);
 }

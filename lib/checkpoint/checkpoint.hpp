@@ -2,8 +2,6 @@
 // sharded state with an all-ranks commit vote, and load under another parallel
 // layout (resharding through hyperslabs). File format: docs/checkpoint-format.md.
 #pragma once
-#include <mpi.h>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,6 +15,8 @@
 #include "checkpoint/state.hpp"
 
 namespace st {
+
+class MpiCommunicator;
 
 class TelemetryWriter;
 
@@ -60,7 +60,7 @@ class Checkpointer {
  public:
   // Collective over `world`. Duplicates `world` for its own vote traffic and
   // removes stale step_*.tmp folders (rank 0). `tel` may be null.
-  Checkpointer(MPI_Comm world, const CheckpointOptions& o, TelemetryWriter* tel);
+  Checkpointer(const MpiCommunicator& world, const CheckpointOptions& o, TelemetryWriter* tel);
   ~Checkpointer();  // finalize(), errors logged, never thrown
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -87,9 +87,11 @@ class Checkpointer {
   SaveStats save_impl(long step, const CkptState& s, bool sync);
   void wait_prev();  // joins the writer and finishes its vote if deferred
   void finish(Job& j);
+  std::string vote(Job& j);
+  std::string commit(Job& j, const std::vector<std::string>& lists, int* decision);
   void raise_if_failed();
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::unique_ptr<MpiCommunicator> comm_;  // private: the vote's message order
   int rank_ = 0, size_ = 1;
   bool threaded_vote_ = true;
   bool broken_ = false;  // a vote timed out: the private communicator is unusable

@@ -1,8 +1,6 @@
 // Checkpointer: snapshot on the training thread, write on a background thread,
 // then an all-ranks vote on a private communicator and rank 0's atomic commit
 // (index.json, rename step_N.tmp -> step_N, `latest`, retention).
-#include <unistd.h>
-
 #include <climits>
 #include <cstring>
 #include <filesystem>
@@ -13,10 +11,10 @@
 #include "checkpoint/crc32c.hpp"
 #include "checkpoint/index.hpp"
 #include "checkpoint/rank_file.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
-#include "runtime/watchdog.hpp"
 #include "telemetry/writer.hpp"
 #include "tensor/device.hpp"
 
@@ -65,31 +63,6 @@ struct Checkpointer::Job {
 };
 
 namespace {
-// Waits for `r` until `timeout_s` passes; false on timeout (the request is
-// then abandoned and the communicator must not be used again). On a timeout
-// it asks the other ranks whether they are alive (runtime/watchdog.hpp): a
-// rank that does not answer is stopped or dead, and the training collective
-// would wait a second full timeout for it, so the job is aborted now with
-// that rank named. When every rank answers, a slow writer is the cause and
-// only this save fails.
-bool wait_for(MPI_Request& r, double timeout_s, MPI_Comm comm, const char* what) {
-  double t0 = wall_time();
-  int flag = 0;
-  int sleep_us = 50;
-  const std::string doing = std::string("the checkpoint ") + what;
-  while (true) {
-    ST_MPI_CHECK(MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
-    if (flag) return true;
-    watchdog::poll(doing);
-    if (wall_time() - t0 > timeout_s) {
-      watchdog::on_timeout(comm, doing, "checkpoint", timeout_s, false);  // aborts if one is silent
-      return false;
-    }
-    ::usleep(sleep_us);
-    sleep_us = std::min(sleep_us * 2, 5000);
-  }
-}
-
 void validate(const CkptState& s) {
   std::set<std::string> seen;
   for (const auto& t : s.tensors) {
@@ -131,19 +104,15 @@ long parse_step_dir(const std::string& name) {
   return v;
 }
 
-Checkpointer::Checkpointer(MPI_Comm world, const CheckpointOptions& o, TelemetryWriter* tel)
+Checkpointer::Checkpointer(const MpiCommunicator& world, const CheckpointOptions& o,
+                           TelemetryWriter* tel)
     : opt_(o), tel_(tel) {
-  int init = 0;
-  ST_MPI_CHECK(MPI_Initialized(&init));
-  ST_CHECK(init, "Checkpointer needs MPI to be initialized");
   ST_USAGE_CHECK(!opt_.dir.empty(), "checkpoint.dir is empty");
   ST_USAGE_CHECK(opt_.timeout_s > 0, "checkpoint timeout_s must be > 0, got ", opt_.timeout_s);
-  int provided = 0;
-  ST_MPI_CHECK(MPI_Query_thread(&provided));
-  threaded_vote_ = provided >= MPI_THREAD_MULTIPLE;
-  ST_MPI_CHECK(MPI_Comm_dup(world, &comm_));
-  ST_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-  ST_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  threaded_vote_ = MpiCommunicator::thread_multiple();
+  comm_ = world.dup("checkpoint");
+  rank_ = comm_->rank();
+  size_ = comm_->size();
   if (rank_ == 0) {
     std::error_code ec;
     fs::create_directories(opt_.dir, ec);
@@ -164,7 +133,7 @@ Checkpointer::Checkpointer(MPI_Comm world, const CheckpointOptions& o, Telemetry
     log0(
         "checkpoint: MPI lacks MPI_THREAD_MULTIPLE; the commit vote runs at the next "
         "save()/wait()");
-  ST_MPI_CHECK(MPI_Barrier(comm_));
+  comm_->barrier();
 }
 
 Checkpointer::~Checkpointer() {
@@ -173,9 +142,9 @@ Checkpointer::~Checkpointer() {
   } catch (const std::exception& e) {
     logw("checkpoint: at shutdown: ", e.what());
   }
-  int fin = 0;
-  MPI_Finalized(&fin);
-  if (!fin && !broken_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  // After a vote timeout an abandoned request still refers to the
+  // communicator: it is left to MPI_Finalize, not freed.
+  if (broken_) (void)comm_.release();
 }
 
 SaveStats Checkpointer::save(long step, const CkptState& s) {
@@ -303,124 +272,103 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
   return st;
 }
 
-// Vote, gather, commit on rank 0, broadcast the decision; then telemetry and
-// the outcome. Runs on the writer thread (MPI_THREAD_MULTIPLE) or the caller's.
+// The vote: every rank says whether it wrote its file; when all did, rank 0
+// gathers the shard lists and commits; then it broadcasts the decision.
+// Returns the error ("" when committed). A timeout marks the communicator
+// broken: no further checkpoints from this run.
+std::string Checkpointer::vote(Job& j) {
+  if (broken_) return "the checkpoint communicator is unusable after an earlier vote timeout";
+  auto timed_out = [&](const char* what) {
+    broken_ = true;
+    return detail::cat("checkpoint step ", j.step, ": ", what, " did not complete within ",
+                       opt_.timeout_s, " s (a rank died, hangs, or is still writing); ",
+                       "no further checkpoints from this run");
+  };
+  int first_bad = j.error.empty() ? INT_MAX : rank_;
+  if (!comm_->try_all_reduce_min(&first_bad, opt_.timeout_s, "checkpoint commit vote"))
+    return timed_out("the commit vote");
+  std::string error;
+  int decision = 0;
+  if (first_bad == INT_MAX) {
+    const nlohmann::json me = {{"rank", rank_},
+                               {"file", ckpt::rank_file_name(rank_)},
+                               {"bytes", j.bytes},
+                               {"file_bytes", j.file_bytes},
+                               {"file_crc32c", j.file_crc},
+                               {"shards", j.entries}};
+    std::vector<std::string> all;
+    if (!comm_->try_gather(me.dump(), &all, 0, opt_.timeout_s, "checkpoint shard list gather"))
+      return timed_out("gathering the shard lists");
+    if (rank_ == 0) error = commit(j, all, &decision);
+  } else {
+    error = first_bad == rank_ ? detail::cat("checkpoint step ", j.step, ": ", j.error)
+                               : detail::cat("checkpoint step ", j.step, ": rank ", first_bad,
+                                             " failed to write its file (see that rank's log)");
+  }
+  if (rank_ == 0 && !decision) {
+    std::error_code ec;
+    fs::remove_all(j.tmp_dir, ec);
+  }
+  if (!comm_->try_broadcast(&decision, 0, opt_.timeout_s, "checkpoint commit decision"))
+    return timed_out("the commit decision from rank 0");
+  if (decision == 1) return "";
+  if (error.empty())
+    error = detail::cat("checkpoint step ", j.step, ": commit failed on rank 0 (see its log)");
+  return error;
+}
+
+// Rank 0: index.json from every rank's shard list, the atomic rename (the
+// commit point: *decision = 1), `latest` and retention. Returns the error
+// of a failed commit.
+std::string Checkpointer::commit(Job& j, const std::vector<std::string>& lists, int* decision) {
+  try {
+    std::vector<nlohmann::json> ranks;
+    for (const std::string& l : lists) ranks.push_back(nlohmann::json::parse(l));
+    auto idx = ckpt::build_index(ranks, j.step, opt_.layout, nlohmann::json::parse(j.scalars));
+    write_file_atomic((fs::path(j.tmp_dir) / "index.json").string(), idx.dump(1));
+    if (opt_.test_hook) opt_.test_hook("index_written", j.step);
+    std::error_code ec;
+    // A step folder this run did not write (another run's, or one the
+    // resume skipped as damaged) is never overwritten: it is kept beside
+    // the new one under a name the loader ignores.
+    if (fs::exists(j.final_dir)) {
+      const std::string aside = ckpt::keep_aside(j.final_dir);
+      logw("checkpoint step ", j.step, ": ", j.final_dir,
+           " already existed and was not written by this run; kept it as ", aside);
+    }
+    fs::rename(j.tmp_dir, j.final_dir);
+    fsync_dir(opt_.dir);
+    *decision = 1;  // the rename is the commit point
+    if (opt_.test_hook) opt_.test_hook("renamed", j.step);
+    write_file_atomic((fs::path(opt_.dir) / "latest").string(), step_dir_name(j.step) + "\n");
+    // Retention: keep the newest keep_last_n committed steps, and always the
+    // one just written.
+    if (opt_.keep_last_n > 0) {
+      const auto steps = committed_steps(opt_.dir);  // newest first
+      for (size_t i = size_t(opt_.keep_last_n); i < steps.size(); ++i) {
+        if (steps[i].first == j.step) continue;
+        fs::remove_all(steps[i].second, ec);
+        if (ec) logw("checkpoint retention: cannot remove ", steps[i].second, ": ", ec.message());
+      }
+    }
+  } catch (const std::exception& e) {
+    if (!*decision) return detail::cat("checkpoint step ", j.step, ": commit failed: ", e.what());
+    logw("checkpoint step ", j.step, " committed, but afterwards: ", e.what());
+  }
+  return "";
+}
+
+// Vote and commit, then telemetry and the outcome. Runs on the writer thread
+// (MPI_THREAD_MULTIPLE) or the caller's.
 void Checkpointer::finish(Job& j) {
   j.finished = true;
   std::string error;
-  bool committed = false;
-  auto timed_out = [&](const char* what) {
-    broken_ = true;
-    error = detail::cat("checkpoint step ", j.step, ": ", what, " did not complete within ",
-                        opt_.timeout_s, " s (a rank died, hangs, or is still writing); ",
-                        "no further checkpoints from this run");
-  };
   try {
-    if (broken_) {
-      error = "the checkpoint communicator is unusable after an earlier vote timeout";
-      throw 0;
-    }
-    int mine = j.error.empty() ? INT_MAX : rank_, first_bad = INT_MAX;
-    MPI_Request r;
-    ST_MPI_CHECK(MPI_Iallreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, comm_, &r));
-    if (!wait_for(r, opt_.timeout_s, comm_, "commit vote")) {
-      timed_out("the commit vote");
-      throw 0;
-    }
-    int decision = 0;
-    if (first_bad == INT_MAX) {
-      nlohmann::json me = {{"rank", rank_},
-                           {"file", ckpt::rank_file_name(rank_)},
-                           {"bytes", j.bytes},
-                           {"file_bytes", j.file_bytes},
-                           {"file_crc32c", j.file_crc},
-                           {"shards", j.entries}};
-      std::string buf = me.dump();
-      int len = int(buf.size());
-      std::vector<int> lens(rank_ == 0 ? size_ : 0), displs(lens.size());
-      ST_MPI_CHECK(MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_, &r));
-      if (!wait_for(r, opt_.timeout_s, comm_, "shard list gather")) {
-        timed_out("gathering the shard lists");
-        throw 0;
-      }
-      std::string all;
-      if (rank_ == 0) {
-        int64_t tot = 0;
-        for (int i = 0; i < size_; ++i) {
-          displs[i] = int(tot);
-          tot += lens[i];
-        }
-        ST_CHECK(tot < INT_MAX, "index metadata too large for one MPI_Gatherv");
-        all.resize(size_t(tot));
-      }
-      ST_MPI_CHECK(MPI_Igatherv(buf.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
-                                MPI_CHAR, 0, comm_, &r));
-      if (!wait_for(r, opt_.timeout_s, comm_, "shard list gather")) {
-        timed_out("gathering the shard lists");
-        throw 0;
-      }
-      if (rank_ == 0) {
-        try {
-          std::vector<nlohmann::json> ranks;
-          for (int i = 0; i < size_; ++i)
-            ranks.push_back(nlohmann::json::parse(all.substr(size_t(displs[i]), size_t(lens[i]))));
-          auto idx =
-              ckpt::build_index(ranks, j.step, opt_.layout, nlohmann::json::parse(j.scalars));
-          write_file_atomic((fs::path(j.tmp_dir) / "index.json").string(), idx.dump(1));
-          if (opt_.test_hook) opt_.test_hook("index_written", j.step);
-          std::error_code ec;
-          // A step folder this run did not write (another run's, or one the
-          // resume skipped as damaged) is never overwritten: it is kept
-          // beside the new one under a name the loader ignores.
-          if (fs::exists(j.final_dir)) {
-            const std::string aside = ckpt::keep_aside(j.final_dir);
-            logw("checkpoint step ", j.step, ": ", j.final_dir,
-                 " already existed and was not written by this run; kept it as ", aside);
-          }
-          fs::rename(j.tmp_dir, j.final_dir);
-          fsync_dir(opt_.dir);
-          decision = 1;  // the rename is the commit point
-          if (opt_.test_hook) opt_.test_hook("renamed", j.step);
-          write_file_atomic((fs::path(opt_.dir) / "latest").string(), step_dir_name(j.step) + "\n");
-          // Retention: keep the newest keep_last_n committed steps, and always
-          // the one just written.
-          if (opt_.keep_last_n > 0) {
-            const auto steps = committed_steps(opt_.dir);  // newest first
-            for (size_t i = size_t(opt_.keep_last_n); i < steps.size(); ++i) {
-              if (steps[i].first == j.step) continue;
-              fs::remove_all(steps[i].second, ec);
-              if (ec)
-                logw("checkpoint retention: cannot remove ", steps[i].second, ": ", ec.message());
-            }
-          }
-        } catch (const std::exception& e) {
-          if (!decision)
-            error = detail::cat("checkpoint step ", j.step, ": commit failed: ", e.what());
-          else
-            logw("checkpoint step ", j.step, " committed, but afterwards: ", e.what());
-        }
-      }
-    } else {
-      error = first_bad == rank_ ? detail::cat("checkpoint step ", j.step, ": ", j.error)
-                                 : detail::cat("checkpoint step ", j.step, ": rank ", first_bad,
-                                               " failed to write its file (see that rank's log)");
-    }
-    if (rank_ == 0 && !decision) {
-      std::error_code ec;
-      fs::remove_all(j.tmp_dir, ec);
-    }
-    ST_MPI_CHECK(MPI_Ibcast(&decision, 1, MPI_INT, 0, comm_, &r));
-    if (!wait_for(r, opt_.timeout_s, comm_, "commit decision")) {
-      timed_out("the commit decision from rank 0");
-      throw 0;
-    }
-    committed = decision == 1;
-    if (!committed && error.empty())
-      error = detail::cat("checkpoint step ", j.step, ": commit failed on rank 0 (see its log)");
-  } catch (int) {
+    error = vote(j);
   } catch (const std::exception& e) {
     error = detail::cat("checkpoint step ", j.step, ": ", e.what());
   }
+  const bool committed = error.empty();
 
   double now = wall_time();
   double write_s = now - (j.t_write0 > 0 ? j.t_write0 : now);

@@ -22,19 +22,6 @@ const char* coll_name(CollKind k) {
   }
 }
 
-double busbw_factor(CollKind k, int n) {
-  if (n <= 1) return 1.0;
-  switch (k) {
-    case CollKind::AllReduce:
-      return 2.0 * (n - 1) / n;
-    case CollKind::ReduceScatter:
-    case CollKind::AllGather:
-      return double(n - 1) / n;
-    default:
-      return 1.0;
-  }
-}
-
 std::vector<int64_t> equal_counts(int size, int64_t n) {
   return std::vector<int64_t>(size_t(size), n);
 }

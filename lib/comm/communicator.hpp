@@ -4,9 +4,11 @@
 // the CUDA backend library supplies an NCCL one behind the same interface,
 // and lib/record a recording one for the planner. This header names no MPI
 // type, so code that only uses the seam builds and links without MPI.
-// No MPI call outside lib/comm: the model's tensor/sequence/context
-// parallelism, the gradient buckets, ZeRO-3's gathers and the pipeline's
-// point-to-point traffic all go through here.
+// The model's tensor/sequence/context parallelism, the gradient buckets,
+// ZeRO-3's gathers and the pipeline's point-to-point traffic all go through
+// here; the checkpoint vote through MpiCommunicator's host exchanges. Outside
+// lib/comm only lib/runtime (start-up, the watchdog, the flight recorder)
+// and the planner's probe (analysis/probe) call MPI directly.
 //
 // Semantics (every implementation):
 //  - A collective runs after everything enqueued on `after` (the stream that
@@ -23,8 +25,7 @@
 //  - Nothing waits forever: a collective that does not finish within
 //    timeout_s() aborts the job with a message naming the group, the rank
 //    and the collective.
-// Every collective is counted (calls, bytes, seconds) per kind, with
-// nccl-tests' algbw/busbw conventions for reports.
+// Every collective is counted (calls, bytes, seconds) per kind.
 //
 // Scalars (the loss, the gradient norm, start-up agreement) stay on the MPI
 // host groups: MpiCommunicator's blocking host methods (mpi_communicator.hpp).
@@ -52,9 +53,6 @@ struct CollStats {
   int64_t bytes = 0;  // payload bytes per rank, nccl-tests "size" (all_reduce: buffer size)
   int64_t calls = 0;
 };
-
-// nccl-tests bus-bandwidth factor for a collective over n ranks.
-double busbw_factor(CollKind k, int n);
 
 enum class ReduceOp { Sum, Max };
 

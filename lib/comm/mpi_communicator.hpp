@@ -65,12 +65,27 @@ class MpiCommunicator final : public HostGroup {
   void wait_request(MPI_Request* req, const char* what);
   void wait_requests(std::vector<MPI_Request>& reqs, const char* what);
 
+  // ---- Host exchanges that give up (mpi_vote.cpp) ----
+  // For waits off the step's critical path (the checkpoint commit vote on
+  // the writer thread): each polls with a growing sleep instead of spinning
+  // and waits at most timeout_s. On expiry it asks the members whether they
+  // are alive (runtime/watchdog.hpp: a silent one aborts the job, named);
+  // when all answer it returns false, and this communicator must not be
+  // used again (the request is abandoned).
+  bool try_all_reduce_min(int* v, double timeout_s, const char* what);
+  // Rank `root` gets every rank's `mine` in rank order in *all.
+  bool try_gather(const std::string& mine, std::vector<std::string>* all, int root,
+                  double timeout_s, const char* what);
+  bool try_broadcast(int* v, int root, double timeout_s, const char* what);
+  static bool thread_multiple();  // MPI runs at MPI_THREAD_MULTIPLE
+
  private:
   // Runs `start` (which posts non-blocking MPI calls into reqs) in stream
   // order after `after`, and returns a handle on their completion.
   CommHandle launch(Stream& after, CollKind k, int64_t bytes, const char* what,
                     std::function<void(std::vector<MPI_Request>&)> start);
   void all_reduce_doubles(double* buf, int64_t n, MPI_Op op);
+  bool wait_patiently(MPI_Request* r, double timeout_s, const char* what);
   void blocking(CollKind k, int64_t bytes, const char* what,
                 const std::function<void(MPI_Request*)>& start);
   MPI_Comm comm_;

@@ -7,28 +7,19 @@
 
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
+#include "core/span_log.hpp"
 #include "core/util.hpp"
 #include "parallel/pipeline.hpp"
+#include "tensor/interval.hpp"
 
 namespace st {
-namespace {
-// Seconds between two events recorded around some work on a stream, after
-// the stream has been synchronised.
-struct Interval {
-  std::unique_ptr<Event> a, b;
-  explicit Interval(Device& d) : a(d.create_event()), b(d.create_event()) {}
-  void begin(Stream& s) { a->record(s); }
-  void end(Stream& s) { b->record(s); }
-  double seconds() { return b->seconds_since(*a); }
-};
-}  // namespace
-
 Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
     : cfg_(cfg),
       mesh_(mesh),
       be_(be),
       dev_(be.device()),
-      zero_(cfg.parallel.zero_stage),
+      shard_grads_(cfg.parallel.zero_stage >= 2),
+      shard_weights_(cfg.parallel.zero_stage >= 3),
       cdt_(parse_float_dtype(cfg.train.precision, "train.precision")) {
   const auto& pc = cfg.parallel;
   dpcp_ = &be.communicator(mesh.dpcp());
@@ -48,7 +39,7 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
     ModelOptions mo;
     mo.backend = &be;
     mo.compute = cdt_;
-    mo.per_layer_weights = zero_ >= 3;
+    mo.per_layer_weights = shard_weights_;
     chunks_.push_back(std::make_unique<Model>(cfg.model, cfg.train.seed, par, mo));
     base_.push_back(int(params_.size()));
     for (Param* p : chunks_.back()->params()) params_.push_back(p);
@@ -58,8 +49,8 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
     hooks.grad_ready = [this, base](int i) {
       if (collect_) buckets_->grad_ready(base + i);
     };
-    if (zero_ >= 2) hooks.before_layer = [this, chunk](int l) { before_layer(chunk, l); };
-    if (zero_ >= 3) hooks.after_layer = [this](int l) { gather_->release(l); };
+    if (shard_grads_) hooks.before_layer = [this, chunk](int l) { before_layer(chunk, l); };
+    if (shard_weights_) hooks.after_layer = [this](int l) { gather_->release(l); };
     chunks_.back()->set_hooks(std::move(hooks));
   }
   ckpt_mode_ = parse_act_ckpt(cfg.train.act_ckpt);
@@ -72,13 +63,13 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
     }
   BucketOptions bo;
   bo.bucket_mb = pc.dp_bucket_mb;
-  bo.reduce_scatter = zero_ >= 2;
+  bo.reduce_scatter = shard_grads_;
   // Staged gradients (grad_buckets.hpp) need every bucket complete before the
   // next micro-batch's backward writes it again: one model chunk per stage.
   // Their buckets hold one layer, as ZeRO 3's, so a staging buffer is never
   // bigger than one layer's gradients (or one bucket).
-  staged_ = zero_ >= 2 && !pc.zero_full_grads && pc.num_model_chunks == 1;
-  bo.split_groups = zero_ >= 3 || staged_;
+  staged_ = shard_grads_ && !pc.zero_full_grads && pc.num_model_chunks == 1;
+  bo.split_groups = shard_weights_ || staged_;
   bo.staged = staged_;
   bo.reduce_dtype = parse_float_dtype(pc.grad_reduce_dtype, "parallel.grad_reduce_dtype");
   buckets_ = std::make_unique<GradBuckets>(fp, seg_len, bo, *dpcp_, be);
@@ -95,8 +86,12 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
   }
   opt_ = std::make_unique<AdamW>(cfg.optim, be);
   norm_sq_ = Tensor({2}, DType::F64, MemCat::Optim, dev_);
-  init_masters();
-  if (zero_ >= 2)
+  const bool shard_optim = pc.zero_stage >= 1;
+  build_state(shard_optim);
+  // Compute weights whole while the masters are sharded: the updated
+  // pieces are all-gathered into them after each update.
+  regather_ = shard_optim && !shard_weights_ && mesh.dpcp().size() > 1;
+  if (shard_grads_)
     for (auto& m : chunks_) m->release_grads();  // staged, or allocated per step (full grads)
   dev_.synchronize();
 }
@@ -106,102 +101,93 @@ Engine::~Engine() {
   dev_.synchronize();
 }
 
-// The fp32 master weights and the optimizer slots over them; see engine.hpp.
-void Engine::init_masters() {
+// The table of sharded state (optim/state_table.hpp): the pieces this rank
+// updates (whole parameters when the optimizer state is replicated, the ZeRO
+// partition's pieces otherwise) and where each one's master, moments,
+// compute copy and gradient live. Built once; see engine.hpp.
+void Engine::build_state(bool shard_optim) {
   Stream& s = dev_.compute_stream();
   const bool fp32 = cdt_ == DType::F32;
-  auto upload = [&](float* dst, const std::vector<float>& host) {
-    if (!host.empty()) dev_.copy_from_host(dst, host.data(), host.size() * sizeof(float), s);
+  struct Cut {
+    int chunk, param;
+    int64_t param_off, len, shard_off;  // shard_off: in the separate master buffer
   };
-  auto chunk_of = [&](size_t i) {
-    size_t c = 0;
-    while (c + 1 < chunks_.size() && int(i) >= base_[c + 1]) ++c;
-    return chunks_[c].get();
+  std::vector<Cut> cuts;
+  auto chunk_of = [&](int i) {
+    int c = 0;
+    while (c + 1 < int(chunks_.size()) && i >= base_[size_t(c) + 1]) ++c;
+    return c;
   };
-  if (zero_ == 0) {
-    if (!fp32) {
-      // A separate fp32 master in the same flat layout as the compute weights.
-      int64_t total = 0;
-      for (auto& m : chunks_) total += m->flat_numel();
-      master_ = Tensor({std::max<int64_t>(total, 1)}, DType::F32, MemCat::Params, dev_);
-      master_.zero();
+  int64_t master_n = 0;
+  if (shard_optim) {
+    for (const ShardPiece& sp : buckets_->pieces())
+      cuts.push_back({chunk_of(sp.param), sp.param, sp.param_off, sp.len, sp.shard_off});
+    master_n = buckets_->shard_numel();
+  } else {  // whole parameters, the chunks' flat layouts one after another
+    std::vector<int64_t> seg(chunks_.size() + 1, 0);
+    for (size_t c = 0; c < chunks_.size(); ++c) seg[c + 1] = seg[c] + chunks_[c]->flat_numel();
+    for (int i = 0; i < int(params_.size()); ++i) {
+      const int c = chunk_of(i);
+      const Param* p = params_[size_t(i)];
+      cuts.push_back({c, i, 0, p->w.numel(), seg[size_t(c)] + p->flat_off});
     }
-    int64_t seg0 = 0;
-    for (size_t c = 0; c < chunks_.size(); ++c) {
-      const int end = c + 1 < chunks_.size() ? base_[c + 1] : int(params_.size());
-      for (int i = base_[c]; i < end; ++i) {
-        Param* p = params_[size_t(i)];
-        float* w = fp32 ? p->w.data() : master_.data() + seg0 + p->flat_off;
-        if (!fp32) {
-          std::vector<float> host(be_.computes() ? size_t(p->w.numel()) : 0);
-          chunks_[c]->init_values(*p, 0, p->w.dim(0), host.data());
-          upload(w, host);
-        }
-        opt_->add(p->name, w, p->g.data(), p->w.numel(), p->decay, fp32 ? nullptr : p->w.raw(),
-                  cdt_);
-      }
-      seg0 += chunks_[c]->flat_numel();
-    }
-    return;
+    master_n = seg.back();
   }
-  // ZeRO >= 1: slots over this rank's pieces.
-  const GradBuckets& bk = *buckets_;
-  const bool separate = !fp32 || zero_ >= 3;
+  // A separate fp32 master unless the fp32 compute weights are whole here.
+  const bool separate = !fp32 || shard_weights_;
   if (separate) {
-    master_ = Tensor({std::max<int64_t>(bk.shard_numel(), 1)}, DType::F32, MemCat::Params, dev_);
-    master_.zero();  // parts' alignment padding
+    master_ = Tensor({std::max<int64_t>(master_n, 1)}, DType::F32, MemCat::Params, dev_);
+    master_.zero();  // the partition's alignment padding
   }
+  state_.replicated = !shard_optim;
+  state_.replica = mesh_.dpcp().rank();
+  state_.replicas = mesh_.dpcp().size();
+  state_.tp_rank = mesh_.coords().tp;
+  state_.replica_group = dpcp_;
+  state_.device = &dev_;
   const size_t es = dtype_size(cdt_);
-  for (const ShardPiece& sp : bk.pieces()) {
-    Param* p = params_[size_t(sp.param)];
-    Model* m = chunk_of(size_t(sp.param));
-    float* w = nullptr;
+  for (const Cut& c : cuts) {
+    Param* p = params_[size_t(c.param)];
+    StatePiece sp;
+    sp.name = p->name;
+    sp.global_shape = p->global_shape.empty() ? p->g.shape() : p->global_shape;
+    sp.block_offset = p->offset.empty() ? std::vector<int64_t>(p->g.shape().size(), 0) : p->offset;
+    sp.block_shape = p->g.shape();
+    sp.off = c.param_off;
+    sp.len = c.len;
+    sp.decay = p->decay;
+    sp.tp_sharded = p->tp_sharded;
     if (separate) {
-      w = master_.data() + sp.shard_off;
-      std::vector<float> host(be_.computes() ? size_t(sp.len) : 0);
-      m->init_values(*p, sp.param_off / p->row, sp.len / p->row, host.data());
-      upload(w, host);
+      sp.master = master_.data() + c.shard_off;
+      std::vector<float> host(be_.computes() ? size_t(c.len) : 0);
+      chunks_[size_t(c.chunk)]->init_values(*p, c.param_off / p->row, c.len / p->row, host.data());
+      if (!host.empty())
+        dev_.copy_from_host(sp.master, host.data(), host.size() * sizeof(float), s);
     } else {
-      w = p->w.data() + sp.param_off;
+      sp.master = p->w.data() + c.param_off;
     }
-    // ZeRO 3 keeps no compute copy of the shard: a layer's gather casts the
-    // master just in time (ParamGather).
-    void* wc = nullptr;
-    if (zero_ < 3 && !fp32) wc = static_cast<char*>(p->w.raw()) + size_t(sp.param_off) * es;
-    const float* g = zero_ >= 2 ? buckets_->shard_grads() + sp.shard_off : nullptr;
-    // ZeRO 1 reads the all-reduced gradient in place; the gradient buffer of
-    // a chunk never moves under ZeRO 1.
-    if (zero_ == 1) g = p->g.data() + sp.param_off;
-    opt_->add(p->name, w, g, sp.len, p->decay, wc, cdt_);
+    // With sharded weights no compute copy of the piece exists: a layer's
+    // gather casts the master just in time (ParamGather).
+    if (!fp32 && !shard_weights_)
+      sp.compute = static_cast<char*>(p->w.raw()) + size_t(c.param_off) * es;
+    sp.compute_t = cdt_;
+    // The reduced gradient: the persistent shard when gradients are
+    // reduce-scattered, else in place in the chunk's gradient buffer (which
+    // never moves then).
+    sp.grad = shard_grads_ ? buckets_->shard_grads() + c.shard_off : p->g.data() + c.param_off;
+    state_.pieces.push_back(std::move(sp));
   }
-  if (zero_ >= 3)
+  opt_->init(state_);
+  if (shard_weights_)
     gather_ = std::make_unique<ParamGather>(*buckets_, *chunks_[0], master_.data(), cdt_);
-}
-
-TrainState Engine::train_state() {
-  TrainState t{params_,
-               opt_.get(),
-               &cfg_,
-               mesh_.dpcp().rank(),
-               mesh_.dpcp().size(),
-               zero_,
-               mesh_.coords().tp,
-               buckets_.get(),
-               {},
-               &dev_,
-               dpcp_};
-  if (zero_ == 0)
-    for (auto& slot : opt_->slots()) t.master.push_back(slot.w);
-  return t;
 }
 
 void Engine::after_restore() {
   Stream& s = dev_.compute_stream();
   Ops& ops = be_.ops();
-  if (cdt_ != DType::F32)
-    for (auto& slot : opt_->slots())
-      if (slot.wc) ops.cast(s, slot.w, DType::F32, slot.wc, slot.wc_t, slot.n);
-  if (zero_ == 1 || zero_ == 2) gather_shards(nullptr);
+  for (const StatePiece& p : state_.pieces)
+    if (p.compute) ops.cast(s, p.master, DType::F32, p.compute, p.compute_t, p.len);
+  if (regather_) gather_shards(nullptr);
   dev_.synchronize();
 }
 
@@ -284,6 +270,15 @@ void Engine::before_layer(int chunk, int l) {
     gather_->prefetch(l - dir_);
 }
 
+// Micro-batch m of the step from the loader, timed (StepOut::data_s and a
+// `data` span on the host track of the trace).
+void Engine::load(const DataLoader& loader, long step, int m, MicroBatch& mb, StepOut& o) {
+  const double t0 = wall_time(), h0 = spans::on() ? spans::epoch_now() : 0.0;
+  loader.get(step, m, mb);
+  o.data_s += wall_time() - t0;
+  if (spans::on()) spans::add({"data", "host", h0, spans::epoch_now(), m});
+}
+
 StepOut Engine::forward_backward(long step, const DataLoader& loader) {
   StepOut o;
   Stream& s = dev_.compute_stream();
@@ -301,9 +296,7 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
     Model& model = *chunks_[0];
     MicroBatch mb;
     for (int m = 0; m < accum; ++m) {
-      double td = wall_time();
-      loader.get(step, m, mb);
-      o.data_s += wall_time() - td;
+      load(loader, step, m, mb, o);
       // Reductions start during the last backward, or every one when staged.
       collect_ = staged_ || m == accum - 1;
       more_micro_ = m + 1 < accum;
@@ -318,25 +311,17 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
   }
   collect_ = false;
   if (gather_) gather_->drain();  // before the shard is updated
-  Interval tail(dev_);
+  StreamInterval tail(dev_);
   tail.begin(s);
   bk.finish();
   tail.end(s);
-  if (zero_ >= 2 && !staged_)
+  if (shard_grads_ && !staged_)
     for (auto& m : chunks_) m->release_grads();  // freed in stream order, after the wait
 
   // Global gradient norm: [tp-sharded, replicated] sums of squares, each
   // element counted once over dp x cp (ZeRO shards), tp and pp.
   std::vector<F32Span> spans;
-  if (zero_ == 0) {
-    for (Param* p : params_) spans.push_back({p->g.data(), p->g.numel(), p->tp_sharded ? 0 : 1});
-  } else {
-    const auto& pieces = bk.pieces();
-    auto& slots = opt_->slots();
-    for (size_t k = 0; k < pieces.size(); ++k)
-      spans.push_back(
-          {slots[k].g, slots[k].n, params_[size_t(pieces[k].param)]->tp_sharded ? 0 : 1});
-  }
+  for (const StatePiece& p : state_.pieces) spans.push_back({p.grad, p.len, p.tp_sharded ? 0 : 1});
   be_.ops().sumsq(s, spans, 2, norm_sq_.as<double>());
   double sq[2] = {0, 0};
   dev_.copy_to_host(sq, norm_sq_.raw(), sizeof sq, s);
@@ -358,7 +343,7 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
   mesh_.dpcp().all_reduce_sum(red, 1);
   if (mesh_.dims().pp > 1) mesh_.pp().all_reduce_sum(red, 1);
   o.loss = red[0] / mesh_.dims().dp;
-  if (zero_ > 0) mesh_.dpcp().all_reduce_sum(sq, 2);
+  if (!state_.replicated) mesh_.dpcp().all_reduce_sum(sq, 2);
   if (mesh_.dims().tp > 1) mesh_.tp().all_reduce_sum(sq, 1);
   double total = sq[0] + sq[1];
   if (mesh_.dims().pp > 1) mesh_.pp().all_reduce_sum(&total, 1);
@@ -369,9 +354,8 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
 }
 
 double Engine::gather_shards(double* exposed) {
-  if (mesh_.dpcp().size() == 1) return 0;
   Stream& s = dev_.compute_stream();
-  Interval iv(dev_);
+  StreamInterval iv(dev_);
   iv.begin(s);
   std::vector<void*> bases;
   for (auto& m : chunks_) bases.push_back(m->weights_at(0));
@@ -385,10 +369,10 @@ double Engine::gather_shards(double* exposed) {
 
 double Engine::apply(long step, double lr, double grad_norm, bool skip, double* exposed_s) {
   Stream& s = dev_.compute_stream();
-  Interval iv(dev_);
+  StreamInterval iv(dev_);
   iv.begin(s);
-  if (!skip) opt_->step(lr, clip_coef(grad_norm, cfg_.optim.grad_clip), step);
-  if ((zero_ == 1 || zero_ == 2) && !skip) gather_shards(exposed_s);
+  if (!skip) opt_->step(state_, lr, clip_coef(grad_norm, cfg_.optim.grad_clip), step);
+  if (regather_ && !skip) gather_shards(exposed_s);
   iv.end(s);
   dev_.synchronize();
   return iv.seconds();

@@ -24,7 +24,10 @@
 // Master weights: with fp32 compute under ZeRO 0-2 the compute weights are
 // the master weights; otherwise the master is a separate fp32 buffer (whole
 // under ZeRO 0, the rank's shard under ZeRO >= 1) and AdamW refreshes the
-// compute copy. The shard is the per-bucket partition of grad_buckets.hpp
+// compute copy. Which pieces this rank updates, and where each one's
+// master, moments, compute copy and gradient live, is one table built at
+// construction (optim/state_table.hpp): the optimizer, the gradient norm and
+// the checkpoints read it. The shard is the per-bucket partition of grad_buckets.hpp
 // over the dp x cp group (ranks holding the same parameters). Pipelines run
 // 1F1B or the interleaved schedule (engine_pipeline.cpp). The trainer
 // (app/trainer.cpp) runs the loop, telemetry and checkpoints around it.
@@ -37,7 +40,6 @@
 #include "backend/backend.hpp"
 #include "config/config.hpp"
 #include "data/data.hpp"
-#include "engine/train_state.hpp"
 #include "model/model.hpp"
 #include "optim/optim.hpp"
 #include "parallel/grad_buckets.hpp"
@@ -74,8 +76,9 @@ class Engine {
   // spent (the device's, waited for); adds exposed communication to *exposed_s.
   double apply(long step, double lr, double grad_norm, bool skip, double* exposed_s);
 
-  // The state checkpoints save and restore (device pointers; train_state.hpp).
-  TrainState train_state();
+  // The table of this rank's sharded state (optim/state_table.hpp), which
+  // checkpoints save and restore (train_state.hpp).
+  StateTable& state() { return state_; }
   // After restore() filled the master weights and moments: bring the compute
   // weights in line (casts, ZeRO 1/2 gathers).
   void after_restore();
@@ -88,15 +91,13 @@ class Engine {
 
   Backend& backend() { return be_; }
   std::vector<Param*>& params() { return params_; }
-  AdamW& optimizer() { return *opt_; }
   const GradBuckets& buckets() const { return *buckets_; }
-  int zero_stage() const { return zero_; }
   int64_t num_params() const;  // elements this rank holds
   DType compute_dtype() const { return cdt_; }
 
  private:
-  void init_masters();
-  void ensure_grads();  // (re)allocate the gradient buffer (ZeRO 2/3 free it)
+  void build_state(bool shard_optim);  // the table, masters and moments
+  void ensure_grads();                 // (re)allocate the gradient buffer (ZeRO 2/3 free it)
   // ZeRO >= 2: stage the layer's gradient buckets; ZeRO 3: gather (and
   // prefetch the next).
   void before_layer(int chunk, int layer);
@@ -106,16 +107,20 @@ class Engine {
   void make_pp_links();
   Communicator& pp_link(bool forward, int sender);
   double run_pipeline(long step, const DataLoader& loader, StepOut& o);
+  void load(const DataLoader& loader, long step, int m, MicroBatch& mb, StepOut& o);
   double gather_shards(double* exposed);  // ZeRO 1/2 after the update
   const Config& cfg_;
   Mesh& mesh_;
   Backend& be_;
   Device& dev_;
-  int zero_;
+  // What the ZeRO stage shards besides the optimizer state (the table says
+  // that): gradients (>= 2, reduce-scattered) and weights (3, gathered).
+  bool shard_grads_, shard_weights_;
+  bool regather_ = false;  // all-gather the updated pieces into the compute weights
   DType cdt_;
   Communicator* dpcp_ = nullptr;                      // the gradient group, on the device
   std::vector<Communicator*> used_;                   // every device communicator the step uses
-  std::vector<std::unique_ptr<HostGroup>> pp_links_;  // pipeline p2p (pipeline.cpp)
+  std::vector<std::unique_ptr<HostGroup>> pp_links_;  // pipeline p2p (engine_pipeline.cpp)
   std::vector<std::unique_ptr<Model>> chunks_;        // model chunks of this stage
   std::vector<int> base_;                             // index of each chunk's first param
   bool collect_ = false;  // forward grad_ready to the buckets (last micro-batch)
@@ -125,6 +130,7 @@ class Engine {
   std::map<std::pair<int, int>, std::vector<int>> layer_buckets_;
   std::vector<Param*> params_;
   std::unique_ptr<AdamW> opt_;
+  StateTable state_;
   std::unique_ptr<GradBuckets> buckets_;
   ActCkpt ckpt_mode_;
   Tensor master_;  // separate fp32 master weights (whole flat, or the shard)

@@ -22,6 +22,7 @@
 #include "core/util.hpp"
 #include "engine/engine.hpp"
 #include "parallel/pipeline.hpp"
+#include "tensor/interval.hpp"
 
 namespace st {
 namespace {
@@ -54,17 +55,14 @@ double Engine::run_pipeline(long step, const DataLoader& loader, StepOut& o) {
     CommHandle h;
   };
   std::vector<Pending> sends;
-  struct Wait {
-    std::unique_ptr<Event> a, b;
-  };
-  std::vector<Wait> waits;
+  std::vector<StreamInterval> waits;
   // Receive n elements from `peer` on `c`; the compute stream waits for it.
   auto receive = [&](Communicator& c, int peer, int64_t n) {
     Tensor t({n}, cdt_, MemCat::Activations, dev_);
-    Wait w{dev_.create_event(), dev_.create_event()};
-    w.a->record(cs);
+    StreamInterval w(dev_);
+    w.begin(cs);
     c.exchange({{false, t.raw(), n, peer}}, cdt_, cs).wait(cs);
-    w.b->record(cs);
+    w.end(cs);
     waits.push_back(std::move(w));
     return t;
   };
@@ -79,9 +77,7 @@ double Engine::run_pipeline(long step, const DataLoader& loader, StepOut& o) {
     Model& model = *chunks_[size_t(op.chunk)];
     const int vs = op.chunk * P + s;
     const bool first = vs == 0, last = vs == P * v - 1;
-    double td = wall_time();
-    loader.get(step, op.micro, mb);
-    o.data_s += wall_time() - td;
+    load(loader, step, op.micro, mb, o);
     const int64_t nb = model.boundary_elems(mb.B, mb.T);
     if (op.forward) {
       Tensor in;
@@ -103,15 +99,15 @@ double Engine::run_pipeline(long step, const DataLoader& loader, StepOut& o) {
     }
     for (auto& p : sends) p.h.test();  // let sends progress
   }
-  Wait w{dev_.create_event(), dev_.create_event()};
-  w.a->record(cs);
+  StreamInterval w(dev_);
+  w.begin(cs);
   for (auto& p : sends) p.h.wait(cs);
-  w.b->record(cs);
+  w.end(cs);
   waits.push_back(std::move(w));
   sends.clear();  // buffers freed in compute-stream order, after the waits
   dev_.synchronize();
   double waited = 0;
-  for (auto& x : waits) waited += x.b->seconds_since(*x.a);
+  for (auto& x : waits) waited += x.seconds();
   return waited;
 }
 }  // namespace st

@@ -12,53 +12,40 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace st {
-std::pair<int64_t, int64_t> replica_rows(int64_t rows, int r, int n) {
-  int64_t base = rows / n, rem = rows % n;
-  int64_t lo = r * base + std::min<int64_t>(r, rem);
-  int64_t hi = lo + base + (r < rem ? 1 : 0);
-  return {lo, hi};
-}
-
 namespace {
 
-// Rows [lo, hi) of dim 0 of this rank's block of `p` (its tp slice of the
-// global tensor), as a hyperslab of the global tensor.
-ShardView slice(const std::string& name, const Param* p, float* data, int r, int n) {
-  const auto& shape = p->g.shape();
+// Rows [lo, hi) of piece `p` (counted from the piece's first row) as a
+// hyperslab of the global tensor named `prefix` + the piece's name, over
+// `data` (the piece's first element).
+ShardView rows_of(const std::string& prefix, const StatePiece& p, float* data, int64_t lo,
+                  int64_t hi) {
+  const int64_t row = p.row();
+  ST_CHECK(p.off % row == 0 && p.len % row == 0, "checkpoint: piece [", p.off, ", ", p.off + p.len,
+           ") of '", p.name, "' is not whole rows of ", row);
   ShardView v;
-  v.name = name;
-  v.global_shape = p->global_shape.empty() ? shape : p->global_shape;
-  auto [lo, hi] = replica_rows(shape[0], r, n);
-  int64_t row = 1;
-  for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
-  v.offset = p->offset.empty() ? std::vector<int64_t>(shape.size(), 0) : p->offset;
-  v.offset[0] += lo;
-  v.shape = shape;
+  v.name = prefix + p.name;
+  v.global_shape = p.block_shape;
+  if (!p.global_shape.empty()) v.global_shape = p.global_shape;
+  v.offset = p.block_offset;
+  if (v.offset.empty()) v.offset.assign(p.block_shape.size(), 0);
+  v.offset[0] += p.off / row + lo;
+  v.shape = p.block_shape;
   v.shape[0] = hi - lo;
   v.data = data + lo * row;
   return v;
 }
 
-// This rank's whole block of `p`.
-ShardView block(const std::string& name, const Param* p, float* data) {
-  return slice(name, p, data, 0, 1);
+// The rows of `p` this rank saves and reads first: a replica's share of a
+// replicated piece, else all of it.
+std::pair<int64_t, int64_t> my_rows(const StateTable& t, const StatePiece& p) {
+  const int64_t rows = p.len / p.row();
+  return t.replicated ? replica_rows(rows, t.replica, t.replicas)
+                      : std::pair<int64_t, int64_t>{0, rows};
 }
 
-// Piece [off, off+len) of this rank's block of `p` (flat offsets within the
-// block). The ZeRO partition cuts on rows (grad_buckets.hpp), so the piece
-// is whole rows: a hyperslab of the global tensor even when tensor
-// parallelism splits a dim other than 0 (row-parallel wo, w2).
-ShardView row_piece(const std::string& name, const Param* p, int64_t off, int64_t len,
-                    float* data) {
-  const auto& shape = p->g.shape();
-  int64_t row = 1;
-  for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
-  ST_CHECK(off % row == 0 && len % row == 0, "checkpoint: ZeRO piece [", off, ", ", off + len,
-           ") of '", p->name, "' is not whole rows of ", row);
-  ShardView v = block(name, p, data);
-  v.offset[0] += off / row;
-  v.shape[0] = len / row;
-  return v;
+// The three tensors a piece contributes: master weights and both moments.
+std::vector<std::pair<std::string, float*>> tensors_of(StatePiece& p) {
+  return {{"params/", p.master}, {"exp_avg/", p.m.data()}, {"exp_avg_sq/", p.v.data()}};
 }
 
 json model_fingerprint(const ModelCfg& m) {
@@ -67,41 +54,25 @@ json model_fingerprint(const ModelCfg& m) {
 }
 }  // namespace
 
-CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_consumed) {
+CkptState checkpoint_state(StateTable& t, const Config& cfg, long step, uint64_t samples_consumed) {
   CkptState st;
-  st.device = s.device;
-  auto& slots = s.opt->slots();
-  const int r = s.replica, n = s.replicas;
-  if (s.zero_stage == 0) {
-    for (size_t i = 0; i < s.params.size(); ++i) {
-      Param* p = s.params[i];
-      const auto& shape = p->g.shape();
-      if (shape[0] < n && r >= shape[0]) continue;     // nothing left for this rank
-      if (!p->tp_sharded && s.tp_rank != 0) continue;  // tp rank 0 writes replicated tensors
-      st.tensors.push_back(slice("params/" + p->name, p, s.master[i], r, n));
-      st.tensors.push_back(slice("exp_avg/" + p->name, p, slots[i].m.data(), r, n));
-      st.tensors.push_back(slice("exp_avg_sq/" + p->name, p, slots[i].v.data(), r, n));
-    }
-  } else {
-    const auto& pieces = s.zero->pieces();
-    for (size_t k = 0; k < pieces.size(); ++k) {
-      const Param* p = s.params[size_t(pieces[k].param)];
-      if (!p->tp_sharded && s.tp_rank != 0) continue;
-      const int64_t off = pieces[k].param_off, len = pieces[k].len;
-      st.tensors.push_back(row_piece("params/" + p->name, p, off, len, slots[k].w));
-      st.tensors.push_back(row_piece("exp_avg/" + p->name, p, off, len, slots[k].m.data()));
-      st.tensors.push_back(row_piece("exp_avg_sq/" + p->name, p, off, len, slots[k].v.data()));
-    }
+  st.device = t.device;
+  for (StatePiece& p : t.pieces) {
+    if (!p.tp_sharded && t.tp_rank != 0) continue;  // tp rank 0 writes replicated tensors
+    const auto [lo, hi] = my_rows(t, p);
+    if (hi == lo) continue;  // nothing left for this replica
+    for (const auto& [prefix, data] : tensors_of(p))
+      st.tensors.push_back(rows_of(prefix, p, data, lo, hi));
   }
   st.scalars = {{"step", step},
                 {"optimizer_step", step},
                 {"samples_consumed", samples_consumed},
-                {"seed", s.cfg->train.seed},
-                {"total_steps", s.cfg->train.steps},
-                {"model", model_fingerprint(s.cfg->model)}};
+                {"seed", cfg.train.seed},
+                {"total_steps", cfg.train.steps},
+                {"model", model_fingerprint(cfg.model)}};
   // Training draws no random numbers after init (data is a pure function of
   // (seed, sample)); the seed is the whole RNG state.
-  uint64_t seed = s.cfg->train.seed;
+  uint64_t seed = cfg.train.seed;
   st.rng.assign(reinterpret_cast<uint8_t*>(&seed), reinterpret_cast<uint8_t*>(&seed) + 8);
   return st;
 }
@@ -141,62 +112,38 @@ std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string
   return r;
 }
 
-long restore(const TrainState& s, const std::string& step_dir) {
+long restore(StateTable& t, const Config& cfg, const std::string& step_dir) {
   std::vector<ShardView> want;
-  auto& slots = s.opt->slots();
-  // ZeRO 0 with replicas: this replica's rows of each block, gathered below.
+  // Replicated pieces with replicas: this replica's rows, gathered below.
   struct Gather {
     float* data;
     std::vector<int64_t> counts;  // elements per replica
     int64_t offset;               // this replica's first element
   };
   std::vector<Gather> gathers;
-  const bool share = s.zero_stage == 0 && s.replicas > 1 && s.replica_group;
-  if (s.zero_stage == 0) {
-    for (size_t i = 0; i < s.params.size(); ++i) {
-      Param* p = s.params[i];
-      for (auto [name, data] : {std::pair<std::string, float*>{"params/", s.master[i]},
-                                {"exp_avg/", slots[i].m.data()},
-                                {"exp_avg_sq/", slots[i].v.data()}}) {
-        ShardView v = block(name + p->name, p, data);
-        if (!share) {
-          want.push_back(std::move(v));
-          continue;
-        }
-        const int64_t rows = v.shape[0], row = numel_of(v.shape) / std::max<int64_t>(1, rows);
-        Gather g{data, {}, 0};
-        for (int r = 0; r < s.replicas; ++r) {
-          auto [lo, hi] = replica_rows(rows, r, s.replicas);
-          g.counts.push_back((hi - lo) * row);
-          if (r == s.replica) {
-            g.offset = lo * row;
-            v.offset[0] += lo;
-            v.shape[0] = hi - lo;
-            v.data = data + lo * row;
-          }
-        }
-        if (v.shape[0] > 0) want.push_back(std::move(v));
-        gathers.push_back(std::move(g));
+  const bool share = t.replicated && t.replicas > 1 && t.replica_group;
+  for (StatePiece& p : t.pieces) {
+    const int64_t rows = p.len / p.row();
+    const auto [lo, hi] = share ? my_rows(t, p) : std::pair<int64_t, int64_t>{0, rows};
+    for (const auto& [prefix, data] : tensors_of(p)) {
+      if (hi > lo) want.push_back(rows_of(prefix, p, data, lo, hi));
+      if (!share) continue;
+      Gather g{data, {}, lo * p.row()};
+      for (int r = 0; r < t.replicas; ++r) {
+        const auto [a, b] = replica_rows(rows, r, t.replicas);
+        g.counts.push_back((b - a) * p.row());
       }
-    }
-  } else {
-    const auto& pieces = s.zero->pieces();
-    for (size_t k = 0; k < pieces.size(); ++k) {
-      const Param* p = s.params[size_t(pieces[k].param)];
-      const int64_t off = pieces[k].param_off, len = pieces[k].len;
-      want.push_back(row_piece("params/" + p->name, p, off, len, slots[k].w));
-      want.push_back(row_piece("exp_avg/" + p->name, p, off, len, slots[k].m.data()));
-      want.push_back(row_piece("exp_avg_sq/" + p->name, p, off, len, slots[k].v.data()));
+      gathers.push_back(std::move(g));
     }
   }
   // Check the model shape first, for a clear message instead of a missing tensor.
   json idx = json::parse(read_file(step_dir + "/index.json"));
   json saved = idx.value("scalars", json::object()).value("model", json());
-  if (!saved.is_null() && saved != model_fingerprint(s.cfg->model))
+  if (!saved.is_null() && saved != model_fingerprint(cfg.model))
     throw UsageError("checkpoint '" + step_dir + "' holds a different model (" + saved.dump() +
-                     ") than the config (" + model_fingerprint(s.cfg->model).dump() +
+                     ") than the config (" + model_fingerprint(cfg.model).dump() +
                      "); set checkpoint.resume=none or point checkpoint.dir elsewhere");
-  Device* dev = s.device;
+  Device* dev = t.device;
   long step = -1;
   if (!dev || dev->host_accessible()) {
     if (dev) dev->synchronize();
@@ -233,7 +180,7 @@ long restore(const TrainState& s, const std::string& step_dir) {
     ST_CHECK(dev, "checkpoint: a shared resume needs the device the replica group runs on");
     Stream& cs = dev->compute_stream();
     for (const Gather& g : gathers)
-      s.replica_group->all_gather(g.data + g.offset, g.data, g.counts, DType::F32, cs).wait(cs);
+      t.replica_group->all_gather(g.data + g.offset, g.data, g.counts, DType::F32, cs).wait(cs);
   }
   if (dev) dev->synchronize();
   return step;

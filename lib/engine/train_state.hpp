@@ -1,18 +1,18 @@
-// Glue between the engine and the checkpoint module: which shard of every
-// tensor this rank saves (device pointers; the checkpointer snapshots them
-// into pinned host buffers, so no host copy of the model exists), the
-// scalars that make a resume exact, and restoring a run from any committed
-// checkpoint, whatever layout and device wrote it.
-//  - Replicated tensors (weights, and moments under ZeRO 0) are split along
-//    dim 0 over the replicas (the dp x cp group), so each element is written
-//    exactly once and all ranks write in parallel.
-//  - Under ZeRO >= 1 each rank saves the master weights and moments it owns:
-//    its pieces of the ZeRO partition, which are whole rows of the tensor's
-//    tp block (grad_buckets.hpp places parameters so that every cut falls on
-//    a row) and so one hyperslab of the global tensor each, with the
-//    tensor's N-D global shape. The partition's padding is never saved. The loader reads any
-//    hyperslab from any set of saved shards (and flat <-> N-D for older
-//    checkpoints), so any layout resumes from any other.
+// Glue between the engine's state table (optim/state_table.hpp) and the
+// checkpoint module: which rows of every piece this rank saves (device
+// pointers; the checkpointer snapshots them into pinned host buffers, so no
+// host copy of the model exists), the scalars that make a resume exact, and
+// restoring a run from any committed checkpoint, whatever layout and device
+// wrote it. Each piece is whole rows of its tensor's tp block
+// (grad_buckets.hpp places parameters so that every cut falls on a row), so
+// it is one hyperslab of the global tensor, with the tensor's N-D shape.
+//  - Replicated pieces (ZeRO 0) are split along dim 0 over the replicas
+//    (the dp x cp group), so each element is written exactly once and all
+//    ranks write in parallel.
+//  - Otherwise each rank saves the pieces it holds, and nothing else: the
+//    partition's padding is never saved.
+// The loader reads any hyperslab from any set of saved shards (and
+// flat <-> N-D for older checkpoints), so any layout resumes from any other.
 #pragma once
 #include <optional>
 #include <string>
@@ -22,36 +22,13 @@
 #include "checkpoint/state.hpp"
 #include "comm/communicator.hpp"
 #include "config/config.hpp"
-#include "model/model.hpp"
-#include "optim/optim.hpp"
-#include "parallel/grad_buckets.hpp"
+#include "optim/state_table.hpp"
 
 namespace st {
 
-struct TrainState {
-  std::vector<Param*> params;
-  AdamW* opt;
-  const Config* cfg;
-  int replica, replicas;  // rank and size of the dp x cp group
-  int zero_stage = 0;
-  int tp_rank = 0;  // replicated (not tp-sharded) tensors are written by tp rank 0
-  const GradBuckets* zero = nullptr;  // the ZeRO partition (pieces() <-> optimizer slots)
-  // ZeRO 0: each parameter's fp32 master weights (device); under ZeRO >= 1
-  // the master of piece k is optimizer slot k's w.
-  std::vector<float*> master;
-  Device* device = nullptr;  // where all of it lives
-  // The dp x cp group on the device (ZeRO 0 resume: each replica reads a
-  // share of the rows and the group all-gathers them).
-  Communicator* replica_group = nullptr;
-};
-
-// Rows [lo, hi) of a replicated tensor's dim 0 that replica r of n writes
-// (checkpoint_state splits replicated tensors this way).
-std::pair<int64_t, int64_t> replica_rows(int64_t rows, int r, int n);
-
 // The state this rank saves at the end of `step` (views into live tensors;
 // save() snapshots them before returning).
-CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_consumed);
+CkptState checkpoint_state(StateTable& t, const Config& cfg, long step, uint64_t samples_consumed);
 
 // Which committed checkpoint to resume from, per checkpoint.resume: auto
 // (newest good one in dir, if any), none, or a path to a step folder or a
@@ -64,12 +41,12 @@ CkptState checkpoint_state(const TrainState& s, long step, uint64_t samples_cons
 std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string& dir,
                                        HostGroup& world);
 
-// Loads weights and moments (this rank's shards of them) and returns the
-// step. Replicated state (ZeRO 0) is read in shares: replica r of n reads the
-// rows it would write (replica_rows) and the dp x cp group all-gathers the
-// rest, so each rank file is read by about one rank, not by every replica.
-// Collective over replica_group when it has more than one rank. Returns the
+// Loads the master weights and moments of every piece of `t` and returns the
+// step. Replicated pieces are read in shares: replica r of n reads the rows
+// it would write (replica_rows) and the dp x cp group all-gathers the rest,
+// so each rank file is read by about one rank, not by every replica.
+// Collective over t.replica_group when it has more than one rank. Returns the
 // step the checkpoint was taken at. Throws UsageError when the checkpoint
 // belongs to another model shape.
-long restore(const TrainState& s, const std::string& step_dir);
+long restore(StateTable& t, const Config& cfg, const std::string& step_dir);
 }  // namespace st

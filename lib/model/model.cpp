@@ -146,7 +146,7 @@ void Model::Impl::ensure_rope(int64_t Tg) {
 
 void Model::Impl::span_begin(bool fwd) {
   Span sp;
-  for (auto* e : {&sp.a, &sp.b}) {
+  for (auto* e : {&sp.iv.a, &sp.iv.b}) {
     if (!spare.empty()) {
       *e = std::move(spare.back());
       spare.pop_back();
@@ -155,7 +155,7 @@ void Model::Impl::span_begin(bool fwd) {
     }
   }
   sp.fwd = fwd;
-  sp.a->record(cs());
+  sp.iv.begin(cs());
   sp.mb = fwd ? fwd_calls++ : bwd_calls++;
   if (::st::spans::on()) sp.h0 = ::st::spans::epoch_now();
   pending.push_back(std::move(sp));
@@ -163,7 +163,7 @@ void Model::Impl::span_begin(bool fwd) {
 
 void Model::Impl::span_end() {
   Span& sp = pending.back();
-  sp.b->record(cs());
+  sp.iv.end(cs());
   // The trace's span: host times of the enqueue, which on the inline CPU
   // device are when the work ran (on a GPU, when it was issued).
   if (::st::spans::on())
@@ -444,10 +444,9 @@ PhaseTimes Model::take_times() {
   Impl& m = *impl_;
   PhaseTimes t = m.times_done;
   for (auto& sp : m.pending) {
-    const double s = sp.b->seconds_since(*sp.a);
-    (sp.fwd ? t.fwd_s : t.bwd_s) += s;
-    m.spare.push_back(std::move(sp.a));
-    m.spare.push_back(std::move(sp.b));
+    (sp.fwd ? t.fwd_s : t.bwd_s) += sp.iv.seconds();
+    m.spare.push_back(std::move(sp.iv.a));
+    m.spare.push_back(std::move(sp.iv.b));
   }
   m.pending.clear();
   m.times_done = {};

@@ -12,6 +12,7 @@
 
 #include "backend/backend.hpp"
 #include "model/model.hpp"
+#include "tensor/interval.hpp"
 
 namespace st {
 
@@ -102,7 +103,7 @@ struct Model::Impl {
   Tensor loss_acc;                // fp64 [1] on the device
   PhaseTimes times_done;          // resolved phase seconds
   struct Span {
-    std::unique_ptr<Event> a, b;
+    StreamInterval iv;
     bool fwd;
     double h0 = 0;  // host epoch seconds when enqueued (the trace's span)
     int mb = 0;     // the call's index in this step (micro-batch, per chunk)

@@ -136,6 +136,8 @@ void Model::Impl::head_forward(MicroState& ms, Tensor h, bool train) {
                      dw.data(), /*accumulate=*/false, cdt);
     add_norm_grad(norm, dw);
   } else {
+    // accumulate applies to dx (dh_head is fresh); dw always adds, so the
+    // norm's gradient sums over micro-batches.
     ops->rmsnorm_bwd(s, h.raw(), norm->w.raw(), rstd.data(), dxn.raw(), D.Ns, D.d, ms.dh_head.raw(),
                      norm->g.data(), /*accumulate=*/false, cdt);
   }
@@ -154,7 +156,7 @@ void Model::Impl::forward(MicroState& ms, const int32_t* tokens, const Tensor* x
   };
   Tensor h;
   if (par.has_embedding) {
-    ST_USAGE_CHECK(tokens != nullptr, "model: the first pipeline stage needs tokens");
+    ST_CHECK(tokens != nullptr, "model: the first pipeline stage needs tokens");
     const std::vector<int32_t> tok = local_rows(tokens);
     for (size_t r = 0; r < tok.size(); ++r)
       ST_CHECK(tok[r] >= 0 && tok[r] < cfg.vocab_size, "token ", tok[r], " at local row ", r,
@@ -164,20 +166,20 @@ void Model::Impl::forward(MicroState& ms, const int32_t* tokens, const Tensor* x
     h = embed_forward(D, ms.tokens);
     hook_after(-1);
   } else {
-    ST_USAGE_CHECK(x_in != nullptr && x_in->numel() == D.Ns * D.d,
-                   "model: a pipeline stage without the embedding needs x_in of ", D.Ns * D.d,
-                   " elements");
+    ST_CHECK(x_in != nullptr && x_in->numel() == D.Ns * D.d,
+             "model: a pipeline stage without the embedding needs x_in of ", D.Ns * D.d,
+             " elements");
     h = act(D.Ns, D.d);
     dev->copy(h.raw(), x_in->raw(), h.bytes(), cs());
   }
   if (keep) ms.acts.resize(size_t(l1 - l0));
   h = layers_forward(l0, l1, D, std::move(h), keep ? &ms.acts : nullptr, ms.mode);
   if (!par.has_head) {
-    ST_USAGE_CHECK(x_out != nullptr, "model: a pipeline stage without the head needs x_out");
+    ST_CHECK(x_out != nullptr, "model: a pipeline stage without the head needs x_out");
     *x_out = std::move(h);
     return;
   }
-  ST_USAGE_CHECK(targets != nullptr, "model: the last pipeline stage needs targets");
+  ST_CHECK(targets != nullptr, "model: the last pipeline stage needs targets");
   const std::vector<int32_t> tgt = local_rows(targets);
   for (size_t r = 0; r < tgt.size(); ++r)
     ST_CHECK(tgt[r] < cfg.vocab_size, "target ", tgt[r], " at local row ", r,
@@ -202,8 +204,8 @@ void Model::stage_forward(int micro, const int32_t* tokens, const Tensor* x_in,
                           Tensor* x_out) {
   Impl& m = *impl_;
   check_batch(m.cfg, B, T);
-  ST_USAGE_CHECK(m.micros.count(micro) == 0, "model: micro-batch ", micro,
-                 " is already in flight (forwarded, not yet backwarded)");
+  ST_CHECK(m.micros.count(micro) == 0, "model: micro-batch ", micro,
+           " is already in flight (forwarded, not yet backwarded)");
   MicroState ms;
   ms.D = m.dims(B, T);
   ms.mode = mode;
@@ -218,8 +220,8 @@ void Model::stage_forward(int micro, const int32_t* tokens, const Tensor* x_in,
 void Model::stage_backward(int micro, const Tensor* dy, float grad_scale, Tensor* dx_in) {
   Impl& m = *impl_;
   auto it = m.micros.find(micro);
-  ST_USAGE_CHECK(it != m.micros.end(), "model: stage_backward of micro-batch ", micro,
-                 " that is not in flight");
+  ST_CHECK(it != m.micros.end(), "model: stage_backward of micro-batch ", micro,
+           " that is not in flight");
   MicroState ms = std::move(it->second);
   m.micros.erase(it);
   const Dims& D = ms.D;
@@ -228,14 +230,13 @@ void Model::stage_backward(int micro, const Tensor* dy, float grad_scale, Tensor
   Tensor dh;
   if (m.par.has_head) {
     // The head's backward ran in its forward; its gradients are complete.
-    ST_USAGE_CHECK(grad_scale == ms.grad_scale, "model: stage_backward of micro-batch ", micro,
-                   " with grad_scale ", grad_scale, " but its forward used ", ms.grad_scale);
+    ST_CHECK(grad_scale == ms.grad_scale, "model: stage_backward of micro-batch ", micro,
+             " with grad_scale ", grad_scale, " but its forward used ", ms.grad_scale);
     dh = std::move(ms.dh_head);
     m.grads_ready({m.output, m.norm});
   } else {
-    ST_USAGE_CHECK(dy != nullptr && dy->numel() == D.Ns * D.d,
-                   "model: a pipeline stage without the head needs dy of ", D.Ns * D.d,
-                   " elements");
+    ST_CHECK(dy != nullptr && dy->numel() == D.Ns * D.d,
+             "model: a pipeline stage without the head needs dy of ", D.Ns * D.d, " elements");
     dh = m.act(D.Ns, D.d);
     m.dev->copy(dh.raw(), dy->raw(), dh.bytes(), m.cs());
   }
@@ -246,7 +247,7 @@ void Model::stage_backward(int micro, const Tensor* dy, float grad_scale, Tensor
     m.grads_ready({m.tok_emb});
     m.hook_after(-1);
   } else {
-    ST_USAGE_CHECK(dx_in != nullptr, "model: a pipeline stage without the embedding needs dx_in");
+    ST_CHECK(dx_in != nullptr, "model: a pipeline stage without the embedding needs dx_in");
     *dx_in = std::move(dh);
   }
   m.span_end();

@@ -1,4 +1,4 @@
-// Implementation of optim.hpp: AdamW slots over the backend's multi-tensor
+// Implementation of optim.hpp: AdamW over the state table with the backend's multi-tensor
 // AdamW (decoupled weight decay, bias correction as in PyTorch's
 // torch.optim.AdamW) and LR schedules.
 #include "optim/optim.hpp"
@@ -18,56 +18,47 @@ Schedule parse_schedule(const std::string& s) {
   throw UsageError("optim.schedule: '" + s + "' is not valid; choose constant, linear or cosine");
 }
 
-double lr_at(const OptimCfg& o, long step, long total) {
-  const double peak = o.lr;
-  const double floor = o.lr * o.min_lr_ratio;
-  if (o.warmup_steps > 0 && step <= o.warmup_steps) return peak * double(step) / o.warmup_steps;
-  Schedule s = parse_schedule(o.schedule);
-  if (s == Schedule::Constant) return peak;
-  long decay_steps = std::max<long>(1, total - o.warmup_steps);
-  double frac = std::clamp(double(step - o.warmup_steps) / double(decay_steps), 0.0, 1.0);
-  if (s == Schedule::Linear) return peak + (floor - peak) * frac;
-  return floor + 0.5 * (peak - floor) * (1.0 + std::cos(M_PI * frac));
+LrSchedule::LrSchedule(const OptimCfg& o, long total)
+    : kind_(parse_schedule(o.schedule)),
+      peak_(o.lr),
+      floor_(o.lr * o.min_lr_ratio),
+      warmup_(o.warmup_steps),
+      total_(total) {}
+
+double LrSchedule::at(long step) const {
+  if (warmup_ > 0 && step <= warmup_) return peak_ * double(step) / double(warmup_);
+  if (kind_ == Schedule::Constant) return peak_;
+  const long decay_steps = std::max<long>(1, total_ - warmup_);
+  const double frac = std::clamp(double(step - warmup_) / double(decay_steps), 0.0, 1.0);
+  if (kind_ == Schedule::Linear) return peak_ + (floor_ - peak_) * frac;
+  return floor_ + 0.5 * (peak_ - floor_) * (1.0 + std::cos(M_PI * frac));
 }
 
-void AdamW::add(const std::string& name, float* w, const float* g, int64_t n, bool decay, void* wc,
-                DType wc_t) {
+void AdamW::init(StateTable& t) {
   Device& dev = be_.device();
-  OptimSlot s;
-  s.name = name;
-  s.w = w;
-  s.g = g;
-  s.n = n;
-  s.decay = decay;
-  s.wc = wc;
-  s.wc_t = wc_t;
-  s.m = Tensor({n}, DType::F32, MemCat::Optim, dev);
-  s.v = Tensor({n}, DType::F32, MemCat::Optim, dev);
-  s.m.zero();
-  s.v.zero();
-  slots_.push_back(std::move(s));
+  for (StatePiece& p : t.pieces) {
+    p.m = Tensor({p.len}, DType::F32, MemCat::Optim, dev);
+    p.v = Tensor({p.len}, DType::F32, MemCat::Optim, dev);
+    p.m.zero();
+    p.v.zero();
+  }
 }
 
-void AdamW::step(double lr, double grad_scale, long t) {
+void AdamW::step(StateTable& t, double lr, double grad_scale, long step) {
   AdamWHyper h;
   h.lr = float(lr);
   h.beta1 = float(cfg_.beta1);
   h.beta2 = float(cfg_.beta2);
   h.eps = float(cfg_.eps);
   h.weight_decay = float(cfg_.weight_decay);
-  h.step = t;
+  h.step = step;
   h.grad_scale = float(grad_scale);
   std::vector<AdamWSpan> spans;
-  spans.reserve(slots_.size());
-  for (auto& s : slots_)
-    spans.push_back({s.w, s.g, s.m.data(), s.v.data(), s.wc, s.wc_t, s.n, s.decay});
+  spans.reserve(t.pieces.size());
+  for (StatePiece& p : t.pieces)
+    spans.push_back(
+        {p.master, p.grad, p.m.data(), p.v.data(), p.compute, p.compute_t, p.len, p.decay});
   be_.ops().adamw(be_.device().compute_stream(), spans, h);
-}
-
-int64_t AdamW::state_bytes() const {
-  int64_t b = 0;
-  for (auto& s : slots_) b += int64_t(s.m.bytes() + s.v.bytes());
-  return b;
 }
 
 double clip_coef(double norm, double clip) {

@@ -56,10 +56,10 @@ void ParamGather::acquire(int layer) {
   if (!inflight_.count(layer)) start(layer);
   Device& dev = model_.backend().device();
   Stream& s = dev.compute_stream();
-  Wait w{dev.create_event(), dev.create_event()};
-  w.a->record(s);
+  StreamInterval w(dev);
+  w.begin(s);
   for (auto& g : inflight_.at(layer)) bk_.finish_gather(g);
-  w.b->record(s);
+  w.end(s);
   waits_.push_back(std::move(w));
   inflight_.erase(layer);
   resident_.push_back(layer);
@@ -83,7 +83,7 @@ void ParamGather::drain() {
 
 double ParamGather::take_wait_seconds() {
   double t = 0;
-  for (auto& w : waits_) t += w.b->seconds_since(*w.a);
+  for (auto& w : waits_) t += w.seconds();
   waits_.clear();
   return t;
 }

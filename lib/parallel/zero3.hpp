@@ -19,6 +19,7 @@
 
 #include "comm/communicator.hpp"
 #include "parallel/grad_buckets.hpp"
+#include "tensor/interval.hpp"
 
 namespace st {
 
@@ -61,9 +62,6 @@ class ParamGather {
   std::vector<int> resident_;
   int pending_release_ = kNone;
   static constexpr int kNone = -1000000;
-  struct Wait {
-    std::unique_ptr<Event> a, b;
-  };
-  std::vector<Wait> waits_;
+  std::vector<StreamInterval> waits_;  // the compute stream's waits for gathers
 };
 }  // namespace st

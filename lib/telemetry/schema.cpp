@@ -147,7 +147,8 @@ const std::vector<Field>& trace_fields() {
        "what this rank did during the step, one object per span, in the order they ended; "
        "times on this rank's clock (add the `clock` event's `offset_s` for rank 0's)",
        {{"n", Ftype::String,
-         "what: `fwd`, `bwd`, `optim`, `signal_vote`, `ckpt_snapshot`, or a collective's op "
+         "what: `data` (loading a micro-batch), `fwd`, `bwd`, `optim`, `signal_vote`, "
+         "`ckpt_snapshot`, or a collective's op "
          "(`all_reduce`, `reduce_scatter`, `all_gather`, `broadcast`, `send/recv` (pipeline "
          "and ring exchanges), `send`, `recv`)"},
         {"k", Ftype::String,
@@ -156,7 +157,7 @@ const std::vector<Field>& trace_fields() {
          "for a collective on that group's communicator"},
         {"t0", Ftype::Float, "start, epoch seconds"},
         {"t1", Ftype::Float, "end, epoch seconds"},
-        {"mb", Ftype::Int, "micro-batch (`fwd`, `bwd`)"},
+        {"mb", Ftype::Int, "micro-batch (`data`, `fwd`, `bwd`)"},
         {"bytes", Ftype::Int, "a collective's bytes (nccl-tests \"size\")"},
         {"seq", Ftype::Int,
          "a collective's sequence number on its group: the same collective on every member"},

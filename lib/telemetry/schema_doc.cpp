@@ -75,8 +75,9 @@ With `runtime.trace` other than `off`, each rank writes after its step record
 a `trace` record: the spans of that step on their tracks, which
 `scaletrain-analyze trace` turns into one timeline of all ranks
 (docs/analysis.md). `phases` records `fwd`/`bwd` per micro-batch (as the
-host enqueued them, which on CPU ranks is when they ran) and the host phases
-`optim`, `signal_vote`, `ckpt_snapshot`; `collectives` (the default) adds
+host enqueued them, which on CPU ranks is when they ran), `data` (loading
+each micro-batch, on the host track) and the host phases `optim`,
+`signal_vote`, `ckpt_snapshot`; `collectives` (the default) adds
 every collective, on the track of its group. The checkpoint's background
 write is not a span here: the analysis takes it from the `ckpt_commit` event
 (`t - write_s` to `t`). Times are this rank's wall clock: the `clock` events (below)
