@@ -4,6 +4,7 @@
 add_library(st_analysis
   ${CMAKE_CURRENT_LIST_DIR}/analyze/run_summary.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/stragglers.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/analyze/stats.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/campaign.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/report.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/prediction.cpp

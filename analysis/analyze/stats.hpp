@@ -7,14 +7,9 @@
 
 namespace st::analysis {
 
-inline double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const double pos = p / 100.0 * double(v.size() - 1);
-  const size_t lo = size_t(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
-}
+// Out of line: inlined into callers at -O3, GCC 12's -Wfree-nonheap-object
+// misreads the sort of the by-value copy as freeing a non-heap pointer.
+double percentile(std::vector<double> v, double p);
 inline double median(const std::vector<double>& v) { return percentile(v, 50.0); }
 inline double max_of(const std::vector<double>& v) {
   return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());

@@ -113,7 +113,11 @@ std::vector<CompareRow> compare_runs(const std::vector<std::string>& dirs, const
     const StepPrediction t = predict_step(cfg, cl);
     r.step_pred = t.step;
     const auto& ri = run.info;
-    if (!cl.gpu() && ri.peak_flops > 0 && ri.peak_source.rfind("measured sgemm", 0) == 0) {
+    // The run's own measured GEMM rate scales the cluster's compute only when
+    // it was measured in the cluster file's precision (an fp32 file against a
+    // bf16 run's rate would mix two kernels' speeds).
+    const std::string measured = cl.precision == "bf16" ? "measured bf16 GEMM" : "measured sgemm";
+    if (!cl.gpu() && ri.peak_flops > 0 && ri.peak_source.rfind(measured, 0) == 0) {
       Cluster at_run = cl;
       at_run.concurrency = {
           {std::min(r.ranks, cl.devices_per_node), cl.peak_flops / ri.peak_flops}};
