@@ -108,7 +108,7 @@ class CudaDevice final : public Device {
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;
 
-  DeviceKind kind() const override { return DeviceKind::CUDA; }
+  bool host_memory() const override { return false; }
   std::string name() const override { return name_; }
   std::string id() const override { return "cuda:" + std::to_string(ordinal_); }
   bool host_accessible() const override { return false; }

@@ -195,7 +195,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::dup(const std::string& name) c
 }
 
 void MpiCommunicator::bind(Device& dev) {
-  ST_CHECK(dev.kind() == DeviceKind::CPU, "communicator '", name_,
+  ST_CHECK(dev.host_memory(), "communicator '", name_,
            "': MPI needs host memory (a CPU device), not ", dev.id());
   if (dev_ == &dev) return;
   dev_ = &dev;

@@ -164,7 +164,7 @@ class RecordDevice final : public Device {
   explicit RecordDevice(Recording& rec, std::string name = "record");
   ~RecordDevice() override;
   // Behaves as a GPU does: its memory is not the host's.
-  DeviceKind kind() const override { return DeviceKind::CUDA; }
+  bool host_memory() const override { return false; }
   std::string name() const override { return name_; }
   std::string id() const override { return "record:0"; }
   bool host_accessible() const override { return false; }

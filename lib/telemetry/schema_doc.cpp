@@ -105,6 +105,26 @@ the bf16 GEMM's library, instruction set and implementation, or the widening
 fallback and why; `compiler`), and `slurm` (`job_id`, `job_name`, `nodelist`, `partition`,
 `ntasks`, `nnodes`) under Slurm.
 
+`prediction` (added by rank 0 right after, `app/prediction.cpp`): what the
+planner predicts for this run's own layout. `memory`: `peak_bytes`,
+`peak_by_category` (`params`, `grads`, `optim`, `activations`, `comm`,
+`workspace`, `other`: each category's peak), `rank` (the first rank of the
+pipeline stage with the largest peak) and `source`, from one step of the
+trainer's engine on the recording backend; or `absent` with the reason.
+Step time from `st::plan::predict_step` on a cluster file: `cluster` (its
+path: `$SCALETRAIN_CLUSTER_FILE`, else for `runtime.device=cpu` the source
+tree's `configs/clusters/cpu-local.yaml`), `step_s`, `parts_s` (`gemm`,
+`attention`, `elementwise`, `recompute` (share of the three before),
+`bubble`, `comm_exposed`, `optimizer`), `tokens_per_s`, `mfu` (fraction, at
+the cluster file's peak) and `peak_flops` (that peak); or, when there is no
+cluster file or it lacks the measurements this layout needs, `absent` with
+the reason (nothing is invented). `scaletrain-analyze run` prints them
+against the measured figures (docs/analysis.md).
+
+| environment variable | default | what |
+|---|---|---|
+| `SCALETRAIN_CLUSTER_FILE` | CPU ranks: `configs/clusters/cpu-local.yaml` of the source tree; GPU runs: none | the cluster file (docs/planner.md) the trainer's start-up prediction uses |
+
 ## Run folder lock
 `run.lock` in the run folder is held (flock) by rank 0 of the job that uses
 the folder, and names it (host, pid, Slurm job, since when). A second job

@@ -214,7 +214,7 @@ class CpuDevice final : public Device {
           /*feed_memstats=*/false);
     }
   }
-  DeviceKind kind() const override { return DeviceKind::CPU; }
+  bool host_memory() const override { return true; }
   std::string name() const override { return "cpu"; }
   std::string id() const override { return strict_ ? "cpu-strict" : "cpu"; }
   // The strict device plays a GPU: the host may not read its memory in

@@ -30,7 +30,6 @@
 
 namespace st {
 
-enum class DeviceKind { CPU, CUDA };
 enum class MemCat { Params = 0, Grads, Optim, Activations, Comm, Workspace, Other, kCount };
 const char* memcat_name(MemCat c);
 constexpr size_t kMemCats = size_t(MemCat::kCount);
@@ -77,7 +76,6 @@ class Stream {
 class Device {
  public:
   virtual ~Device() = default;
-  virtual DeviceKind kind() const = 0;
   virtual std::string name() const = 0;  // "cpu", or the GPU's product name
   virtual std::string id() const = 0;    // "cpu", "cuda:0"
   // The host may read device memory in place after a synchronize (the
@@ -85,6 +83,10 @@ class Device {
   // strict CPU device says false (its pointers are host memory, which MPI
   // uses, but the host must go through copy_to_host as on a GPU).
   virtual bool host_accessible() const = 0;
+  // Device pointers are host memory, so a host library (MPI) may read and
+  // write them in stream order: true for both CPU devices, false on a GPU
+  // and on the recording device.
+  virtual bool host_memory() const = 0;
 
   virtual void* allocate(size_t bytes, MemCat cat) = 0;
   virtual void deallocate(void* p, size_t bytes, MemCat cat) = 0;
