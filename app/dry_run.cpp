@@ -83,7 +83,7 @@ void print_dry_run(const Runtime& rt, const Config& cfg) {
     const MeshCoords c = mesh_coords(r, d);
     const plan::MemoryEstimate& e = stages[size_t(c.pp)];
     std::string layers;
-    for (auto& [a, b] : stage_layers(cfg.model.n_layers, p.pp, p.num_model_chunks, c.pp))
+    for (auto& [a, b] : stage_layers(cfg, c.pp))
       layers += (layers.empty() ? "" : ",") + std::to_string(a) + "-" + std::to_string(b - 1);
     const plan::MemParts& m = e.peak;
     std::printf("%5d %3d %3d %3d %3d  %-16s %10s %10s %10s %10s %10s %10s %10s  %s\n", r, c.pp,

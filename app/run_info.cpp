@@ -49,8 +49,7 @@ static json ranks_json(const Config& c, int world) {
   for (int r = 0; r < world; ++r) {
     const MeshCoords k = mesh_coords(r, d);
     json layers = json::array();
-    for (auto& [f, l] : stage_layers(c.model.n_layers, p.pp, p.num_model_chunks, k.pp))
-      layers.push_back({f, l});
+    for (auto& [f, l] : stage_layers(c, k.pp)) layers.push_back({f, l});
     a.push_back({{"rank", r}, {"coords", coords_json(k)}, {"layers", layers}});
   }
   return a;

@@ -101,6 +101,52 @@ TEST(ConfigLoad, OverridesParseWithTheKeysType) {
   EXPECT_EQ(c.optim.schedule, "constant");
 }
 
+TEST(ConfigLoad, PipelineLayersGiveEachChunkItsLayers) {
+  // Default: the even split.
+  EXPECT_EQ(pipeline_layer_counts(load_config("", {"parallel.pp=2"})), (std::vector<int>{4, 4}));
+  // torchtitan's default split points for Llama 3.1 405B over pp 8, 1F1B and
+  // interleaved (two chunks per stage).
+  const Config a = load_config(
+      "", {"model.n_layers=126", "parallel.pp=8", "parallel.pipeline_layers=15, 16*6 ,15"});
+  EXPECT_EQ(pipeline_layer_counts(a), (std::vector<int>{15, 16, 16, 16, 16, 16, 16, 15}));
+  const Config b =
+      load_config("", {"model.n_layers=126", "parallel.pp=8", "parallel.num_model_chunks=2",
+                       "train.grad_accum=8", "parallel.pipeline_layers=7,8*14,7"});
+  const std::vector<int> nb = pipeline_layer_counts(b);
+  ASSERT_EQ(nb.size(), 16u);
+  EXPECT_EQ(nb.front(), 7);
+  EXPECT_EQ(nb[8], 8);
+  EXPECT_EQ(nb.back(), 7);
+  // Without the key an uneven count is refused, naming the key and a split.
+  try {
+    load_config("", {"model.n_layers=126", "parallel.pp=8"});
+    ADD_FAILURE() << "126 layers over pp 8 accepted without parallel.pipeline_layers";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.pipeline_layers=15,16*6,15"), std::string::npos)
+        << e.what();
+  }
+  // Bad values name the key and what is valid.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"parallel.pp=2", "parallel.pipeline_layers=3,3"}, "sums to 6"},
+      {{"parallel.pp=2", "parallel.pipeline_layers=4,2,2"}, "it needs 2 counts"},
+      {{"parallel.pp=2", "parallel.pipeline_layers=8,0"}, "at least 1 layer"},
+      {{"parallel.pp=2", "parallel.pipeline_layers=9,-1"}, "at least 1 layer"},
+      {{"parallel.pp=2", "parallel.pipeline_layers=4,four"}, "not a layer count"},
+      {{"parallel.pp=2", "parallel.pipeline_layers=4*0,8"}, "a repeat must be >= 1"},
+      {{"parallel.pp=2", "parallel.pipeline_layers=4,,4"}, "not a layer count"},
+      {{"parallel.pp=16", "parallel.pipeline_layers=1*16"}, "fewer than"},
+  };
+  for (const auto& [sets, says] : bad) {
+    try {
+      load_config("", sets);
+      ADD_FAILURE() << sets.back() << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("parallel."), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ConfigLoad, EmptyAndNullSectionsAreFine) {
   TempDir t;
   EXPECT_NO_THROW(load_config(t.write("empty.yaml", ""), {}));

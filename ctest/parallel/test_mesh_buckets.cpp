@@ -16,8 +16,10 @@
 
 #include "backend/backend.hpp"
 #include "comm/mpi_communicator.hpp"
+#include "core/error.hpp"
 #include "parallel/grad_buckets.hpp"
 #include "parallel/mesh.hpp"
+#include "parallel/stages.hpp"
 
 using namespace st;
 
@@ -42,6 +44,25 @@ TEST(Mesh, LayerRanges) {
   EXPECT_EQ(stage_layers(8, 2, 1, 1), (V{{4, 8}}));
   EXPECT_EQ(stage_layers(8, 2, 2, 0), (V{{0, 2}, {4, 6}}));
   EXPECT_EQ(stage_layers(8, 2, 2, 1), (V{{2, 4}, {6, 8}}));
+}
+
+TEST(Mesh, UnevenLayerRanges) {
+  using V = std::vector<std::pair<int, int>>;
+  EXPECT_EQ(stage_layers(std::vector<int>{3, 1}, 2, 0), (V{{0, 3}}));
+  EXPECT_EQ(stage_layers(std::vector<int>{3, 1}, 2, 1), (V{{3, 4}}));
+  // Interleaved: chunk c of stage s is entry c*pp + s.
+  EXPECT_EQ(stage_layers(std::vector<int>{2, 1, 1, 1}, 2, 0), (V{{0, 2}, {3, 4}}));
+  EXPECT_EQ(stage_layers(std::vector<int>{2, 1, 1, 1}, 2, 1), (V{{2, 3}, {4, 5}}));
+  // torchtitan's split of Llama 3.1 405B (126 layers) over pp 8.
+  Config c;
+  c.model.n_layers = 126;
+  c.parallel.pp = 8;
+  c.parallel.pipeline_layers = "15,16*6,15";
+  EXPECT_EQ(stage_layers(c, 0), (V{{0, 15}}));
+  EXPECT_EQ(stage_layers(c, 1), (V{{15, 31}}));
+  EXPECT_EQ(stage_layers(c, 7), (V{{111, 126}}));
+  EXPECT_THROW(stage_layers(std::vector<int>{3, 0}, 2, 0), Error);     // a chunk with no layers
+  EXPECT_THROW(stage_layers(std::vector<int>{1, 1, 1}, 2, 0), Error);  // not pp * chunks
 }
 
 TEST(Mesh, GroupsHoldTheRightRanks) {

@@ -34,6 +34,7 @@ struct ParallelCfg {
   int zero_stage = 0;
   double dp_bucket_mb = 25.0;
   int num_model_chunks = 1;
+  std::string pipeline_layers;             // layers per model chunk, forward order ("" = even)
   std::string grad_reduce_dtype = "fp32";  // fp32|bf16
   bool zero_full_grads = false;            // ZeRO 2/3: full-size gradients across micro-batches
   int grad_staging_layers = 2;             // ZeRO 2/3: layers of gradient staging alive at once
@@ -119,6 +120,12 @@ Config load_config(const std::string& yaml_path, const std::vector<std::string>&
 // the shape, the backend), for a Config changed in code (scaletrain-plan's
 // layouts). Throws UsageError naming the keys.
 void validate_config(const Config& cfg);
+
+// The layers of every model chunk (virtual pipeline stage) in forward order:
+// pp * num_model_chunks counts; chunk c of pipeline stage s is entry c*pp + s.
+// parallel.pipeline_layers when set ("15,16*6,15": a count, or COUNT*REPEAT),
+// else the even split. Throws UsageError naming the key and what is valid.
+std::vector<int> pipeline_layer_counts(const Config& cfg);
 
 // Checks that need the world size (dp*tp*pp*cp == world, ...); fills dp=0.
 void resolve_layout(Config& cfg, int world_size);

@@ -103,6 +103,12 @@ std::vector<Key> build() {
           "reduce-scatter overlap the next layer's backward, 1 holds the least memory"),
       num(F(parallel, num_model_chunks), 1, 1024,
           "model chunks per pipeline stage (> 1 = interleaved 1F1B)"),
+      any(F(parallel, pipeline_layers),
+          "uneven pipeline split: the layers of each model chunk in forward order, pp * "
+          "num_model_chunks comma-separated counts (chunk c of stage s is entry c*pp + s), each "
+          ">= 1 and summing to model.n_layers; COUNT*REPEAT repeats a count (\"15,16*6,15\" is "
+          "torchtitan's split of Llama 3.1 405B over pp 8); \"\" = the even split, which needs "
+          "n_layers divisible by pp * num_model_chunks"),
       // train
       num(F(train, steps), 1, kBig, "optimizer steps to run"),
       num(F(train, micro_batch), 1, 1 << 20, "sequences per micro-batch per dp rank"),

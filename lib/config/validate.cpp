@@ -90,12 +90,7 @@ void validate(const Config& c) {
     throw UsageError(
         kv("parallel.num_model_chunks", p.num_model_chunks) +
         " needs parallel.pp > 1 (interleaved pipeline); set parallel.num_model_chunks=1");
-  if (m.n_layers % (p.pp * p.num_model_chunks) != 0)
-    throw UsageError(kv("model.n_layers", m.n_layers) + " is not divisible by parallel.pp * " +
-                     "parallel.num_model_chunks = " + std::to_string(p.pp) + "*" +
-                     std::to_string(p.num_model_chunks) + " = " +
-                     std::to_string(p.pp * p.num_model_chunks) + "; choose n_layers " +
-                     multiple_hint(m.n_layers, p.pp * p.num_model_chunks));
+  pipeline_layer_counts(c);  // the even split, or parallel.pipeline_layers (pipeline_split.cpp)
   if (p.num_model_chunks > 1 && c.train.grad_accum % p.pp != 0)
     throw UsageError(kv("train.grad_accum", c.train.grad_accum) +
                      " (micro-batches) is not divisible by " + kv("parallel.pp", p.pp) +

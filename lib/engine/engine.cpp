@@ -24,8 +24,7 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
   const auto& pc = cfg.parallel;
   dpcp_ = &be.communicator(mesh.dpcp());
   used_ = {dpcp_, &be.communicator(mesh.tp()), &be.communicator(mesh.cp())};
-  const auto ranges =
-      stage_layers(cfg.model.n_layers, pc.pp, pc.num_model_chunks, mesh.coords().pp);
+  const auto ranges = stage_layers(cfg, mesh.coords().pp);
   std::vector<int64_t> seg_len;
   for (size_t c = 0; c < ranges.size(); ++c) {
     ModelParallel par;

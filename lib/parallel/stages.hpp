@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "config/config.hpp"
+
 namespace st {
 
 struct MeshDims {
@@ -24,6 +26,12 @@ int mesh_rank(const MeshCoords& c, const MeshDims& d);
 
 // Layers [first, last) of every model chunk a pipeline stage holds, in chunk
 // order. With `chunks` > 1 (interleaved schedule) stage s holds chunks
-// c*pp + s for c = 0..chunks-1, each n_layers / (pp*chunks) layers long.
+// c*pp + s for c = 0..chunks-1. `chunk_layers` gives each of the pp*chunks
+// chunks' layer count in forward order (config's pipeline_layer_counts).
+std::vector<std::pair<int, int>> stage_layers(const std::vector<int>& chunk_layers, int pp,
+                                              int stage);
+// The same for cfg's split (parallel.pipeline_layers, or the even one).
+std::vector<std::pair<int, int>> stage_layers(const Config& cfg, int stage);
+// The even split: each chunk n_layers / (pp*chunks) layers long.
 std::vector<std::pair<int, int>> stage_layers(int n_layers, int pp, int chunks, int stage);
 }  // namespace st
