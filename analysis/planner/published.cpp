@@ -28,6 +28,27 @@ Cluster cluster_for(const std::string& gpu, const std::string& dir, const std::s
   throw UsageError(where + ": column 'gpu': '" + gpu + "' is not one of h100_96gb_500w|h200");
 }
 
+// torchtitan 9dec370's default pipeline split (generate_split_points in
+// torchtitan/parallelisms/pipelining_utils.py; the 405B rows give no split
+// points): `stages` parts of n_layers / stages layers, the remainder one
+// each to the middle stages in order, the last part what is left. Llama 3.1
+// 405B over pp 8: 15,16*6,15 (1F1B), 7,8*14,7 (interleaved, 2 per rank).
+std::string torchtitan_split(int n_layers, int stages) {
+  const int base = n_layers / stages;
+  int extra = n_layers % stages, used = 0;
+  std::string s;
+  for (int i = 0; i < stages; ++i) {
+    int n = base;
+    if (i == stages - 1)
+      n = n_layers - used;
+    else if (i > 0 && extra > 0)
+      ++n, --extra;
+    used += n;
+    s += (i ? "," : "") + std::to_string(n);
+  }
+  return s;
+}
+
 }  // namespace
 
 std::vector<PublishedRow> read_published(const std::string& table_csv,
@@ -86,6 +107,15 @@ std::vector<PublishedRow> read_published(const std::string& table_csv,
     c.model.seq_len = r.seq_len;
     c.train.precision = "bf16";
     c.runtime.device = "cuda";
+    if (r.pp > 1) {
+      c.parallel.pipeline_layers =
+          torchtitan_split(c.model.n_layers, r.pp * (r.pp_schedule == "interleaved_1f1b" ? 2 : 1));
+      // Under PP torchtitan's FSDP keeps the gathered parameters for the step
+      // (parallelize_llama.py: reshard_after_forward=False) and the pipeline
+      // stage reduces gradients on the last backward only (torch's
+      // PipelineStage.backward_maybe_with_nosync): ZeRO 2 with full gradients.
+      c.parallel.zero_full_grads = true;
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -97,14 +127,15 @@ std::vector<PublishedResult> predict_published(const std::vector<PublishedRow>& 
   for (const PublishedRow& r : rows) {
     const Cluster cl = cluster_for(r.gpu, clusters_dir, "row " + std::to_string(r.line));
     // torchtitan's FSDP2 is ZeRO 3 over the fsdp ranks with one unit per
-    // block (one bucket each), fp32 gradient reduction; its TP is Megatron
+    // block (one bucket each), fp32 gradient reduction (ZeRO 2 with full
+    // gradients under PP, split as torchtitan did); its TP is Megatron
     // TP with sequence parallelism; its pipeline splits the local batch into
     // micro_batches, interleaved with two stages per rank.
     KnobRanges k;
     k.devices = {r.gpus};
     k.dp = {r.fsdp}, k.tp = {r.tp}, k.pp = {r.pp}, k.cp = {r.cp};
     k.sp = {r.tp > 1 ? 1 : 0};
-    k.zero_stage = {3};
+    k.zero_stage = {r.pp > 1 ? 2 : 3};  // see read_published
     k.num_model_chunks = {r.pp_schedule == "interleaved_1f1b" ? 2 : 1};
     k.micro_batch = {r.local_batch / r.micro_batches};
     k.grad_accum = {r.micro_batches};

@@ -49,7 +49,7 @@ MemoryEstimate estimate_memory_worst(const Config& cfg) {
   MemoryEstimate worst;
   const int P = cfg.parallel.pp;
   for (int s = 0; s < P; ++s) {
-    if (stand_in_stage(P, s) != s) continue;
+    if (stand_in_stage(cfg, s) != s) continue;
     MemoryEstimate e = estimate_memory(cfg, s);
     if (s == 0 || e.peak.total() > worst.peak.total()) worst = std::move(e);
   }

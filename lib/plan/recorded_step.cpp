@@ -21,9 +21,9 @@ std::string shape_key(const Config& c, int micro, int stage) {
   k << m.n_layers << ' ' << m.d_model << ' ' << m.n_heads << ' ' << m.n_kv_heads << ' '
     << m.ffn_hidden << ' ' << m.vocab_size << ' ' << m.seq_len << " | " << p.pp << ' ' << p.dp
     << ' ' << p.cp << ' ' << p.tp << ' ' << p.sp << ' ' << p.zero_stage << ' ' << p.num_model_chunks
-    << ' ' << p.dp_bucket_mb << ' ' << p.grad_reduce_dtype << " | " << c.train.micro_batch << ' '
-    << micro << ' ' << c.train.act_ckpt << ' ' << c.train.precision << ' ' << c.runtime.device
-    << " | " << stage;
+    << ' ' << p.pipeline_layers << ' ' << p.dp_bucket_mb << ' ' << p.grad_reduce_dtype << " | "
+    << c.train.micro_batch << ' ' << micro << ' ' << c.train.act_ckpt << ' ' << c.train.precision
+    << ' ' << c.runtime.device << " | " << stage;
   return k.str();
 }
 
@@ -102,7 +102,19 @@ std::vector<Op> step_ops(const Config& cfg) {
   return out;
 }
 
-int stand_in_stage(int pp, int stage) { return stage == 0 || stage == pp - 1 ? stage : 1; }
+int stand_in_stage(const Config& cfg, int stage) {
+  const int P = cfg.parallel.pp, v = cfg.parallel.num_model_chunks;
+  if (stage == 0 || stage == P - 1) return stage;
+  const std::vector<int> n = pipeline_layer_counts(cfg);
+  auto same = [&](int a, int b) {
+    for (int c = 0; c < v; ++c)
+      if (n[size_t(c * P + a)] != n[size_t(c * P + b)]) return false;
+    return true;
+  };
+  for (int s = 1; s < stage; ++s)
+    if (same(s, stage)) return s;
+  return stage;
+}
 
 int recorded_micro(const Config& cfg) {
   const int M = cfg.train.grad_accum, P = cfg.parallel.pp;

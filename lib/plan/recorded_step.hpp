@@ -35,11 +35,14 @@ int recorded_micro(const Config& cfg);
 // `micro` micro-batches (0: recorded_micro(cfg)); cached.
 std::shared_ptr<const StageRecord> stage_record(const Config& cfg, int stage, int micro = 0);
 
-// The stage whose record stands for stage `stage` of pp in the step-time
-// replay and the worst-stage memory: the first, the last, and stage 1 for
-// every middle one (the same layers and shapes; later middle stages keep no
-// more micro-batches in flight than stage 1 under 1F1B and interleaving).
-int stand_in_stage(int pp, int stage);
+// The stage whose record stands for stage `stage` of cfg's pipeline in the
+// step-time replay and the worst-stage memory: the first and the last stand
+// for themselves, a middle stage for the first middle stage whose model
+// chunks have the same layer counts (the same shapes; a later middle stage
+// keeps no more micro-batches in flight under 1F1B and interleaving). With
+// the even split that is stage 1 for every middle one; an uneven split
+// (parallel.pipeline_layers) adds one record per distinct shape.
+int stand_in_stage(const Config& cfg, int stage);
 
 // A recorded kernel call as the pricing type: its kind and the shape a CPU
 // cluster file's table is keyed by. A ring-attention block [Tq, Tk] is

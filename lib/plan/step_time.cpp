@@ -228,8 +228,13 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   const int P = p.pp, v = p.num_model_chunks, M = cfg.train.grad_accum, V = P * v;
   const int world = p.dp * p.tp * p.pp * p.cp;
   std::vector<Priced> priced;
-  for (int s = 0; s < P; ++s)
-    if (stand_in_stage(P, s) == s) priced.push_back(price(stage_record(cfg, s), cfg, cl));
+  std::vector<int> stand_in(static_cast<size_t>(P)), slot(static_cast<size_t>(P), -1);
+  for (int s = 0; s < P; ++s) {
+    stand_in[size_t(s)] = stand_in_stage(cfg, s);
+    if (stand_in[size_t(s)] != s) continue;
+    slot[size_t(s)] = int(priced.size());
+    priced.push_back(price(stage_record(cfg, s), cfg, cl));
+  }
   const int Mr = priced[0].rec->micro;
   // The recorded micro-batch an op of the full schedule replays: the first
   // and the last are their own (set-up of the step, the gradient
@@ -241,8 +246,8 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   std::vector<Replay> rp(static_cast<size_t>(P));
   for (int s = 0; s < P; ++s) {
     Replay& r = rp[size_t(s)];
-    const int rs = stand_in_stage(P, s);
-    r.pr = &priced[size_t(std::min(rs, int(priced.size()) - 1))];
+    const int rs = stand_in[size_t(s)];
+    r.pr = &priced[size_t(slot[size_t(rs)])];
     const int segs = int(r.pr->tl->seg.size());
     if (P == 1) {
       for (int k = 0; k < M; ++k) r.ops.push_back({true, k, 0}), r.tmpl.push_back(pick(k));
