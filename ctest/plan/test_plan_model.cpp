@@ -121,6 +121,26 @@ TEST(PlanMemory, OneFOneBStageZeroKeepsMoreMicroBatches) {
   EXPECT_DOUBLE_EQ(double(r.step.peak_total), s0.tracked());
 }
 
+TEST(PlanMemory, UnevenSplitRecordsEveryDistinctStage) {
+  // parallel.pipeline_layers: a middle stage stands in only for later middle
+  // stages whose chunks have its layer counts, so the worst stage is the
+  // worst of all stages, each estimated on its own.
+  auto cfg = [](const std::string& split) {
+    return model({"parallel.pp=4", "train.grad_accum=8", "train.micro_batch=1",
+                  "parallel.pipeline_layers=" + split});
+  };
+  const Config a = cfg("1,2,4,1");
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(st::plan::stand_in_stage(a, s), s);
+  EXPECT_EQ(st::plan::stand_in_stage(cfg("1,3,3,1"), 2), 1);
+  EXPECT_EQ(st::plan::stand_in_stage(cfg(""), 2), 1);  // the even split: 2 each
+  double most = 0;
+  for (int s = 0; s < 4; ++s) most = std::max(most, st::plan::estimate_memory(a, s).peak.total());
+  EXPECT_DOUBLE_EQ(st::plan::estimate_memory_worst(a).peak.total(), most);
+  // Stage 2's 4 blocks weigh twice stage 1's 2.
+  EXPECT_DOUBLE_EQ(st::plan::estimate_memory(a, 2).peak.weights,
+                   2 * st::plan::estimate_memory(a, 1).peak.weights);
+}
+
 TEST(PlanTime, OneRankIsTheSumOfItsCalls) {
   // One rank, 5 micro-batches (recorded with 3: the first, one between, the
   // last; replayed as 5): every call of the full step runs one after
@@ -151,6 +171,17 @@ TEST(PlanTime, PipelineBubbleFromTheDependencies) {
                            "train.grad_accum=8"});
   const auto t2 = st::plan::predict_step(v2, unit_cluster());
   EXPECT_LT(t2.bubble, t.bubble);
+}
+
+TEST(PlanTime, UnevenSplitReplaysEachStagesOwnCalls) {
+  // pp 4 with 1,1,5,1 layers: stage 2 does the most work and the step is at
+  // least its calls (stage 1's record, a fifth of its blocks, would not do).
+  const Config c = model({"parallel.pp=4", "train.micro_batch=1", "train.grad_accum=8",
+                          "parallel.pipeline_layers=1,1,5,1"});
+  const auto t = st::plan::predict_step(c, unit_cluster());
+  const double w1 = 1e-3 * double(count(c, 1).work), w2 = 1e-3 * double(count(c, 2).work);
+  EXPECT_GT(w2, 2 * w1);
+  EXPECT_GE(t.step, w2);
 }
 
 TEST(PlanTime, TensorParallelCollectivesBlock) {
