@@ -27,6 +27,7 @@
 //    rounding-level difference in an early gradient can move a weight by up
 //    to lr per step (3e-4 x 10 steps); measured <= 1.4e-3 (the log line
 //    prints each layout's worst).
+// Pipeline layouts include uneven splits (parallel.pipeline_layers).
 // The dp2 ZeRO runs also check the resident bytes of parameters, gradients
 // and optimizer state (reported per step in telemetry) against the ZeRO
 // arithmetic within 10% (fp32 suites). A layout this build cannot run yet is
@@ -58,6 +59,7 @@ struct Layout {
   int accum = 4;           // micro-batches per step
   int global = 8;          // sequences per step (the reference runs them as 4 or 6 micro-batches)
   Suite suite = Suite::Fp32;
+  std::string layers = "";  // run.json's rank layers when checked, e.g. [[[0,3]],[[3,4]]]
 };
 
 const char* suite_name(Suite s) {
@@ -140,6 +142,13 @@ TEST_P(Layouts, MatchesSingleRank) {
   if (r.exit_code == 2 && r.output.find("not supported by this build yet") != std::string::npos)
     GTEST_SKIP() << l.name << ": " << r.output.substr(r.output.find("error:"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  if (!l.layers.empty()) {  // the split the run was given is the one it trained
+    std::ifstream in(dir + "/run.json");
+    const auto ranks = nlohmann::json::parse(in).at("ranks");
+    nlohmann::json got = nlohmann::json::array();
+    for (const auto& k : ranks) got.push_back(k.at("layers"));
+    EXPECT_EQ(got.dump(), l.layers);
+  }
   const bool bf16 = l.suite == Suite::Bf16;
   const double loss_tol = bf16 ? 1e-3 : 1e-5, param_tol = bf16 ? 3e-3 : 1e-4;
   // Every rank that reports a loss reports the global one.
@@ -209,7 +218,16 @@ std::vector<Layout> layouts(Suite suite) {
       // Three stages: the interleaved schedule wraps from the last stage to
       // the first, through the third point-to-point colour.
       Layout{"pp3_chunks2", 3, 1, "--set parallel.pp=3 --set parallel.num_model_chunks=2",
-             "--set model.n_layers=6", 6, 6}};
+             "--set model.n_layers=6", 6, 6},
+      // Uneven pipeline splits (parallel.pipeline_layers): 3+1 layers under
+      // 1F1B, and 5 layers as chunks of 2,1 | 1,1 under the interleaved
+      // schedule (stage 0 holds layers 0-1 and 3, stage 1 layers 2 and 4).
+      Layout{"pp2_uneven", 2, 1, "--set parallel.pp=2 --set parallel.pipeline_layers=3,1",
+             "--set model.n_layers=4", 4, 8, Suite::Fp32, "[[[0,3]],[[3,4]]]"},
+      Layout{"pp2_chunks2_uneven", 2, 1,
+             "--set parallel.pp=2 --set parallel.num_model_chunks=2 "
+             "--set parallel.pipeline_layers=2,1,1,1",
+             "--set model.n_layers=5", 4, 8, Suite::Fp32, "[[[0,2],[3,4]],[[2,3],[4,5]]]"}};
   if (suite == Suite::Strict)  // staging buffers reused as early as the ordering allows: a
     // buffer handed back before its reduce-scatter consumed it is reused
     // (NaN-filled) while the collective reads it
