@@ -1,11 +1,13 @@
 // --dry-run needs no GPU and no training: it prints the layout and the
 // per-rank memory estimate, with bf16 storage accounted for (fp32 master +
 // bf16 copy of the weights, bf16 activations) under train.precision=bf16, so
-// a GPU job can be sized on a laptop. With the CUDA backend built, a dry run
+// a GPU job can be sized on a laptop; an uneven pipeline split sizes each
+// stage by its own layers. With the CUDA backend built, a dry run
 // on runtime.device=cuda loads it (no GPU needed) and every layout the CPU
 // runs is accepted.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <regex>
 #include <sstream>
@@ -47,6 +49,22 @@ TEST(DryRun, Bf16EstimateCountsBf16Storage) {
   EXPECT_NEAR(g[1], c[1], 0.05);
   EXPECT_NEAR(g[2], c[2], 0.05);
   EXPECT_NEAR(g[3], c[3] / 2, 0.1);  // bf16 activations (printed to 0.1 GiB)
+}
+
+TEST(DryRun, UnevenPipelineSplitSizesEachStage) {
+  // tiny with 4 layers split 3+1 over pp 2: stage 0 holds the embedding
+  // (256 x 64) and 3 blocks of 36,992 parameters, stage 1 one block, the
+  // final norm (64) and the head (256 x 64); fp32 weights, 4 B each.
+  auto r = run_scaletrain(2, "--dry-run --config " + src_dir() +
+                                 "/configs/models/tiny.yaml --set model.n_layers=4"
+                                 " --set parallel.pp=2 --set parallel.pipeline_layers=3,1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const double s0 = 4.0 * (256 * 64 + 3 * 36992), s1 = 4.0 * (36992 + 64 + 256 * 64);
+  char want0[64], want1[64];
+  std::snprintf(want0, sizeof want0, "0-2 +%.1f KiB", s0 / 1024);
+  std::snprintf(want1, sizeof want1, "3-3 +%.1f KiB", s1 / 1024);
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(want0))) << want0 << "\n" << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(want1))) << want1 << "\n" << r.output;
 }
 
 // The layouts GPU campaigns need, under the CUDA backend: accepted, each
