@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "checkpoint/checkpoint.hpp"
@@ -41,6 +42,37 @@ std::string run_ok(int ranks, const std::string& args) {
   auto r = run_scaletrain(ranks, args);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return r.output;
+}
+// A layout a run is saved or resumed under (dp sizes the micro-batch).
+struct Layout {
+  std::string name;
+  int ranks, dp;
+  std::string sets;
+};
+using ResumePlan = std::vector<std::pair<Layout, std::vector<Layout>>>;
+
+// Each saving layout runs to step 10; a copy of its run resumes under each of
+// its loading layouts, and the loss curve matches `ref` within `tol`
+// (relative). `args` gives a layout's command line.
+void expect_resumes(const std::string& d, const ResumePlan& plan,
+                    const std::function<std::string(const Layout&)>& args,
+                    const std::vector<double>& ref, double tol) {
+  for (const auto& [save, loads] : plan) {
+    const std::string saved = d + "/" + save.name;
+    run_ok(save.ranks, args(save) + " --set train.stop_after=10 --out " + saved);
+    ASSERT_TRUE(fs::exists(saved + "/checkpoints/step_00000010")) << save.name;
+    for (const Layout& l : loads) {
+      const std::string run = saved + "_to_" + l.name;
+      fs::copy(saved, run, fs::copy_options::recursive);
+      auto out = run_ok(l.ranks, args(l) + " --out " + run);
+      EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
+      auto got = read_series(run, 0, "loss");
+      ASSERT_EQ(got.size(), ref.size()) << save.name << " -> " << l.name;
+      for (size_t i = 0; i < ref.size(); ++i)
+        EXPECT_LE(std::fabs(got[i] - ref[i]) / ref[i], tol)
+            << "step " << i + 1 << ", saved by " << save.name << ", resumed by " << l.name;
+    }
+  }
 }
 }  // namespace
 
@@ -112,20 +144,15 @@ TEST(CheckpointE2E, ZeroShardedStateResumesUnderOtherLayouts) {
   // dp4 included). The loss curve matches
   // the uninterrupted 1-rank run within 1e-6.
   const std::string d = fresh_dir("ckpt-zero");
-  auto args = [](int dp, const std::string& sets) {
+  auto args = [](const Layout& l) {
     return " --config " + src_dir() + "/configs/models/tiny.yaml --set train.steps=16" +
-           " --set train.micro_batch=" + std::to_string(12 / dp) + kTiny + " " + sets;
+           " --set train.micro_batch=" + std::to_string(12 / l.dp) + kTiny + " " + l.sets;
   };
-  run_ok(1, args(1, "") + " --out " + d + "/ref");
+  run_ok(1, args({"ref", 1, 1, ""}) + " --out " + d + "/ref");
   auto ref = read_series(d + "/ref", 0, "loss");
   ASSERT_EQ(ref.size(), 16u);
-  struct Case {
-    std::string name;
-    int ranks, dp;
-    std::string sets;
-  };
   const std::string Z = "--set parallel.zero_stage=", TP2 = " --set parallel.tp=2";
-  const std::vector<std::pair<Case, std::vector<Case>>> plan = {
+  const ResumePlan plan = {
       {{"dp2_z3", 2, 2, Z + "3"}, {{"dp1_z0", 1, 1, ""}, {"dp2_z1", 2, 2, Z + "1"}}},
       {{"dp2tp2_z3", 4, 2, Z + "3" + TP2}, {{"dp4_z1", 4, 4, Z + "1"}, {"dp1_z0", 1, 1, ""}}},
       {{"dp2tp2_z1", 4, 2, Z + "1" + TP2}, {{"dp4_z1", 4, 4, Z + "1"}, {"dp1_z0", 1, 1, ""}}},
@@ -133,22 +160,7 @@ TEST(CheckpointE2E, ZeroShardedStateResumesUnderOtherLayouts) {
       {{"dp2_z0", 2, 2, ""}, {{"dp4_z3", 4, 4, Z + "3"}}},
       {{"dp4_z3", 4, 4, Z + "3"}, {{"dp2_z0", 2, 2, ""}}},
   };
-  for (const auto& [save, loads] : plan) {
-    const std::string saved = d + "/" + save.name;
-    run_ok(save.ranks, args(save.dp, save.sets) + " --set train.stop_after=10 --out " + saved);
-    ASSERT_TRUE(fs::exists(saved + "/checkpoints/step_00000010")) << save.name;
-    for (const Case& l : loads) {
-      const std::string run = saved + "_to_" + l.name;
-      fs::copy(saved, run, fs::copy_options::recursive);
-      auto out = run_ok(l.ranks, args(l.dp, l.sets) + " --out " + run);
-      EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
-      auto got = read_series(run, 0, "loss");
-      ASSERT_EQ(got.size(), ref.size()) << save.name << " -> " << l.name;
-      for (size_t i = 0; i < ref.size(); ++i)
-        EXPECT_LE(std::fabs(got[i] - ref[i]) / ref[i], 1e-6)
-            << "step " << i + 1 << ", saved by " << save.name << ", resumed by " << l.name;
-    }
-  }
+  expect_resumes(d, plan, args, ref, 1e-6);
   fs::remove_all(d);
 }
 
@@ -160,40 +172,20 @@ TEST(CheckpointE2E, ResumeAcrossPipelineSplits) {
   // run within 1e-5, the layout tests' fp32 tolerance (stages sum partial
   // results in another order).
   const std::string d = fresh_dir("ckpt-split");
-  auto args = [](const std::string& sets) {
+  auto args = [](const Layout& l) {
     return " --config " + src_dir() +
            "/configs/models/tiny.yaml --set train.steps=16 --set model.n_layers=4" +
-           " --set train.micro_batch=3 --set train.grad_accum=4" + kTiny + " " + sets;
+           " --set train.micro_batch=3 --set train.grad_accum=4" + kTiny + " " + l.sets;
   };
-  run_ok(1, args("") + " --out " + d + "/ref");
+  run_ok(1, args({"ref", 1, 1, ""}) + " --out " + d + "/ref");
   auto ref = read_series(d + "/ref", 0, "loss");
   ASSERT_EQ(ref.size(), 16u);
-  struct Case {
-    std::string name;
-    int ranks;
-    std::string sets;
-  };
   const std::string PP2 = "--set parallel.pp=2", L = " --set parallel.pipeline_layers=";
-  const std::vector<std::pair<Case, std::vector<Case>>> plan = {
-      {{"even", 2, PP2}, {{"3+1", 2, PP2 + L + "3,1"}}},
-      {{"1+3", 2, PP2 + L + "1,3"}, {{"even", 2, PP2}, {"pp1", 1, ""}}},
+  const ResumePlan plan = {
+      {{"even", 2, 1, PP2}, {{"3+1", 2, 1, PP2 + L + "3,1"}}},
+      {{"1+3", 2, 1, PP2 + L + "1,3"}, {{"even", 2, 1, PP2}, {"pp1", 1, 1, ""}}},
   };
-  for (const auto& [save, loads] : plan) {
-    const std::string saved = d + "/" + save.name;
-    run_ok(save.ranks, args(save.sets) + " --set train.stop_after=10 --out " + saved);
-    ASSERT_TRUE(fs::exists(saved + "/checkpoints/step_00000010")) << save.name;
-    for (const Case& l : loads) {
-      const std::string run = saved + "_to_" + l.name;
-      fs::copy(saved, run, fs::copy_options::recursive);
-      auto out = run_ok(l.ranks, args(l.sets) + " --out " + run);
-      EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
-      auto got = read_series(run, 0, "loss");
-      ASSERT_EQ(got.size(), ref.size()) << save.name << " -> " << l.name;
-      for (size_t i = 0; i < ref.size(); ++i)
-        EXPECT_LE(std::fabs(got[i] - ref[i]) / ref[i], 1e-5)
-            << "step " << i + 1 << ", saved by " << save.name << ", resumed by " << l.name;
-    }
-  }
+  expect_resumes(d, plan, args, ref, 1e-5);
   fs::remove_all(d);
 }
 
