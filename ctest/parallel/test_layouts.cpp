@@ -227,7 +227,11 @@ std::vector<Layout> layouts(Suite suite) {
       Layout{"pp2_chunks2_uneven", 2, 1,
              "--set parallel.pp=2 --set parallel.num_model_chunks=2 "
              "--set parallel.pipeline_layers=2,1,1,1",
-             "--set model.n_layers=5", 4, 8, Suite::Fp32, "[[[0,2],[3,4]],[[2,3],[4,5]]]"}};
+             "--set model.n_layers=5", 4, 8, Suite::Fp32, "[[[0,2],[3,4]],[[2,3],[4,5]]]"},
+      // ZeRO 2's staged buckets and shards over stages of 1 and 3 layers.
+      Layout{"dp2xpp2_zero2_uneven", 4, 2,
+             Z + "2 --set parallel.pp=2 --set parallel.pipeline_layers=1,3",
+             "--set model.n_layers=4", 4, 8, Suite::Fp32, "[[[0,1]],[[0,1]],[[1,4]],[[1,4]]]"}};
   if (suite == Suite::Strict)  // staging buffers reused as early as the ordering allows: a
     // buffer handed back before its reduce-scatter consumed it is reused
     // (NaN-filled) while the collective reads it
