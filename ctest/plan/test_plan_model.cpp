@@ -187,6 +187,27 @@ TEST(PlanTime, GradientBucketsOverlapTheBackward) {
   EXPECT_LT(t2.dp.exposed, 0.9 * t2.dp.total);
 }
 
+TEST(PlanTime, ZeroReduceScattersHideBehindTheNextLayersBackward) {
+  // ZeRO 2 and 3 reduce-scatter each layer's bucket as soon as its
+  // gradients are final and add the received part to the shard only when
+  // the staging buffer is wanted again (two layers later) or at the step's
+  // end. Each bucket's transfer is shorter than a layer's backward here, so
+  // only the last one or two can show. A recording whose polls report a
+  // collective done at once would retire (wait for) each bucket right
+  // after its launch: every bucket exposed whole.
+  Cluster cl = unit_cluster();
+  cl.intra = {1e11, 0};
+  cl.inter = cl.intra;
+  for (int zero : {2, 3}) {
+    const Config c = model({"parallel.dp=2", "parallel.zero_stage=" + std::to_string(zero),
+                            "parallel.dp_bucket_mb=1", "train.micro_batch=1"});
+    const auto t = st::plan::predict_step(c, cl);
+    SCOPED_TRACE(zero);
+    EXPECT_GT(t.dp.total, 0);
+    EXPECT_LT(t.dp.exposed, 0.5 * t.dp.total);
+  }
+}
+
 TEST(PlanTime, RingCollectivesOnGpuLinks) {
   Cluster g;
   g.kind = "gpu";

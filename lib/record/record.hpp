@@ -11,7 +11,9 @@
 //  - RecordOps records every kernel call: the op, its shape (the op's own
 //    dimension names, in signature order), dtype and stream.
 //  - RecordCommunicator records every collective (kind, group, group size,
-//    payload bytes as nccl-tests counts them, stream) and completes at once.
+//    payload bytes as nccl-tests counts them, stream); nothing runs, and a
+//    poll (CommHandle::test) always says "in flight", so the engine waits
+//    where it needs a result, not where a poll happened to find it done.
 // Streams, events and handles are ordering only: nothing runs, but the
 // Recording keeps the step's timeline (Item), in issue order: every kernel,
 // collective and copy with its stream, each event recorded, each wait of a
