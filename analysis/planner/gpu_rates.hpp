@@ -8,6 +8,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -23,7 +24,14 @@ std::vector<GemmShape> default_gemm_shapes();
 // "bf16_gemm_tflops=" line. UsageError naming the command on failure.
 std::vector<GemmRate> measure_gemm(const std::string& bench, const std::vector<GemmShape>& shapes,
                                    int iters, std::ostream& log);
-// Loads `base`, replaces rates.gemm by measure_gemm's, writes `out`.
+// `base_text` (a cluster file) with its rates.gemm entries replaced by
+// `gemm` (the comment lines just above them, the published table's
+// citation, by one saying it was measured) and its `calibrated:` section by
+// `calibrated`; every other line, comments included, as it was.
+std::string splice_gemm_rates(const std::string& base_text, const std::vector<GemmRate>& gemm,
+                              const std::map<std::string, std::string>& calibrated);
+// Loads `base`, measures rates.gemm (measure_gemm), writes `out`: base's
+// text with the table spliced in, so the sources cited in its comments stay.
 void calibrate_gpu(const std::string& base, const std::string& out, const std::string& bench,
                    const std::string& command, std::ostream& log);
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/util.hpp"
 #include "planner/gpu_rates.hpp"
 
 namespace {
@@ -70,6 +71,25 @@ TEST_F(GpuRates, MeasuredGemmTableReplacesThePublishedOne) {
   EXPECT_FALSE(c.rates.intra.empty());
   EXPECT_NEAR(c.memory_bytes / 1048576.0, 81559, 5);
   EXPECT_EQ(c.meta.at("command"), "cmd");
+  // The base file's comments stay (the sources of the figures not
+  // measured), but the published GEMM figure's citation goes with it.
+  const std::string text = st::read_file(out);
+  EXPECT_NE(text.find("# Fused attention, bf16, H100 80GB SXM5"), std::string::npos) << text;
+  EXPECT_NE(text.find("# NVIDIA H100 SXM5 80 GB, 8 per node"), std::string::npos) << text;
+  EXPECT_NE(text.find("network_intra (NVLink 4 / NVSwitch"), std::string::npos) << text;
+  EXPECT_EQ(text.find("792.1"), std::string::npos) << text;
+  EXPECT_NE(text.find("measured on this machine by calibrate-gpu"), std::string::npos) << text;
+  // Calibrating the calibrated file again replaces the table and the
+  // `calibrated:` section rather than adding a second of either.
+  const std::string again = (dir_ / "again.yaml").string();
+  st::plan::calibrate_gpu(out, again, bench, "cmd2", log);
+  const st::plan::Cluster c2 = st::plan::load_cluster(again);
+  EXPECT_EQ(c2.rates.gemm.size(), shapes.size());
+  EXPECT_EQ(c2.meta.at("command"), "cmd2");
+  const std::string text2 = st::read_file(again);
+  EXPECT_EQ(text2.find("\ncalibrated:"), text2.rfind("\ncalibrated:"));
+  EXPECT_EQ(text2.find("\n  gemm:"), text2.rfind("\n  gemm:"));
+  EXPECT_NE(text2.find("# Fused attention, bf16, H100 80GB SXM5"), std::string::npos);
 }
 
 TEST_F(GpuRates, FailuresAreNamed) {
