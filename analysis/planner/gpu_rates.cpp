@@ -19,20 +19,29 @@ std::vector<GemmShape> default_gemm_shapes() {
   return v;
 }
 
+namespace {
+
+// Runs a shell command; its exit code and everything it printed.
+std::pair<int, std::string> run(const std::string& cmd) {
+  std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) throw UsageError("calibrate-gpu: cannot run '" + cmd + "'");
+  std::string text;
+  char buf[4096];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, got);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, text};
+}
+
+}  // namespace
+
 std::vector<GemmRate> measure_gemm(const std::string& bench, const std::vector<GemmShape>& shapes,
                                    int iters, std::ostream& log) {
   std::vector<GemmRate> out;
   for (const auto& [m, n, k] : shapes) {
     const std::string cmd = bench + " " + std::to_string(m) + " " + std::to_string(n) + " " +
-                            std::to_string(k) + " " + std::to_string(iters) + " 2>&1";
-    std::FILE* p = popen(cmd.c_str(), "r");
-    if (!p) throw UsageError("calibrate-gpu: cannot run '" + cmd + "'");
-    std::string text;
-    char buf[4096];
-    size_t got;
-    while ((got = std::fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, got);
-    const int st = pclose(p);
-    const int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+                            std::to_string(k) + " " + std::to_string(iters);
+    const auto [code, text] = run(cmd);
     if (code == 77)
       throw UsageError("calibrate-gpu: no GPU visible to '" + bench + "': " + text +
                        "(run it on the GPU machine the cluster file describes)");
@@ -54,6 +63,53 @@ std::vector<GemmRate> measure_gemm(const std::string& bench, const std::vector<G
   return out;
 }
 
+std::vector<BusBw> parse_nccl_tests(const std::string& text, const std::string& what) {
+  std::vector<BusBw> out;
+  int col = -1, wrong = -1;  // data columns of the first (out-of-place) busbw and #wrong
+  for (const std::string& line : split(text, '\n')) {
+    std::istringstream in(line);
+    std::vector<std::string> f;
+    for (std::string w; in >> w;) f.push_back(w);
+    if (f.empty()) continue;
+    if (f[0] == "#") {  // the header naming the columns: "#  size count type ... busbw #wrong"
+      for (size_t i = 1; i < f.size() && col < 0; ++i)
+        if (f[i] == "busbw")
+          col = int(i) - 1, wrong = i + 1 < f.size() && f[i + 1] == "#wrong" ? int(i) : -1;
+      continue;
+    }
+    if (col < 0 || int(f.size()) <= col) continue;
+    double bytes = 0, bw = 0;
+    try {
+      size_t a = 0, b = 0;
+      bytes = std::stod(f[0], &a);
+      bw = std::stod(f[size_t(col)], &b);
+      if (a != f[0].size() || b != f[size_t(col)].size()) continue;
+    } catch (const std::logic_error&) {
+      continue;  // not a row of the table
+    }
+    if (wrong >= 0 && wrong < int(f.size()) && f[size_t(wrong)] != "0" && f[size_t(wrong)] != "N/A")
+      throw UsageError(what + ": " + f[size_t(wrong)] + " wrong results at " + f[0] +
+                       " bytes; the collective is broken on this machine, not slow");
+    if (bytes > 0 && bw > 0) out.push_back({bytes, bw * 1e9});
+  }
+  if (out.empty())
+    throw UsageError(what +
+                     ": no nccl-tests table (a '# ... busbw ...' header, then rows of "
+                     "size ... busbw) in its output:\n" +
+                     text);
+  return out;
+}
+
+std::vector<BusBw> measure_busbw(const std::string& cmd, std::ostream& log) {
+  const auto [code, text] = run(cmd);
+  if (code != 0)
+    throw UsageError("calibrate-gpu: '" + cmd + "' exited " + std::to_string(code) + ":\n" + text);
+  std::vector<BusBw> v = parse_nccl_tests(text, "calibrate-gpu: '" + cmd + "'");
+  log << "calibrate-gpu: " << v.size() << " busbw sizes from '" << cmd << "', "
+      << v.back().busbw / 1e9 << " GB/s at " << v.back().bytes << " bytes\n";
+  return v;
+}
+
 namespace {
 
 bool top_level(const std::string& l) { return !l.empty() && l[0] != ' ' && l[0] != '#'; }
@@ -67,46 +123,56 @@ std::string quoted(const std::string& v) {
 
 }  // namespace
 
-std::string splice_gemm_rates(const std::string& base_text, const std::vector<GemmRate>& gemm,
-                              const std::map<std::string, std::string>& calibrated) {
+std::string splice_rates(const std::string& base_text, const std::vector<RatesTable>& tables,
+                         const std::map<std::string, std::string>& calibrated) {
   std::vector<std::string> in = split(base_text, '\n'), o;
   if (!in.empty() && in.back().empty()) in.pop_back();
-  std::vector<std::string> block = {
-      "  # bf16 GEMM: measured on this machine by calibrate-gpu "
-      "(`calibrated:` below says how)",
-      "  gemm:"};
-  for (const auto& g : gemm) {
-    std::ostringstream e;
-    e << "    - {m: " << std::llround(g.m) << ", n: " << std::llround(g.n)
-      << ", k: " << std::llround(g.k) << ", tflops: " << g.flops / 1e12 << "}";
-    block.push_back(e.str());
-  }
-  bool in_rates = false, placed = false;
+  auto block = [](const RatesTable& t) {
+    std::vector<std::string> b = {"  # " + t.comment, "  " + t.key + ":"};
+    for (const auto& e : t.entries) b.push_back("    - " + e);
+    return b;
+  };
+  std::vector<bool> placed(tables.size(), false);
+  auto place_rest = [&] {
+    for (size_t t = 0; t < tables.size(); ++t)
+      if (!placed[t]) {
+        const auto b = block(tables[t]);
+        o.insert(o.end(), b.begin(), b.end());
+        placed[t] = true;
+      }
+  };
+  bool in_rates = false, had_rates = false;
   for (size_t i = 0; i < in.size(); ++i) {
     const std::string& l = in[i];
     if (top_level(l)) {
-      if (in_rates && !placed) o.insert(o.end(), block.begin(), block.end()), placed = true;
+      if (in_rates) place_rest();
       in_rates = l.rfind("rates:", 0) == 0;
+      had_rates = had_rates || in_rates;
       if (l.rfind("calibrated:", 0) == 0) {  // replaced below; skip its entries
         while (i + 1 < in.size() && !top_level(in[i + 1])) ++i;
         continue;
       }
     }
-    if (in_rates && !placed && !blank(l) && indent(l) == 2 && l.rfind("  gemm:", 0) == 0) {
-      // The published table's citation (the comment lines just above) goes
-      // with it; its entries are the deeper lines after it.
-      while (!o.empty() && indent(o.back()) == 2 && o.back()[2] == '#') o.pop_back();
-      while (i + 1 < in.size() && !blank(in[i + 1]) && indent(in[i + 1]) > 2) ++i;
-      o.insert(o.end(), block.begin(), block.end());
-      placed = true;
+    size_t t = tables.size();
+    if (in_rates && !blank(l) && indent(l) == 2)
+      for (size_t k = 0; k < tables.size(); ++k)
+        if (l.rfind("  " + tables[k].key + ":", 0) == 0) t = k;
+    if (t == tables.size()) {
+      o.push_back(l);
       continue;
     }
-    o.push_back(l);
+    // The replaced table's citation (the comment lines just above) goes
+    // with it; its entries are the deeper lines after it.
+    while (!o.empty() && indent(o.back()) == 2 && o.back()[2] == '#') o.pop_back();
+    while (i + 1 < in.size() && !blank(in[i + 1]) && indent(in[i + 1]) > 2) ++i;
+    const auto b = block(tables[t]);
+    o.insert(o.end(), b.begin(), b.end());
+    placed[t] = true;
   }
-  if (in_rates && !placed) o.insert(o.end(), block.begin(), block.end()), placed = true;
-  if (!placed) {
+  if (in_rates) place_rest();
+  if (!had_rates) {
     o.push_back("rates:");
-    o.insert(o.end(), block.begin(), block.end());
+    place_rest();
   }
   o.push_back("calibrated:");
   for (const auto& [k, v] : calibrated) o.push_back("  " + k + ": " + quoted(v));
@@ -116,22 +182,48 @@ std::string splice_gemm_rates(const std::string& base_text, const std::vector<Ge
 }
 
 void calibrate_gpu(const std::string& base, const std::string& out, const std::string& bench,
-                   const std::string& command, std::ostream& log) {
+                   const std::string& command, std::ostream& log, const std::string& nccl_intra,
+                   const std::string& nccl_inter) {
   const Cluster c = load_cluster(base);
   if (!c.gpu()) throw UsageError("calibrate-gpu --cluster " + base + ": not a kind: gpu file");
-  const std::vector<GemmRate> gemm = measure_gemm(bench, default_gemm_shapes(), 20, log);
+  std::vector<RatesTable> tables;
+  RatesTable g{
+      "gemm", "bf16 GEMM: measured on this machine by calibrate-gpu (`calibrated:` says how)", {}};
+  for (const GemmRate& r : measure_gemm(bench, default_gemm_shapes(), 20, log)) {
+    std::ostringstream e;
+    e << "{m: " << std::llround(r.m) << ", n: " << std::llround(r.n) << ", k: " << std::llround(r.k)
+      << ", tflops: " << r.flops / 1e12 << "}";
+    g.entries.push_back(e.str());
+  }
+  tables.push_back(g);
   std::map<std::string, std::string> meta = c.meta;
   meta["gemm_rates"] = "measured by " + bench + " (calibrate-gpu)";
-  meta["other_rates"] = "attention and busbw as in " + base + " (its comments cite them)";
+  std::string kept = "attention";
+  for (const auto& [key, cmd] :
+       {std::pair{"busbw_intra", nccl_intra}, {"busbw_inter", nccl_inter}}) {
+    if (cmd.empty()) {
+      kept += std::string(", ") + key;
+      continue;
+    }
+    RatesTable t{key, "nccl-tests busbw: measured on this machine (`calibrated:` says how)", {}};
+    for (const BusBw& b : measure_busbw(cmd, log)) {
+      std::ostringstream e;
+      e << "{bytes: " << std::llround(b.bytes) << ", gbps: " << b.busbw / 1e9 << "}";
+      t.entries.push_back(e.str());
+    }
+    tables.push_back(t);
+    meta[std::string(key) + "_rates"] = "nccl-tests busbw (out-of-place) from: " + cmd;
+  }
+  meta["other_rates"] = kept + " as in " + base + " (its comments cite them)";
   meta["command"] = command;
   meta["date"] = iso_time_utc();
-  // The base file's text with the gemm table replaced, so its comments (the
-  // sources of every other figure) stay; read back before it counts.
-  write_file_atomic(out, splice_gemm_rates(read_file(base), gemm, meta));
+  // The base file's text with the measured tables replaced, so its comments
+  // (the sources of every other figure) stay; read back before it counts.
+  write_file_atomic(out, splice_rates(read_file(base), tables, meta));
   const Cluster back = load_cluster(out);
-  ST_CHECK(back.rates.gemm.size() == gemm.size(), "calibrate-gpu: ", out, " reads back ",
-           back.rates.gemm.size(), " GEMM rates, not ", gemm.size());
-  log << "calibrate-gpu: wrote " << out << " (" << gemm.size() << " GEMM rates)\n";
+  ST_CHECK(back.rates.gemm.size() == g.entries.size(), "calibrate-gpu: ", out, " reads back ",
+           back.rates.gemm.size(), " GEMM rates, not ", g.entries.size());
+  log << "calibrate-gpu: wrote " << out << " (" << tables.size() << " measured tables)\n";
 }
 
 }  // namespace st::plan

@@ -2,9 +2,10 @@
 // on the machine it runs on, with scaletrain-bench-gemm (the backend's
 // cuBLASLt bf16 GEMM) at a grid of shapes whose smallest dimension spans the
 // GEMMs of a training step, and writes the cluster file with the measured
-// table in place of the published one. The attention and NCCL rows are not
-// measured yet (docs/planner.md). Needs a GPU: without one the bench exits
-// 77 and this reports that, exit 2.
+// table in place of the published one; given nccl-tests command lines, it
+// also measures the busbw tables inside a node and across nodes. The
+// attention rows are not measured yet (docs/planner.md). Needs a GPU:
+// without one the bench exits 77 and this reports that, exit 2.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -24,15 +25,33 @@ std::vector<GemmShape> default_gemm_shapes();
 // "bf16_gemm_tflops=" line. UsageError naming the command on failure.
 std::vector<GemmRate> measure_gemm(const std::string& bench, const std::vector<GemmShape>& shapes,
                                    int iters, std::ostream& log);
-// `base_text` (a cluster file) with its rates.gemm entries replaced by
-// `gemm` (the comment lines just above them, the published table's
-// citation, by one saying it was measured) and its `calibrated:` section by
-// `calibrated`; every other line, comments included, as it was.
-std::string splice_gemm_rates(const std::string& base_text, const std::vector<GemmRate>& gemm,
-                              const std::map<std::string, std::string>& calibrated);
-// Loads `base`, measures rates.gemm (measure_gemm), writes `out`: base's
-// text with the table spliced in, so the sources cited in its comments stay.
+// Parses nccl-tests output (all_reduce_perf and the like): the columns
+// named by its '#' header, each row's size and first (out-of-place) busbw.
+// UsageError naming `what` when there is no table or a row has wrong results.
+std::vector<BusBw> parse_nccl_tests(const std::string& text, const std::string& what);
+// Runs an nccl-tests command line (e.g. "all_reduce_perf -b 1M -e 8G -f 2 -g 8",
+// or an mpirun of it across nodes) and parses its table.
+std::vector<BusBw> measure_busbw(const std::string& cmd, std::ostream& log);
+
+// A table of the `rates` section, as text: key, one comment line, entries
+// ("{m: 256, ...}").
+struct RatesTable {
+  std::string key, comment;
+  std::vector<std::string> entries;
+};
+// `base_text` (a cluster file) with each table's entries replaced (the
+// comment lines just above them, the published table's citation, by the
+// table's comment; a table the file lacks is added to `rates`) and its
+// `calibrated:` section by `calibrated`; every other line, comments
+// included, as it was.
+std::string splice_rates(const std::string& base_text, const std::vector<RatesTable>& tables,
+                         const std::map<std::string, std::string>& calibrated);
+// Loads `base`, measures rates.gemm (measure_gemm) and, for each nccl-tests
+// command given, busbw_intra / busbw_inter (measure_busbw), writes `out`:
+// base's text with the measured tables spliced in, so the sources cited in
+// its comments stay.
 void calibrate_gpu(const std::string& base, const std::string& out, const std::string& bench,
-                   const std::string& command, std::ostream& log);
+                   const std::string& command, std::ostream& log,
+                   const std::string& nccl_intra = "", const std::string& nccl_inter = "");
 
 }  // namespace st::plan

@@ -92,6 +92,55 @@ TEST_F(GpuRates, MeasuredGemmTableReplacesThePublishedOne) {
   EXPECT_NE(text2.find("# Fused attention, bf16, H100 80GB SXM5"), std::string::npos);
 }
 
+// What nccl-tests' all_reduce_perf prints (its README's layout): a '#'
+// header naming the columns, then size, count, type, redop, root and, out
+// of place and in place, time, algbw, busbw and #wrong.
+const char* kNcclTests =
+    R"(# nThread 1 nGpus 8 minBytes 1048576 maxBytes 1073741824 step: 32(factor)
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+     1048576        262144     float     sum      -1    40.52   25.88   45.29      0    40.01   26.21   45.86      0
+    33554432       8388608     float     sum      -1    213.4  157.24  275.17      0    212.9  157.61  275.82      0
+  1073741824     268435456     float     sum      -1   4721.3  227.42  397.99      0   4719.8  227.50  398.12      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 239.48
+)";
+
+TEST_F(GpuRates, NcclTestsTablesBecomeTheBusBandwidthRows) {
+  const std::string gemm = script("echo bf16_gemm_tflops=100");
+  const auto nccl = dir_ / "nccl.txt";
+  std::ofstream(nccl) << kNcclTests;
+  const std::string out = (dir_ / "out.yaml").string();
+  std::ostringstream log;
+  st::plan::calibrate_gpu(src() + "/configs/clusters/h100-sxm-80gb.yaml", out, gemm, "cmd", log,
+                          "cat " + nccl.string());
+  const st::plan::Cluster c = st::plan::load_cluster(out);
+  ASSERT_EQ(c.rates.intra.size(), 3u);
+  EXPECT_DOUBLE_EQ(c.rates.intra[0].bytes, 1048576);
+  EXPECT_DOUBLE_EQ(c.rates.intra[0].busbw, 45.29e9);  // out of place
+  EXPECT_DOUBLE_EQ(c.rates.intra[2].busbw, 397.99e9);
+  // The inter-node table was not measured: the published row and its
+  // citation stay; the intra-node one's citation goes with its row.
+  ASSERT_EQ(c.rates.inter.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.rates.inter[0].busbw, 425e9);
+  const std::string text = st::read_file(out);
+  EXPECT_NE(text.find("Saturn Cloud"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Alaya NeW"), std::string::npos) << text;
+  EXPECT_NE(c.meta.at("busbw_intra_rates").find("cat "), std::string::npos);
+  // Wrong results are an error, not a rate; no table at all is named.
+  std::string bad = kNcclTests;
+  bad.replace(bad.find("275.17      0"), 13, "275.17      3");
+  EXPECT_THROW(st::plan::parse_nccl_tests(bad, "probe"), st::UsageError);
+  try {
+    st::plan::parse_nccl_tests("hello\n", "probe");
+    ADD_FAILURE() << "no table accepted";
+  } catch (const st::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("probe: no nccl-tests table"), std::string::npos);
+  }
+}
+
 TEST_F(GpuRates, FailuresAreNamed) {
   EXPECT_NE(error(script("echo 'SKIP: no CUDA device'; exit 77")).find("no GPU visible"),
             std::string::npos);
