@@ -205,9 +205,10 @@ class RecordDevice final : public Device {
 std::unique_ptr<Ops> make_record_ops(Recording& rec);
 
 // A group of `size` ranks in which this process is `rank`: every collective
-// (device, or host values on stream "host") is recorded and complete when it
-// returns; host reductions leave the values as they are. It is a HostGroup,
-// so a Mesh of them stands in for the MPI groups.
+// (device, or host values on stream "host") is recorded; nothing runs, its
+// waits return at once (on the timeline) and a poll finds it in flight;
+// host reductions leave the values as they are. It is a HostGroup, so a
+// Mesh of them stands in for the MPI groups.
 class RecordCommunicator final : public HostGroup {
  public:
   RecordCommunicator(Recording& rec, std::string name, int rank, int size);
