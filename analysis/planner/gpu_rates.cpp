@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 #include <string>
 
@@ -59,6 +60,33 @@ std::vector<GemmRate> measure_gemm(const std::string& bench, const std::vector<G
                        " without a positive " + key + " line:\n" + text);
     log << "calibrate-gpu: gemm " << m << "x" << n << "x" << k << ": " << tflops << " TFLOP/s\n";
     out.push_back({double(m), double(n), double(k), tflops * 1e12});
+  }
+  return out;
+}
+
+std::vector<AttnRate> measure_attention(const std::string& bench, std::ostream& log) {
+  std::vector<AttnRate> out;
+  const int64_t hd = 128, heads = 16, tokens = 16384;  // FlashAttention-3's figures' setting
+  for (int64_t T : {512, 1024, 2048, 4096, 8192, 16384}) {
+    const std::string cmd = bench + " " + std::to_string(T) + " " + std::to_string(hd) + " " +
+                            std::to_string(heads) + " " + std::to_string(tokens) + " 20";
+    const auto [code, text] = run(cmd);
+    if (code == 77)
+      throw UsageError("calibrate-gpu: no GPU visible to '" + bench + "': " + text +
+                       "(run it on the GPU machine the cluster file describes)");
+    double r[2] = {0, 0};
+    const char* keys[2] = {"attn_fwd_tflops=", "attn_bwd_tflops="};
+    for (int i = 0; i < 2; ++i)
+      if (const auto at = text.rfind(keys[i]); code == 0 && at != std::string::npos) try {
+          r[i] = std::stod(text.substr(at + std::strlen(keys[i])));
+        } catch (const std::logic_error&) {
+        }
+    if (code != 0 || !(r[0] > 0) || !(r[1] > 0))
+      throw UsageError("calibrate-gpu: '" + cmd + "' exited " + std::to_string(code) +
+                       " without positive attn_fwd_tflops= and attn_bwd_tflops= lines:\n" + text);
+    log << "calibrate-gpu: attention T " << T << " head_dim " << hd << ": " << r[0] << " / " << r[1]
+        << " TFLOP/s forward / backward\n";
+    out.push_back({int(hd), double(T), r[0] * 1e12, r[1] * 1e12});
   }
   return out;
 }
@@ -183,7 +211,7 @@ std::string splice_rates(const std::string& base_text, const std::vector<RatesTa
 
 void calibrate_gpu(const std::string& base, const std::string& out, const std::string& bench,
                    const std::string& command, std::ostream& log, const std::string& nccl_intra,
-                   const std::string& nccl_inter) {
+                   const std::string& nccl_inter, const std::string& attn_bench) {
   const Cluster c = load_cluster(base);
   if (!c.gpu()) throw UsageError("calibrate-gpu --cluster " + base + ": not a kind: gpu file");
   std::vector<RatesTable> tables;
@@ -198,11 +226,26 @@ void calibrate_gpu(const std::string& base, const std::string& out, const std::s
   tables.push_back(g);
   std::map<std::string, std::string> meta = c.meta;
   meta["gemm_rates"] = "measured by " + bench + " (calibrate-gpu)";
-  std::string kept = "attention";
+  std::string kept;
+  if (attn_bench.empty()) {
+    kept = "attention";
+  } else {
+    RatesTable t{"attention",
+                 "causal fused attention: measured on this machine (`calibrated:` says how)",
+                 {}};
+    for (const AttnRate& a : measure_attention(attn_bench, log)) {
+      std::ostringstream e;
+      e << "{head_dim: " << a.head_dim << ", seq: " << std::llround(a.seq)
+        << ", fwd_tflops: " << a.fwd_flops / 1e12 << ", bwd_tflops: " << a.bwd_flops / 1e12 << "}";
+      t.entries.push_back(e.str());
+    }
+    tables.push_back(t);
+    meta["attention_rates"] = "measured by " + attn_bench + " (calibrate-gpu)";
+  }
   for (const auto& [key, cmd] :
        {std::pair{"busbw_intra", nccl_intra}, {"busbw_inter", nccl_inter}}) {
     if (cmd.empty()) {
-      kept += std::string(", ") + key;
+      kept += std::string(kept.empty() ? "" : ", ") + key;
       continue;
     }
     RatesTable t{key, "nccl-tests busbw: measured on this machine (`calibrated:` says how)", {}};
@@ -214,7 +257,7 @@ void calibrate_gpu(const std::string& base, const std::string& out, const std::s
     tables.push_back(t);
     meta[std::string(key) + "_rates"] = "nccl-tests busbw (out-of-place) from: " + cmd;
   }
-  meta["other_rates"] = kept + " as in " + base + " (its comments cite them)";
+  if (!kept.empty()) meta["other_rates"] = kept + " as in " + base + " (its comments cite them)";
   meta["command"] = command;
   meta["date"] = iso_time_utc();
   // The base file's text with the measured tables replaced, so its comments

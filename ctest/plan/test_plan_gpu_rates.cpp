@@ -141,6 +141,45 @@ TEST_F(GpuRates, NcclTestsTablesBecomeTheBusBandwidthRows) {
   }
 }
 
+TEST_F(GpuRates, AttentionBenchRowsReplaceThePublishedOnes) {
+  // scaletrain-bench-attention's arguments: T head_dim heads tokens iterations;
+  // here forward T/32 and backward T/64 TFLOP/s.
+  const std::string gemm = script("echo bf16_gemm_tflops=100");
+  const auto attn = dir_ / "attn.sh";
+  std::ofstream(attn) << "#!/bin/sh\necho \"T $1 hd $2 heads $3 tokens $4 iters $5\"\n"
+                      << "echo attn_fwd_tflops=$(($1 / 32))\necho attn_bwd_tflops=$(($1 / 64))\n";
+  fs::permissions(attn, fs::perms::owner_all);
+  const std::string out = (dir_ / "out.yaml").string();
+  std::ostringstream log;
+  st::plan::calibrate_gpu(src() + "/configs/clusters/h100-sxm-80gb.yaml", out, gemm, "cmd", log, "",
+                          "", attn.string());
+  const st::plan::Cluster c = st::plan::load_cluster(out);
+  ASSERT_EQ(c.rates.attention.size(), 6u);
+  for (const auto& a : c.rates.attention) {
+    EXPECT_EQ(a.head_dim, 128);
+    EXPECT_DOUBLE_EQ(a.fwd_flops, a.seq / 32 * 1e12) << a.seq;
+    EXPECT_DOUBLE_EQ(a.bwd_flops, a.seq / 64 * 1e12) << a.seq;
+  }
+  EXPECT_EQ(c.rates.attention.front().seq, 512);
+  EXPECT_EQ(c.rates.attention.back().seq, 16384);
+  const std::string text = st::read_file(out);
+  EXPECT_EQ(text.find("FlashAttention-3"), std::string::npos) << text;
+  EXPECT_NE(text.find("Alaya NeW"), std::string::npos) << text;  // busbw not measured: kept
+  EXPECT_NE(c.meta.at("other_rates").find("busbw_intra, busbw_inter"), std::string::npos);
+  // A bench that prints only one of the two rates is named.
+  std::ofstream(attn) << "#!/bin/sh\necho attn_fwd_tflops=300\n";
+  std::ostringstream log2;
+  try {
+    st::plan::calibrate_gpu(src() + "/configs/clusters/h100-sxm-80gb.yaml", out, gemm, "cmd", log2,
+                            "", "", attn.string());
+    ADD_FAILURE() << "half a result accepted";
+  } catch (const st::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("without positive attn_fwd_tflops= and attn_bwd_tflops="),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(GpuRates, FailuresAreNamed) {
   EXPECT_NE(error(script("echo 'SKIP: no CUDA device'; exit 77")).find("no GPU visible"),
             std::string::npos);
