@@ -13,10 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
-#include "kernels/cuda/cuda_check.hpp"
-#include "kernels/cuda/device.hpp"
-#include "kernels/cuda/ops_cuda.hpp"
+#include "kernels/cuda/bench_util.hpp"
 #include "kernels/cuda/sdpa_cudnn.hpp"
 
 int main(int argc, char** argv) {
@@ -37,55 +36,42 @@ int main(int argc, char** argv) {
   }
   try {
     namespace kc = st::kernels::cuda;
-    int ordinal = 0;
+    namespace bench = st::cuda::bench;
     std::string name;
-    why = st::cuda::select_device(MPI_COMM_NULL, &ordinal, &name);  // one process, no MPI
-    if (!why.empty()) throw st::Error(why);
-    st::cuda::CudaDevice dev(ordinal, name);
-    st::Stream& s = dev.compute_stream();
+    const auto dev = bench::open_device(name);
+    st::Stream& s = dev->compute_stream();
     const cudaStream_t cs = st::cuda::native(s);
     const int64_t B = tokens / T, n = B * T * H * hd;
-    auto bf = [&] {
-      return static_cast<kc::bf16*>(dev.allocate(size_t(n) * 2, st::MemCat::Other));
+    std::vector<void*> bufs;
+    auto buf = [&](size_t bytes) {
+      return bufs.emplace_back(dev->allocate(bytes, st::MemCat::Other));
     };
+    auto bf = [&] { return static_cast<kc::bf16*>(buf(size_t(n) * 2)); };
     kc::bf16 *q = bf(), *k = bf(), *v = bf(), *o = bf(), *dout = bf(), *dq = bf(), *dk = bf(),
              *dv = bf();
-    auto* lse = static_cast<float*>(dev.allocate(size_t(B * H * T) * 4, st::MemCat::Other));
-    auto* f = static_cast<float*>(dev.allocate(size_t(n) * 4, st::MemCat::Other));
-    // Small non-zero values (exact zeros would flatter the tensor cores' power draw).
-    ST_CUDA_CHECK(cudaMemsetAsync(f, 0x3c, size_t(n) * 4, cs));
-    for (kc::bf16* p : {q, k, v, dout}) kc::cast_f32_bf16(f, p, n, cs);
+    auto* lse = static_cast<float*>(buf(size_t(B * H * T) * 4));
+    auto* f = static_cast<float*>(buf(size_t(n) * 4));
+    for (kc::bf16* p : {q, k, v, dout}) bench::fill_small(f, p, n, cs);
     const float scale = 1.f / std::sqrt(float(hd));
     const double fwd_flops = 4.0 * double(B) * double(H) * double(hd) * double(T) * double(T) / 2;
-    double sec[2] = {0, 0};
+    double fwd = 0, bwd = 0;
     {
-      kc::CudnnSdpa sdpa(dev);
-      auto fwd = [&] { sdpa.fwd(q, k, v, B, T, H, H, hd, scale, o, lse, cs); };
-      auto bwd = [&] { sdpa.bwd(q, k, v, o, lse, dout, B, T, H, H, hd, scale, dq, dk, dv, cs); };
-      auto timed = [&](auto&& run) {
-        for (int i = 0; i < 3; ++i) run();
-        st::cuda::CudaEvent t0, t1;
-        t0.record(s);
-        for (int64_t i = 0; i < iters; ++i) run();
-        t1.record(s);
-        return t1.seconds_since(t0) / double(iters);
-      };
-      sec[0] = timed(fwd);
-      sec[1] = timed(bwd);
+      kc::CudnnSdpa sdpa(*dev);
+      fwd = bench::seconds_per_call(s, 3, iters,
+                                    [&] { sdpa.fwd(q, k, v, B, T, H, H, hd, scale, o, lse, cs); });
+      bwd = bench::seconds_per_call(s, 3, iters, [&] {
+        sdpa.bwd(q, k, v, o, lse, dout, B, T, H, H, hd, scale, dq, dk, dv, cs);
+      });
     }
     std::printf(
         "device: %s\n%s, causal, B %lld T %lld heads %lld head_dim %lld: fwd %.3f ms, "
         "bwd %.3f ms over %lld iterations\n",
         name.c_str(), kc::CudnnSdpa::description(), (long long)B, (long long)T, (long long)H,
-        (long long)hd, sec[0] * 1e3, sec[1] * 1e3, (long long)iters);
-    std::printf("attn_fwd_tflops=%.1f\nattn_bwd_tflops=%.1f\n", fwd_flops / sec[0] * 1e-12,
-                2.5 * fwd_flops / sec[1] * 1e-12);
-    dev.synchronize();
-    for (void* p : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v),
-                    static_cast<void*>(o), static_cast<void*>(dout), static_cast<void*>(dq),
-                    static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(lse),
-                    static_cast<void*>(f)})
-      dev.deallocate(p, 0, st::MemCat::Other);
+        (long long)hd, fwd * 1e3, bwd * 1e3, (long long)iters);
+    std::printf("attn_fwd_tflops=%.1f\nattn_bwd_tflops=%.1f\n", fwd_flops / fwd * 1e-12,
+                2.5 * fwd_flops / bwd * 1e-12);
+    dev->synchronize();
+    for (void* p : bufs) dev->deallocate(p, 0, st::MemCat::Other);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
