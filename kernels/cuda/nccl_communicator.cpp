@@ -9,6 +9,7 @@
 #include "core/util.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/host/nccl_plan.hpp"
+#include "kernels/cuda/host/nccl_split.hpp"
 #include "kernels/cuda/host/poll_wait.hpp"
 #include "runtime/watchdog.hpp"
 
@@ -121,8 +122,8 @@ class NcclCommunicator::Op final : public CommOp {
   std::shared_ptr<Coll> coll_;
 };
 
-NcclCommunicator::NcclCommunicator(MpiCommunicator& group, CudaDevice& dev)
-    : dev_(dev), name_(group.name()), rank_(group.rank()), size_(group.size()) {
+NcclCommunicator::NcclCommunicator(MpiCommunicator& group, CudaDevice& dev, ncclComm_t comm)
+    : dev_(dev), name_(group.name()), rank_(group.rank()), size_(group.size()), comm_(comm) {
   timeout_s_ = group.timeout_s();
   dev_.make_current();
   int lo = 0, hi = 0;
@@ -131,11 +132,41 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& group, CudaDevice& dev)
   stream_ = std::make_unique<CudaStream>("nccl:" + name_, hi);
   ready_ = std::make_unique<CudaEvent>(false);
   if (size_ == 1) return;  // no NCCL communicator for a group of one
-  ncclUniqueId id{};
-  if (rank_ == 0) ST_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
-  group.broadcast_bytes(&id, int64_t(sizeof id), 0);
-  ST_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_), nullptr);
+  ST_CHECK(comm_ != nullptr, "NCCL communicator '", name_, "' of ", size_,
+           " ranks was not made (split_communicators)");
   watchdog_ = std::thread([this] { watch(); });
+}
+
+std::vector<std::unique_ptr<NcclCommunicator>> split_communicators(
+    const std::vector<MpiCommunicator*>& groups, CudaDevice& dev, ncclComm_t& world) {
+  int n = 1, me = 0;
+  ST_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
+  ST_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+  std::vector<MPI_Comm> mine;
+  for (MpiCommunicator* g : groups) mine.push_back(g->mpi());
+  const auto plan = cuda_host::plan_nccl_splits(n, cuda_host::gather_groups(MPI_COMM_WORLD, mine));
+  const auto at = cuda_host::calls_for(plan, cuda_host::role_groups(MPI_COMM_WORLD, mine));
+  dev.make_current();
+  if (!world && n > 1) {
+    ncclUniqueId id{};
+    if (me == 0) ST_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+    ST_MPI_CHECK(MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD));
+    ST_NCCL_CHECK(ncclCommInitRank(&world, n, id, me), nullptr);
+  }
+  // Every rank makes every call, in the plan's order (a rank outside all of
+  // a call's groups passes NCCL_SPLIT_NOCOLOR and gets no communicator).
+  std::vector<ncclComm_t> made(plan.calls.size(), nullptr);
+  for (size_t c = 0; c < plan.calls.size(); ++c) {
+    const int color = plan.calls[c].color[size_t(me)];
+    ST_NCCL_CHECK(ncclCommSplit(world, color < 0 ? NCCL_SPLIT_NOCOLOR : color,
+                                plan.calls[c].key[size_t(me)], &made[c], nullptr),
+                  world);
+  }
+  std::vector<std::unique_ptr<NcclCommunicator>> out;
+  for (size_t k = 0; k < groups.size(); ++k)
+    out.push_back(std::make_unique<NcclCommunicator>(*groups[k], dev,
+                                                     at[k] < 0 ? nullptr : made[size_t(at[k])]));
+  return out;
 }
 
 NcclCommunicator::~NcclCommunicator() {
