@@ -6,8 +6,10 @@
 #include <cstdlib>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/util.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/host/nccl_memory.hpp"
 #include "kernels/cuda/host/nccl_plan.hpp"
 #include "kernels/cuda/host/nccl_split.hpp"
 #include "kernels/cuda/host/poll_wait.hpp"
@@ -147,6 +149,17 @@ std::vector<std::unique_ptr<NcclCommunicator>> split_communicators(
   const auto plan = cuda_host::plan_nccl_splits(n, cuda_host::gather_groups(MPI_COMM_WORLD, mine));
   const auto at = cuda_host::calls_for(plan, cuda_host::role_groups(MPI_COMM_WORLD, mine));
   dev.make_current();
+  // NCCL's device memory: what vanishes while the communicators are made,
+  // eagerly connected (host/nccl_memory.hpp; docs/cuda.md says what it misses).
+  static const cuda_host::ConnectMode mode = [] {
+    auto m = cuda_host::connect_mode(std::getenv("NCCL_RUNTIME_CONNECT"));
+    if (m.set_env) setenv("NCCL_RUNTIME_CONNECT", "0", 0);  // before NCCL's first call
+    return m;
+  }();
+  ST_CUDA_CHECK(cudaDeviceSynchronize());
+  size_t free_before = 0, free_after = 0, total = 0;
+  ST_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+  const int64_t cache_before = dev.cache_reserved();
   if (!world && n > 1) {
     ncclUniqueId id{};
     if (me == 0) ST_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
@@ -166,6 +179,15 @@ std::vector<std::unique_ptr<NcclCommunicator>> split_communicators(
   for (size_t k = 0; k < groups.size(); ++k)
     out.push_back(std::make_unique<NcclCommunicator>(*groups[k], dev,
                                                      at[k] < 0 ? nullptr : made[size_t(at[k])]));
+  ST_CUDA_CHECK(cudaDeviceSynchronize());
+  ST_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  const int64_t bytes =
+      cuda_host::nccl_creation_bytes(free_before, free_after, cache_before, dev.cache_reserved());
+  dev.add_outside_cache(MemCat::Comm, bytes);
+  char mib[32];
+  std::snprintf(mib, sizeof mib, "%.1f", double(bytes) / 1048576.0);
+  log0("NCCL: ", out.size(), " communicators from ", plan.calls.size(), " splits; ", mib,
+       " MiB of device memory on rank 0 after creation (telemetry: category comm); ", mode.note);
   return out;
 }
 
