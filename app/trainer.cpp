@@ -128,6 +128,7 @@ double train_step(Job& j, long step, Progress& progress, long last) {
   Engine& engine = *j.engine;
   MpiCommunicator& world = *j.world;
   engine.begin_step();
+  j.be->ops().take_paths();  // what ran since the last record (an evaluation) is not this step's
   const std::vector<Communicator*> comms = engine.comms();
   world.reset_stats();
   for (Communicator* g : comms) g->reset_stats();

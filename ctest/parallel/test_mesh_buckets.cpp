@@ -104,7 +104,7 @@ class GradBucketsTest : public ::testing::TestWithParam<bool> {
 
 TEST_P(GradBucketsTest, AllReduceInPlaceOutOfOrderReadiness) {
   MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
-  Communicator& comm = be().communicator(world);
+  Communicator& comm = *be().make_communicators({&world})[0];
   const int n = world.size(), me = world.rank();
   for (DType wire : {DType::F32, DType::BF16}) {
     Flat f = make_flat({{5, 3, 700, 1, 9}}, {}, me);
@@ -127,7 +127,7 @@ TEST_P(GradBucketsTest, AllReduceInPlaceOutOfOrderReadiness) {
 
 TEST_P(GradBucketsTest, PlanCoversEveryParameterOnceInBackwardOrder) {
   MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
-  Communicator& comm = be().communicator(world);
+  Communicator& comm = *be().make_communicators({&world})[0];
   Flat f = make_flat({{6, 300, 12}, {1, 9, 2000, 2}}, {}, 0);
   BucketOptions o;
   o.bucket_mb = 1024.0 / (1024 * 1024);  // 256 floats
@@ -168,7 +168,7 @@ TEST_P(GradBucketsTest, PlanCoversEveryParameterOnceInBackwardOrder) {
 
 TEST_P(GradBucketsTest, ReduceScatterPartitionAndGather) {
   MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
-  Communicator& comm = be().communicator(world);
+  Communicator& comm = *be().make_communicators({&world})[0];
   const int n = world.size(), me = world.rank();
   // Some parameters are matrices (rows of 3 or 4): shard cuts fall on rows.
   const std::vector<int64_t> rows{3, 1, 4, 1, 3, 1};
@@ -281,7 +281,7 @@ TEST_P(GradBucketsTest, ReduceScatterPartitionAndGather) {
 // memory never exceeds the shard plus the pool of staging buffers.
 TEST_P(GradBucketsTest, StagedReductionAddsEveryMicroBatch) {
   MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
-  Communicator& comm = be().communicator(world);
+  Communicator& comm = *be().make_communicators({&world})[0];
   const int n = world.size(), me = world.rank();
   const std::vector<int64_t> rows{3, 1, 4, 1, 3, 1, 5};
   Flat f = make_flat({{6, 3, 12, 1, 9, 2, 700}}, rows, me);
