@@ -172,14 +172,14 @@ TEST_P(GradBucketsTest, PlanCoversEveryParameterOnceInBackwardOrder) {
 // bucket by bucket into fresh buffers). One all-gather per bucket each.
 void check_gathers(GradBuckets& b, const Flat& f, Communicator& comm, Backend& be) {
   const int64_t per_bucket = comm.size() > 1 ? 1 : 0;
-  std::vector<std::vector<float>> w, truth;
-  for (size_t s = 0; s < f.segs.size(); ++s) {
-    w.emplace_back(f.segs[s].size(), -1.f);
-    truth.emplace_back(f.segs[s].size(), -1.f);
-  }
-  for (size_t i = 0; i < f.params.size(); ++i)
-    for (int64_t j = 0; j < f.params[i].n; ++j)
-      truth[size_t(f.params[i].seg)][size_t(f.params[i].off + j)] = float(100 * i + j);
+  auto expect_truth = [&](const std::vector<std::vector<float>>& got) {
+    for (size_t i = 0; i < f.params.size(); ++i)
+      for (int64_t j = 0; j < f.params[i].n; ++j)
+        ASSERT_EQ(got[size_t(f.params[i].seg)][size_t(f.params[i].off + j)], float(100 * i + j))
+            << i << "," << j;
+  };
+  std::vector<std::vector<float>> w;
+  for (size_t s = 0; s < f.segs.size(); ++s) w.emplace_back(f.segs[s].size(), -1.f);
   for (const ShardPiece& p : b.pieces()) {
     const FlatParam& fp = f.params[size_t(p.param)];
     for (int64_t j = 0; j < p.len; ++j)
@@ -189,10 +189,7 @@ void check_gathers(GradBuckets& b, const Flat& f, Communicator& comm, Backend& b
   b.gather_all({w[0].data(), w[1].data()}, DType::F32);
   be.device().synchronize();
   EXPECT_EQ(comm.stats(CollKind::AllGather).calls, per_bucket * b.num_buckets());
-  for (size_t i = 0; i < f.params.size(); ++i)
-    for (int64_t j = 0; j < f.params[i].n; ++j)
-      ASSERT_EQ(w[size_t(f.params[i].seg)][size_t(f.params[i].off + j)], float(100 * i + j))
-          << i << "," << j;
+  expect_truth(w);
   std::vector<float> sh(size_t(b.shard_numel()), std::nanf(""));
   for (const ShardPiece& p : b.pieces())
     for (int64_t j = 0; j < p.len; ++j)
@@ -208,10 +205,7 @@ void check_gathers(GradBuckets& b, const Flat& f, Communicator& comm, Backend& b
   for (auto& g : gs) b.finish_gather(g);
   be.device().synchronize();
   EXPECT_EQ(comm.stats(CollKind::AllGather).calls, per_bucket * b.num_buckets());
-  for (size_t i = 0; i < f.params.size(); ++i)
-    for (int64_t j = 0; j < f.params[i].n; ++j)
-      ASSERT_EQ(w3[size_t(f.params[i].seg)][size_t(f.params[i].off + j)], float(100 * i + j))
-          << i << "," << j;
+  expect_truth(w3);
 }
 
 TEST_P(GradBucketsTest, ReduceScatterPartitionAndGather) {
