@@ -190,6 +190,8 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
   // More ranks x threads on this node than cores: waiting ranks sleep
   // instead of spinning (comm/communicator.hpp), from the first collective
   // on (start-up is where hundreds of ranks wait longest).
+  if (!j.cfg.train.precision_choice.empty() && rank == 0)
+    log0("train.precision: ", j.cfg.train.precision, " (", j.cfg.train.precision_choice, ")");
   const bool oversubscribed = rt.local_size() * j.threads > usable_cores();
   MpiCommunicator::set_sleep_when_waiting(oversubscribed);
   if (oversubscribed && rank == 0)

@@ -12,6 +12,7 @@
 #include "config/config.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "precision.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/watchdog.hpp"
 #include "trainer.hpp"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
     if (cli.exit_now) return 0;
     st::Config cfg = st::load_config(cli.config, cli.sets);
     st::resolve_layout(cfg, rt->world_size());
+    st::resolve_precision(cfg);
     // What the device can run is the backend's answer (runtime.device=cuda
     // loads the CUDA backend library here, on every rank alike).
     const std::string why = st::backend_for(cfg).supports(cfg);

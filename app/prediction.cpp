@@ -53,6 +53,13 @@ nlohmann::json time_part(const Config& cfg) {
   if (path.empty()) return {{"absent", why}};
   try {
     const plan::Cluster cl = plan::load_cluster(path);
+    // A CPU cluster file holds kernel times measured in its own precision
+    // (the op keys carry no dtype): a run in another one is not priced.
+    if (cl.kind == "cpu" && cl.precision != cfg.train.precision)
+      return {{"cluster", path},
+              {"absent", "the cluster file's kernel times were measured in " + cl.precision +
+                             " and this run is " + cfg.train.precision +
+                             " (scaletrain-plan calibrate measures fp32 kernels only)"}};
     const plan::StepPrediction p = plan::predict_step(cfg, cl);
     return {{"cluster", path},
             {"step_s", p.step},

@@ -163,6 +163,7 @@ void write_run_json(const std::string& path, const RunInfo& info) {
        {{"name", info.device_name},
         {"kind", c.runtime.device},
         {"precision", c.train.precision},
+        {"precision_choice", c.train.precision_choice},
         {"peak_flops", info.peak_flops},
         {"peak_source", info.peak_source},
         {"threads_per_rank", info.threads}}},

@@ -37,14 +37,10 @@ CG_ROOT=/sys/fs/cgroup/cpu
 die() { echo "emucluster: $*" >&2; exit 1; }
 log() { echo "emucluster: $*"; }
 
-find_bin() {  # daemons live in sbin, which a non-login PATH may lack
-  local b=$1 d
-  if command -v "$b" >/dev/null 2>&1; then command -v "$b"; return 0; fi
-  for d in /usr/sbin /sbin /usr/local/sbin; do
-    if [[ -x $d/$b ]]; then echo "$d/$b"; return 0; fi
-  done
-  return 1
-}
+# shellcheck disable=SC2034  # read by slurm-common.sh
+slurm_tool=emucluster
+# shellcheck source=slurm-common.sh
+source "$(dirname "$SELF")/slurm-common.sh"
 
 cmd_check() {
   local slurm=1 b missing=()
@@ -266,24 +262,6 @@ start_node() {  # start_node I: namespace, link, cgroup, hostname, /etc/hosts
   [[ -f $dir/node/$name/ready ]] || die "node $name did not come up: $(cat "$dir/log/holder-$name.log")"
 }
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {  # a free port from $1 up
-  local p=$1
-  while ! port_free "$p"; do p=$((p + 1)); done
-  echo "$p"
-}
-
-wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
-  local t=$1 what=$2 i
-  shift 2
-  for ((i = 0; i < t * 10; i++)); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.1
-  done
-  echo "emucluster: timed out after ${t}s waiting for $what" >&2
-  return 1
-}
-
 nodes_up() {
   local n
   n=$(sinfo -h -N -t idle,mixed,allocated -o '%N' 2>/dev/null | sort -u | wc -l)
@@ -291,14 +269,10 @@ nodes_up() {
 }
 
 start_slurm() {
-  local munged slurmctld slurmd i host ctl_port
-  munged=$(find_bin munged); slurmctld=$(find_bin slurmctld); slurmd=$(find_bin slurmd)
+  local slurmctld slurmd i host ctl_port
+  slurmctld=$(find_bin slurmctld); slurmd=$(find_bin slurmd)
   host=$(hostname -s)
-  dd if=/dev/urandom of="$dir/munge.key" bs=1024 count=1 status=none
-  chmod 400 "$dir/munge.key"
-  "$munged" --force --socket="$dir/munge.sock" --key-file="$dir/munge.key" \
-    --pid-file="$dir/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munged.seed"
-  wait_for 10 munged test -S "$dir/munge.sock"
+  start_munged "$dir"
   ctl_port=$(free_port $((20000 + RANDOM % 20000)))  # slurmds use 6818 in their own namespaces
   {
     cat <<CONF
@@ -307,39 +281,11 @@ ClusterName=emucluster
 SlurmctldHost=$host($subnet.1)
 SlurmctldPort=$ctl_port
 SlurmdPort=6818
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$dir/munge.sock,cred_expire=10
-StateSaveLocation=$dir/state
-SlurmctldPidFile=$dir/slurmctld.pid
-SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdSpoolDir=$dir/local/spool
 SlurmdPidFile=$dir/local/slurmd.pid
 SlurmdLogFile=$dir/local/slurmd.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=2
-JobRequeue=1
-MpiDefault=none
-ReturnToService=2
-SlurmdParameters=config_overrides
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-MailProg=/bin/true
-SlurmctldTimeout=30
-SlurmdTimeout=10
-InactiveLimit=0
-KillWait=5
-MinJobAge=600
 CONF
+    slurm_conf_common "$dir" 10 5
     for ((i = 1; i <= nodes; i++)); do
       echo "NodeName=$prefix$i NodeAddr=$subnet.$((10 + i)) CPUs=$cpus RealMemory=1000 State=UNKNOWN"
     done

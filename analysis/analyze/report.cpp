@@ -197,8 +197,9 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
   o << "| model | " << s.model << " (" << params_text(s.n_params) << " params, seq " << s.seq_len
     << ") |\n";
   o << "| GPUs / device | " << s.gpus << " x " << s.device << " |\n";
-  o << "| precision / act ckpt / sharding | " << s.precision << " / " << s.act_ckpt << " / "
-    << s.sharding << " |\n";
+  o << "| precision / act ckpt / sharding | " << s.precision
+    << (s.precision_choice.empty() ? "" : " (" + s.precision_choice + ")") << " / " << s.act_ckpt
+    << " / " << s.sharding << " |\n";
   o << "| step time p50 / p90 / max | " << f(s.step_p50, 4) << " / " << f(s.step_p90, 4) << " / "
     << f(s.step_max, 4) << " s |\n";
   o << "| tokens/s | " << f(s.tok_s, 1) << " |\n| tokens/s per GPU | " << f(s.tok_s_gpu, 1)

@@ -89,6 +89,7 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
   s.model = model_label(ri);
   s.device = ri.device_name.empty() ? ri.device_kind : ri.device_name;
   s.precision = ri.precision;
+  s.precision_choice = ri.precision_choice;
   s.act_ckpt = ri.act_ckpt;
   s.sharding = ri.zero_stage > 0 ? "ZeRO-" + std::to_string(ri.zero_stage) : "none";
   s.gpus = ri.world_size;

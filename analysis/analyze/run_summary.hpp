@@ -63,6 +63,7 @@ struct StepRow {  // one global step (over all analysed ranks)
 
 struct RunSummary {
   std::string dir, name, model, device, precision, act_ckpt, sharding;
+  std::string precision_choice;  // why train.precision=auto chose (empty when set)
   int gpus = 0, seq_len = 0, micro_batch = 0, grad_accum = 0;
   int64_t n_params = 0, global_batch = 0, global_batch_tokens = 0;
   int n_layers = 0, d_model = 0, n_heads = 0;

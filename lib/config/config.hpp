@@ -45,7 +45,8 @@ struct TrainCfg {
   int grad_accum = 1;
   uint64_t seed = 1234;
   std::string act_ckpt = "none";   // none|selective|full
-  std::string precision = "fp32";  // fp32|bf16
+  std::string precision = "fp32";  // fp32|bf16|auto (app/precision.hpp resolves auto at start)
+  std::string precision_choice;    // not a key: why auto chose, set when it is resolved
   int log_every = 1;
   int warmup_steps_excluded = 3;  // steps ignored by throughput summaries
   int stop_after = 0;             // stop cleanly after this global step (0: run all steps)

@@ -111,10 +111,13 @@ std::vector<Key> build() {
       any(F(train, seed), "random seed (weights, synthetic data); same result for any layout"),
       choice(F(train, act_ckpt), {"none", "selective", "full"},
              "activation checkpointing: none, selective (attention core), full (whole block)"),
-      choice(F(train, precision), {"fp32", "bf16"},
+      choice(F(train, precision), {"fp32", "bf16", "auto"},
              "compute precision: activations and the weights the GEMMs read (master weights, "
-             "gradients and optimizer state stay fp32); bf16 on CPU ranks stores bf16 and "
-             "computes in fp32, rounding where the CUDA kernels do"),
+             "gradients and optimizer state stay fp32); bf16 GEMMs accumulate in fp32 (oneDNN's "
+             "bf16 matmul on CPUs with AVX512-BF16 or AMX, else widened to fp32 sgemm), the "
+             "other kernels round where the CUDA kernels do; auto: bf16 on GPUs and where every "
+             "rank's CPU multiplies bf16 in hardware, else fp32 (the log, run.json and the "
+             "report say which and why)"),
       num(F(train, log_every), 1, kBig, "print a progress line on rank 0 every N steps"),
       num(F(train, warmup_steps_excluded), 0, kBig, "first steps left out of throughput summaries"),
       num(F(train, stop_after), 0, kBig,

@@ -82,8 +82,9 @@ struct RunInfo {
   int micro_batch = 0, grad_accum = 0, zero_stage = 0;
   std::string act_ckpt = "none", precision = "fp32";
   std::string device_name, device_kind, peak_source;
-  double peak_flops = 0;  // device.peak_flops (0 when absent)
-  nlohmann::json raw;     // the whole document
+  std::string precision_choice;  // device.precision_choice: why train.precision=auto chose
+  double peak_flops = 0;         // device.peak_flops (0 when absent)
+  nlohmann::json raw;            // the whole document
 };
 
 struct RunTelemetry {

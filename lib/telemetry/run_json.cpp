@@ -125,6 +125,7 @@ RunInfo read_run_json(const std::string& path, std::vector<std::string>& errors)
   g("device.kind", ri.device_kind, false);
   g("device.peak_flops", ri.peak_flops, false);
   g("device.peak_source", ri.peak_source, false);
+  g("device.precision_choice", ri.precision_choice, false);
   if (ri.global_batch_tokens == 0 && ri.global_batch > 0)
     ri.global_batch_tokens = ri.global_batch * ri.seq_len;
   if (ri.global_batch == 0 && ri.global_batch_tokens > 0 && ri.seq_len > 0)

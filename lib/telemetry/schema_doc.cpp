@@ -99,7 +99,9 @@ resolved config, same sections as the YAML), `config_path`, `overrides`,
 `runtime.device`, `precision`, `peak_flops` per device in the run's
 precision, `peak_source`: the table row, the config key, or the measured
 GEMM rate in the run's precision (fp32: the sgemm; bf16: the bf16 GEMM the
-run trains with), `threads_per_rank`), `versions` (`mpi`, `hdf5`, `compute`:
+run trains with), `precision_choice` (why `train.precision=auto` chose the
+precision, e.g. that this CPU multiplies bf16 in hardware; empty when the
+precision was set), `threads_per_rank`), `versions` (`mpi`, `hdf5`, `compute`:
 what the kernels run on: the fp32 GEMM's BLAS build, core and threading, and
 the bf16 GEMM's library, instruction set and implementation, or the widening
 fallback and why; `compiler`), and `slurm` (`job_id`, `job_name`, `nodelist`, `partition`,
