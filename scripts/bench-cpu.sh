@@ -87,7 +87,7 @@ if [[ ${BENCH:-} == zero ]]; then
     echo "load $(cut -d' ' -f1 /proc/loadavg)" > "$dir.load"
     # shellcheck disable=SC2046
     mpirun --oversubscribe --bind-to none -np "${4:-2}" "$1" $(shape_args "$shape") "${common[@]}" \
-      --set parallel.zero_stage="$3" --set runtime.threads=1 --out "$dir" > "$dir.log"
+      --set parallel.zero_stage="$3" --set train.precision=fp32 --set runtime.threads=1 --out "$dir" > "$dir.log"
   }
   for r in $(seq 1 "$rounds"); do
     echo "zero round $r/$rounds (load $(cut -d' ' -f1 /proc/loadavg))"
