@@ -30,6 +30,7 @@ const char* kUsage =
     "  scaletrain-plan mpt-fit [--benchmarks CSV] [--models CSV] [--clusters DIR] [--out DIR]\n"
     "  scaletrain-plan published [--benchmarks CSV] [--models CSV] [--clusters DIR]\n"
     "  scaletrain-plan calibrate-gpu --cluster BASE.yaml --out FILE.yaml [--bench PATH]\n"
+    "                [--attn-bench PATH] [--nccl-intra CMD] [--nccl-inter CMD]\n"
     "model (as the trainer takes it):\n"
     "  --config F.yaml          run config or model preset file (default: configs/default.yaml)\n"
     "  --set section.key=value  any config key, repeatable (e.g. model.preset=llama-7b)\n"
@@ -66,6 +67,12 @@ const char* kUsage =
     "  --sizes B,...            collective message sizes in bytes (default 4K,64K,1M,4M,16M)\n"
     "  --add-to FILE.yaml       time only the kernel calls FILE lacks (another model's shapes),\n"
     "                           keep its collectives; write the union to --out\n"
+    "calibrate-gpu options:\n"
+    "  --bench PATH             GEMM benchmark (default scaletrain-bench-gemm on PATH)\n"
+    "  --attn-bench PATH        measure rates.attention with it (scaletrain-bench-attention)\n"
+    "  --nccl-intra CMD         nccl-tests command inside one node (e.g. 'all_reduce_perf -b 1M\n"
+    "                           -e 8G -f 2 -g 8'): its busbw rows become rates.busbw_intra\n"
+    "  --nccl-inter CMD         the same across nodes (an mpirun of it): rates.busbw_inter\n"
     "environment: SCALETRAIN_MPIEXEC (launcher for the probe, default mpiexec),\n"
     "  SCALETRAIN_PLAN_PROBE (probe binary, default next to scaletrain-plan), SCALETRAIN_GNUPLOT\n"
     "exit codes: 0 ok, 1 internal error, 2 bad input, 3 no layout predicted to fit (plan.md "
@@ -97,7 +104,8 @@ std::vector<T> parse_list(const std::string& flag, const std::string& v) {
 struct Args {
   std::string cmd = "plan";
   std::string config, cluster, out, name = "cpu-local", campaign_name, benchmarks, models,
-                                    clusters_dir, add_to, bench = "scaletrain-bench-gemm";
+                                    clusters_dir, add_to, bench = "scaletrain-bench-gemm",
+                                    nccl_intra, nccl_inter, attn_bench;
   std::vector<std::string> sets, positional;
   KnobRanges r;
   bool have[16] = {};
@@ -213,6 +221,12 @@ Args parse(const std::vector<std::string>& args) {
       a.benchmarks = v;
     else if (f == "--bench")
       a.bench = v;
+    else if (f == "--attn-bench")
+      a.attn_bench = v;
+    else if (f == "--nccl-intra")
+      a.nccl_intra = v;
+    else if (f == "--nccl-inter")
+      a.nccl_inter = v;
     else if (f == "--models")
       a.models = v;
     else if (f == "--clusters")
@@ -342,7 +356,8 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       if (a.cluster.empty() || a.out.empty())
         throw UsageError(
             "calibrate-gpu: give --cluster BASE.yaml (a kind: gpu file) and --out FILE");
-      calibrate_gpu(a.cluster, a.out, a.bench, joined(args), out);
+      calibrate_gpu(a.cluster, a.out, a.bench, joined(args), out, a.nccl_intra, a.nccl_inter,
+                    a.attn_bench);
       return 0;
     }
     if (a.cmd == "compare") {

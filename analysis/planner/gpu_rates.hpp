@@ -2,12 +2,14 @@
 // on the machine it runs on, with scaletrain-bench-gemm (the backend's
 // cuBLASLt bf16 GEMM) at a grid of shapes whose smallest dimension spans the
 // GEMMs of a training step, and writes the cluster file with the measured
-// table in place of the published one. The attention and NCCL rows are not
-// measured yet (docs/planner.md). Needs a GPU: without one the bench exits
-// 77 and this reports that, exit 2.
+// table in place of the published one; given nccl-tests command lines, it
+// also measures the busbw tables inside a node and across nodes, and with
+// scaletrain-bench-attention the attention rows. Needs a GPU: without one
+// the benches exit 77 and this reports that, exit 2.
 #pragma once
 #include <array>
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -23,8 +25,40 @@ std::vector<GemmShape> default_gemm_shapes();
 // "bf16_gemm_tflops=" line. UsageError naming the command on failure.
 std::vector<GemmRate> measure_gemm(const std::string& bench, const std::vector<GemmShape>& shapes,
                                    int iters, std::ostream& log);
-// Loads `base`, replaces rates.gemm by measure_gemm's, writes `out`.
+// Runs `bench T 128 16 16384 20` (scaletrain-bench-attention: cuDNN's
+// causal SDPA, 16k tokens of 16 heads, as FlashAttention-3's published
+// figures) for T = 512 ... 16384; the rates from its last
+// "attn_fwd_tflops=" and "attn_bwd_tflops=" lines.
+std::vector<AttnRate> measure_attention(const std::string& bench, std::ostream& log);
+// Parses nccl-tests output (all_reduce_perf and the like): the columns
+// named by its '#' header, each row's size and first (out-of-place) busbw.
+// UsageError naming `what` when there is no table or a row has wrong results.
+std::vector<BusBw> parse_nccl_tests(const std::string& text, const std::string& what);
+// Runs an nccl-tests command line (e.g. "all_reduce_perf -b 1M -e 8G -f 2 -g 8",
+// or an mpirun of it across nodes) and parses its table.
+std::vector<BusBw> measure_busbw(const std::string& cmd, std::ostream& log);
+
+// A table of the `rates` section, as text: key, one comment line, entries
+// ("{m: 256, ...}").
+struct RatesTable {
+  std::string key, comment;
+  std::vector<std::string> entries;
+};
+// `base_text` (a cluster file) with each table's entries replaced (the
+// comment lines just above them, the published table's citation, by the
+// table's comment; a table the file lacks is added to `rates`) and its
+// `calibrated:` section by `calibrated`; every other line, comments
+// included, as it was.
+std::string splice_rates(const std::string& base_text, const std::vector<RatesTable>& tables,
+                         const std::map<std::string, std::string>& calibrated);
+// Loads `base`, measures rates.gemm (measure_gemm), with `attn_bench`
+// rates.attention (measure_attention) and, for each nccl-tests command
+// given, busbw_intra / busbw_inter (measure_busbw), writes `out`:
+// base's text with the measured tables spliced in, so the sources cited in
+// its comments stay.
 void calibrate_gpu(const std::string& base, const std::string& out, const std::string& bench,
-                   const std::string& command, std::ostream& log);
+                   const std::string& command, std::ostream& log,
+                   const std::string& nccl_intra = "", const std::string& nccl_inter = "",
+                   const std::string& attn_bench = "");
 
 }  // namespace st::plan

@@ -188,7 +188,7 @@ std::vector<MptGroup> mpt_fit(const std::vector<MptRow>& rows,
     if (G.cluster.precision == "fp8") G.cluster.rates = {};
     if (!G.cluster.rates.empty()) {
       Cluster hw = G.cluster;
-      hw.eff.gemm = hw.eff.attention = hw.eff.network = 1;
+      hw.eff.gemm = hw.eff.attention = hw.eff.network = hw.eff.network_intra = 1;
       for (const MptRow* r : by[g])
         G.rates_pred[r] = predict_step(mpt_config(*r), hw).tokens_per_s_device;
     }
@@ -237,7 +237,7 @@ void write_mpt_fit(const std::vector<MptGroup>& groups, const std::string& out_d
   md << "| GPU type | rows fit / held out | fitted gemm, attention, network | fit MAPE | held-out "
         "MAPE single node | held-out MAPE multi-node |\n|---|---|---|---|---|---|\n";
   csv << "line,group,model,seq_len,gpus,micro_batch,grad_accum,act_ckpt,half,tok_s_gpu,pred_tok_s_"
-         "gpu,error\n";
+         "gpu,error,step_s,compute_s,exposed_comm_s\n";
   nlohmann::json j = nlohmann::json::array();
   for (const MptGroup& g : groups) {
     const int dpn = g.cluster.devices_per_node;

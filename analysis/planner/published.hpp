@@ -39,7 +39,9 @@ std::vector<PublishedResult> predict_published(const std::vector<PublishedRow>& 
                                                const std::string& clusters_dir);
 // Mean |error| over the timed rows that match `precision` ("" for all).
 double published_mape(const std::vector<PublishedResult>& res, const std::string& precision);
-// The table (markdown) with the MAPE lines.
+// The table (markdown), each timed row's predicted step parts (compute by
+// kind, exposed and total communication by group), and the MAPE lines
+// (Float8 rows apart: the trainer has no fp8 path).
 void write_published(const std::vector<PublishedResult>& res, std::ostream& out);
 
 }  // namespace st::plan

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/util.hpp"
 #include "planner/gpu_rates.hpp"
 
 namespace {
@@ -70,6 +71,113 @@ TEST_F(GpuRates, MeasuredGemmTableReplacesThePublishedOne) {
   EXPECT_FALSE(c.rates.intra.empty());
   EXPECT_NEAR(c.memory_bytes / 1048576.0, 81559, 5);
   EXPECT_EQ(c.meta.at("command"), "cmd");
+  // The base file's comments stay (the sources of the figures not
+  // measured), but the published GEMM figure's citation goes with it.
+  const std::string text = st::read_file(out);
+  EXPECT_NE(text.find("# Fused attention, bf16, H100 80GB SXM5"), std::string::npos) << text;
+  EXPECT_NE(text.find("# NVIDIA H100 SXM5 80 GB, 8 per node"), std::string::npos) << text;
+  EXPECT_NE(text.find("network_intra (NVLink 4 / NVSwitch"), std::string::npos) << text;
+  EXPECT_EQ(text.find("792.1"), std::string::npos) << text;
+  EXPECT_NE(text.find("measured on this machine by calibrate-gpu"), std::string::npos) << text;
+  // Calibrating the calibrated file again replaces the table and the
+  // `calibrated:` section rather than adding a second of either.
+  const std::string again = (dir_ / "again.yaml").string();
+  st::plan::calibrate_gpu(out, again, bench, "cmd2", log);
+  const st::plan::Cluster c2 = st::plan::load_cluster(again);
+  EXPECT_EQ(c2.rates.gemm.size(), shapes.size());
+  EXPECT_EQ(c2.meta.at("command"), "cmd2");
+  const std::string text2 = st::read_file(again);
+  EXPECT_EQ(text2.find("\ncalibrated:"), text2.rfind("\ncalibrated:"));
+  EXPECT_EQ(text2.find("\n  gemm:"), text2.rfind("\n  gemm:"));
+  EXPECT_NE(text2.find("# Fused attention, bf16, H100 80GB SXM5"), std::string::npos);
+}
+
+// What nccl-tests' all_reduce_perf prints (its README's layout): a '#'
+// header naming the columns, then size, count, type, redop, root and, out
+// of place and in place, time, algbw, busbw and #wrong.
+const char* kNcclTests =
+    R"(# nThread 1 nGpus 8 minBytes 1048576 maxBytes 1073741824 step: 32(factor)
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+     1048576        262144     float     sum      -1    40.52   25.88   45.29      0    40.01   26.21   45.86      0
+    33554432       8388608     float     sum      -1    213.4  157.24  275.17      0    212.9  157.61  275.82      0
+  1073741824     268435456     float     sum      -1   4721.3  227.42  397.99      0   4719.8  227.50  398.12      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 239.48
+)";
+
+TEST_F(GpuRates, NcclTestsTablesBecomeTheBusBandwidthRows) {
+  const std::string gemm = script("echo bf16_gemm_tflops=100");
+  const auto nccl = dir_ / "nccl.txt";
+  std::ofstream(nccl) << kNcclTests;
+  const std::string out = (dir_ / "out.yaml").string();
+  std::ostringstream log;
+  st::plan::calibrate_gpu(src() + "/configs/clusters/h100-sxm-80gb.yaml", out, gemm, "cmd", log,
+                          "cat " + nccl.string());
+  const st::plan::Cluster c = st::plan::load_cluster(out);
+  ASSERT_EQ(c.rates.intra.size(), 3u);
+  EXPECT_DOUBLE_EQ(c.rates.intra[0].bytes, 1048576);
+  EXPECT_DOUBLE_EQ(c.rates.intra[0].busbw, 45.29e9);  // out of place
+  EXPECT_DOUBLE_EQ(c.rates.intra[2].busbw, 397.99e9);
+  // The inter-node table was not measured: the published row and its
+  // citation stay; the intra-node one's citation goes with its row.
+  ASSERT_EQ(c.rates.inter.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.rates.inter[0].busbw, 425e9);
+  const std::string text = st::read_file(out);
+  EXPECT_NE(text.find("Saturn Cloud"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Alaya NeW"), std::string::npos) << text;
+  EXPECT_NE(c.meta.at("busbw_intra_rates").find("cat "), std::string::npos);
+  // Wrong results are an error, not a rate; no table at all is named.
+  std::string bad = kNcclTests;
+  bad.replace(bad.find("275.17      0"), 13, "275.17      3");
+  EXPECT_THROW(st::plan::parse_nccl_tests(bad, "probe"), st::UsageError);
+  try {
+    st::plan::parse_nccl_tests("hello\n", "probe");
+    ADD_FAILURE() << "no table accepted";
+  } catch (const st::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("probe: no nccl-tests table"), std::string::npos);
+  }
+}
+
+TEST_F(GpuRates, AttentionBenchRowsReplaceThePublishedOnes) {
+  // scaletrain-bench-attention's arguments: T head_dim heads tokens iterations;
+  // here forward T/32 and backward T/64 TFLOP/s.
+  const std::string gemm = script("echo bf16_gemm_tflops=100");
+  const auto attn = dir_ / "attn.sh";
+  std::ofstream(attn) << "#!/bin/sh\necho \"T $1 hd $2 heads $3 tokens $4 iters $5\"\n"
+                      << "echo attn_fwd_tflops=$(($1 / 32))\necho attn_bwd_tflops=$(($1 / 64))\n";
+  fs::permissions(attn, fs::perms::owner_all);
+  const std::string out = (dir_ / "out.yaml").string();
+  std::ostringstream log;
+  st::plan::calibrate_gpu(src() + "/configs/clusters/h100-sxm-80gb.yaml", out, gemm, "cmd", log, "",
+                          "", attn.string());
+  const st::plan::Cluster c = st::plan::load_cluster(out);
+  ASSERT_EQ(c.rates.attention.size(), 6u);
+  for (const auto& a : c.rates.attention) {
+    EXPECT_EQ(a.head_dim, 128);
+    EXPECT_DOUBLE_EQ(a.fwd_flops, a.seq / 32 * 1e12) << a.seq;
+    EXPECT_DOUBLE_EQ(a.bwd_flops, a.seq / 64 * 1e12) << a.seq;
+  }
+  EXPECT_EQ(c.rates.attention.front().seq, 512);
+  EXPECT_EQ(c.rates.attention.back().seq, 16384);
+  const std::string text = st::read_file(out);
+  EXPECT_EQ(text.find("FlashAttention-3"), std::string::npos) << text;
+  EXPECT_NE(text.find("Alaya NeW"), std::string::npos) << text;  // busbw not measured: kept
+  EXPECT_NE(c.meta.at("other_rates").find("busbw_intra, busbw_inter"), std::string::npos);
+  // A bench that prints only one of the two rates is named.
+  std::ofstream(attn) << "#!/bin/sh\necho attn_fwd_tflops=300\n";
+  std::ostringstream log2;
+  try {
+    st::plan::calibrate_gpu(src() + "/configs/clusters/h100-sxm-80gb.yaml", out, gemm, "cmd", log2,
+                            "", "", attn.string());
+    ADD_FAILURE() << "half a result accepted";
+  } catch (const st::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("without positive attn_fwd_tflops= and attn_bwd_tflops="),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(GpuRates, FailuresAreNamed) {

@@ -121,6 +121,24 @@ TEST(PlanMemory, OneFOneBStageZeroKeepsMoreMicroBatches) {
   EXPECT_DOUBLE_EQ(double(r.step.peak_total), s0.tracked());
 }
 
+TEST(PlanMemory, ActivationsFollowTheTokensOfEachContextParallelRank) {
+  // A cp rank holds seq / cp tokens: doubling the sequence and cp together
+  // (torchtitan's FSDP+CP rows, 32k at cp 1 to 262k at cp 8 on 8 GPUs)
+  // leaves its activations as they were; doubling the sequence alone
+  // doubles them, at cp 1 and at cp 2 alike.
+  auto act = [](int seq, int cp) {
+    const Config c =
+        model({"model.seq_len=" + std::to_string(seq), "parallel.cp=" + std::to_string(cp),
+               "train.micro_batch=1", "train.act_ckpt=full"});
+    return st::plan::estimate_memory(c, 0).activations_max;
+  };
+  const double a256 = act(256, 1);
+  EXPECT_NEAR(act(512, 2), a256, 0.05 * a256);
+  EXPECT_NEAR(act(1024, 4), a256, 0.05 * a256);
+  EXPECT_GT(act(512, 1), 1.8 * a256);
+  EXPECT_GT(act(1024, 2), 1.8 * act(512, 2));
+}
+
 TEST(PlanTime, OneRankIsTheSumOfItsCalls) {
   // One rank, 5 micro-batches (recorded with 3: the first, one between, the
   // last; replayed as 5): every call of the full step runs one after
@@ -185,6 +203,27 @@ TEST(PlanTime, GradientBucketsOverlapTheBackward) {
   const auto t2 = st::plan::predict_step(many, cl);
   EXPECT_GT(t2.dp.total, 0);
   EXPECT_LT(t2.dp.exposed, 0.9 * t2.dp.total);
+}
+
+TEST(PlanTime, ZeroReduceScattersHideBehindTheNextLayersBackward) {
+  // ZeRO 2 and 3 reduce-scatter each layer's bucket as soon as its
+  // gradients are final and add the received part to the shard only when
+  // the staging buffer is wanted again (two layers later) or at the step's
+  // end. Each bucket's transfer is shorter than a layer's backward here, so
+  // only the last one or two can show. A recording whose polls report a
+  // collective done at once would retire (wait for) each bucket right
+  // after its launch: every bucket exposed whole.
+  Cluster cl = unit_cluster();
+  cl.intra = {1e11, 0};
+  cl.inter = cl.intra;
+  for (int zero : {2, 3}) {
+    const Config c = model({"parallel.dp=2", "parallel.zero_stage=" + std::to_string(zero),
+                            "parallel.dp_bucket_mb=1", "train.micro_batch=1"});
+    const auto t = st::plan::predict_step(c, cl);
+    SCOPED_TRACE(zero);
+    EXPECT_GT(t.dp.total, 0);
+    EXPECT_LT(t.dp.exposed, 0.5 * t.dp.total);
+  }
 }
 
 TEST(PlanTime, RingCollectivesOnGpuLinks) {

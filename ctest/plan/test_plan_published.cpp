@@ -46,6 +46,7 @@ TEST(PlanPublished, EveryRowPlansAndNoneThatRanIsOutOfMemory) {
   EXPECT_EQ(timed, 14);
   const double bf16 = st::plan::published_mape(res, "bf16");
   EXPECT_TRUE(std::isfinite(bf16));
+  EXPECT_LE(bf16, 0.20);  // issue 21's target for the rows the trainer can run (bf16)
   st::plan::write_published(res, std::cout);
 }
 

@@ -128,6 +128,32 @@ TEST(PlanRates, CollectivesFromBusBandwidth) {
   EXPECT_NEAR(st::plan::collective_seconds("all_reduce", 8, 8, false, c, 8), 3e-6, 1e-12);
 }
 
+TEST(PlanRates, IntraAndInterNodeFractionsApartOrOneForBoth) {
+  // efficiency.network scales the fabric between nodes, network_intra the
+  // links inside one; a file that gives only network uses it for both.
+  const double G = 1073741824.0;
+  auto with = [&](const std::string& eff) {
+    std::string t = kSmall;
+    const std::string from = "efficiency: {kernel_overhead_us: 0}";
+    t.replace(t.find(from), from.size(), "efficiency: {kernel_overhead_us: 0, " + eff + "}");
+    return st::plan::load_cluster(temp_file(t));
+  };
+  const Cluster apart = with("network: 0.25, network_intra: 0.8");
+  EXPECT_NEAR(st::plan::collective_seconds("all_reduce", G, 8, false, apart, 8),
+              G * 1.75 / (0.8 * 400e9), 1e-12);
+  EXPECT_NEAR(st::plan::collective_seconds("reduce_scatter", G, 16, true, apart, 8),
+              G * 15 / 16 / (0.25 * 320e9), 1e-12);
+  const Cluster back = st::plan::load_cluster(temp_file(st::plan::cluster_to_yaml(apart)));
+  EXPECT_DOUBLE_EQ(back.eff.network, 0.25);
+  EXPECT_DOUBLE_EQ(back.eff.intra(), 0.8);
+  const Cluster one = with("network: 0.5");
+  EXPECT_DOUBLE_EQ(one.eff.intra(), 0.5);
+  EXPECT_NEAR(st::plan::collective_seconds("all_reduce", G, 8, false, one, 8),
+              G * 1.75 / (0.5 * 400e9), 1e-12);
+  EXPECT_FALSE(
+      st::plan::load_cluster(temp_file(st::plan::cluster_to_yaml(one))).eff.network_intra_given);
+}
+
 TEST(PlanRates, BadTablesNameFileAndKey) {
   auto error = [](const std::string& text) -> std::string {
     try {
@@ -167,6 +193,11 @@ TEST(PlanRates, ShippedGpuFilesCarryRates) {
   EXPECT_NEAR(h200.memory_bytes / 1048576.0, 143771, 5);
   const Cluster h100 = st::plan::load_cluster(src() + "/configs/clusters/h100-sxm-80gb.yaml");
   EXPECT_NEAR(h100.memory_bytes / 1048576.0, 81559, 5);
+  // NVLink / NVSwitch at the nccl-tests busbw as measured; the fabric's
+  // fraction is mpt-fit's.
+  EXPECT_DOUBLE_EQ(h100.eff.intra(), 1);
+  EXPECT_DOUBLE_EQ(h200.eff.intra(), 1);
+  EXPECT_LT(h100.eff.network, 1);
 }
 
 }  // namespace

@@ -10,8 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "kernels/cuda/cuda_check.hpp"
-#include "kernels/cuda/device.hpp"
+#include "kernels/cuda/bench_util.hpp"
 #include "kernels/cuda/gemm_lt.hpp"
 #include "kernels/cuda/ops_cuda.hpp"
 
@@ -30,42 +29,32 @@ int main(int argc, char** argv) {
   }
   try {
     namespace kc = st::kernels::cuda;
-    int ordinal = 0;
+    namespace bench = st::cuda::bench;
     std::string name;
-    why = st::cuda::select_device(MPI_COMM_NULL, &ordinal, &name);  // one process, no MPI
-    if (!why.empty()) throw st::Error(why);
-    st::cuda::CudaDevice dev(ordinal, name);
-    st::Stream& s = dev.compute_stream();
+    const auto dev = bench::open_device(name);
+    st::Stream& s = dev->compute_stream();
     const cudaStream_t cs = st::cuda::native(s);
-    auto buf = [&](size_t bytes) { return dev.allocate(bytes, st::MemCat::Other); };
+    auto buf = [&](size_t bytes) { return dev->allocate(bytes, st::MemCat::Other); };
     auto* a = static_cast<kc::bf16*>(buf(size_t(M * K) * 2));
     auto* b = static_cast<kc::bf16*>(buf(size_t(K * N) * 2));
     auto* c = static_cast<kc::bf16*>(buf(size_t(M * N) * 2));
-    const size_t fbytes = size_t(std::max(M * K, K * N)) * 4;
-    auto* f = static_cast<float*>(buf(fbytes));
-    // Small non-zero values (exact zeros would flatter the tensor cores' power draw).
-    ST_CUDA_CHECK(cudaMemsetAsync(f, 0x3c, fbytes, cs));
-    kc::cast_f32_bf16(f, a, M * K, cs);
-    kc::cast_f32_bf16(f, b, K * N, cs);
+    auto* f = static_cast<float*>(buf(size_t(std::max(M * K, K * N)) * 4));
+    bench::fill_small(f, a, M * K, cs);
+    bench::fill_small(f, b, K * N, cs);
     {
-      kc::GemmLt gemm(dev);
-      auto run = [&] { gemm.gemm(false, false, M, N, K, 1.f, a, K, b, N, 0.f, c, N, cs); };
-      for (int i = 0; i < 5; ++i) run();
-      st::cuda::CudaEvent t0, t1;
-      t0.record(s);
-      for (int64_t i = 0; i < iters; ++i) run();
-      t1.record(s);
-      const double sec = t1.seconds_since(t0) / double(iters);
+      kc::GemmLt gemm(*dev);
+      const double sec = bench::seconds_per_call(
+          s, 5, iters, [&] { gemm.gemm(false, false, M, N, K, 1.f, a, K, b, N, 0.f, c, N, cs); });
       const double tflops = 2.0 * double(M) * double(N) * double(K) / sec * 1e-12;
       std::printf(
           "device: %s\ncuBLASLt bf16 GEMM %lldx%lldx%lld: %.3f ms/iter over %lld iterations\n",
           name.c_str(), (long long)M, (long long)N, (long long)K, sec * 1e3, (long long)iters);
       std::printf("bf16_gemm_tflops=%.1f\n", tflops);
     }
-    dev.synchronize();
+    dev->synchronize();
     for (void* p : {static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(c),
                     static_cast<void*>(f)})
-      dev.deallocate(p, 0, st::MemCat::Other);
+      dev->deallocate(p, 0, st::MemCat::Other);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

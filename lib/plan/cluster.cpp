@@ -210,12 +210,15 @@ Cluster load_cluster(const std::string& path) {
     c.eff.gemm = c.eff.attention = c.eff.network = 1;
   }
   if (s.has("efficiency")) {
-    const Section e(path, "efficiency", s.node("efficiency"),
-                    {"gemm", "attention", "memory", "network", "kernel_overhead_us"});
+    const Section e(
+        path, "efficiency", s.node("efficiency"),
+        {"gemm", "attention", "memory", "network", "network_intra", "kernel_overhead_us"});
     c.eff.gemm = e.num("gemm", c.eff.gemm, false, 0, 1, true);
     c.eff.attention = e.num("attention", c.eff.attention, false, 0, 1, true);
     c.eff.memory = e.num("memory", c.eff.memory, false, 0, 1, true);
     c.eff.network = e.num("network", c.eff.network, false, 0, 4, true);
+    c.eff.network_intra_given = e.has("network_intra");
+    c.eff.network_intra = e.num("network_intra", 1, false, 0, 4, true);
     c.eff.kernel_overhead = e.num("kernel_overhead_us", 0, false, 0, 1e6) * 1e-6;
   }
   if (s.has("ops")) {
@@ -291,7 +294,9 @@ std::string cluster_to_yaml(const Cluster& c) {
     << ", latency_us: " << c.inter.latency * 1e6 << "}";
   o << "\nefficiency: {gemm: " << c.eff.gemm << ", attention: " << c.eff.attention
     << ", memory: " << c.eff.memory << ", network: " << c.eff.network
-    << ", kernel_overhead_us: " << c.eff.kernel_overhead * 1e6 << "}";
+    << ", kernel_overhead_us: " << c.eff.kernel_overhead * 1e6;
+  if (c.eff.network_intra_given) o << ", network_intra: " << c.eff.network_intra;
+  o << "}";
   if (!c.concurrency.empty()) {
     o << "\n# compute slowdown when this many ranks share the node's cores (1 = "
          "alone)\nconcurrency:";

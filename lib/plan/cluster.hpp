@@ -69,8 +69,13 @@ struct Cluster {
   Link intra, inter;
   // Fractions of the peak figures; of the `rates` tables for gemm,
   // attention and network when the file has them (then 1 by default).
+  // network: collectives over the inter-node fabric (what mpt-fit fits);
+  // network_intra: over the links inside a node (NVLink / NVSwitch), the
+  // same as network unless the file gives it.
   struct Efficiency {
-    double gemm = 0.6, attention = 0.4, memory = 0.7, network = 0.8;
+    double gemm = 0.6, attention = 0.4, memory = 0.7, network = 0.8, network_intra = 1;
+    bool network_intra_given = false;  // false: inside a node too, network
+    double intra() const { return network_intra_given ? network_intra : network; }
     double kernel_overhead = 0;  // seconds per kernel call (launch, dispatch)
   } eff;
   // CPU (calibrate): seconds per op key (ops.hpp Op::key) for one rank alone,

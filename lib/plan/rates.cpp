@@ -162,13 +162,14 @@ double collective_seconds(const std::string& kind, double bytes, int ranks, bool
   }
   const auto [bw, lat] = ring(kind, n);
   const bool ring_coll = kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_gather";
-  // Published or calibrated busbw (times efficiency.network, the fraction a
-  // framework attains; nccl-tests: time = bytes x factor / busbw,
+  // Published or calibrated busbw (times efficiency.network across nodes,
+  // efficiency.network_intra inside one: the fraction a framework attains;
+  // nccl-tests: time = bytes x factor / busbw,
   // the factor being the ring term above, 1 for point-to-point). Across nodes
   // the table holds full nodes (one ring per NIC): fewer of the group's
   // devices per node use as many fewer NICs.
   if (const auto& tab = inter ? cl.rates.inter : cl.rates.intra; !tab.empty()) {
-    double b = busbw(tab, bytes) * cl.eff.network;
+    double b = busbw(tab, bytes) * (inter ? cl.eff.network : cl.eff.intra());
     if (inter && ring_coll && per_node < cl.devices_per_node)
       b *= double(std::max(1, per_node)) / cl.devices_per_node;
     const double factor = ring_coll ? bw : 1;
@@ -182,7 +183,7 @@ double collective_seconds(const std::string& kind, double bytes, int ranks, bool
   }
   const double b = kind == "ring_shift" && cl.gpu() ? 1 : bw;  // GPUs send and receive at once
   const double steps = kind == "ring_shift" && cl.gpu() ? 1 : lat;
-  return steps * link_lat + b * bytes / (link_bw * cl.eff.network);
+  return steps * link_lat + b * bytes / (link_bw * (inter ? cl.eff.network : cl.eff.intra()));
 }
 
 }  // namespace st::plan

@@ -176,11 +176,16 @@ class RecordStream final : public Stream {
   std::string name_;
 };
 
-// A recorded collective: complete at once; its waits go on the timeline.
+// A recorded collective: nothing to wait for, but a poll says "still in
+// flight", as one on a real link would be when polled right after its
+// launch; so the engine leaves its wait where it needs the result (a
+// bucket's staging buffer wanted again, the step's end), and the replay,
+// not the poll, decides whether that wait costs anything. Its waits go on
+// the timeline.
 class DoneOp final : public CommOp {
  public:
   DoneOp(Recording& rec, int64_t item) : rec_(rec), item_(item) {}
-  bool test() override { return true; }
+  bool test() override { return false; }
   void wait_host() override { rec_.host_wait(item_); }
   void wait_stream(Stream& s) override { rec_.wait(s.name(), item_); }
 

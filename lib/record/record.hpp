@@ -11,7 +11,9 @@
 //  - RecordOps records every kernel call: the op, its shape (the op's own
 //    dimension names, in signature order), dtype and stream.
 //  - RecordCommunicator records every collective (kind, group, group size,
-//    payload bytes as nccl-tests counts them, stream) and completes at once.
+//    payload bytes as nccl-tests counts them, stream); nothing runs, and a
+//    poll (CommHandle::test) always says "in flight", so the engine waits
+//    where it needs a result, not where a poll happened to find it done.
 // Streams, events and handles are ordering only: nothing runs, but the
 // Recording keeps the step's timeline (Item), in issue order: every kernel,
 // collective and copy with its stream, each event recorded, each wait of a
@@ -203,9 +205,10 @@ class RecordDevice final : public Device {
 std::unique_ptr<Ops> make_record_ops(Recording& rec);
 
 // A group of `size` ranks in which this process is `rank`: every collective
-// (device, or host values on stream "host") is recorded and complete when it
-// returns; host reductions leave the values as they are. It is a HostGroup,
-// so a Mesh of them stands in for the MPI groups.
+// (device, or host values on stream "host") is recorded; nothing runs, its
+// waits return at once (on the timeline) and a poll finds it in flight;
+// host reductions leave the values as they are. It is a HostGroup, so a
+// Mesh of them stands in for the MPI groups.
 class RecordCommunicator final : public HostGroup {
  public:
   RecordCommunicator(Recording& rec, std::string name, int rank, int size);
