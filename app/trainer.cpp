@@ -8,6 +8,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 
 #include "core/log.hpp"
@@ -37,6 +38,13 @@ int64_t global_batch(const Config& cfg) {
 }
 
 namespace {
+
+// CPU seconds this process has used (every thread).
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 std::string fmt_eta(double s) {
   char b[32];
@@ -128,6 +136,7 @@ double train_step(Job& j, long step, Progress& progress, long last) {
   Engine& engine = *j.engine;
   MpiCommunicator& world = *j.world;
   engine.begin_step();
+  j.be->ops().take_paths();  // what ran since the last record (an evaluation) is not this step's
   const std::vector<Communicator*> comms = engine.comms();
   world.reset_stats();
   for (Communicator* g : comms) g->reset_stats();
@@ -135,7 +144,7 @@ double train_step(Job& j, long step, Progress& progress, long last) {
   StepTimes t;
   t.step = step;
   t.t_start = epoch_seconds();
-  const double t0 = wall_time();
+  const double t0 = wall_time(), c0 = process_cpu_seconds();
 
   j.loader->check_step(step);  // the same verdict on every rank: a bad id stops all (exit 2)
   flight::note_phase("forward/backward", step);
@@ -172,6 +181,7 @@ double train_step(Job& j, long step, Progress& progress, long last) {
     t.ckpt_stall_s = checkpoint_step(j, step, sig);
   }
   t.step_s = wall_time() - t0;
+  t.cpu_s = process_cpu_seconds() - c0;
 
   flight::note_phase("telemetry", step);
   const EngineMemory mem = engine.memory();

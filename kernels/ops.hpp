@@ -22,8 +22,10 @@
 //    thread count, with one exception: causal attention's backward on the
 //    CUDA backend's cuDNN path (runtime.attention_backward=fast, the
 //    default) accumulates dQ with atomics, so two identical steps there may
-//    differ in the last bits of the gradients (=deterministic runs the block
-//    kernels instead; the CPU backend is bitwise repeatable; docs/cuda.md).
+//    differ in the last bits of the gradients. =deterministic runs cuDNN's
+//    deterministic backward on Hopper (sm_9x: no shared dQ accumulator; not
+//    yet run on a GPU) and the block kernels elsewhere; the CPU backend is
+//    bitwise repeatable; docs/cuda.md.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -78,7 +80,8 @@ struct KernelSeconds {
 // path name (no silent fallback; the step record's `paths`, docs/telemetry.md):
 // attention_fwd / attention_bwd count the full causal ops ("cpu"; CUDA:
 // "cudnn", "block" when cuDNN could not take the shape, "block_chosen" for
-// runtime.attention_backward=deterministic) and the ring-attention blocks
+// runtime.attention_backward=deterministic where cuDNN has no deterministic
+// backward) and the ring-attention blocks
 // ("ring_block"); gemm counts GEMMs ("cpu_fp32", "cpu_bf16"; CUDA:
 // "cublaslt_h<i>", the i-th cuBLASLt heuristic result, 0 the first choice).
 struct OpPaths {

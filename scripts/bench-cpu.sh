@@ -21,6 +21,18 @@
 # from scaletrain's telemetry (kernel_s).
 # Usage: scripts/bench-cpu.sh [BUILD_DIR] [STEPS] [ROUNDS]
 #   SHAPES="default d384" and PRECISIONS="fp32 bf16" (the defaults) select.
+#
+# ZeRO mode, BENCH=zero (issue 22): scaletrain against itself, 2 ranks x 1
+# thread, fp32, the first of SHAPES (default: "default"): ZeRO 0 and ZeRO 3
+# runs alternate, and with BEFORE=/path/to/scaletrain (an older build) that
+# binary's ZeRO 0 run joins each round (rounds alternate their order). The
+# report (bench_zero_report.py) gives the median over rounds of each round's
+# ratio of steady-state step time (rank 0's median step after the first two):
+# ZeRO 3 / ZeRO 0 and ZeRO 0 / before, with the load before each run.
+# ONE_RANK=1 adds a 1-rank ZeRO 0 and ZeRO 3 run to each round: their ratio
+# is ZeRO 3's own work (its gathers are local copies at dp 1), without
+# communication or waiting for a peer.
+#   BENCH=zero [BEFORE=old/app/scaletrain] [ONE_RANK=1] scripts/bench-cpu.sh [BUILD_DIR] [STEPS] [ROUNDS]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
@@ -66,6 +78,32 @@ print(m['n_layers'], m['d_model'], m['n_heads'], m['n_kv_heads'], m['ffn_hidden'
     --layers "$L" --d "$D" --heads "$H" --kv "$KV" --ffn "$F" --vocab "$V" --seq "$T" --batch "$B" \
     --steps "$steps" --threads "$threads" "${flag[@]}" > "$out/$shape-$prec-$name.json"
 }
+if [[ ${BENCH:-} == zero ]]; then
+  shape=${SHAPES:-default}
+  shape=${shape%% *}
+  [[ -z ${BEFORE:-} || -x $BEFORE ]] || { echo "BEFORE=$BEFORE: not an executable scaletrain" >&2; exit 2; }
+  z_run() {  # binary name zero-stage [ranks]
+    local dir=$out/$2
+    echo "load $(cut -d' ' -f1 /proc/loadavg)" > "$dir.load"
+    # shellcheck disable=SC2046
+    mpirun --oversubscribe --bind-to none -np "${4:-2}" "$1" $(shape_args "$shape") "${common[@]}" \
+      --set parallel.zero_stage="$3" --set train.precision=fp32 --set runtime.threads=1 --out "$dir" > "$dir.log"
+  }
+  for r in $(seq 1 "$rounds"); do
+    echo "zero round $r/$rounds (load $(cut -d' ' -f1 /proc/loadavg))"
+    runs=("$build/app/scaletrain z0-$r 0" "$build/app/scaletrain z3-$r 3")
+    [[ -n ${BEFORE:-} ]] && runs+=("$BEFORE before-$r 0")
+    [[ ${ONE_RANK:-0} == 1 ]] && runs+=("$build/app/scaletrain z0r1-$r 0 1" "$build/app/scaletrain z3r1-$r 3 1")
+    if (( r % 2 == 0 )); then  # the other order every second round
+      rev=(); for ((k = ${#runs[@]} - 1; k >= 0; --k)); do rev+=("${runs[k]}"); done; runs=("${rev[@]}")
+    fi
+    # shellcheck disable=SC2086
+    for run in "${runs[@]}"; do z_run $run; done
+  done
+  /usr/bin/python3 "$here/scripts/bench_zero_report.py" "$out" "$rounds"
+  echo "raw output: $out"
+  exit 0
+fi
 for shape in $shapes; do
   for r in $(seq 1 "$rounds"); do
     for prec in $precisions; do

@@ -93,7 +93,9 @@ analyze=$(find "$build" -maxdepth 3 -type f -name scaletrain-analyze | head -1)
 #  1. two ranks on one GPU are refused cleanly (exit 2, naming the bus id);
 #  2. cuDNN accepts the SDPA graphs (the block kernels did not run);
 #  3. two identical trainer runs give bitwise the same losses (reported:
-#     cuDNN's attention backward accumulates dQ with atomics).
+#     cuDNN's attention backward accumulates dQ with atomics); 3b. the same
+#     with runtime.attention_backward=deterministic (cuDNN's deterministic
+#     backward on sm_9x), with the step record's attention_bwd paths.
 qs=$log/questions.txt
 : >"$qs"
 answer() { printf '%s\n' "$*" | tee -a "$qs"; }
@@ -141,6 +143,21 @@ if [[ -n $(losses 1) && $(losses 1) == "$(losses 2)" ]]; then
   answer "q3 identical runs bitwise equal: yes ($(losses 1))"
 else
   answer "q3 identical runs bitwise equal: no (run 1: $(losses 1); run 2: $(losses 2))"
+fi
+
+step "question 3b: runtime.attention_backward=deterministic, twice (cuDNN's deterministic backward on sm_9x)"
+for i in 1 2; do
+  timeout "$(left 60)" "$build/app/scaletrain" "${tiny[@]}" --set train.steps=3 \
+    --set runtime.attention_backward=deterministic --out "$log/q-det-$i" >"$log/q-det-$i.txt" 2>&1
+done
+dlosses() { grep -o '"loss":[^,]*' "$log/q-det-$1/telemetry/rank_00000.jsonl" 2>/dev/null |
+  tr '\n' ' '; }
+dbwd=$(grep -o '"attention_bwd":{[^}]*}' "$log/q-det-1/telemetry/rank_00000.jsonl" 2>/dev/null |
+  tail -1)
+if [[ -n $(dlosses 1) && $(dlosses 1) == "$(dlosses 2)" ]]; then
+  answer "q3b deterministic backward bitwise equal: yes ($(dlosses 1); $dbwd)"
+else
+  answer "q3b deterministic backward bitwise equal: NO (run 1: $(dlosses 1); run 2: $(dlosses 2); $dbwd)"
 fi
 
 step "ctest -L gpu"

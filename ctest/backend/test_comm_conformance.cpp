@@ -71,6 +71,7 @@ class BackendEnv : public ::testing::Environment {
     MPI_Comm dup;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     g_group = std::make_unique<MpiCommunicator>(dup, "conformance", 120.0);
+    g_be->make_communicators({g_group.get()});
   }
   void TearDown() override { g_group.reset(); }
 };

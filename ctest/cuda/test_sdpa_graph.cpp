@@ -43,7 +43,7 @@ struct Shape {
   int64_t B, T, Hq, Hkv, hd;
 };
 
-void check_io(const RecordingSink& r, const Shape& s, bool bwd) {
+void check_io(const RecordingSink& r, const Shape& s, bool bwd, bool dq_acc = true) {
   const auto [B, T, Hq, Hkv, hd] = s;
   // Q, O (and dO, dQ): dims [B,Hq,T,hd] over [B,T,Hq,hd] memory.
   std::vector<int64_t> qlike = {kUidQ, kUidO};
@@ -81,11 +81,13 @@ void check_io(const RecordingSink& r, const Shape& s, bool bwd) {
       EXPECT_EQ(at(t.stride, {B - 1, 0, T - 1, hd - 1}), bshd(T, Hkv, hd, B - 1, 0, T - 1, hd - 1));
     }
     // The frontend's workspace tensors: fp32, packed, bound by the caller.
-    const GTensor& acc = by_uid(r, kUidDQAcc);
-    EXPECT_FALSE(acc.is_virtual);
-    EXPECT_EQ(acc.type, GType::F32);
-    EXPECT_EQ(acc.dim, (Dims4{B, Hq, T, hd}));
-    EXPECT_EQ(acc.stride, (Dims4{Hq * T * hd, T * hd, hd, 1}));
+    if (dq_acc) {
+      const GTensor& acc = by_uid(r, kUidDQAcc);
+      EXPECT_FALSE(acc.is_virtual);
+      EXPECT_EQ(acc.type, GType::F32);
+      EXPECT_EQ(acc.dim, (Dims4{B, Hq, T, hd}));
+      EXPECT_EQ(acc.stride, (Dims4{Hq * T * hd, T * hd, hd, 1}));
+    }
     const GTensor& sum = by_uid(r, kUidSoftmaxSum);
     EXPECT_FALSE(sum.is_virtual);
     EXPECT_EQ(sum.type, GType::F32);
@@ -188,6 +190,34 @@ TEST(SdpaGraph, BackwardTensorsMatchTheBuffersAndTheLowering) {
     // The dQ matmul writes the fp32 accumulator, the identity casts it.
     EXPECT_EQ(r.tensors[size_t(r.ops[r.ops.size() - 2].out)].uid, kUidDQAcc);
   }
+}
+
+// The deterministic backward (the frontend's dP-workspace lowering): the
+// same graph up to dQ, which the dS K matmul writes straight, with no fp32
+// accumulator tensor at all.
+TEST(SdpaGraph, DeterministicBackwardWritesDqWithoutAnAccumulator) {
+  for (const Shape& s : kShapes) {
+    RecordingSink det, acc;
+    describe_sdpa(det, true, s.B, s.T, s.Hq, s.Hkv, s.hd, true);
+    describe_sdpa(acc, true, s.B, s.T, s.Hq, s.Hkv, s.hd, false);
+    check_io(det, s, true, false);
+    check_structure(det);
+    for (const GTensor& t : det.tensors) EXPECT_NE(t.uid, kUidDQAcc);
+    std::vector<std::string> want = acc.kinds();
+    want.pop_back();  // no identity cast
+    EXPECT_EQ(det.kinds(), want);
+    EXPECT_EQ(det.ops.back().kind, "matmul");
+    EXPECT_EQ(det.tensors[size_t(det.ops.back().out)].uid, kUidDQ);
+  }
+}
+
+TEST(SdpaRules, DeterministicBackwardWhereTheFrontendHasOne) {
+  EXPECT_EQ(cudnn_deterministic_bwd_refuses(91900, 9), "");  // Hopper: dP workspace
+  EXPECT_EQ(cudnn_deterministic_bwd_refuses(90000, 9), "");
+  EXPECT_NE(cudnn_deterministic_bwd_refuses(91700, 10).find("9.18.0"), std::string::npos);
+  EXPECT_NE(cudnn_deterministic_bwd_refuses(91900, 10).find("knob"), std::string::npos);
+  EXPECT_NE(cudnn_deterministic_bwd_refuses(91900, 8).find("sm_8x"), std::string::npos);
+  EXPECT_NE(cudnn_deterministic_bwd_refuses(91900, 12), "");
 }
 
 TEST(SdpaRules, MaskValueAndAccumulatorFollowTheCudnnVersion) {

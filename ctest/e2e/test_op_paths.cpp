@@ -3,9 +3,11 @@
 // docs/telemetry.md). The tiny model (2 layers) without activation
 // checkpointing runs each layer's attention once forward and once backward
 // per micro-batch; with cp = 2 the causal attention runs as ring-attention
-// blocks instead; GEMMs are named by the precision's CPU library.
+// blocks instead; GEMMs are named by the precision's CPU library. An
+// evaluation between steps is not counted into the next step.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <fstream>
 #include <map>
 #include <string>
@@ -51,6 +53,29 @@ TEST(OpPaths, CpuStepRecordsCountWhatRan) {
     for (const auto& [k, n] : g) EXPECT_TRUE(k == "cpu_bf16" || k == "cpu_fp32") << k;
   }
   EXPECT_EQ(steps[1], steps[2]) << "the same work every step, counted per step";
+
+  // An evaluation after every step runs forward ops between steps: they are
+  // not counted into the next step's record (the same records as the same
+  // run without evaluation).
+  {
+    std::ofstream tok(dir + "/tokens.bin", std::ios::binary);
+    for (int i = 0; i < 65536; ++i) {
+      const uint16_t id = uint16_t((i * 37 + i / 7) % 256);
+      tok.write(reinterpret_cast<const char*>(&id), sizeof id);
+    }
+  }
+  const std::string file =
+      "--set train.precision=bf16 --set data.source=file --set data.path=" + dir + "/tokens.bin";
+  r = run_scaletrain(1, tiny(file, dir + "/file"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_scaletrain(1, tiny(file + " --set train.eval_interval=1 --set data.val_batches=2" +
+                                 " --set data.val_path=" + dir + "/tokens.bin",
+                             dir + "/eval"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto without = step_paths(dir + "/file", 0), with_eval = step_paths(dir + "/eval", 0);
+  ASSERT_EQ(with_eval.size(), 3u);
+  EXPECT_EQ(with_eval, without);
+  EXPECT_EQ(without, steps) << "the paths depend on the shapes, not the data";
 
   r = run_scaletrain(2, tiny("--set parallel.cp=2", dir + "/ring"));
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -125,7 +125,7 @@ class GradBucketsTest : public ::testing::TestWithParam<bool> {
 
 TEST_P(GradBucketsTest, AllReduceInPlaceOutOfOrderReadiness) {
   MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
-  Communicator& comm = be().communicator(world);
+  Communicator& comm = *be().make_communicators({&world})[0];
   const int n = world.size(), me = world.rank();
   for (DType wire : {DType::F32, DType::BF16}) {
     Flat f = make_flat({{5, 3, 700, 1, 9}}, {}, me);
@@ -148,7 +148,7 @@ TEST_P(GradBucketsTest, AllReduceInPlaceOutOfOrderReadiness) {
 
 TEST_P(GradBucketsTest, PlanCoversEveryParameterOnceInBackwardOrder) {
   MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
-  Communicator& comm = be().communicator(world);
+  Communicator& comm = *be().make_communicators({&world})[0];
   Flat f = make_flat({{6, 300, 12}, {1, 9, 2000, 2}}, {}, 0);
   BucketOptions o;
   o.bucket_mb = 1024.0 / (1024 * 1024);  // 256 floats
@@ -187,9 +187,51 @@ TEST_P(GradBucketsTest, PlanCoversEveryParameterOnceInBackwardOrder) {
   for (int s : seen) EXPECT_EQ(s, 1);
 }
 
+// Both gathers of every bucket, checked: in place (each rank writes the
+// truth w = 100 * i + j into its own parts of "weights", the rest -1) and
+// from a shard (ZeRO 3: the truth in this rank's shard layout, gathered
+// bucket by bucket into fresh buffers). One all-gather per bucket each.
+void check_gathers(GradBuckets& b, const Flat& f, Communicator& comm, Backend& be) {
+  const int64_t per_bucket = comm.size() > 1 ? 1 : 0;
+  auto expect_truth = [&](const std::vector<std::vector<float>>& got) {
+    for (size_t i = 0; i < f.params.size(); ++i)
+      for (int64_t j = 0; j < f.params[i].n; ++j)
+        ASSERT_EQ(got[size_t(f.params[i].seg)][size_t(f.params[i].off + j)], float(100 * i + j))
+            << i << "," << j;
+  };
+  std::vector<std::vector<float>> w;
+  for (size_t s = 0; s < f.segs.size(); ++s) w.emplace_back(f.segs[s].size(), -1.f);
+  for (const ShardPiece& p : b.pieces()) {
+    const FlatParam& fp = f.params[size_t(p.param)];
+    for (int64_t j = 0; j < p.len; ++j)
+      w[size_t(fp.seg)][size_t(fp.off + p.param_off + j)] = float(100 * p.param + p.param_off + j);
+  }
+  comm.reset_stats();
+  b.gather_all({w[0].data(), w[1].data()}, DType::F32);
+  be.device().synchronize();
+  EXPECT_EQ(comm.stats(CollKind::AllGather).calls, per_bucket * b.num_buckets());
+  expect_truth(w);
+  std::vector<float> sh(size_t(b.shard_numel()), std::nanf(""));
+  for (const ShardPiece& p : b.pieces())
+    for (int64_t j = 0; j < p.len; ++j)
+      sh[size_t(p.shard_off + j)] = float(100 * p.param + p.param_off + j);
+  std::vector<std::vector<float>> w3;
+  for (size_t s = 0; s < f.segs.size(); ++s) w3.emplace_back(f.segs[s].size(), -1.f);
+  comm.reset_stats();
+  std::vector<BucketGather> gs;
+  for (int k = 0; k < b.num_buckets(); ++k)
+    gs.push_back(b.start_gather(k, sh.data() + b.bucket_shard_off(k), DType::F32,
+                                w3[size_t(b.bucket_segment(k))].data() + b.bucket_lo(k),
+                                DType::F32));
+  for (auto& g : gs) b.finish_gather(g);
+  be.device().synchronize();
+  EXPECT_EQ(comm.stats(CollKind::AllGather).calls, per_bucket * b.num_buckets());
+  expect_truth(w3);
+}
+
 TEST_P(GradBucketsTest, ReduceScatterPartitionAndGather) {
   MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
-  Communicator& comm = be().communicator(world);
+  Communicator& comm = *be().make_communicators({&world})[0];
   const int n = world.size(), me = world.rank();
   // Some parameters are matrices (rows of 3 or 4): shard cuts fall on rows.
   const std::vector<int64_t> rows{3, 1, 4, 1, 3, 1};
@@ -249,50 +291,25 @@ TEST_P(GradBucketsTest, ReduceScatterPartitionAndGather) {
     world.all_reduce_sum(c.data(), int64_t(c.size()));
     for (double x : c) EXPECT_EQ(x, 1.0);
   }
-  // All-gather in place: each rank writes the truth into its own parts of
-  // "weights" w = 100 * i + j (the rest -1) and gathers every bucket.
-  std::vector<std::vector<float>> w, truth;
-  for (size_t s = 0; s < f.segs.size(); ++s) {
-    w.emplace_back(f.segs[s].size(), -1.f);
-    truth.emplace_back(f.segs[s].size(), -1.f);
-  }
-  for (size_t i = 0; i < f.params.size(); ++i)
-    for (int64_t j = 0; j < f.params[i].n; ++j)
-      truth[size_t(f.params[i].seg)][size_t(f.params[i].off + j)] = float(100 * i + j);
-  for (const ShardPiece& p : b.pieces()) {
-    const FlatParam& fp = f.params[size_t(p.param)];
-    for (int64_t j = 0; j < p.len; ++j)
-      w[size_t(fp.seg)][size_t(fp.off + p.param_off + j)] = float(100 * p.param + p.param_off + j);
-  }
-  comm.reset_stats();
-  b.gather_all({w[0].data(), w[1].data()}, DType::F32);
-  be().device().synchronize();
-  EXPECT_EQ(comm.stats(CollKind::AllGather).calls, per_bucket * b.num_buckets());
-  for (size_t i = 0; i < f.params.size(); ++i)
-    for (int64_t j = 0; j < f.params[i].n; ++j)
-      ASSERT_EQ(w[size_t(f.params[i].seg)][size_t(f.params[i].off + j)], float(100 * i + j))
-          << i << "," << j;
-  // From a shard (ZeRO 3): the truth in this rank's shard layout, gathered
-  // bucket by bucket into fresh buffers.
-  std::vector<float> sh(size_t(b.shard_numel()), std::nanf(""));
-  for (const ShardPiece& p : b.pieces())
-    for (int64_t j = 0; j < p.len; ++j)
-      sh[size_t(p.shard_off + j)] = float(100 * p.param + p.param_off + j);
-  std::vector<std::vector<float>> w3;
-  for (size_t s = 0; s < f.segs.size(); ++s) w3.emplace_back(f.segs[s].size(), -1.f);
-  comm.reset_stats();
-  std::vector<BucketGather> gs;
-  for (int k = 0; k < b.num_buckets(); ++k)
-    gs.push_back(b.start_gather(k, sh.data() + b.bucket_shard_off(k), DType::F32,
-                                w3[size_t(b.bucket_segment(k))].data() + b.bucket_lo(k),
-                                DType::F32));
-  for (auto& g : gs) b.finish_gather(g);
-  be().device().synchronize();
-  EXPECT_EQ(comm.stats(CollKind::AllGather).calls, per_bucket * b.num_buckets());
-  for (size_t i = 0; i < f.params.size(); ++i)
-    for (int64_t j = 0; j < f.params[i].n; ++j)
-      ASSERT_EQ(w3[size_t(f.params[i].seg)][size_t(f.params[i].off + j)], float(100 * i + j))
-          << i << "," << j;
+  check_gathers(b, f, comm, be());
+}
+
+// Buckets whose layout is the flat one (every parameter a multiple of 64
+// elements, each layer 1024 of them: cuts on rows at 1, 2 and 4 ranks) are
+// gathered straight into the flat buffers, with no staging buffer.
+TEST_P(GradBucketsTest, DirectBucketsGatherWithoutStaging) {
+  MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
+  Communicator& comm = be().communicator(world);
+  Flat f = make_flat({{768, 256, 512, 512}, {64, 960}}, {64, 1, 32, 1, 1, 64}, world.rank());
+  BucketOptions o;
+  o.reduce_scatter = true;
+  o.split_groups = true;
+  GradBuckets b(f.params, f.seg_len, o, comm, be());
+  ASSERT_EQ(b.num_buckets(), 3);
+  for (int k = 0; k < b.num_buckets(); ++k) EXPECT_TRUE(b.bucket_direct(k)) << "bucket " << k;
+  be().device().reset_peaks();
+  check_gathers(b, f, comm, be());
+  EXPECT_EQ(be().device().memory().pk(MemCat::Comm), 0) << "a staging buffer was used";
 }
 
 // Staged mode as the engine drives it (ZeRO >= 2): per micro-batch, each
@@ -302,7 +319,7 @@ TEST_P(GradBucketsTest, ReduceScatterPartitionAndGather) {
 // memory never exceeds the shard plus the pool of staging buffers.
 TEST_P(GradBucketsTest, StagedReductionAddsEveryMicroBatch) {
   MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
-  Communicator& comm = be().communicator(world);
+  Communicator& comm = *be().make_communicators({&world})[0];
   const int n = world.size(), me = world.rank();
   const std::vector<int64_t> rows{3, 1, 4, 1, 3, 1, 5};
   Flat f = make_flat({{6, 3, 12, 1, 9, 2, 700}}, rows, me);

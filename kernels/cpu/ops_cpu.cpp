@@ -8,6 +8,7 @@
 // rounding points of the CUDA kernels, so
 // train.precision=bf16 on CPU ranks exercises the numbers a GPU run produces.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -79,9 +80,15 @@ class CpuOps final : public Ops {
   }
   // What ran, counted per call (kernels/ops.hpp, OpPaths).
   OpPaths take_paths() override {
-    std::lock_guard<std::mutex> g(paths_mu_);
-    OpPaths r = std::move(paths_);
-    paths_ = OpPaths{};
+    OpPaths r;
+    for (size_t i = 0; i < size_t(Path::kCount); ++i)
+      if (const int64_t n = paths_[i].exchange(0, std::memory_order_relaxed)) {
+        auto& m = i < size_t(Path::AttnFwdCpu) ? r.gemm
+                  : (i == size_t(Path::AttnFwdCpu) || i == size_t(Path::AttnFwdRing))
+                      ? r.attention_fwd
+                      : r.attention_bwd;
+        m[kPathNames[i]] = n;
+      }
     r.known = true;
     return r;
   }
@@ -95,7 +102,7 @@ class CpuOps final : public Ops {
             int64_t ldc, DType c) override {
     ST_CHECK(c == DType::F32 || c == ab, "gemm: output dtype ", dtype_name(c), " for ",
              dtype_name(ab), " inputs");
-    tally(paths_.gemm, is_bf16(ab) ? "cpu_bf16" : "cpu_fp32");
+    tally(is_bf16(ab) ? Path::GemmBf16 : Path::GemmF32);
     run(s, kGemm, [=] {
       if (!is_bf16(ab)) {
         k::gemm(ta, tb, M, N, K, alpha, static_cast<const float*>(A), lda,
@@ -222,7 +229,7 @@ class CpuOps final : public Ops {
   void attention_fwd(Stream& s, const void* q, const void* k_, const void* v, int64_t B, int64_t T,
                      int64_t Hq, int64_t Hkv, int64_t hd, float scale, void* out, float* lse,
                      DType t) override {
-    tally(paths_.attention_fwd, "cpu");
+    tally(Path::AttnFwdCpu);
     run(s, kAttention, [=] {
       if (is_bf16(t))
         k::attention_fwd(h(q), h(k_), h(v), B, T, Hq, Hkv, hd, scale, h(out), lse);
@@ -235,7 +242,7 @@ class CpuOps final : public Ops {
                      const float* lse, const void* dout, int64_t B, int64_t T, int64_t Hq,
                      int64_t Hkv, int64_t hd, float scale, void* dq, void* dk, void* dv,
                      DType t) override {
-    tally(paths_.attention_bwd, "cpu");
+    tally(Path::AttnBwdCpu);
     run(s, kAttention, [=] {
       if (is_bf16(t))
         k::attention_bwd(h(q), h(k_), h(v), h(out), lse, h(dout), B, T, Hq, Hkv, hd, scale, h(dq),
@@ -250,7 +257,7 @@ class CpuOps final : public Ops {
                            int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hkv, int64_t hd, float scale,
                            const int32_t* qpos, const int32_t* kpos, void* out, float* lse,
                            DType t) override {
-    tally(paths_.attention_fwd, "ring_block");
+    tally(Path::AttnFwdRing);
     run(s, kAttention, [=] {
       if (is_bf16(t))
         k::attention_fwd_block(h(q), h(k_), h(v), B, Tq, Tk, Hq, Hkv, hd, scale, qpos, kpos, h(out),
@@ -275,7 +282,7 @@ class CpuOps final : public Ops {
                            const float* lse, const void* dout, int64_t B, int64_t Tq, int64_t Tk,
                            int64_t Hq, int64_t Hkv, int64_t hd, float scale, const int32_t* qpos,
                            const int32_t* kpos, float* dq, float* dk, float* dv, DType t) override {
-    tally(paths_.attention_bwd, "ring_block");
+    tally(Path::AttnBwdRing);
     run(s, kAttention, [=] {
       if (is_bf16(t))
         k::attention_bwd_block(h(q), h(k_), h(v), h(out), lse, h(dout), B, Tq, Tk, Hq, Hkv, hd,
@@ -342,12 +349,14 @@ class CpuOps final : public Ops {
   }
 
  private:
-  void tally(std::map<std::string, int64_t>& m, const char* path) {
-    std::lock_guard<std::mutex> g(paths_mu_);
-    ++m[path];
-  }
-  std::mutex paths_mu_;
-  OpPaths paths_;
+  // The paths counted per call: one relaxed atomic add, named and grouped
+  // only when take_paths() sums them (gemm first, then attention forward and
+  // backward, in the order of kPathNames).
+  enum class Path { GemmF32, GemmBf16, AttnFwdCpu, AttnFwdRing, AttnBwdCpu, AttnBwdRing, kCount };
+  static constexpr const char* kPathNames[] = {"cpu_fp32",   "cpu_bf16", "cpu",
+                                               "ring_block", "cpu",      "ring_block"};
+  void tally(Path p) { paths_[size_t(p)].fetch_add(1, std::memory_order_relaxed); }
+  std::array<std::atomic<int64_t>, size_t(Path::kCount)> paths_{};
 };
 }  // namespace
 

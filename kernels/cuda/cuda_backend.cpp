@@ -13,10 +13,12 @@
 //    against (runtime.gpu_peak_tflops, else the device's dense bf16 row:
 //    host/device_peak.hpp, by name and SM count); then the device and the Ops are created. The
 //    bus-id exchange over MPI_COMM_WORLD is its only collective.
-//  - communicator: one NcclCommunicator per MPI group, created on first
-//    use (collectively over the group) and kept until the group's MPI
-//    communicator is freed: an MPI attribute with a delete callback drops
-//    it then, so a group made later at the same address gets its own.
+//  - make_communicators: one NcclCommunicator per MPI group handed over,
+//    all split from one world NCCL communicator (nccl_communicator.hpp's
+//    split_communicators), and kept until the group's MPI communicator is
+//    freed: an MPI attribute with a delete callback drops it then, so a
+//    group made later at the same address gets its own. communicator()
+//    only looks them up.
 #include <unistd.h>
 
 #include <cstdio>
@@ -117,29 +119,44 @@ class CudaBackend final : public Backend {
     return *ops_;
   }
 
-  Communicator& communicator(Communicator& host) override {
+  std::vector<Communicator*> make_communicators(const std::vector<Communicator*>& groups) override {
     device();  // preflight first
-    auto* mpi = dynamic_cast<MpiCommunicator*>(&host);
-    ST_CHECK(mpi != nullptr,
-             "runtime.device=cuda: NCCL communicators are made on MPI groups, not on '",
-             host.name(), "'");
-    MpiCommunicator& group = *mpi;
-    const MPI_Comm key = group.mpi();
-    NcclCommunicator* made = nullptr;
+    std::vector<MpiCommunicator*> mpi;
+    for (Communicator* g : groups) {
+      auto* m = dynamic_cast<MpiCommunicator*>(g);
+      ST_CHECK(m != nullptr,
+               "runtime.device=cuda: NCCL communicators are made on MPI groups, not on '",
+               g->name(), "'");
+      mpi.push_back(m);
+    }
+    std::vector<Communicator*> out;
     {
       std::lock_guard<std::mutex> g(mu_);
-      for (auto& e : comms_)
-        if (e.key == key) return *e.comm;
-      comms_.push_back({key, std::make_unique<NcclCommunicator>(group, *dev_)});
-      made = comms_.back().comm.get();
+      auto made = split_communicators(mpi, *dev_, world_);
       // Finished collectives are counted when the compute stream is synchronised.
       if (!hooked_) dev_->after_sync([this] { reap_all(); });
       hooked_ = true;
       if (keyval_ == MPI_KEYVAL_INVALID)
         ST_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &on_comm_free, &keyval_, this));
+      for (size_t k = 0; k < made.size(); ++k) {
+        out.push_back(made[k].get());
+        comms_.insert(comms_.begin(), {mpi[k]->mpi(), std::move(made[k])});  // newest first
+      }
     }
-    ST_MPI_CHECK(MPI_Comm_set_attr(key, keyval_, made));
-    return *made;
+    // Outside the lock: replacing a group's attribute drops its old communicator.
+    for (size_t k = 0; k < out.size(); ++k)
+      ST_MPI_CHECK(MPI_Comm_set_attr(mpi[k]->mpi(), keyval_, out[k]));
+    return out;
+  }
+
+  Communicator& communicator(Communicator& host) override {
+    auto* mpi = dynamic_cast<MpiCommunicator*>(&host);
+    std::lock_guard<std::mutex> g(mu_);
+    if (mpi)
+      for (auto& e : comms_)
+        if (e.key == mpi->mpi()) return *e.comm;
+    throw Error("runtime.device=cuda: no NCCL communicator was made at start for '" + host.name() +
+                "' (Backend::make_communicators); none is made lazily");
   }
 
   std::optional<DevicePeak> peak(const Config& cfg) override {
@@ -180,6 +197,7 @@ class CudaBackend final : public Backend {
   DevicePeak peak_;
   std::mutex mu_;
   std::vector<Entry> comms_;
+  ncclComm_t world_ = nullptr;  // the parent of every split (process lifetime)
   bool hooked_ = false;
   int keyval_ = MPI_KEYVAL_INVALID;
 };

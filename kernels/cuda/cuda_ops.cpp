@@ -84,7 +84,10 @@ class Scratch {
 class CudaOps final : public Ops {
  public:
   CudaOps(CudaDevice& dev, bool deterministic_bwd)
-      : dev_(dev), gemm_(dev), sdpa_(dev), deterministic_bwd_(deterministic_bwd) {}
+      : dev_(dev),
+        gemm_(dev),
+        sdpa_(dev, deterministic_bwd),
+        block_bwd_chosen_(deterministic_bwd && !sdpa_.deterministic_refuses().empty()) {}
   ~CudaOps() override {
     if (pos_) dev_.deallocate(pos_, pos_n_ * sizeof(int32_t), MemCat::Workspace);
   }
@@ -223,9 +226,11 @@ class CudaOps final : public Ops {
                      DType t) override {
     need_bf16(t, "attention_bwd");
     const cudaStream_t cs = native(s);
-    // runtime.attention_backward=deterministic: the block kernels, by choice (counted).
-    if (deterministic_bwd_) attn_.ran(cuda_host::AttnPath::BlockChosen, true);
-    if (!deterministic_bwd_ && use_cudnn(B, T, Hq, Hkv, hd, true)) {
+    // runtime.attention_backward=deterministic: cuDNN's deterministic
+    // backward where it has one (host/sdpa_rules.hpp), else the block
+    // kernels, by choice (counted).
+    if (block_bwd_chosen_) attn_.ran(cuda_host::AttnPath::BlockChosen, true);
+    if (!block_bwd_chosen_ && use_cudnn(B, T, Hq, Hkv, hd, true)) {
       sdpa_.bwd(as<bf16>(q), as<bf16>(k), as<bf16>(v), as<bf16>(out), lse, as<bf16>(dout), B, T, Hq,
                 Hkv, hd, scale, as<bf16>(dq), as<bf16>(dk), as<bf16>(dv), cs);
       return;
@@ -366,7 +371,9 @@ class CudaOps final : public Ops {
   kc::CudnnSdpa sdpa_;
   std::mutex mu_;
   cuda_host::AttnPathPolicy attn_;
-  bool deterministic_bwd_;                          // runtime.attention_backward=deterministic
+  // runtime.attention_backward=deterministic on a GPU or cuDNN without a
+  // deterministic cuDNN backward: the block kernels.
+  bool block_bwd_chosen_;
   std::atomic<int64_t> ring_fwd_{0}, ring_bwd_{0};  // ring-attention block calls
   int32_t* pos_ = nullptr;
   int64_t pos_n_ = 0;

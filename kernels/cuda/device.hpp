@@ -25,6 +25,7 @@
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
+#include <array>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -136,6 +137,11 @@ class CudaDevice final : public Device {
   // fn runs after every host synchronisation of the compute stream (the
   // NCCL communicators count their finished collectives there).
   void after_sync(std::function<void()> fn) { compute_->after_sync(std::move(fn)); }
+  // Device bytes others hold outside the block cache (NCCL's, measured when
+  // the communicators are made), counted in memory() under `cat`.
+  void add_outside_cache(MemCat cat, int64_t bytes) { outside_[size_t(cat)] += bytes; }
+  // Bytes the block cache holds from cudaMalloc.
+  int64_t cache_reserved() const { return cache_.stats().reserved; }
 
  private:
   class Staging;  // the pinned ring behind copy_from_host
@@ -144,5 +150,6 @@ class CudaDevice final : public Device {
   BlockCache cache_;
   std::unique_ptr<CudaStream> compute_;
   std::unique_ptr<Staging> staging_;
+  std::array<int64_t, kMemCats> outside_{};
 };
 }  // namespace st::cuda

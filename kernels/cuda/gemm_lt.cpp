@@ -50,8 +50,10 @@ size_t GemmLt::cached_shapes() const {
 }
 
 std::map<int, int64_t> GemmLt::take_counts() {
-  std::lock_guard<std::mutex> g(mu_);
-  return std::exchange(counts_, {});
+  std::map<int, int64_t> r;
+  for (size_t i = 0; i < counts_.size(); ++i)
+    if (const int64_t n = counts_[i].exchange(0, std::memory_order_relaxed)) r[int(i)] = n;
+  return r;
 }
 
 std::string GemmLt::fallbacks() const {
@@ -153,7 +155,7 @@ void GemmLt::run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
              cuda_host::gemm_algo_refusals(p.cand, ws_bytes_), ")");
     p.chosen = next;
   }
-  ++counts_[p.chosen];
+  counts_[size_t(p.chosen)].fetch_add(1, std::memory_order_relaxed);
 }
 
 void GemmLt::gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,

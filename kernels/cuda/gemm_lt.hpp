@@ -11,6 +11,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -18,6 +20,7 @@
 #include <string>
 #include <tuple>
 
+#include "kernels/cuda/host/gemm_algo.hpp"
 #include "tensor/device.hpp"
 
 namespace st::kernels::cuda {
@@ -66,7 +69,8 @@ class GemmLt {
   size_t ws_bytes_ = 0;
   mutable std::mutex mu_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
-  std::map<int, int64_t> counts_;
+  // Per heuristic index, one relaxed atomic add per GEMM; named at take_counts().
+  std::array<std::atomic<int64_t>, cuda_host::kGemmCandidates> counts_{};
 };
 
 }  // namespace st::kernels::cuda

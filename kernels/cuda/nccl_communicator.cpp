@@ -6,9 +6,12 @@
 #include <cstdlib>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/util.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/host/nccl_memory.hpp"
 #include "kernels/cuda/host/nccl_plan.hpp"
+#include "kernels/cuda/host/nccl_split.hpp"
 #include "kernels/cuda/host/poll_wait.hpp"
 #include "runtime/watchdog.hpp"
 
@@ -121,8 +124,8 @@ class NcclCommunicator::Op final : public CommOp {
   std::shared_ptr<Coll> coll_;
 };
 
-NcclCommunicator::NcclCommunicator(MpiCommunicator& group, CudaDevice& dev)
-    : dev_(dev), name_(group.name()), rank_(group.rank()), size_(group.size()) {
+NcclCommunicator::NcclCommunicator(MpiCommunicator& group, CudaDevice& dev, ncclComm_t comm)
+    : dev_(dev), name_(group.name()), rank_(group.rank()), size_(group.size()), comm_(comm) {
   timeout_s_ = group.timeout_s();
   dev_.make_current();
   int lo = 0, hi = 0;
@@ -131,11 +134,61 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& group, CudaDevice& dev)
   stream_ = std::make_unique<CudaStream>("nccl:" + name_, hi);
   ready_ = std::make_unique<CudaEvent>(false);
   if (size_ == 1) return;  // no NCCL communicator for a group of one
-  ncclUniqueId id{};
-  if (rank_ == 0) ST_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
-  group.broadcast_bytes(&id, int64_t(sizeof id), 0);
-  ST_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_), nullptr);
+  ST_CHECK(comm_ != nullptr, "NCCL communicator '", name_, "' of ", size_,
+           " ranks was not made (split_communicators)");
   watchdog_ = std::thread([this] { watch(); });
+}
+
+std::vector<std::unique_ptr<NcclCommunicator>> split_communicators(
+    const std::vector<MpiCommunicator*>& groups, CudaDevice& dev, ncclComm_t& world) {
+  int n = 1, me = 0;
+  ST_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
+  ST_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+  std::vector<MPI_Comm> mine;
+  for (MpiCommunicator* g : groups) mine.push_back(g->mpi());
+  const auto plan = cuda_host::plan_nccl_splits(n, cuda_host::gather_groups(MPI_COMM_WORLD, mine));
+  const auto at = cuda_host::calls_for(plan, cuda_host::role_groups(MPI_COMM_WORLD, mine));
+  dev.make_current();
+  // NCCL's device memory: what vanishes while the communicators are made,
+  // eagerly connected (host/nccl_memory.hpp; docs/cuda.md says what it misses).
+  static const cuda_host::ConnectMode mode = [] {
+    auto m = cuda_host::connect_mode(std::getenv("NCCL_RUNTIME_CONNECT"));
+    if (m.set_env) setenv("NCCL_RUNTIME_CONNECT", "0", 0);  // before NCCL's first call
+    return m;
+  }();
+  ST_CUDA_CHECK(cudaDeviceSynchronize());
+  size_t free_before = 0, free_after = 0, total = 0;
+  ST_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+  const int64_t cache_before = dev.cache_reserved();
+  if (!world && n > 1) {
+    ncclUniqueId id{};
+    if (me == 0) ST_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+    ST_MPI_CHECK(MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD));
+    ST_NCCL_CHECK(ncclCommInitRank(&world, n, id, me), nullptr);
+  }
+  // Every rank makes every call, in the plan's order (a rank outside all of
+  // a call's groups passes NCCL_SPLIT_NOCOLOR and gets no communicator).
+  std::vector<ncclComm_t> made(plan.calls.size(), nullptr);
+  for (size_t c = 0; c < plan.calls.size(); ++c) {
+    const int color = plan.calls[c].color[size_t(me)];
+    ST_NCCL_CHECK(ncclCommSplit(world, color < 0 ? NCCL_SPLIT_NOCOLOR : color,
+                                plan.calls[c].key[size_t(me)], &made[c], nullptr),
+                  world);
+  }
+  std::vector<std::unique_ptr<NcclCommunicator>> out;
+  for (size_t k = 0; k < groups.size(); ++k)
+    out.push_back(std::make_unique<NcclCommunicator>(*groups[k], dev,
+                                                     at[k] < 0 ? nullptr : made[size_t(at[k])]));
+  ST_CUDA_CHECK(cudaDeviceSynchronize());
+  ST_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  const int64_t bytes =
+      cuda_host::nccl_creation_bytes(free_before, free_after, cache_before, dev.cache_reserved());
+  dev.add_outside_cache(MemCat::Comm, bytes);
+  char mib[32];
+  std::snprintf(mib, sizeof mib, "%.1f", double(bytes) / 1048576.0);
+  log0("NCCL: ", out.size(), " communicators from ", plan.calls.size(), " splits; ", mib,
+       " MiB of device memory on rank 0 after creation (telemetry: category comm); ", mode.note);
+  return out;
 }
 
 NcclCommunicator::~NcclCommunicator() {

@@ -1,7 +1,7 @@
 // The NCCL implementation of the Communicator seam (lib/comm/communicator.hpp)
-// for the CUDA backend: one ncclComm per MPI group, created collectively
-// over the group (rank 0's unique id broadcast on the group's MPI
-// communicator), with its own non-blocking, high-priority stream.
+// for the CUDA backend: one ncclComm per MPI group, all split at start from
+// one world communicator (split_communicators below, planned on the host by
+// host/nccl_split.hpp), each with its own non-blocking, high-priority stream.
 //
 //  - Every collective waits (cudaStreamWaitEvent) for an event recorded on
 //    `after` when it is called, then runs on the communicator's stream
@@ -24,8 +24,8 @@
 //    run longer than timeout_s() since it started on the device, it prints
 //    a message naming host, rank, group and collective, aborts the NCCL
 //    communicator and ends the job (MPI_Abort). Host waits (handle.wait())
-//    apply the same checks. Creating the communicator (ncclCommInitRank) is
-//    blocking and not covered by the timeout.
+//    apply the same checks. Creating the communicators (ncclCommInitRank of
+//    the world, ncclCommSplit) is blocking and not covered by the timeout.
 #pragma once
 #include <nccl.h>
 
@@ -36,6 +36,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/mpi_communicator.hpp"
 #include "kernels/cuda/device.hpp"
@@ -44,8 +45,9 @@ namespace st::cuda {
 
 class NcclCommunicator final : public Communicator {
  public:
-  // Collective over `group`'s ranks; uses `dev` (current on this thread).
-  NcclCommunicator(MpiCommunicator& group, CudaDevice& dev);
+  // For `group`, owning `comm` (made by split_communicators; null for a
+  // group of one rank); uses `dev` (current on this thread).
+  NcclCommunicator(MpiCommunicator& group, CudaDevice& dev, ncclComm_t comm);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -93,4 +95,13 @@ class NcclCommunicator final : public Communicator {
   std::atomic<bool> aborted_{false};
   std::thread watchdog_;
 };
+
+// The communicators of `groups` (this rank's MPI groups, one per role in the
+// order every rank hands them over: Backend::make_communicators), in that
+// order, each split from `world` by the plan of host/nccl_split.hpp. `world`
+// is made on the first call (ncclCommInitRank over MPI_COMM_WORLD, rank 0's
+// unique id broadcast; none for a world of one rank) and kept by the caller.
+// Collective over MPI_COMM_WORLD.
+std::vector<std::unique_ptr<NcclCommunicator>> split_communicators(
+    const std::vector<MpiCommunicator*>& groups, CudaDevice& dev, ncclComm_t& world);
 }  // namespace st::cuda

@@ -277,11 +277,17 @@ void execute(cudnnHandle_t h, const CudnnSdpa::Plan& p, const std::vector<int64_
 }
 }  // namespace
 
-CudnnSdpa::CudnnSdpa(Device& dev) : dev_(dev), version_(int64_t(cudnnGetVersion())) {
+CudnnSdpa::CudnnSdpa(Device& dev, bool deterministic_bwd)
+    : dev_(dev), version_(int64_t(cudnnGetVersion())) {
   ST_CUDNN_CHECK(cudnnCreate(&handle_));
   int d = 0;
   ST_CUDA_CHECK(cudaGetDevice(&d));
   ST_CUDA_CHECK(cudaDeviceGetAttribute(&sm_major_, cudaDevAttrComputeCapabilityMajor, d));
+  det_bwd_ = deterministic_bwd && deterministic_refuses().empty();
+}
+
+std::string CudnnSdpa::deterministic_refuses() const {
+  return cuda_host::cudnn_deterministic_bwd_refuses(version_, sm_major_);
 }
 
 std::string CudnnSdpa::refuses(int64_t T, int64_t hd) const {
@@ -321,9 +327,10 @@ CudnnSdpa::Plan& CudnnSdpa::plan_for(const Key& key) {
   ST_CHECK(why.empty(), "cuDNN fused attention: ", why);
   auto p = std::make_unique<Plan>();
   CudnnSink sink(*p);
-  cuda_host::describe_sdpa(sink, is_bwd, B, T, Hq, Hkv, hd);
-  p->build(handle_, detail::cat(is_bwd ? "backward" : "forward", " B=", B, " T=", T, " Hq=", Hq,
-                                " Hkv=", Hkv, " hd=", hd));
+  cuda_host::describe_sdpa(sink, is_bwd, B, T, Hq, Hkv, hd, is_bwd && det_bwd_);
+  p->build(handle_,
+           detail::cat(is_bwd ? (det_bwd_ ? "deterministic backward" : "backward") : "forward",
+                       " B=", B, " T=", T, " Hq=", Hq, " Hkv=", Hkv, " hd=", hd));
   auto& ref = *p;
   plans_.emplace(key, std::move(p));
   return ref;
@@ -364,15 +371,26 @@ void CudnnSdpa::bwd(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_b
   std::lock_guard<std::mutex> g(mu_);
   Plan& p = plan_for(Key{true, B, T, Hq, Hkv, hd});
   void* ws = grow(ws_, ws_bytes_, size_t(p.workspace), stream);
-  // The frontend's own workspace tensors: the fp32 dQ accumulator, then
-  // softmax_sum (both sizes multiples of 16 bytes as hd % 8 == 0).
-  const size_t acc = size_t(B * Hq * T * hd) * sizeof(float);
+  // The frontend's own workspace tensors: the fp32 dQ accumulator (none in
+  // the deterministic graph), then softmax_sum (both sizes multiples of 16
+  // bytes as hd % 8 == 0).
+  const size_t acc = det_bwd_ ? 0 : size_t(B * Hq * T * hd) * sizeof(float);
   const size_t sum = size_t(B * Hq * T) * sizeof(float);
   char* fe = static_cast<char*>(grow(bwd_ws_, bwd_ws_bytes_, acc + sum, stream));
-  if (cuda_host::sdpa_zero_dq_accum(version_))  // before cuDNN 9.6 the engine does not
+  if (acc && cuda_host::sdpa_zero_dq_accum(version_))  // before cuDNN 9.6 the engine does not
     ST_CUDA_CHECK(cudaMemsetAsync(fe, 0, acc, stream));
   float neg = cuda_host::sdpa_mask_value(version_), one = 1.f;
   ST_CUDNN_CHECK(cudnnSetStream(handle_, stream));
+  if (det_bwd_) {
+    execute(
+        handle_, p,
+        {kQ, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV, kScale, kNegInf, kOne, kSoftmaxSum},
+        {const_cast<__nv_bfloat16*>(q), const_cast<__nv_bfloat16*>(k),
+         const_cast<__nv_bfloat16*>(v), const_cast<__nv_bfloat16*>(out), const_cast<float*>(lse),
+         const_cast<__nv_bfloat16*>(dout), dq, dk, dv, &scale, &neg, &one, fe},
+        ws);
+    return;
+  }
   execute(handle_, p,
           {kQ, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV, kScale, kNegInf, kOne, kDQAcc, kSoftmaxSum},
           {const_cast<__nv_bfloat16*>(q), const_cast<__nv_bfloat16*>(k),

@@ -29,7 +29,9 @@ namespace st::kernels::cuda {
 
 class CudnnSdpa {
  public:
-  explicit CudnnSdpa(Device& dev);
+  // deterministic_bwd: the backward uses cuDNN's deterministic lowering (no
+  // shared fp32 dQ accumulator) where deterministic_refuses() is "".
+  CudnnSdpa(Device& dev, bool deterministic_bwd);
   ~CudnnSdpa();
   CudnnSdpa(const CudnnSdpa&) = delete;
   CudnnSdpa& operator=(const CudnnSdpa&) = delete;
@@ -49,6 +51,8 @@ class CudnnSdpa {
   size_t cached_plans() const;
   // "" when this cuDNN on this GPU takes the shape (host/sdpa_rules.hpp), else why not.
   std::string refuses(int64_t T, int64_t hd) const;
+  // "" when this cuDNN on this GPU has a deterministic backward (host/sdpa_rules.hpp).
+  std::string deterministic_refuses() const;
   static const char* description();  // "cuDNN <version> fused SDPA (backend graph API)"
 
   struct Plan;  // op graph + execution plan + workspace size (sdpa_cudnn.cpp)
@@ -70,6 +74,7 @@ class CudnnSdpa {
   size_t bwd_ws_bytes_ = 0;
   int64_t version_ = 0;  // cudnnGetVersion() at run time
   int sm_major_ = 0;
+  bool det_bwd_ = false;  // the backward graph is the deterministic one
 };
 
 }  // namespace st::kernels::cuda

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "core/error.hpp"
 #include "core/util.hpp"
@@ -23,8 +24,22 @@ class CpuBackend final : public Backend {
   std::string preflight(const Config&, int, int) override { return ""; }
   Device& device() override { return strict_ ? cpu_strict_device() : cpu_device(); }
   Ops& ops() override { return cpu_ops(); }
+  // The mesh's MPI groups are the device communicators: binding them is
+  // all there is to make, after checking every rank's order.
+  std::vector<Communicator*> make_communicators(const std::vector<Communicator*>& groups) override {
+    check_same_entries(groups);
+    std::lock_guard<std::mutex> g(mu_);
+    for (Communicator* c : groups) {
+      c->bind(device());
+      made_.insert(c->uid());
+    }
+    return groups;
+  }
   Communicator& communicator(Communicator& group) override {
-    group.bind(device());
+    std::lock_guard<std::mutex> g(mu_);
+    ST_CHECK(made_.count(group.uid()), "backend '", name(),
+             "': no communicator was made at start for '", group.name(),
+             "' (Backend::make_communicators); none is made lazily");
     return group;
   }
   std::optional<DevicePeak> peak(const Config& cfg) override {
@@ -35,6 +50,8 @@ class CpuBackend final : public Backend {
 
  private:
   bool strict_;
+  std::mutex mu_;
+  std::set<uint64_t> made_;  // the uid() of each group handed over
 };
 
 std::string this_library_dir() {

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.hpp"
 #include "config/config.hpp"
@@ -46,12 +47,25 @@ class Backend {
   virtual std::string preflight(const Config& cfg, int local_rank, int local_size) = 0;
   virtual Device& device() = 0;
   virtual Ops& ops() = 0;
-  // A communicator over `group`'s ranks for this device's buffers, owned by
-  // the backend (the same object for the same group). Collective over group.
-  // `group` is a host group of the mesh: an MpiCommunicator for the CPU and
-  // CUDA backends (the CPU one binds it to its device and returns it), a
-  // recording one for the recording backend. Taking the seam type keeps this
-  // header, the model and the backends that need no MPI free of it.
+  // Makes, at once and at start, the device communicator of every group a
+  // run will use, and returns them in the order given. Collective over every
+  // rank of the world: each rank hands over, entry by entry, the group it
+  // belongs to for the same role in the same order (the engine's: dp x cp,
+  // tp, cp, then each pipeline link), so the k-th entries of all ranks
+  // partition the world. A group is a host group of the mesh or a dup of
+  // one: an MpiCommunicator for the CPU and CUDA backends, a recording one
+  // for the recording backend. The CUDA backend splits them all from one
+  // world NCCL communicator (ncclCommSplit, planned by
+  // kernels/cuda/host/nccl_split.hpp); the CPU backend binds each group to
+  // its device and checks over each group that every member handed it over
+  // as the same entry (a mismatch is an Error naming the entry). Taking the
+  // seam type keeps this header, the model and the backends that need no
+  // MPI free of it.
+  virtual std::vector<Communicator*> make_communicators(
+      const std::vector<Communicator*>& groups) = 0;
+  // The communicator make_communicators made for `group` (owned by the
+  // backend). Creates nothing: a group that was not handed over at start is
+  // an Error, so no communicator is ever made lazily in the middle of a run.
   virtual Communicator& communicator(Communicator& group) = 0;
   // The peak for MFU (nullopt: the trainer measures the CPU's sgemm rate).
   virtual std::optional<DevicePeak> peak(const Config& cfg) = 0;

@@ -146,11 +146,18 @@ class Communicator {
   }
   double timeout_s() const { return timeout_s_; }
   void set_timeout(double s) { timeout_s_ = s; }
+  // Unique in the process and never reused (an address can be, once freed):
+  // what a backend keys the communicators it made by.
+  uint64_t uid() const { return uid_; }
 
  protected:
   mutable std::mutex stats_mu_;
   std::array<CollStats, size_t(CollKind::kCount)> stats_{};
   double timeout_s_ = 600.0;
+
+ private:
+  static uint64_t next_uid();
+  const uint64_t uid_ = next_uid();
 };
 
 // A process group's host side, beside its device collectives: blocking
@@ -165,5 +172,11 @@ class HostGroup : public Communicator {
   virtual void all_reduce_sum(float* buf, int64_t n) = 0;
   virtual std::unique_ptr<HostGroup> dup_group(const std::string& name) const = 0;
 };
+
+// Checks, by one host all-reduce over each HostGroup of 2+ ranks in list
+// order, that every member of groups[k] has it as its k-th entry with the
+// same name (Backend::make_communicators' rule); throws Error naming the
+// entry otherwise. Collective over each group.
+void check_same_entries(const std::vector<Communicator*>& groups);
 
 }  // namespace st

@@ -35,7 +35,9 @@ class MpiCommunicator final : public HostGroup {
   // after the first millisecond of a wait sleep 5% of the wait so far (at
   // most 5 ms) between polls, for ranks that outnumber the cores: a waiting
   // rank then leaves the core to the ranks it waits for. The trainer turns it
-  // on when its node's ranks x threads exceed the cores it may use.
+  // on when its node's ranks x threads exceed the cores it may use. Off, a
+  // wait still sleeps so while the machine has more runnable threads than
+  // CPUs (other jobs share the cores; checked with the watchdog's answer).
   static void set_sleep_when_waiting(bool on);
   static bool sleep_when_waiting();
 

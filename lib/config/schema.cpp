@@ -177,8 +177,9 @@ std::vector<Key> build() {
       choice(F(runtime, attention_backward), {"fast", "deterministic"},
              "causal attention backward on GPUs: fast = cuDNN's fused kernel (dQ accumulated "
              "with atomics: two identical steps may differ in the last bits); deterministic = "
-             "the custom block kernels (bitwise repeatable, slower: fp32 FMAs, no tensor "
-             "cores). CPU ranks are deterministic either way"),
+             "bitwise repeatable: cuDNN's deterministic backward on Hopper (sm_9x), the custom "
+             "block kernels elsewhere (slower: fp32 FMAs, no tensor cores). CPU ranks are "
+             "deterministic either way"),
       any(F(runtime, out), "run folder; empty = results/runs/<name>-<timestamp>"),
       any(F(runtime, name), "run name (run folder, reports)"),
       num(F(runtime, threads), 0, 4096, "OpenMP threads per rank; 0 = cores / local ranks"),

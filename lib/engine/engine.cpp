@@ -22,15 +22,20 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
       shard_weights_(cfg.parallel.zero_stage >= 3),
       cdt_(parse_float_dtype(cfg.train.precision, "train.precision")) {
   const auto& pc = cfg.parallel;
-  dpcp_ = &be.communicator(mesh.dpcp());
-  used_ = {dpcp_, &be.communicator(mesh.tp()), &be.communicator(mesh.cp())};
+  // Every device communicator of the run, made here in one order every rank
+  // computes alike (backend.hpp): nothing is made lazily later.
+  if (pc.pp > 1) make_pp_links();
+  std::vector<Communicator*> groups = {&mesh.dpcp(), &mesh.tp(), &mesh.cp()};
+  for (auto& l : pp_links_) groups.push_back(l.get());
+  used_ = be.make_communicators(groups);
+  dpcp_ = used_[0];
   const auto ranges = stage_layers(cfg, mesh.coords().pp);
   std::vector<int64_t> seg_len;
   for (size_t c = 0; c < ranges.size(); ++c) {
     ModelParallel par;
-    par.tp = &be.communicator(mesh.tp());
+    par.tp = used_[1];
     par.sp = pc.sp;
-    par.cp = &be.communicator(mesh.cp());
+    par.cp = used_[2];
     par.layer_begin = ranges[c].first;
     par.layer_end = ranges[c].second;
     par.has_embedding = mesh.first_stage() && c == 0;
@@ -53,7 +58,6 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
     chunks_.back()->set_hooks(std::move(hooks));
   }
   ckpt_mode_ = parse_act_ckpt(cfg.train.act_ckpt);
-  if (pc.pp > 1) make_pp_links();
   std::vector<FlatParam> fp;
   for (size_t c = 0, i = 0; c < chunks_.size(); ++c)
     for (; i < params_.size() && (c + 1 == chunks_.size() || int(i) < base_[c + 1]); ++i) {
@@ -211,8 +215,7 @@ std::vector<Communicator*> Engine::comms() {
     out.push_back(c);
   };
   // The MPI groups carry the host scalars; the device communicators (the
-  // same objects on CPU ranks) are only those already made, so asking for
-  // statistics creates no NCCL communicator.
+  // same objects on CPU ranks) are those made at construction.
   for (Communicator* g : mesh_.groups()) add(g);
   for (Communicator* c : used_) add(c);
   return out;

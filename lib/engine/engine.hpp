@@ -118,8 +118,8 @@ class Engine {
   bool shard_grads_, shard_weights_;
   bool regather_ = false;  // all-gather the updated pieces into the compute weights
   DType cdt_;
-  Communicator* dpcp_ = nullptr;                      // the gradient group, on the device
-  std::vector<Communicator*> used_;                   // every device communicator the step uses
+  Communicator* dpcp_ = nullptr;     // the gradient group, on the device
+  std::vector<Communicator*> used_;  // every device communicator: dp x cp, tp, cp, pp links
   std::vector<std::unique_ptr<HostGroup>> pp_links_;  // pipeline p2p (engine_pipeline.cpp)
   std::vector<std::unique_ptr<Model>> chunks_;        // model chunks of this stage
   std::vector<int> base_;                             // index of each chunk's first param

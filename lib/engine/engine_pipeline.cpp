@@ -33,16 +33,14 @@ int colour(int s, int P) { return P % 2 == 0 ? s % 2 : (s == P - 1 ? 2 : s % 2);
 void Engine::make_pp_links() {
   const int P = mesh_.dims().pp;
   for (const char* dir : {"fwd", "bwd"})
-    for (int k = 0; k < colours(P); ++k) {
+    for (int k = 0; k < colours(P); ++k)  // device communicators: made with the others
       pp_links_.push_back(mesh_.pp().dup_group(std::string("pp_") + dir + std::to_string(k)));
-      used_.push_back(&be_.communicator(*pp_links_.back()));  // collective: NCCL creates it here
-    }
 }
 
 Communicator& Engine::pp_link(bool forward, int sender) {
   const int P = mesh_.dims().pp;
   const size_t i = size_t((forward ? 0 : colours(P)) + colour(sender, P));
-  return be_.communicator(*pp_links_[i]);
+  return *used_[3 + i];  // after dp x cp, tp, cp (the constructor's order)
 }
 
 double Engine::run_pipeline(long step, const DataLoader& loader, StepOut& o) {

@@ -62,6 +62,9 @@ GradBuckets::GradBuckets(std::vector<FlatParam> params, std::vector<int64_t> seg
     bk.shard_off = shard_numel_;
     shard_numel_ += bk.part;
     max_padded_ = std::max(max_padded_, gsize * bk.part);
+    bk.direct = gsize * bk.part <= bk.hi - bk.lo;
+    for (int i : bk.members)
+      bk.direct = bk.direct && pos_[size_t(i)] == params_[size_t(i)].off - bk.lo;
     const int64_t lo = me * bk.part, hi = lo + bk.part;
     for (int i : bk.members) {
       bucket_of_[size_t(i)] = b;
@@ -305,10 +308,12 @@ BucketGather GradBuckets::start_gather(int bi, const void* part, DType part_t, v
   out.bucket = bi;
   out.dst = dst;
   out.t = t;
-  out.staging = Tensor({g * b.part}, t, MemCat::Comm, dev);
-  char* st = static_cast<char*>(out.staging.raw());
+  if (!b.direct) out.staging = Tensor({g * b.part}, t, MemCat::Comm, dev);
+  char* st = b.direct ? static_cast<char*>(dst) : static_cast<char*>(out.staging.raw());
   char* mine = st + size_t(me * b.part) * es;
-  if (!part) {  // in place: this rank's pieces of the bucket into its part
+  if (!part && b.direct) {  // this rank's pieces are its part already
+    part = mine;
+  } else if (!part) {  // in place: this rank's pieces of the bucket into its part
     for (const ShardPiece& pc : pieces_) {
       if (pc.bucket != bi) continue;
       const FlatParam& p = params_[size_t(pc.param)];
@@ -331,6 +336,10 @@ void GradBuckets::finish_gather(BucketGather& gt) {
   Stream& s = dev.compute_stream();
   gt.h.wait(s);
   const size_t es = dtype_size(gt.t);
+  if (b.direct) {  // gathered in place
+    gt.h = CommHandle();
+    return;
+  }
   for (int i : b.members) {
     const FlatParam& p = params_[size_t(i)];
     dev.copy(static_cast<char*>(gt.dst) + size_t(p.off - b.lo) * es,

@@ -43,10 +43,12 @@
 // no parameter, holds zeros and is never saved. Staging buffers use the
 // bucket layout (backward writes into it directly); the model's flat buffers
 // keep theirs, and flat-mode reductions and the gathers copy parameter by
-// parameter between the two. The rank's shard is the concatenation of its
-// parts of every bucket; pieces() maps it back onto (parameter, offset)
-// ranges for the optimizer, the gradient norm, checkpoints and the ZeRO-3
-// parameter gather.
+// parameter between the two, unless the bucket is direct (bucket_direct:
+// every parameter sits in the bucket layout where the flat layout has it,
+// and g * part fits in the bucket's flat range), when the gathers land in
+// the flat buffer itself, with no staging buffer and no copy. The rank's shard is the concatenation
+// of its parts of every bucket; pieces() maps it back onto (parameter, offset) ranges for the
+// optimizer, the gradient norm, checkpoints and the ZeRO-3 parameter gather.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -98,7 +100,7 @@ struct BucketGather {
   int bucket = -1;
   void* dst = nullptr;  // the bucket's first element in the flat buffer
   DType t = DType::F32;
-  Tensor staging;  // g * part(bucket) elements, MemCat::Comm
+  Tensor staging;  // g * part(bucket) elements, MemCat::Comm; none for a direct bucket
   CommHandle h;
 };
 
@@ -157,6 +159,9 @@ class GradBuckets {
   int64_t bucket_shard_off(int b) const { return buckets_[size_t(b)].shard_off; }
   // Where parameter i starts in its bucket's layout.
   int64_t bucket_pos(int i) const { return pos_[size_t(i)]; }
+  // The bucket layout is the flat one (see the file comment): gathers need
+  // no staging buffer.
+  bool bucket_direct(int b) const { return buckets_[size_t(b)].direct; }
   // The largest padded bucket (g * part): the size of a staging buffer.
   int64_t max_padded() const { return max_padded_; }
 
@@ -167,8 +172,9 @@ class GradBuckets {
   // Starts the all-gather of bucket b into a flat buffer of dtype t: `dst`
   // points at the bucket's first element there (bucket_lo). `part` is this
   // rank's part (part(b) elements of dtype part_t, shard layout), cast to t
-  // into the staging buffer when the dtypes differ; null: this rank's pieces
-  // are read from dst (in place). Ordered after the compute stream.
+  // into the staging buffer (a direct bucket: into dst) when the dtypes
+  // differ; null: this rank's pieces are read from dst (in place). Ordered
+  // after the compute stream.
   BucketGather start_gather(int b, const void* part, DType part_t, void* dst, DType t);
   // Makes the compute stream wait for g, copies every parameter of the
   // bucket into the flat layout and frees the staging buffer (in
@@ -191,6 +197,7 @@ class GradBuckets {
     bool launched = false;
     bool retired = true;  // reduce-scatter: the received part is in the shard
     bool taken = false;   // staged: stage() gave out its buffer, not launched yet
+    bool direct = false;  // bucket layout == flat layout, g * part within [lo, hi)
     CommHandle h;
     double seconds = 0;  // in flight, summed over the step's reductions
     Tensor stage;        // fp32 staging (g * part), while taken

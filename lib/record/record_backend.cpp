@@ -7,6 +7,13 @@ namespace st::record {
 
 RecordBackend::RecordBackend() : dev_(rec_), ops_(make_record_ops(rec_)) {}
 
+std::vector<Communicator*> RecordBackend::make_communicators(
+    const std::vector<Communicator*>& groups) {
+  std::vector<Communicator*> out;
+  for (Communicator* g : groups) out.push_back(&communicator(*g));
+  return out;
+}
+
 Communicator& RecordBackend::communicator(Communicator& host) {
   if (auto* r = dynamic_cast<RecordCommunicator*>(&host)) return *r;  // a recording mesh's group
   return group(host.name(), host.rank(), host.size());

@@ -21,6 +21,9 @@ class RecordBackend final : public Backend {
   std::string preflight(const Config&, int, int) override { return ""; }
   Device& device() override { return dev_; }
   Ops& ops() override { return *ops_; }
+  // The recording communicators of the groups' names, ranks and sizes
+  // (group() below), made in the order given.
+  std::vector<Communicator*> make_communicators(const std::vector<Communicator*>& groups) override;
   // The recording communicator of group's name, rank and size (group() below).
   Communicator& communicator(Communicator& group) override;
   std::optional<DevicePeak> peak(const Config&) override { return std::nullopt; }

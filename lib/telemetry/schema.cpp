@@ -90,6 +90,10 @@ const std::vector<Field>& step_fields() {
       {"step", Ftype::Int, "1-based global step number (continues across resume)"},
       {"t_start", Ftype::Float, "wall clock at step start"},
       {"step_s", Ftype::Float, "whole step, data to optimizer end, including checkpoint stall"},
+      {"cpu_s", Ftype::Float,
+       "CPU seconds this rank's process used during the step (all its threads, waiting "
+       "included: a rank that spins on a collective counts); against `step_s` it tells work "
+       "from waiting for a core on a shared machine"},
       {"data_s", Ftype::Float, "fetching the batch"},
       {"fwd_s", Ftype::Float, "forward compute (all micro-batches)"},
       {"bwd_s", Ftype::Float, "backward compute (all micro-batches)"},

@@ -31,7 +31,7 @@ std::optional<GpuPeak> gpu_bf16_peak(const std::string& device_name, int sm_coun
   GpuPeak p;
   if (n.find("h200") != std::string::npos && n.find("nvl") != std::string::npos) {
     device = "H200 NVL";
-    p = {835.5e12, "table: H200 NVL bf16 (NVIDIA H200 NVL datasheet, 1671 sparse / 2)"};
+    p = {835.5e12, "table: H200 NVL bf16 (NVIDIA H200 product page, NVL column: 1671 sparse / 2)"};
   } else if (auto t = metrics::peak_flops(device_name, "bf16")) {
     device = t->device;
     p = {t->flops, "table: " + t->device + " " + t->precision + " (" + t->source + ")"};

@@ -10,34 +10,40 @@
 
 namespace st::cuda_host {
 
-SplitPlan plan_nccl_splits(int world, std::vector<std::vector<int>> groups) {
+SplitPlan plan_nccl_splits(int world, std::vector<RoleGroup> groups) {
   for (const auto& g : groups) {
     std::set<int> seen;
-    for (int r : g) {
-      ST_CHECK(r >= 0 && r < world, "NCCL split plan: rank ", r, " outside the world of ", world);
-      ST_CHECK(seen.insert(r).second, "NCCL split plan: rank ", r, " twice in one group");
+    for (int r : g.ranks) {
+      ST_CHECK(r >= 0 && r < world, "NCCL split plan: role ", g.role, ": rank ", r,
+               " outside the world of ", world);
+      ST_CHECK(seen.insert(r).second, "NCCL split plan: role ", g.role, ": rank ", r,
+               " twice in one group");
     }
   }
-  groups.erase(std::remove_if(groups.begin(), groups.end(),
-                              [](const std::vector<int>& g) { return g.size() < 2; }),
-               groups.end());
   std::sort(groups.begin(), groups.end());
   groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
-  for (size_t i = 0; i + 1 < groups.size(); ++i)
-    for (size_t j = i + 1; j < groups.size(); ++j) {
-      std::vector<int> a = groups[i], b = groups[j];
-      std::sort(a.begin(), a.end());
-      std::sort(b.begin(), b.end());
-      ST_CHECK(a != b, "NCCL split plan: two groups with the same ranks in different orders");
-    }
+  // Each role's groups partition the world: every rank in exactly one.
+  int roles = 0;
+  for (const auto& g : groups) roles = std::max(roles, g.role + 1);
+  std::vector<std::vector<int>> in(size_t(roles), std::vector<int>(size_t(world), 0));
+  for (const auto& g : groups)
+    for (int r : g.ranks) in[size_t(g.role)][size_t(r)] += 1;
+  for (int k = 0; k < roles; ++k)
+    for (int r = 0; r < world; ++r)
+      ST_CHECK(in[size_t(k)][size_t(r)] == 1, "NCCL split plan: rank ", r, " is in ",
+               in[size_t(k)][size_t(r)], " groups of role ", k,
+               " (each rank must hand over one group per role, in one order)");
+  groups.erase(std::remove_if(groups.begin(), groups.end(),
+                              [](const RoleGroup& g) { return g.ranks.size() < 2; }),
+               groups.end());
   SplitPlan p;
   p.groups = groups;
   std::vector<std::vector<bool>> used;  // per call, per world rank
   for (size_t g = 0; g < groups.size(); ++g) {
+    const std::vector<int>& ranks = groups[g].ranks;
     size_t c = 0;
     for (; c < used.size(); ++c)
-      if (std::none_of(groups[g].begin(), groups[g].end(),
-                       [&](int r) { return used[c][size_t(r)]; }))
+      if (std::none_of(ranks.begin(), ranks.end(), [&](int r) { return used[c][size_t(r)]; }))
         break;
     if (c == used.size()) {
       used.emplace_back(size_t(world), false);
@@ -47,8 +53,8 @@ SplitPlan plan_nccl_splits(int world, std::vector<std::vector<int>> groups) {
     SplitCall& call = p.calls[c];
     const int color = int(call.groups.size());
     call.groups.push_back(int(g));
-    for (size_t k = 0; k < groups[g].size(); ++k) {
-      const size_t r = size_t(groups[g][k]);
+    for (size_t k = 0; k < ranks.size(); ++k) {
+      const size_t r = size_t(ranks[k]);
       used[c][r] = true;
       call.color[r] = color;
       call.key[r] = int(k);
@@ -58,25 +64,48 @@ SplitPlan plan_nccl_splits(int world, std::vector<std::vector<int>> groups) {
   return p;
 }
 
-std::vector<std::vector<int>> gather_groups(MPI_Comm world, const std::vector<MPI_Comm>& mine) {
-  // Each group as world ranks in group-rank order, flattened as
-  // [size, members...] per group.
+std::vector<int> calls_for(const SplitPlan& plan, const std::vector<RoleGroup>& mine) {
+  std::vector<int> out;
+  for (const RoleGroup& g : mine) {
+    if (g.ranks.size() < 2) {
+      out.push_back(-1);
+      continue;
+    }
+    const auto it = std::find(plan.groups.begin(), plan.groups.end(), g);
+    ST_CHECK(it != plan.groups.end(), "NCCL split plan: role ", g.role, " (", g.ranks.size(),
+             " ranks) is not in the plan");
+    out.push_back(plan.call_of[size_t(it - plan.groups.begin())]);
+  }
+  return out;
+}
+
+std::vector<RoleGroup> role_groups(MPI_Comm world, const std::vector<MPI_Comm>& mine) {
   MPI_Group wg;
   ST_MPI_CHECK(MPI_Comm_group(world, &wg));
-  std::vector<int> flat;
-  for (MPI_Comm c : mine) {
+  std::vector<RoleGroup> out;
+  for (size_t k = 0; k < mine.size(); ++k) {
     MPI_Group g;
     int size = 0;
-    ST_MPI_CHECK(MPI_Comm_group(c, &g));
+    ST_MPI_CHECK(MPI_Comm_group(mine[k], &g));
     ST_MPI_CHECK(MPI_Group_size(g, &size));
-    std::vector<int> in(static_cast<size_t>(size)), out(static_cast<size_t>(size));
+    std::vector<int> in(static_cast<size_t>(size)), ranks(static_cast<size_t>(size));
     for (int i = 0; i < size; ++i) in[size_t(i)] = i;
-    ST_MPI_CHECK(MPI_Group_translate_ranks(g, size, in.data(), wg, out.data()));
+    ST_MPI_CHECK(MPI_Group_translate_ranks(g, size, in.data(), wg, ranks.data()));
     ST_MPI_CHECK(MPI_Group_free(&g));
-    flat.push_back(size);
-    flat.insert(flat.end(), out.begin(), out.end());
+    out.push_back({int(k), std::move(ranks)});
   }
   ST_MPI_CHECK(MPI_Group_free(&wg));
+  return out;
+}
+
+std::vector<RoleGroup> gather_groups(MPI_Comm world, const std::vector<MPI_Comm>& mine) {
+  // Flattened as [role, size, members...] per group.
+  std::vector<int> flat;
+  for (const RoleGroup& g : role_groups(world, mine)) {
+    flat.push_back(g.role);
+    flat.push_back(int(g.ranks.size()));
+    flat.insert(flat.end(), g.ranks.begin(), g.ranks.end());
+  }
   const int n = int(flat.size());
   int wsize = 0;
   ST_MPI_CHECK(MPI_Comm_size(world, &wsize));
@@ -87,10 +116,10 @@ std::vector<std::vector<int>> gather_groups(MPI_Comm world, const std::vector<MP
   std::vector<int> all(size_t(std::max(total, 1)));
   ST_MPI_CHECK(MPI_Allgatherv(flat.data(), n, MPI_INT, all.data(), counts.data(), displs.data(),
                               MPI_INT, world));
-  std::vector<std::vector<int>> groups;
+  std::vector<RoleGroup> groups;
   for (int i = 0; i < total;) {
-    const int sz = all[size_t(i++)];
-    groups.emplace_back(all.begin() + i, all.begin() + i + sz);
+    const int role = all[size_t(i++)], sz = all[size_t(i++)];
+    groups.push_back({role, std::vector<int>(all.begin() + i, all.begin() + i + sz)});
     i += sz;
   }
   return groups;

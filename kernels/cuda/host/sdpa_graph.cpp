@@ -73,7 +73,7 @@ void fwd(G& g, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
   g.s.matmul(p, v, o);
 }
 
-void bwd(G& g, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
+void bwd(G& g, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, bool dp_workspace) {
   const GType F = GType::F32, H = GType::BF16;
   const Dims4 sd{B, Hq, T, T}, ss = packed(sd), rd{B, Hq, T, 1}, rs = packed(rd);
   const Dims4 st_strides{Hq * T * T, T * T, 1, T};  // [B,Hq,Tkv,Tq] view of an S-shaped tensor
@@ -88,7 +88,7 @@ void bwd(G& g, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
   const int dQ = g.io(kUidDQ, H, qd, qs);
   const int dK = g.io(kUidDK, H, kvd, kvs);
   const int dV = g.io(kUidDV, H, kvd, kvs);
-  const int dQacc = g.io(kUidDQAcc, F, qd, packed(qd));
+  const int dQacc = dp_workspace ? -1 : g.io(kUidDQAcc, F, qd, packed(qd));
   const int scale = g.scalar(kUidScale);
   const int one = g.scalar(kUidOne);
 
@@ -139,19 +139,23 @@ void bwd(G& g, int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd) {
     g.s.matmul(dST, q, full);
     g.s.reduction(Red::Add, full, dK);
   }
-  // dQ = dS K, accumulated in fp32, then cast
+  // dQ = dS K: accumulated in fp32, then cast; or straight into dQ
   const int k = g.virt(H, kvd, kvs);
   g.s.reshape(kt, k);
+  if (dp_workspace) {
+    g.s.matmul(dS, k, dQ);
+    return;
+  }
   g.s.matmul(dS, k, dQacc);
   g.pw(Pw::Identity, F, dQacc, -1, dQ);
 }
 }  // namespace
 
 void describe_sdpa(GraphSink& s, bool backward, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
-                   int64_t hd) {
+                   int64_t hd, bool dp_workspace) {
   G g{s};
   if (backward)
-    bwd(g, B, T, Hq, Hkv, hd);
+    bwd(g, B, T, Hq, Hkv, hd, dp_workspace);
   else
     fwd(g, B, T, Hq, Hkv, hd);
 }

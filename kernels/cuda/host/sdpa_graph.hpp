@@ -23,8 +23,10 @@
 //   exp(causal(Q K^T * scale - lse)) (the mask after the stats);
 //   dV = P^T dO; dS = (dO V^T - softmax_sum) * P * scale (no dP * 1);
 //   dK = dS^T Q; dQ = dS K into an fp32 dQ_accum without reordering, then
-//   identity to bf16. Grouped-query: dV/dK per query head, summed over each
-//   group by a reduction.
+//   identity to bf16; or, with dp_workspace (the frontend's dP-workspace
+//   implementation, its deterministic algorithm on Hopper), dQ = dS K
+//   straight into dQ, no accumulator. Grouped-query: dV/dK per query head,
+//   summed over each group by a reduction.
 // The mask value and who zeroes dQ_accum depend on the cuDNN version found
 // at run time (sdpa_rules.hpp).
 #pragma once
@@ -81,9 +83,10 @@ class GraphSink {
 
 // The forward or backward graph for queries [B,T,Hq,hd] and keys/values
 // [B,T,Hkv,hd] (bf16, token-major as the model stores them) and the fp32
-// log-sum-exp [B,Hq,T].
+// log-sum-exp [B,Hq,T]. dp_workspace (backward only): dQ without the fp32
+// accumulator (sdpa_rules.hpp, cudnn_deterministic_bwd_refuses).
 void describe_sdpa(GraphSink& g, bool backward, int64_t B, int64_t T, int64_t Hq, int64_t Hkv,
-                   int64_t hd);
+                   int64_t hd, bool dp_workspace = false);
 
 // A sink that records: tensors by handle, ops in order.
 struct RecordedOp {

@@ -28,4 +28,14 @@ std::string cudnn_sdpa_refuses(int64_t v, int sm_major, int64_t T, int64_t hd) {
   if (T == 1) return "sequence length 1 (cuDNN's SDPA backward refuses s_q = s_kv = 1)";
   return "";
 }
+std::string cudnn_deterministic_bwd_refuses(int64_t v, int sm_major) {
+  if (sm_major == 9) return "";
+  if (sm_major == 10)
+    return v < 91800 ? "cuDNN " + cudnn_version_name(v) +
+                           " has no deterministic SDPA backward on sm_10x (9.18.0 or newer)"
+                     : "cuDNN's deterministic SDPA backward on sm_10x needs engine knob overrides "
+                       "this backend does not set";
+  return "cuDNN's deterministic SDPA backward is a Hopper (sm_9x) algorithm; sm_" +
+         std::to_string(sm_major) + "x is not known to take it";
+}
 }  // namespace st::cuda_host

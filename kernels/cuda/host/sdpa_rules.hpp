@@ -27,6 +27,18 @@ bool sdpa_zero_dq_accum(int64_t cudnn_version);
 // (node/sdpa_support_surface.h and CompositeSDPABackwardNode::pre_validate_node).
 std::string cudnn_sdpa_refuses(int64_t cudnn_version, int sm_major, int64_t T, int64_t hd);
 
+// "" when cuDNN's deterministic SDPA backward can be used on this GPU with
+// this cuDNN, else why the block kernels run instead. cudnn-frontend v1.23.0
+// (CompositeSDPABackwardNode): on Hopper (sm 9x) the deterministic algorithm
+// is the dP-workspace lowering (dQ = dS K written straight to dQ, no fp32
+// accumulator shared by atomics; describe_sdpa's dp_workspace); on Blackwell
+// (sm 10x) it needs cuDNN >= 9.18.0 and an engine chosen by knob overrides
+// (override_heuristics_query), which this backend's graph builder does not
+// set; elsewhere the frontend forces the same lowering but does not select
+// it by default on any pre-Hopper GPU, so whether cuDNN's engines take it
+// there is not known: refused.
+std::string cudnn_deterministic_bwd_refuses(int64_t cudnn_version, int sm_major);
+
 // "9.19.0" from 91900.
 std::string cudnn_version_name(int64_t cudnn_version);
 }  // namespace st::cuda_host
