@@ -299,7 +299,7 @@ TEST_P(GradBucketsTest, ReduceScatterPartitionAndGather) {
 // gathered straight into the flat buffers, with no staging buffer.
 TEST_P(GradBucketsTest, DirectBucketsGatherWithoutStaging) {
   MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
-  Communicator& comm = be().communicator(world);
+  Communicator& comm = *be().make_communicators({&world})[0];
   Flat f = make_flat({{768, 256, 512, 512}, {64, 960}}, {64, 1, 32, 1, 1, 64}, world.rank());
   BucketOptions o;
   o.reduce_scatter = true;
