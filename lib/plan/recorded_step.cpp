@@ -6,6 +6,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "config/config.hpp"
 #include "core/error.hpp"
 #include "parallel/stages.hpp"
 
@@ -13,18 +14,13 @@ namespace st::plan {
 namespace {
 
 // Everything record_step's result depends on, but the micro-batch count it
-// is recorded with.
+// is recorded with: the whole resolved config (a key the engine reads, such
+// as parallel.zero_full_grads, can never be left out of it) without
+// train.grad_accum, which `micro` replaces.
 std::string shape_key(const Config& c, int micro, int stage) {
-  const auto& m = c.model;
-  const auto& p = c.parallel;
-  std::ostringstream k;
-  k << m.n_layers << ' ' << m.d_model << ' ' << m.n_heads << ' ' << m.n_kv_heads << ' '
-    << m.ffn_hidden << ' ' << m.vocab_size << ' ' << m.seq_len << " | " << p.pp << ' ' << p.dp
-    << ' ' << p.cp << ' ' << p.tp << ' ' << p.sp << ' ' << p.zero_stage << ' ' << p.num_model_chunks
-    << ' ' << p.pipeline_layers << ' ' << p.dp_bucket_mb << ' ' << p.grad_reduce_dtype << " | "
-    << c.train.micro_batch << ' ' << micro << ' ' << c.train.act_ckpt << ' ' << c.train.precision
-    << ' ' << c.runtime.device << " | " << stage;
-  return k.str();
+  Config k = c;
+  k.train.grad_accum = 1;
+  return config_to_json(k) + " | " + std::to_string(micro) + " | " + std::to_string(stage);
 }
 
 }  // namespace
