@@ -11,7 +11,8 @@
 //  - RecordOps records every kernel call: the op, its shape (the op's own
 //    dimension names, in signature order), dtype and stream.
 //  - RecordCommunicator records every collective (kind, group, group size,
-//    payload bytes as nccl-tests counts them, stream); nothing runs, and a
+//    payload bytes as nccl-tests counts them, stream), issued by the
+//    Communicator front as MPI's and NCCL's are; nothing runs, and a
 //    poll (CommHandle::test) always says "in flight", so the engine waits
 //    where it needs a result, not where a poll happened to find it done.
 // Streams, events and handles are ordering only: nothing runs, but the
@@ -215,12 +216,6 @@ class RecordCommunicator final : public HostGroup {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const std::string& name() const override { return name_; }
-  CommHandle all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) override;
-  CommHandle reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
-                            DType t, Stream& after) override;
-  CommHandle all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType t,
-                        Stream& after) override;
-  CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) override;
   void all_reduce_sum(double*, int64_t n) override { host(n, DType::F64); }
   void all_reduce_max(double*, int64_t n) override { host(n, DType::F64); }
   void all_reduce_sum(float*, int64_t n) override { host(n, DType::F32); }
@@ -228,9 +223,14 @@ class RecordCommunicator final : public HostGroup {
     return std::make_unique<RecordCommunicator>(rec_, name, rank_, size_);
   }
 
+ protected:
+  // The front (communicator.hpp) has checked, counted and opened the
+  // flight-recorder entry; this records the call on the timeline.
+  std::shared_ptr<CommOp> issue(const Collective& c, Stream* after) override;
+  void copy_local(void* dst, const void* src, size_t bytes, Stream& after) override;
+
  private:
   void host(int64_t n, DType t);
-  CommHandle record(CollKind k, int64_t bytes, DType t, Stream& after, bool recv = false);
   Recording& rec_;
   std::string name_;
   int rank_, size_;
