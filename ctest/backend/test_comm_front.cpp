@@ -112,6 +112,7 @@ TEST_F(CommFront, MpiAndTheRecorderCountAndRecordTheSameScript) {
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   MpiCommunicator mpi(dup, "script", 60);
   record::Recording rec;
+  rec.set_flight(true);
   record::RecordDevice rdev(rec);
   record::RecordCommunicator recd(rec, "script", me, P);
   std::vector<float> a(256, 1.0f), b(256, 0.0f);
@@ -142,6 +143,7 @@ TEST_F(CommFront, AGroupOfOneCopiesLocallyAndMakesNoCall) {
   MPI_Comm_dup(MPI_COMM_SELF, &self);
   MpiCommunicator mpi(self, "one", 60);
   record::Recording rec;
+  rec.set_flight(true);
   record::RecordDevice rdev(rec);
   record::RecordCommunicator recd(rec, "one", 0, 1);
   std::vector<float> a(256), b(256, 0.0f);

@@ -117,6 +117,7 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& group, CudaDevice& dev, nccl
       comm_(comm),
       pending_(std::make_unique<cuda_host::InFlight<Op>>()) {
   timeout_s_ = group.timeout_s();
+  set_axis(group.axis());
   join_flight(group.world_ranks());
   dev_.make_current();
   int lo = 0, hi = 0;

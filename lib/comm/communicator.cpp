@@ -46,6 +46,11 @@ const char* coll_name(CollKind k) {
   return size_t(k) < size_t(CollKind::kCount) ? kRows[size_t(k)].name : "?";
 }
 
+const char* axis_name(Axis a) {
+  static const char* const kNames[] = {"none", "tp", "cp", "dp", "dp_cp", "pp"};
+  return size_t(a) < sizeof kNames / sizeof kNames[0] ? kNames[size_t(a)] : "?";
+}
+
 void set_wait_answer(WaitAnswer f) { g_answer.store(f); }
 
 uint64_t Communicator::next_uid() {
@@ -135,16 +140,21 @@ CommHandle Communicator::start(Collective& c, Stream* after) {
 void Communicator::poll_until(const char* what, int64_t bytes, const std::function<bool()>& done) {
   const double t0 = wall_time();
   std::string doing;
-  poll_wait(done, [&](PollPolicy& p) {
-    pace(p);
-    if (WaitAnswer f = g_answer.load(std::memory_order_relaxed)) {
-      if (doing.empty()) doing = detail::cat(what, " on group '", name(), "'");
-      f(doing);
-    }
-    check_waiting(what);
-    const double waited = wall_time() - t0;
-    if (waited > timeout_s_) timed_out(what, bytes, waited);
-  });
+  PollPolicy policy;
+  pace(policy);
+  poll_wait(
+      done,
+      [&](PollPolicy& p) {
+        pace(p);
+        if (WaitAnswer f = g_answer.load(std::memory_order_relaxed)) {
+          if (doing.empty()) doing = detail::cat(what, " on group '", name(), "'");
+          f(doing);
+        }
+        check_waiting(what);
+        const double waited = wall_time() - t0;
+        if (waited > timeout_s_) timed_out(what, bytes, waited);
+      },
+      policy);
 }
 
 void Communicator::wait_host(CommOp& op) {
@@ -167,15 +177,28 @@ void Communicator::run_host(Collective c) {
 }
 
 namespace {
-int64_t check_counts(const Communicator& g, const char* what, const std::vector<int64_t>& counts) {
+// A collective with per-rank counts (reduce_scatter, all_gather): counts
+// checked against the group, their total, the elements before this rank's
+// part, and its bytes by the row (the whole buffer: nccl-tests' size).
+Collective per_rank(const Communicator& g, CollKind k, const void* send, void* recv,
+                    const std::vector<int64_t>& counts, DType t) {
+  const char* what = coll_name(k);
   ST_CHECK(int(counts.size()) == g.size(), what, " on '", g.name(), "': ", counts.size(),
            " counts for ", g.size(), " ranks");
-  int64_t total = 0;
-  for (int64_t x : counts) {
+  Collective c;
+  c.kind = k;
+  c.t = t;
+  c.send = send;
+  c.recv = recv;
+  c.counts = &counts;
+  for (int r = 0; r < g.size(); ++r) {
+    const int64_t x = counts[size_t(r)];
     ST_CHECK(x >= 0, what, " on '", g.name(), "': a count of ", x, " elements");
-    total += x;
+    c.total += x;
+    if (r < g.rank()) c.mine += x;
   }
-  return total;
+  c.bytes = c.total * int64_t(dtype_size(t));
+  return c;
 }
 }  // namespace
 
@@ -195,49 +218,24 @@ CommHandle Communicator::all_reduce(void* buf, int64_t n, DType t, ReduceOp op, 
 CommHandle Communicator::reduce_scatter(const void* send, void* recv,
                                         const std::vector<int64_t>& counts, DType t,
                                         Stream& after) {
-  const int64_t total = check_counts(*this, "reduce_scatter", counts);
-  const size_t es = dtype_size(t);
+  Collective c = per_rank(*this, CollKind::ReduceScatter, send, recv, counts, t);
   if (size() == 1) {
-    if (counts[0] && send != recv) copy_local(recv, send, size_t(counts[0]) * es, after);
+    if (counts[0] && send != recv) copy_local(recv, send, size_t(c.bytes), after);
     return {};
   }
-  if (total == 0) return {};
-  Collective c;
-  c.kind = CollKind::ReduceScatter;
-  c.t = t;
-  c.send = send;
-  c.recv = recv;
-  c.counts = &counts;
-  c.total = total;
-  for (int r = 0; r < rank(); ++r) c.mine += counts[size_t(r)];
-  c.bytes = total * int64_t(es);
-  return start(c, &after);
+  return c.total == 0 ? CommHandle{} : start(c, &after);
 }
 
 CommHandle Communicator::all_gather(const void* send, void* recv,
                                     const std::vector<int64_t>& counts, DType t, Stream& after) {
-  const int64_t total = check_counts(*this, "all_gather", counts);
-  const size_t es = dtype_size(t);
-  int64_t before = 0;
-  for (int r = 0; r < rank(); ++r) before += counts[size_t(r)];
-  char* mine = static_cast<char*>(recv) + size_t(before) * es;
-  const bool in_place = send == mine;
+  Collective c = per_rank(*this, CollKind::AllGather, send, recv, counts, t);
+  char* mine = static_cast<char*>(recv) + size_t(c.mine) * dtype_size(t);
+  c.in_place = send == mine;
   if (size() == 1) {
-    if (!in_place && counts[0]) copy_local(mine, send, size_t(counts[0]) * es, after);
+    if (!c.in_place && counts[0]) copy_local(mine, send, size_t(c.bytes), after);
     return {};
   }
-  if (total == 0) return {};
-  Collective c;
-  c.kind = CollKind::AllGather;
-  c.t = t;
-  c.send = send;
-  c.recv = recv;
-  c.counts = &counts;
-  c.total = total;
-  c.mine = before;
-  c.in_place = in_place;
-  c.bytes = total * int64_t(es);
-  return start(c, &after);
+  return c.total == 0 ? CommHandle{} : start(c, &after);
 }
 
 CommHandle Communicator::broadcast(void* buf, int64_t n, DType t, int root, Stream& after) {

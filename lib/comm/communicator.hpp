@@ -81,6 +81,35 @@ struct CollStats {
 
 enum class ReduceOp { Sum, Max };
 
+// The mesh axis a group spans (torchtitan's parallel_dims: typed, never
+// recovered from a group's name): set by the mesh (parallel/mesh.hpp) on
+// every group it makes, kept by dup_group (the pipeline's links are dups of
+// the pp group) and by the device communicators made on a group; the
+// recording backend records it with each collective, and the planner prices
+// (kind, axis, bytes) by it (lib/plan/step_time.cpp).
+enum class Axis : uint8_t {
+  None = 0,  // not a mesh group (the world, a test's group)
+  Tp,        // tensor (and sequence) parallel: consecutive ranks
+  Cp,        // context parallel: the ring attention's ring
+  Dp,        // data parallel
+  DpCp,      // dp x cp: where gradients are summed and ZeRO shards live
+  Pp,        // pipeline: the stage links (and the pp host group)
+};
+const char* axis_name(Axis a);  // "none", "tp", "cp", "dp", "dp_cp", "pp"
+
+struct GroupAxis {
+  Axis axis = Axis::None;
+  int stride = 1;           // world-rank distance between consecutive members (tp innermost)
+  bool intra_node = false;  // every member on one node (where the ranks run, or the
+                            // recorded mesh's stated node size)
+};
+// Whether a group of `ranks` along `a` spans more than one node of
+// `ranks_per_node` consecutive world ranks (the planner's rule for a cluster
+// of that node size; a job's MPI groups know intra_node from where they run).
+inline bool crosses_nodes(const GroupAxis& a, int ranks, int ranks_per_node) {
+  return int64_t(ranks) * a.stride > ranks_per_node;
+}
+
 // One side of a point-to-point exchange.
 struct P2POp {
   bool send = false;
@@ -240,6 +269,9 @@ class Communicator {
   // Unique in the process and never reused (an address can be, once freed):
   // what a backend keys the communicators it made by.
   uint64_t uid() const { return uid_; }
+  // The mesh axis it spans (Axis::None unless the mesh set it).
+  const GroupAxis& axis() const { return axis_; }
+  void set_axis(const GroupAxis& a) { axis_ = a; }
   // This communicator's flight-recorder ring (null when recording is off).
   flight::Ring* flight_ring() const { return ring_.get(); }
 
@@ -258,7 +290,7 @@ class Communicator {
   // or abort (NCCL's asynchronous error).
   virtual void check_waiting(const char* /*what*/) {}
   // How the wait polls (core/poll_wait.hpp; default: spin, then sleep
-  // 100 us), asked at once and then every answer_every_s.
+  // 100 us), asked before it starts and then every answer_every_s.
   virtual void pace(PollPolicy&) {}
   // A wait for `what` passed timeout_s(): say who is stuck and end the job
   // (or throw). The default throws Error naming the group and the op.
@@ -285,6 +317,7 @@ class Communicator {
   mutable std::mutex stats_mu_;
   std::array<CollStats, size_t(CollKind::kCount)> stats_{};
   std::shared_ptr<flight::Ring> ring_;
+  GroupAxis axis_;
   const uint64_t uid_ = next_uid();
 };
 

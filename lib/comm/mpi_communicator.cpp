@@ -159,6 +159,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::dup(const std::string& name) c
   MPI_Comm d;
   ST_MPI_CHECK(MPI_Comm_dup(comm_, &d));
   auto c = std::make_unique<MpiCommunicator>(d, name, timeout_s_);
+  c->set_axis(axis());  // the same ranks: the same axis
   if (dev_) c->bind(*dev_);
   return c;
 }
@@ -211,8 +212,12 @@ bool MpiCommunicator::sleep_when_waiting() { return g_sleep_when_waiting; }
 // does the same to its peers (measured: ZeRO 3 at dp 2 spent ~16% of its CPU
 // in sched_yield and the kernel under load 17 on 2 cores). Sleeping also
 // delays the polls that move a large message's fragments, so it is only for
-// ranks that outnumber cores or share them. Asked at once and every 50 ms.
+// ranks that outnumber cores or share them. Asked at the start and every
+// 50 ms; the watchdog is answered every 50 ms, not at the first unfinished
+// poll (with hundreds of local peers each MPI call runs a costly progress
+// pass, and most waits end within microseconds).
 void MpiCommunicator::pace(PollPolicy& p) {
+  p.answer_first = false;
   if (g_sleep_when_waiting.load(std::memory_order_relaxed) || machine_busy()) {
     p.spins = 0;
     p.spin_s = 1e-3;

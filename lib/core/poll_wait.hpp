@@ -21,11 +21,13 @@ struct PollPolicy {
   double sleep_s = 100e-6;       // then a sleep between polls of sleep_s, or, with
   double sleep_frac = 0;         // sleep_frac > 0, that fraction of the wait so far
   double sleep_max_s = 5e-3;     // (within [sleep_s, sleep_max_s])
-  double answer_every_s = 0.05;  // `between` runs at least this often (and once at once)
+  double answer_every_s = 0.05;  // `between` runs at least this often,
+  bool answer_first = true;      // and at the first unfinished poll
 };
 
 // Polls done() until it is true. between() runs after the first unfinished
-// poll and then whenever answer_every_s has passed since its last run: it
+// poll (unless !answer_first) and then whenever answer_every_s has passed
+// since its last run (or the start): it
 // answers the watchdog, checks timeouts and may throw or abort; taking a
 // PollPolicy&, it may also change `p` (a wait that finds the machine oversubscribed starts
 // sleeping). Returns the number of polls.
@@ -33,7 +35,7 @@ template <class Done, class Between, class Clock = std::chrono::steady_clock>
 long poll_wait(Done done, Between between, PollPolicy p = {}) {
   const auto t0 = Clock::now();
   auto last = t0;
-  bool first = true;
+  bool first = p.answer_first;
   for (long n = 1;; ++n) {
     if (done()) return n;
     const auto now = Clock::now();

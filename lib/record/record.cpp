@@ -288,7 +288,9 @@ RecordCommunicator::RecordCommunicator(Recording& rec, std::string name, int ran
     : rec_(rec), name_(std::move(name)), rank_(rank), size_(size) {
   ST_CHECK(size >= 1 && rank >= 0 && rank < size, "recording communicator '", name_, "': rank ",
            rank, " of ", size);
-  // In the flight recorder as a group of ranks 0..size-1 (it has no world).
+  // In the flight recorder (when the recording asks) as a group of ranks
+  // 0..size-1: it has no world.
+  if (!rec_.flight()) return;
   std::vector<int> ranks(size_t(size), 0);
   for (int r = 0; r < size; ++r) ranks[size_t(r)] = r;
   join_flight(ranks);
@@ -299,6 +301,7 @@ std::shared_ptr<CommOp> RecordCommunicator::issue(const Collective& k, Stream* a
   c.recv = k.receives;
   c.kind = k.kind;
   c.group = name_;
+  c.axis = axis();
   c.ranks = size_;
   c.bytes = k.bytes;
   c.t = k.t;

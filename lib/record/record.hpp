@@ -35,10 +35,43 @@
 
 namespace st::record {
 
+// Every kernel of kernels/ops.hpp, typed: what the planner prices by
+// (lib/plan/recorded_step.cpp switches over it; a kernel added here without
+// a price fails to compile there).
+enum class Kernel : uint8_t {
+  Gemm,
+  Cast,
+  Add,
+  Scale,
+  EmbeddingFwd,
+  EmbeddingBwd,
+  RmsnormFwd,
+  RmsnormBwd,
+  RopeFwd,
+  RopeBwd,
+  SwigluFwd,
+  SwigluBwd,
+  AttentionFwd,
+  AttentionBwd,
+  AttentionFwdBlock,
+  AttentionBwdBlock,
+  AttentionLseMerge,
+  CePartial,
+  CeRescale,
+  CeFinish,
+  LossAccumulate,
+  CeBwd,
+  Sumsq,
+  Adamw,
+  kCount
+};
+const char* kernel_name(Kernel k);  // the Ops method's name: "gemm", "attention_fwd", ...
+
 // One kernel call. dims are the op's size arguments in signature order,
 // named in `shape` (e.g. "M,N,K" for gemm).
 struct KernelCall {
-  std::string op;                         // the Ops method: "gemm", "attention_fwd", ...
+  Kernel kind = Kernel::Gemm;             // what it is
+  std::string op;                         // its name (kernel_name(kind)), for people
   std::string shape;                      // names of dims: "M,N,K", "B,T,Hq,Hkv,hd", ...
   std::vector<int64_t> dims;              // their values
   DType t = DType::F32;                   // activation / input dtype
@@ -52,7 +85,8 @@ struct KernelCall {
 // One collective on one rank.
 struct CollCall {
   CollKind kind = CollKind::AllReduce;
-  std::string group;  // the communicator's name: "tp", "dp_cp", "pp_f0", ...
+  std::string group;  // the communicator's name: "tp", "dp_cp", "pp_f0", ... (a label)
+  GroupAxis axis;     // the mesh axis it spans: what the planner prices by
   int ranks = 1;      // group size
   int64_t bytes = 0;  // nccl-tests size (all_reduce: the buffer; gathers: the whole output)
   DType t = DType::F32;
@@ -102,6 +136,11 @@ struct Item {
 // every call is recorded on the caller's thread).
 class Recording {
  public:
+  // Whether its communicators join the process's flight recorder (made
+  // after this is set). Off: the planner's and the start-up estimates'
+  // recordings stay out of a job's hang dumps; a test compares the entries.
+  void set_flight(bool on) { flight_ = on; }
+  bool flight() const { return flight_; }
   void set_phase(std::string p);
   const std::string& phase() const { return phase_; }
   // Starts the next segment of the timeline (one per pipeline op: the step
@@ -142,6 +181,7 @@ class Recording {
 
  private:
   mutable std::mutex mu_;
+  bool flight_ = false;
   std::string phase_;
   std::vector<KernelCall> kernels_;
   std::vector<CollCall> colls_;
@@ -220,7 +260,9 @@ class RecordCommunicator final : public HostGroup {
   void all_reduce_max(double*, int64_t n) override { host(n, DType::F64); }
   void all_reduce_sum(float*, int64_t n) override { host(n, DType::F32); }
   std::unique_ptr<HostGroup> dup_group(const std::string& name) const override {
-    return std::make_unique<RecordCommunicator>(rec_, name, rank_, size_);
+    auto g = std::make_unique<RecordCommunicator>(rec_, name, rank_, size_);
+    g->set_axis(axis());  // the same ranks: the same axis
+    return g;
   }
 
  protected:
