@@ -58,16 +58,17 @@ po::typed_value<std::string>* checked(const char* name,
 }
 
 std::string suggest_option(const std::string& given, const std::vector<std::string>& known) {
-  std::string best;
+  std::string best, prefix;
   size_t best_d = SIZE_MAX;
   for (const auto& k : known) {
-    // A prefix is a shortened name (`--win` for `--window`): take it at once.
-    if (given.size() > 3 && k.rfind(given, 0) == 0) return k;
     const size_t d = edit_distance(given, k);
     if (d < best_d) best_d = d, best = k;
+    // A shortened name (`--win` for `--window`): the shortest such.
+    if (given.size() > 3 && k.rfind(given, 0) == 0 && (prefix.empty() || k.size() < prefix.size()))
+      prefix = k;
   }
   const size_t typo = std::max<size_t>(2, (given.size() - std::min<size_t>(given.size(), 2)) / 3);
-  return best_d <= typo ? best : "";
+  return best_d <= typo ? best : prefix;
 }
 
 Program::Program(std::string name, std::string footer)
@@ -155,7 +156,9 @@ int Program::main(const std::vector<std::string>& argv, std::ostream& out,
     po::store(parsed, vm);
     po::notify(vm);
   } catch (const po::unknown_option& e) {
-    const std::string given = e.get_option_name();
+    // The name as typed, less an attached value ("--win=last:3").
+    const std::string token = e.get_option_name();
+    const std::string given = token.substr(0, token.find('='));
     std::string hint = suggest_option(given, long_names(*c));
     if (!hint.empty()) {
       hint = "; did you mean '" + hint + "'?";
