@@ -20,6 +20,7 @@ const char* kUsage =
     "  scaletrain-analyze mpt BENCHMARKS_CSV MODELS_CSV [--out DIR]\n"
     "  scaletrain-analyze trace DIR [--steps A..B] [--out DIR]   (all ranks on one timeline)\n"
     "  scaletrain-analyze hang DIR     (which collective a hung job waited in, for whom)\n"
+    "  scaletrain-analyze export --tensorboard OUT RUN...   (TensorBoard, a sub-folder per run)\n"
     "options:\n"
     "  --out DIR              output folder (default: DIR/analysis for run,\n"
     "                         <first DIR's parent>/analysis for campaign)\n"
@@ -54,6 +55,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     const std::string cmd = args[0];
     if (cmd == "trace") return trace_cli(args, out, err);
     if (cmd == "hang") return hang_cli(args, out, err);
+    if (cmd == "export") return export_cli(args, out, err);
     std::vector<std::string> pos;
     Options opt;
     std::string out_dir, window = "back-half";

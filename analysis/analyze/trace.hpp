@@ -53,6 +53,8 @@ std::vector<std::string> write_trace_outputs(const Timeline& t, const std::strin
 
 int trace_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int hang_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `export --tensorboard OUT RUN...` (export_cli.cpp).
+int export_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 // The hang report of a run folder (its flight/ dumps and run.json) as
 // markdown; the first line names the collective and the ranks.

@@ -1,0 +1,71 @@
+// Implementation of event_file.hpp with protobuf (event.proto's messages).
+#include "tensorboard/event_file.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/span_log.hpp"
+#include "event.pb.h"
+
+namespace st::tensorboard {
+
+using scaletrain::tensorboard::Event;
+using scaletrain::tensorboard::Summary;
+
+bool available() { return true; }
+
+EventFile::EventFile(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw UsageError("TensorBoard folder '" + dir +
+                     "': cannot create it: " + (ec ? ec.message() : std::string("not a folder")));
+  char host[256] = "host";
+  ::gethostname(host, sizeof host - 1);
+  char name[400];
+  std::snprintf(name, sizeof name, "events.out.tfevents.%lld.%s.%d",
+                static_cast<long long>(spans::epoch_now()), host, int(::getpid()));
+  path_ = (fs::path(dir) / name).string();
+  // A second file of this process in the same second (two exports into one folder).
+  for (int k = 1; fs::exists(path_); ++k)
+    path_ = (fs::path(dir) / (std::string(name) + "." + std::to_string(k))).string();
+  f_ = std::fopen(path_.c_str(), "wb");
+  if (!f_)
+    throw UsageError("TensorBoard folder '" + dir + "': cannot create '" + path_ +
+                     "': " + std::strerror(errno));
+  Event ev;
+  ev.set_wall_time(spans::epoch_now());
+  ev.set_file_version("brain.Event:2");
+  write_record(ev.SerializeAsString());
+}
+
+EventFile::~EventFile() {
+  if (f_) std::fclose(f_);
+}
+
+void EventFile::write(const Scalars& s) {
+  Event ev;
+  ev.set_wall_time(s.wall_time);
+  ev.set_step(s.step);
+  Summary* sum = ev.mutable_summary();
+  for (const Scalar& x : s.values) {
+    Summary::Value* v = sum->add_value();
+    v->set_tag(x.tag);
+    v->set_simple_value(static_cast<float>(x.value));
+  }
+  write_record(ev.SerializeAsString());
+}
+
+void EventFile::write_record(const std::string& data) {
+  const std::string rec = frame_record(data);
+  const bool ok = std::fwrite(rec.data(), rec.size(), 1, f_) == 1 && std::fflush(f_) == 0;
+  if (!ok)
+    throw Error("cannot write TensorBoard event file '" + path_ + "': " + std::strerror(errno));
+}
+
+}  // namespace st::tensorboard
