@@ -112,6 +112,17 @@ TEST(TensorBoard, UnwritableLiveFolderStopsEveryRankBeforeTraining) {
             std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(d + "/run/run.json")) << "nothing written before the error";
+  // A full disk under the folder (the preloaded ENOSPC shim): the first
+  // record cannot be written; the same clear stop.
+  r = run_cmd("env SCALETRAIN_ENOSPC_PATH=/run2/tensorboard/ LD_PRELOAD=" +
+              std::string(ST_ENOSPC_SHIM) + " " + mpiexec() +
+              " --oversubscribe --bind-to none -x SCALETRAIN_ENOSPC_PATH -x LD_PRELOAD -n 2 " +
+              bin() + " " + args(d, d + "/run2"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("TensorBoard folder '" + d + "/run2/tensorboard': cannot write"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
   // runtime.tensorboard=false: the same folder trains.
   r = run_scaletrain(2, args(d, d + "/run") + " --set runtime.tensorboard=false");
   EXPECT_EQ(r.exit_code, 0) << r.output;

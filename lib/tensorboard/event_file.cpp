@@ -1,6 +1,7 @@
 // Implementation of event_file.hpp with protobuf (event.proto's messages).
 #include "tensorboard/event_file.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -34,18 +35,22 @@ EventFile::EventFile(const std::string& dir) {
   // A second file of this process in the same second (two exports into one folder).
   for (int k = 1; fs::exists(path_); ++k)
     path_ = (fs::path(dir) / (std::string(name) + "." + std::to_string(k))).string();
-  f_ = std::fopen(path_.c_str(), "wb");
-  if (!f_)
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0)
     throw UsageError("TensorBoard folder '" + dir + "': cannot create '" + path_ +
                      "': " + std::strerror(errno));
   Event ev;
   ev.set_wall_time(spans::epoch_now());
   ev.set_file_version("brain.Event:2");
-  write_record(ev.SerializeAsString());
+  try {
+    write_record(ev.SerializeAsString());
+  } catch (const Error& e) {  // a full disk at the start is bad input: name the folder
+    throw UsageError("TensorBoard folder '" + dir + "': " + e.what());
+  }
 }
 
 EventFile::~EventFile() {
-  if (f_) std::fclose(f_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void EventFile::write(const Scalars& s) {
@@ -63,9 +68,14 @@ void EventFile::write(const Scalars& s) {
 
 void EventFile::write_record(const std::string& data) {
   const std::string rec = frame_record(data);
-  const bool ok = std::fwrite(rec.data(), rec.size(), 1, f_) == 1 && std::fflush(f_) == 0;
-  if (!ok)
-    throw Error("cannot write TensorBoard event file '" + path_ + "': " + std::strerror(errno));
+  for (size_t done = 0; done < rec.size();) {
+    const ssize_t n = ::write(fd_, rec.data() + done, rec.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw Error("cannot write TensorBoard event file '" + path_ +
+                  "': " + std::strerror(n < 0 ? errno : EIO));
+    done += size_t(n);
+  }
 }
 
 }  // namespace st::tensorboard

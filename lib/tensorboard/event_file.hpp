@@ -2,12 +2,11 @@
 // folder, opened with the file-version record, then one record per
 // telemetry record's scalars (scalars.hpp). Records are TFRecord-framed (a
 // uint64 length, the masked CRC32C of the length, the serialized Event, the
-// masked CRC32C of the Event) and flushed as written, so TensorBoard shows a
-// running job. Built with protobuf (SCALETRAIN_TENSORBOARD); without it,
-// available() is false and opening one throws "built without".
+// masked CRC32C of the Event), each handed to the kernel with write(2) as it
+// is made, so TensorBoard shows a running job. Built with protobuf (SCALETRAIN_TENSORBOARD);
+// without it, available() is false and opening one throws "built without".
 #pragma once
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
 #include "tensorboard/scalars.hpp"
@@ -25,8 +24,9 @@ std::string frame_record(const std::string& data);
 
 class EventFile {
  public:
-  // Creates `dir` (and its parents) and a new event file in it. Throws
-  // UsageError naming the folder and the reason when either cannot be made.
+  // Creates `dir` (and its parents) and a new event file in it with its
+  // first record. Throws UsageError naming the folder and the reason when
+  // either cannot be made or written.
   explicit EventFile(const std::string& dir);
   ~EventFile();
   EventFile(const EventFile&) = delete;
@@ -40,7 +40,7 @@ class EventFile {
  private:
   void write_record(const std::string& bytes);
   std::string path_;
-  std::FILE* f_ = nullptr;
+  int fd_ = -1;
 };
 
 }  // namespace st::tensorboard
