@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/ranges.hpp"
 #include "core/util.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/host/nccl_memory.hpp"
@@ -200,6 +201,8 @@ NcclCommunicator::~NcclCommunicator() {
 
 std::shared_ptr<CommOp> NcclCommunicator::issue(const Collective& c, Stream* after) {
   ST_CHECK(after, "NCCL communicator '", name_, "': no host collectives");
+  // The profiler's range of this collective: op, group and bytes (core/ranges.hpp).
+  const ranges::Scope range(ranges::collective_name(c.what, name(), c.bytes));
   check_async(c.what);
   auto op = std::make_shared<Op>(*this, c);
   ready_->record(*after);
