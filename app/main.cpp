@@ -9,6 +9,7 @@
 
 #include "backend/backend.hpp"
 #include "cli.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "config/config.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -35,7 +36,11 @@ int main(int argc, char** argv) {
     if (cli.exit_now) return 0;
     st::Config cfg = st::load_config(cli.config, cli.sets);
     st::resolve_layout(cfg, rt->world_size());
-    st::resolve_precision(cfg);
+    {
+      // The start-up vote on a group of its own (no flight recorder yet).
+      st::MpiCommunicator world(MPI_COMM_WORLD, "precision vote", cfg.runtime.timeout_s);
+      st::resolve_precision(cfg, world);
+    }
     // What the device can run is the backend's answer (runtime.device=cuda
     // loads the CUDA backend library here, on every rank alike).
     const std::string why = st::backend_for(cfg).supports(cfg);

@@ -1,8 +1,7 @@
 // Implementation of precision.hpp.
 #include "precision.hpp"
 
-#include <mpi.h>
-
+#include "comm/mpi_communicator.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
 
 namespace st {
@@ -15,12 +14,15 @@ PrecisionChoice auto_precision(const std::string& device, bool cpu_bf16_native,
                       "), so bf16 would widen to fp32 and run no faster"};
 }
 
-void resolve_precision(Config& cfg) {
+void resolve_precision(Config& cfg, HostGroup& world) {
   if (cfg.train.precision != "auto") return;
   const bool cpu = cfg.runtime.device != "cuda";
-  int native = cpu ? int(kernels::gemm_bf16_native()) : 1;
-  // Every rank must train in the same precision: bf16 only if all have it.
-  MPI_Allreduce(MPI_IN_PLACE, &native, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  // Every rank must train in the same precision: bf16 only if all have it
+  // (the minimum, as the maximum of the negation), through the communicator
+  // layer: counted, and given up after runtime.timeout_s naming the rank.
+  double lacks = cpu && !kernels::gemm_bf16_native() ? 1 : 0;
+  world.all_reduce_max(&lacks, 1);
+  const int native = lacks == 0;
   PrecisionChoice c =
       auto_precision(cfg.runtime.device, native != 0, cpu ? kernels::gemm_bf16_library() : "");
   if (cpu && native == 0 && kernels::gemm_bf16_native())

@@ -5,14 +5,16 @@
 #pragma once
 #include <string>
 
+#include "comm/communicator.hpp"
 #include "config/config.hpp"
 
 namespace st {
-// Collective over MPI_COMM_WORLD when train.precision is "auto" (the ranks
-// agree: bf16 only if every rank's CPU has it); otherwise a no-op. Sets
-// cfg.train.precision to "fp32" or "bf16" and cfg.train.precision_choice to
-// the reason, for the log, run.json and the report.
-void resolve_precision(Config& cfg);
+// Collective over `world` (every rank) when train.precision is "auto" (the
+// ranks agree: bf16 only if every rank's CPU has it); otherwise a no-op.
+// Sets cfg.train.precision to "fp32" or "bf16" and
+// cfg.train.precision_choice to the reason, for the log, run.json and the
+// report.
+void resolve_precision(Config& cfg, HostGroup& world);
 
 // The choice on one process, without MPI: what auto means on `device`
 // ("cpu" or "cuda") given whether this CPU's bf16 GEMM is native, and the

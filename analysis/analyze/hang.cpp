@@ -14,6 +14,7 @@
 
 #include "analyze/trace.hpp"
 #include "core/error.hpp"
+#include "runtime/flight_recorder.hpp"  // kSchema only (header constant, nothing linked)
 #include "telemetry/paths.hpp"
 
 using nlohmann::json;
@@ -61,6 +62,49 @@ std::string last_doing(const Dump& d) {
   return c.empty() ? s : s + "; last collective " + c;
 }
 
+// The dump's schema (runtime/flight_recorder.hpp): the version first, then
+// every field the report reads, with its type; a bad or old dump is an error
+// naming the file and the field.
+void check_dump(const json& j, const std::string& p) {
+  auto bad = [&](const std::string& what) {
+    throw UsageError(p + ": " + what + " (a flight recorder dump of schema '" + flight::kSchema +
+                     "', written by scaletrain of this version)");
+  };
+  if (!j.is_object()) bad("not a JSON object");
+  const json* v = j.contains("schema") ? &j["schema"] : nullptr;
+  if (!v || !v->is_string()) bad("no 'schema' field: not a flight recorder dump, or an old one");
+  if (v->get<std::string>() != flight::kSchema)
+    bad("schema '" + v->get<std::string>() + "' is not the one this scaletrain-analyze reads");
+  auto need = [&](const json& o, const char* key, bool (json::*is)() const, const char* type,
+                  const std::string& where) {
+    if (!o.contains(key) || !(o[key].*is)())
+      bad("field '" + where + key + "': missing or not " + type);
+  };
+  need(j, "rank", &json::is_number_integer, "an integer", "");
+  need(j, "t", &json::is_number, "a number", "");
+  need(j, "comms", &json::is_array, "a list", "");
+  for (size_t c = 0; c < j["comms"].size(); ++c) {
+    const json& g = j["comms"][c];
+    const std::string at = "comms[" + std::to_string(c) + "].";
+    if (!g.is_object()) bad("field '" + at.substr(0, at.size() - 1) + "': not an object");
+    need(g, "name", &json::is_string, "a string", at);
+    need(g, "ranks", &json::is_array, "a list", at);
+    need(g, "next_seq", &json::is_number_integer, "an integer", at);
+    need(g, "entries", &json::is_array, "a list", at);
+    for (size_t i = 0; i < g["entries"].size(); ++i) {
+      const json& e = g["entries"][i];
+      const std::string ea = at + "entries[" + std::to_string(i) + "].";
+      if (!e.is_object()) bad("field '" + ea.substr(0, ea.size() - 1) + "': not an object");
+      need(e, "seq", &json::is_number_integer, "an integer", ea);
+      need(e, "op", &json::is_string, "a string", ea);
+      need(e, "state", &json::is_string, "a string", ea);
+      const std::string st = e["state"];
+      if (st != "enqueued" && st != "started" && st != "done")
+        bad("field '" + ea + "state': '" + st + "' is not enqueued, started or done");
+    }
+  }
+}
+
 }  // namespace
 
 std::string hang_report(const std::string& dir) {
@@ -79,6 +123,7 @@ std::string hang_report(const std::string& dir) {
     } catch (const std::exception& e) {
       throw UsageError(p + ": not a flight recorder dump: " + e.what());
     }
+    check_dump(d[size_t(r)].raw, p);
     auto& x = d[size_t(r)];
     x.present = true;
     x.reason = x.raw.value("reason", "");
@@ -86,8 +131,6 @@ std::string hang_report(const std::string& dir) {
     x.phase_step = x.raw.value("phase_step", int64_t(0));
     x.host = x.raw.value("host", "");
     x.offset = x.raw.value("clock_offset_s", 0.0);
-    if (!x.raw.contains("comms") || !x.raw["comms"].is_array())
-      throw UsageError(p + ": field 'comms': missing or not a list");
     ++present;
   }
   if (present == 0)

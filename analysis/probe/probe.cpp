@@ -21,6 +21,7 @@
 
 #include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
+#include "core/poll_wait.hpp"
 #include "core/util.hpp"
 #include "plan/ops.hpp"
 #include "planner/op_runner.hpp"
@@ -29,6 +30,8 @@
 
 namespace {
 using st::MpiCommunicator;
+using st::poll_wait;
+using st::PollPolicy;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -39,11 +42,16 @@ double median(std::vector<double> v) {
 // waiting rank leaves its core to the one that computes (a blocking MPI
 // receive spins).
 void quiet_recv(MpiCommunicator& w, int tag) {
-  int flag = 0;
-  while (!flag) {
-    MPI_Iprobe(0, tag, w.mpi(), &flag, MPI_STATUS_IGNORE);
-    if (!flag) ::usleep(20000);
-  }
+  PollPolicy every_20ms;  // the tree's one wait loop (core/poll_wait.hpp)
+  every_20ms.spins = 0;
+  every_20ms.sleep_s = 0.02;
+  poll_wait(
+      [&] {
+        int flag = 0;
+        MPI_Iprobe(0, tag, w.mpi(), &flag, MPI_STATUS_IGNORE);
+        return flag != 0;
+      },
+      [] {}, every_20ms);
   float x = 0;
   w.recv(&x, 1, 0, tag);
 }

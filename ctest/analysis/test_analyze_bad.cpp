@@ -154,3 +154,39 @@ TEST(AnalyzeBad, BadOptionsAndMissingRunJson) {
   EXPECT_EQ(m.rc, 2);
   EXPECT_NE(m.err.find("run.json: missing"), std::string::npos) << m.err;
 }
+
+// `hang` checks each flight recorder dump's schema (runtime/flight_recorder.hpp)
+// before reading it: an old, foreign or damaged dump is an error naming the
+// file and the field.
+TEST(AnalyzeBad, FlightDumpSchemaChecked) {
+  TmpDir t;
+  auto run = small_run(t, "r");
+  std::filesystem::create_directories(run + "/flight");
+  const std::string dump = run + "/flight/rank_00001.json";
+  const std::string good_comm =
+      R"("comms":[{"name":"dp","ranks":[0,1],"next_seq":1,"entries":[{"seq":0,"op":"all_reduce","bytes":8,"t_enqueue":1,"t_start":1,"t_end":0,"state":"started"}]}])";
+  struct Case {
+    std::string text, expect;
+  } cases[] = {
+      {R"({"rank":1,"t":1,)" + good_comm + "}", "no 'schema' field"},
+      {R"({"schema":"scaletrain.flight/0","rank":1,"t":1,)" + good_comm + "}",
+       "schema 'scaletrain.flight/0' is not the one"},
+      {R"({"schema":"scaletrain.flight/1","rank":1,"t":1,"comms":{}})", "field 'comms'"},
+      {R"({"schema":"scaletrain.flight/1","rank":1,"t":1,"comms":[{"name":"dp","ranks":[0,1],"next_seq":1,"entries":[{"seq":0,"op":"x","state":"lost"}]}]})",
+       "field 'comms[0].entries[0].state': 'lost'"},
+      {"[1,2]", "not a JSON object"},
+  };
+  for (const Case& c : cases) {
+    std::ofstream(dump, std::ios::trunc) << c.text;
+    auto r = cli({"hang", run});
+    EXPECT_EQ(r.rc, 2) << c.text;
+    EXPECT_NE(r.err.find("rank_00001.json: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+  }
+  // A good one is read (one rank entered a collective the other never did).
+  std::ofstream(dump, std::ios::trunc)
+      << R"({"schema":"scaletrain.flight/1","rank":1,"t":1,)" << good_comm << "}";
+  auto r = cli({"hang", run});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Hang: all_reduce #0 on group 'dp'"), std::string::npos) << r.out;
+}

@@ -7,11 +7,11 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "kernels/cuda/host/poll_wait.hpp"
+#include "core/poll_wait.hpp"
 
 namespace {
-using st::cuda_host::poll_wait;
-using st::cuda_host::PollPolicy;
+using st::poll_wait;
+using st::PollPolicy;
 using Clock = std::chrono::steady_clock;
 
 TEST(PollWait, ReturnsWhenDoneWithoutAnsweringAFinishedWait) {

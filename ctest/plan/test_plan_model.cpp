@@ -266,16 +266,16 @@ TEST(PlanTime, RingCollectivesOnGpuLinks) {
   g.eff.network = 0.5;
   const double B = 1e9;
   // all-reduce over 8 inside a node: 2*7/8 B / (400e9*0.5) + 2*7 * 2 us.
-  EXPECT_NEAR(st::plan::collective_seconds("all_reduce", B, 8, false, g),
+  EXPECT_NEAR(st::plan::collective_seconds({st::CollKind::AllReduce}, B, 8, false, g),
               2.0 * 7 / 8 * B / 200e9 + 14 * 2e-6, 1e-12);
   // all-gather over 16 on 2 nodes, 8 per node: the node's 8 NICs together
   // (8 * 50 GB/s = 400 GB/s, no more than NVLink), inter-node latency.
-  EXPECT_NEAR(st::plan::collective_seconds("all_gather", B, 16, true, g, 8),
+  EXPECT_NEAR(st::plan::collective_seconds({st::CollKind::AllGather}, B, 16, true, g, 8),
               15.0 / 16 * B / (400e9 * 0.5) + 15 * 10e-6, 1e-12);
   // One rank per node: one NIC.
-  EXPECT_NEAR(st::plan::collective_seconds("reduce_scatter", B, 4, true, g, 1),
+  EXPECT_NEAR(st::plan::collective_seconds({st::CollKind::ReduceScatter}, B, 4, true, g, 1),
               3.0 / 4 * B / (50e9 * 0.5) + 3 * 10e-6, 1e-12);
-  EXPECT_EQ(st::plan::collective_seconds("all_reduce", B, 1, false, g), 0);
+  EXPECT_EQ(st::plan::collective_seconds({st::CollKind::AllReduce}, B, 1, false, g), 0);
 }
 
 // Cluster files: every error names the file, the key and what is valid.

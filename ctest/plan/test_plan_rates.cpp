@@ -115,17 +115,18 @@ TEST(PlanRates, CollectivesFromBusBandwidth) {
   const Cluster c = st::plan::load_cluster(temp_file(kSmall));
   const double G = 1073741824.0;
   // all_reduce over 8 inside a node: bytes * 2 * 7/8 / busbw
-  EXPECT_NEAR(st::plan::collective_seconds("all_reduce", G, 8, false, c, 8), G * 1.75 / 400e9,
-              1e-12);
+  EXPECT_NEAR(st::plan::collective_seconds({st::CollKind::AllReduce}, G, 8, false, c, 8),
+              G * 1.75 / 400e9, 1e-12);
   // 32 MiB: log-halfway between 1 MiB and 1 GiB -> 250 GB/s; all_gather (n-1)/n
   const double m = 32.0 * 1048576;
-  EXPECT_NEAR(st::plan::collective_seconds("all_gather", m, 4, false, c, 4), m * 0.75 / 250e9,
-              1e-12);
+  EXPECT_NEAR(st::plan::collective_seconds({st::CollKind::AllGather}, m, 4, false, c, 4),
+              m * 0.75 / 250e9, 1e-12);
   // across nodes with 4 of the 8 devices of each node in the group: half the NICs
-  EXPECT_NEAR(st::plan::collective_seconds("reduce_scatter", G, 16, true, c, 4),
+  EXPECT_NEAR(st::plan::collective_seconds({st::CollKind::ReduceScatter}, G, 16, true, c, 4),
               G * 15 / 16 / 160e9, 1e-12);
   // tiny message: never below one link latency
-  EXPECT_NEAR(st::plan::collective_seconds("all_reduce", 8, 8, false, c, 8), 3e-6, 1e-12);
+  EXPECT_NEAR(st::plan::collective_seconds({st::CollKind::AllReduce}, 8, 8, false, c, 8), 3e-6,
+              1e-12);
 }
 
 TEST(PlanRates, IntraAndInterNodeFractionsApartOrOneForBoth) {
@@ -139,16 +140,16 @@ TEST(PlanRates, IntraAndInterNodeFractionsApartOrOneForBoth) {
     return st::plan::load_cluster(temp_file(t));
   };
   const Cluster apart = with("network: 0.25, network_intra: 0.8");
-  EXPECT_NEAR(st::plan::collective_seconds("all_reduce", G, 8, false, apart, 8),
+  EXPECT_NEAR(st::plan::collective_seconds({st::CollKind::AllReduce}, G, 8, false, apart, 8),
               G * 1.75 / (0.8 * 400e9), 1e-12);
-  EXPECT_NEAR(st::plan::collective_seconds("reduce_scatter", G, 16, true, apart, 8),
+  EXPECT_NEAR(st::plan::collective_seconds({st::CollKind::ReduceScatter}, G, 16, true, apart, 8),
               G * 15 / 16 / (0.25 * 320e9), 1e-12);
   const Cluster back = st::plan::load_cluster(temp_file(st::plan::cluster_to_yaml(apart)));
   EXPECT_DOUBLE_EQ(back.eff.network, 0.25);
   EXPECT_DOUBLE_EQ(back.eff.intra(), 0.8);
   const Cluster one = with("network: 0.5");
   EXPECT_DOUBLE_EQ(one.eff.intra(), 0.5);
-  EXPECT_NEAR(st::plan::collective_seconds("all_reduce", G, 8, false, one, 8),
+  EXPECT_NEAR(st::plan::collective_seconds({st::CollKind::AllReduce}, G, 8, false, one, 8),
               G * 1.75 / (0.5 * 400e9), 1e-12);
   EXPECT_FALSE(
       st::plan::load_cluster(temp_file(st::plan::cluster_to_yaml(one))).eff.network_intra_given);

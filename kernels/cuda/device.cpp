@@ -8,9 +8,9 @@
 #include <cstring>
 #include <deque>
 
+#include "core/poll_wait.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/host/device_select.hpp"
-#include "kernels/cuda/host/poll_wait.hpp"
 #include "kernels/cuda/host/staging_ring.hpp"
 #include "runtime/watchdog.hpp"
 
@@ -91,8 +91,8 @@ void CudaEvent::record(cudaStream_t s) {
 bool CudaEvent::query() { return !recorded_ || ST_CUDA_QUERY(cudaEventQuery(e_)); }
 void CudaEvent::synchronize() {
   if (recorded_)
-    cuda_host::poll_wait([this] { return ST_CUDA_QUERY(cudaEventQuery(e_)); },
-                         [] { watchdog::poll("synchronize of a CUDA event"); });
+    poll_wait([this] { return ST_CUDA_QUERY(cudaEventQuery(e_)); },
+              [] { watchdog::poll("synchronize of a CUDA event"); });
 }
 double CudaEvent::seconds_since(Event& start) {
   auto* a = dynamic_cast<CudaEvent*>(&start);
@@ -136,9 +136,9 @@ void CudaStream::wait(Event& e) {
   if (ce->recorded()) ST_CUDA_CHECK(cudaStreamWaitEvent(s_, ce->get(), 0));
 }
 void CudaStream::synchronize() {
-  // Polled, answering the watchdog meanwhile (host/poll_wait.hpp).
-  cuda_host::poll_wait([this] { return ST_CUDA_QUERY(cudaStreamQuery(s_)); },
-                       [this] { watchdog::poll("synchronize of CUDA stream '" + name_ + "'"); });
+  // Polled, answering the watchdog meanwhile (core/poll_wait.hpp).
+  poll_wait([this] { return ST_CUDA_QUERY(cudaStreamQuery(s_)); },
+            [this] { watchdog::poll("synchronize of CUDA stream '" + name_ + "'"); });
   rethrow();
   for (auto& f : after_sync_) f();
 }

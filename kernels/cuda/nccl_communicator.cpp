@@ -13,7 +13,6 @@
 #include "kernels/cuda/host/nccl_memory.hpp"
 #include "kernels/cuda/host/nccl_plan.hpp"
 #include "kernels/cuda/host/nccl_split.hpp"
-#include "kernels/cuda/host/poll_wait.hpp"
 #include "runtime/watchdog.hpp"
 
 // NCCL: the message includes NCCL's error string and its last error text.
@@ -40,17 +39,14 @@ ncclDataType_t nccl_type(DType t) {
       return ncclInt32;
   }
 }
-const char* offset(const void* p, int64_t elems, DType t) {
-  return static_cast<const char*>(p) + size_t(elems) * dtype_size(t);
-}
 char* offset(void* p, int64_t elems, DType t) {
   return static_cast<char*>(p) + size_t(elems) * dtype_size(t);
 }
 
 // Issues a plan of kernels/cuda/host/nccl_plan.hpp (tested on CPUs against
 // the MPI communicator). For an exchange, Send/Recv name ops[step.op].buf.
-void issue(const cuda_host::NcclPlan& plan, const void* send, void* recv, DType t,
-           const std::vector<P2POp>* ops, ncclComm_t comm, cudaStream_t s) {
+void issue_plan(const cuda_host::NcclPlan& plan, const void* send, void* recv, DType t,
+                const std::vector<P2POp>* ops, ncclComm_t comm, cudaStream_t s) {
   using cuda_host::Buf;
   using cuda_host::NcclCall;
   auto at = [&](Buf b, int64_t off) -> void* {
@@ -97,37 +93,33 @@ void issue(const cuda_host::NcclPlan& plan, const void* send, void* recv, DType 
 }
 }  // namespace
 
-struct NcclCommunicator::Coll {
-  Coll(CollKind k, int64_t b, const char* w) : kind(k), bytes(b), what(w) {}
-  CudaEvent start{true}, end{true};
-  CollKind kind;
-  int64_t bytes;
-  const char* what;
-  std::atomic<double> started{0};  // host time it was first seen running (0: not yet)
-};
-
+// One collective on the NCCL stream, between its start and end events.
 class NcclCommunicator::Op final : public CommOp {
  public:
-  Op(NcclCommunicator* c, std::shared_ptr<Coll> coll) : c_(c), coll_(std::move(coll)) {}
+  Op(NcclCommunicator& c, const Collective& k) : CommOp(c, k) {}
   bool test() override {
-    const bool done = coll_->end.query();
-    if (done) c_->reap();
+    const bool done = end.query();
+    if (done) static_cast<NcclCommunicator&>(comm()).reap();
     return done;
   }
-  void wait_host() override { c_->wait_host(*coll_); }
-  void wait_stream(Stream& s) override { s.wait(coll_->end); }
-  double seconds() override {
-    return coll_->end.query() ? coll_->end.seconds_since(coll_->start) : 0.0;
-  }
-
- private:
-  NcclCommunicator* c_;
-  std::shared_ptr<Coll> coll_;
+  void wait_stream(Stream& s) override { s.wait(end); }
+  double seconds() override { return end.query() ? end.seconds_since(start) : 0.0; }
+  bool device_started() { return start.query(); }
+  bool device_done() { return end.query(); }
+  CudaEvent start{true}, end{true};
+  double started_at = 0;  // host time first seen running (InFlight)
 };
 
 NcclCommunicator::NcclCommunicator(MpiCommunicator& group, CudaDevice& dev, ncclComm_t comm)
-    : dev_(dev), name_(group.name()), rank_(group.rank()), size_(group.size()), comm_(comm) {
+    : dev_(dev),
+      name_(group.name()),
+      rank_(group.rank()),
+      size_(group.size()),
+      comm_(comm),
+      pending_(std::make_unique<cuda_host::InFlight<Op>>()) {
   timeout_s_ = group.timeout_s();
+  set_axis(group.axis());
+  join_flight(group.world_ranks());
   dev_.make_current();
   int lo = 0, hi = 0;
   ST_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
@@ -207,50 +199,57 @@ NcclCommunicator::~NcclCommunicator() {
   if (comm_ && !aborted_) ncclCommDestroy(comm_);
 }
 
-CommHandle NcclCommunicator::launch(Stream& after, CollKind k, int64_t bytes, const char* what,
-                                    const std::function<void()>& enqueue) {
+std::shared_ptr<CommOp> NcclCommunicator::issue(const Collective& c, Stream* after) {
+  ST_CHECK(after, "NCCL communicator '", name_, "': no host collectives");
   // The profiler's range of this collective: op, group and bytes (core/ranges.hpp).
-  const ranges::Scope range(ranges::collective_name(what, name(), bytes));
-  check_async(what);
-  auto c = std::make_shared<Coll>(k, bytes, what);
-  ready_->record(after);
+  const ranges::Scope range(ranges::collective_name(c.what, name(), c.bytes));
+  check_async(c.what);
+  auto op = std::make_shared<Op>(*this, c);
+  ready_->record(*after);
   ST_CUDA_CHECK(cudaStreamWaitEvent(stream_->get(), ready_->get(), 0));
-  c->start.record(stream_->get());
-  enqueue();
-  c->end.record(stream_->get());
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    pending_.push_back(c);
-  }
-  return CommHandle(std::make_shared<Op>(this, std::move(c)));
-}
-
-void NcclCommunicator::reap() {
-  std::vector<std::shared_ptr<Coll>> done;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    while (!pending_.empty() && pending_.front()->end.query()) {
-      done.push_back(std::move(pending_.front()));
-      pending_.pop_front();
+  op->start.record(stream_->get());
+  cudaStream_t s = stream_->get();
+  switch (c.kind) {
+    case CollKind::AllReduce:
+      ST_NCCL_CHECK(ncclAllReduce(c.recv, c.recv, size_t(c.n), nccl_type(c.t),
+                                  c.op == ReduceOp::Sum ? ncclSum : ncclMax, comm_, s),
+                    comm_);
+      break;
+    case CollKind::Broadcast:
+      ST_NCCL_CHECK(ncclBroadcast(c.recv, c.recv, size_t(c.n), nccl_type(c.t), c.root, comm_, s),
+                    comm_);
+      break;
+    case CollKind::ReduceScatter:
+      issue_plan(cuda_host::plan_reduce_scatter(*c.counts, rank_), c.send, c.recv, c.t, nullptr,
+                 comm_, s);
+      break;
+    case CollKind::AllGather:
+      issue_plan(cuda_host::plan_all_gather(*c.counts, rank_, c.in_place), c.send, c.recv, c.t,
+                 nullptr, comm_, s);
+      break;
+    case CollKind::SendRecv: {
+      std::vector<cuda_host::P2PArgs> args;
+      for (const P2POp& o : *c.ops) args.push_back({o.send, o.n, o.peer});
+      issue_plan(cuda_host::plan_exchange(args, size_), nullptr, nullptr, c.t, c.ops, comm_, s);
+      break;
     }
+    default:
+      ST_CHECK(false, "NCCL: no call for collective ", coll_name(c.kind));
   }
-  for (auto& c : done) add_stat(c->kind, c->bytes, c->end.seconds_since(c->start));
+  op->end.record(s);
+  pending_->push(op);
+  return op;
 }
 
-void NcclCommunicator::wait_host(Coll& c) {
-  // Polled (host/poll_wait.hpp); every 50 ms the watchdog is answered, NCCL's
-  // asynchronous error checked and the timeout applied.
-  const std::string doing = detail::cat(c.what, " on NCCL group '", name_, "'");
-  cuda_host::poll_wait([&] { return c.end.query(); },
-                       [&] {
-                         watchdog::poll(doing);
-                         check_async(c.what);
-                         if (c.started == 0 && c.start.query()) c.started = wall_time();
-                         if (c.started > 0 && wall_time() - c.started > timeout_s_)
-                           fail(detail::cat(c.what, " of ", c.bytes, " bytes not finished after ",
-                                            timeout_s_, " s (runtime.timeout_s)"));
-                       });
-  reap();
+void NcclCommunicator::copy_local(void* dst, const void* src, size_t bytes, Stream& after) {
+  dev_.copy(dst, src, bytes, after);
+}
+
+void NcclCommunicator::reap() { pending_->reap(wall_time()); }
+
+void NcclCommunicator::timed_out(const char* what, int64_t bytes, double waited) {
+  fail(detail::cat(what, " of ", bytes, " bytes not finished after ", waited,
+                   " s (runtime.timeout_s)"));
 }
 
 void NcclCommunicator::check_async(const char* when) {
@@ -259,19 +258,6 @@ void NcclCommunicator::check_async(const char* when) {
   if (ncclCommGetAsyncError(comm_, &r) == ncclSuccess && r != ncclSuccess && r != ncclInProgress)
     fail(detail::cat("NCCL error (at ", when, "): ", ncclGetErrorString(r), ": ",
                      ncclGetLastError(comm_)));
-}
-
-std::string NcclCommunicator::overdue() {
-  std::lock_guard<std::mutex> g(mu_);
-  if (pending_.empty()) return "";
-  Coll& c = *pending_.front();
-  if (c.end.query()) return "";
-  const double now = wall_time();
-  if (c.started == 0 && c.start.query()) c.started = now;
-  if (c.started > 0 && now - c.started > timeout_s_)
-    return detail::cat(c.what, " of ", c.bytes, " bytes not finished ", now - c.started,
-                       " s after it started on the device (runtime.timeout_s=", timeout_s_, ")");
-  return "";
 }
 
 void NcclCommunicator::fail(const std::string& why) {
@@ -296,8 +282,7 @@ void NcclCommunicator::watch() {
     std::string why;
     try {
       check_async("watchdog");
-      reap();
-      why = overdue();
+      why = pending_->overdue(wall_time(), timeout_s_);
     } catch (const std::exception& e) {
       why = e.what();
     }
@@ -306,77 +291,4 @@ void NcclCommunicator::watch() {
   }
 }
 
-CommHandle NcclCommunicator::all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) {
-  if (size_ == 1 || n == 0) return {};
-  return launch(after, CollKind::AllReduce, n * int64_t(dtype_size(t)), "all_reduce", [&] {
-    ST_NCCL_CHECK(ncclAllReduce(buf, buf, size_t(n), nccl_type(t),
-                                op == ReduceOp::Sum ? ncclSum : ncclMax, comm_, stream_->get()),
-                  comm_);
-  });
-}
-
-CommHandle NcclCommunicator::reduce_scatter(const void* send, void* recv,
-                                            const std::vector<int64_t>& counts, DType t,
-                                            Stream& after) {
-  ST_CHECK(int(counts.size()) == size_, "reduce_scatter on '", name_, "': ", counts.size(),
-           " counts for ", size_, " ranks");
-  if (size_ == 1) {
-    if (counts[0] && send != recv) dev_.copy(recv, send, size_t(counts[0]) * dtype_size(t), after);
-    return {};
-  }
-  int64_t total = 0;
-  for (int64_t c : counts) total += c;
-  if (total == 0) return {};
-  const auto plan = cuda_host::plan_reduce_scatter(counts, rank_);
-  return launch(after, CollKind::ReduceScatter, total * int64_t(dtype_size(t)), "reduce_scatter",
-                [&] { issue(plan, send, recv, t, nullptr, comm_, stream_->get()); });
-}
-
-CommHandle NcclCommunicator::all_gather(const void* send, void* recv,
-                                        const std::vector<int64_t>& counts, DType t,
-                                        Stream& after) {
-  ST_CHECK(int(counts.size()) == size_, "all_gather on '", name_, "': ", counts.size(),
-           " counts for ", size_, " ranks");
-  std::vector<int64_t> displ;
-  int64_t total = 0;
-  for (int64_t c : counts) displ.push_back(total), total += c;
-  char* mine = offset(recv, displ[size_t(rank_)], t);
-  if (size_ == 1) {
-    if (send != mine && counts[0]) dev_.copy(mine, send, size_t(counts[0]) * dtype_size(t), after);
-    return {};
-  }
-  if (total == 0) return {};
-  const auto plan = cuda_host::plan_all_gather(counts, rank_, send == mine);
-  return launch(after, CollKind::AllGather, total * int64_t(dtype_size(t)), "all_gather",
-                [&] { issue(plan, send, recv, t, nullptr, comm_, stream_->get()); });
-}
-
-CommHandle NcclCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Stream& after) {
-  int64_t bytes = 0;
-  std::vector<const P2POp*> sends, recvs;
-  for (const P2POp& o : ops) {
-    ST_CHECK(o.peer >= 0 && o.peer < size_, "exchange on '", name_, "': peer ", o.peer,
-             " outside the group of ", size_);
-    ST_CHECK(o.n >= 0, "exchange on '", name_, "': ", o.n, " elements");
-    bytes += o.n * int64_t(dtype_size(t));
-    (o.send ? sends : recvs).push_back(&o);
-  }
-  if (size_ == 1) {  // to and from itself: the k-th receive gets the k-th send
-    ST_CHECK(sends.size() == recvs.size(), "exchange on '", name_, "' (one rank): ", sends.size(),
-             " sends and ", recvs.size(), " receives");
-    for (size_t i = 0; i < sends.size(); ++i) {
-      ST_CHECK(sends[i]->n == recvs[i]->n, "exchange on '", name_, "' (one rank): a send of ",
-               sends[i]->n, " elements matched with a receive of ", recvs[i]->n);
-      if (sends[i]->buf != recvs[i]->buf)
-        dev_.copy(recvs[i]->buf, sends[i]->buf, size_t(sends[i]->n) * dtype_size(t), after);
-    }
-    return {};
-  }
-  if (bytes == 0) return {};
-  std::vector<cuda_host::P2PArgs> args;
-  for (const P2POp& o : ops) args.push_back({o.send, o.n, o.peer});
-  const auto plan = cuda_host::plan_exchange(args, size_);
-  return launch(after, CollKind::SendRecv, bytes, "send/recv",
-                [&] { issue(plan, nullptr, nullptr, t, &ops, comm_, stream_->get()); });
-}
 }  // namespace st::cuda

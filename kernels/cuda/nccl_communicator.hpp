@@ -13,25 +13,27 @@
 //    of ncclReduce to each root / ncclBroadcast from each root; equal counts
 //    use ncclReduceScatter / ncclAllGather. exchange is a group of
 //    ncclSend/ncclRecv (NCCL matches them in order per peer, the seam's rule).
-//  - A group of one rank has no NCCL communicator: collectives are no-ops or
-//    device copies on `after`, as MpiCommunicator does.
-//  - Statistics (calls, bytes, device seconds per kind) are counted when a
-//    collective is seen finished: by its handle, by the watchdog, and after
-//    every host synchronisation of the compute stream (so a step's figures
-//    are complete once the engine has synchronised).
+//  - The Communicator front (lib/comm/communicator.hpp) checks, counts,
+//    resolves a group of one (no NCCL communicator: no-ops or device copies
+//    on `after`) and opens the flight-recorder entry; this class only issues.
+//  - Statistics (calls, bytes, device seconds per kind) and the flight
+//    recorder's started/done are reported when a collective is seen started
+//    or finished (host/nccl_inflight.hpp): by its handle, by the watchdog,
+//    and after every host synchronisation of the compute stream (so a
+//    step's figures are complete once the engine has synchronised), so a
+//    GPU hang's dump lists the NCCL collectives.
 //  - Never hangs: a watchdog thread polls ncclCommGetAsyncError and the
 //    oldest unfinished collective; on an NCCL error, or when a collective has
 //    run longer than timeout_s() since it started on the device, it prints
 //    a message naming host, rank, group and collective, aborts the NCCL
-//    communicator and ends the job (MPI_Abort). Host waits (handle.wait())
-//    apply the same checks. Creating the communicators (ncclCommInitRank of
+//    communicator and ends the job (MPI_Abort). Host waits (handle.wait(),
+//    the front's poll loop) apply the same checks. Creating the communicators (ncclCommInitRank of
 //    the world, ncclCommSplit) is blocking and not covered by the timeout.
 #pragma once
 #include <nccl.h>
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,6 +42,7 @@
 
 #include "comm/mpi_communicator.hpp"
 #include "kernels/cuda/device.hpp"
+#include "kernels/cuda/host/nccl_inflight.hpp"
 
 namespace st::cuda {
 
@@ -56,29 +59,21 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
   const std::string& name() const override { return name_; }
 
-  CommHandle all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) override;
-  CommHandle reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
-                            DType t, Stream& after) override;
-  CommHandle all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType t,
-                        Stream& after) override;
-  CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) override;
-
-  // Counts the collectives that have finished into the statistics.
+  // Counts the collectives that have finished into the statistics (and the
+  // flight recorder): the front's finish, through InFlight.
   void reap();
 
-  struct Coll;  // one collective in flight (nccl_communicator.cpp)
-  // Host wait for c with the watchdog's checks.
-  void wait_host(Coll& c);
+  class Op;  // one collective in flight (nccl_communicator.cpp)
+
+ protected:
+  // The front's implementation part (lib/comm/communicator.hpp).
+  std::shared_ptr<CommOp> issue(const Collective& c, Stream* after) override;
+  void copy_local(void* dst, const void* src, size_t bytes, Stream& after) override;
+  void check_waiting(const char* what) override { check_async(what); }
+  void timed_out(const char* what, int64_t bytes, double waited) override;
 
  private:
-  class Op;
-  // Orders the stream after `after`, brackets enqueue() (the NCCL calls)
-  // with c's events, and returns its handle.
-  CommHandle launch(Stream& after, CollKind k, int64_t bytes, const char* what,
-                    const std::function<void()>& enqueue);
   void check_async(const char* when);
-  // The oldest unfinished collective, if it has run past the timeout: why.
-  std::string overdue();
   [[noreturn]] void fail(const std::string& why);
   void watch();
 
@@ -88,9 +83,9 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   std::unique_ptr<CudaStream> stream_;
   std::unique_ptr<CudaEvent> ready_;  // recorded on `after`, waited for by stream_
-  std::mutex mu_;                     // pending_, stop_
+  std::mutex mu_;                     // stop_
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<Coll>> pending_;
+  std::unique_ptr<cuda_host::InFlight<Op>> pending_;
   bool stop_ = false;
   std::atomic<bool> aborted_{false};
   std::thread watchdog_;

@@ -17,14 +17,13 @@
 #include <atomic>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <mutex>
-#include <unordered_map>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
-#include "runtime/flight_recorder.hpp"
 #include "runtime/watchdog.hpp"
 
 namespace st {
@@ -73,77 +72,48 @@ int as_count(int64_t n) {
   return int(n);
 }
 
-// Each communicator's ring in the flight recorder (runtime/flight_recorder.hpp),
-// by address: kept here rather than in the class so the seam header is
-// unchanged. -1 when the recorder is off.
-std::mutex g_flight_mu;
-std::unordered_map<const MpiCommunicator*, int> g_flight_ids;
-
-int flight_id(const MpiCommunicator* c) {
-  std::lock_guard<std::mutex> lk(g_flight_mu);
-  auto it = g_flight_ids.find(c);
-  return it == g_flight_ids.end() ? -1 : it->second;
-}
-
-// Requests posted on the calling thread; completion polled or waited for.
+// Requests posted on the calling thread: polled by the front.
 class RequestOp final : public CommOp {
  public:
-  RequestOp(MpiCommunicator* c, std::vector<MPI_Request> reqs, CollKind k, int64_t bytes,
-            const char* what, double t0, uint64_t seq)
-      : c_(c), reqs_(std::move(reqs)), kind_(k), bytes_(bytes), what_(what), t0_(t0), seq_(seq) {}
+  RequestOp(MpiCommunicator& c, const Collective& k) : CommOp(c, k), t0_(wall_time()) {}
   bool test() override {
     if (done_) return true;
     int flag = 0;
-    ST_MPI_CHECK(MPI_Testall(int(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE));
-    if (flag) finish();
+    ST_MPI_CHECK(MPI_Testall(int(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE));
+    if (flag) {
+      done_ = true;
+      dur_ = wall_time() - t0_;
+    }
     return flag != 0;
-  }
-  void wait_host() override {
-    if (done_) return;
-    c_->wait_requests(reqs_, what_);
-    finish();
   }
   void wait_stream(Stream& s) override {
     if (s.runs_inline()) {
-      wait_host();
+      comm().wait_host(*this);
       return;
     }
-    s.enqueue([this, keep = self_.lock()] { wait_host(); });
+    s.enqueue([keep = self.lock()] { keep->comm().wait_host(*keep); });
   }
   double seconds() override { return dur_; }
-  std::weak_ptr<RequestOp> self_;
+  std::vector<MPI_Request> reqs;
+  std::weak_ptr<RequestOp> self;
 
  private:
-  void finish() {
-    done_ = true;
-    dur_ = wall_time() - t0_;
-    c_->add_stat(kind_, bytes_, dur_);
-    flight::finish(flight_id(c_), seq_);
-  }
-  MpiCommunicator* c_;
-  std::vector<MPI_Request> reqs_;
-  CollKind kind_;
-  int64_t bytes_;
-  const char* what_;
-  double t0_;
-  uint64_t seq_;
-  double dur_ = 0;
+  double t0_, dur_ = 0;
   bool done_ = false;
 };
 
-// Work run on a worker stream; completion is an event on that stream.
+// Work run on the communicator's worker stream; completion is an event on
+// that stream, and the worker closes the op when its requests are done.
 class EventOp final : public CommOp {
  public:
-  EventOp(std::unique_ptr<Event> e, std::shared_ptr<std::atomic<double>> dur)
-      : e_(std::move(e)), dur_(std::move(dur)) {}
-  bool test() override { return e_->query(); }
-  void wait_host() override { e_->synchronize(); }
-  void wait_stream(Stream& s) override { s.wait(*e_); }
-  double seconds() override { return e_->query() ? dur_->load() : 0.0; }
-
- private:
-  std::unique_ptr<Event> e_;
-  std::shared_ptr<std::atomic<double>> dur_;
+  EventOp(MpiCommunicator& c, const Collective& k, std::unique_ptr<Event> e)
+      : CommOp(c, k), e(std::move(e)) {}
+  bool test() override { return e->query(); }
+  void wait_stream(Stream& s) override { s.wait(*e); }
+  double seconds() override { return dur.load(); }
+  std::unique_ptr<Event> e;
+  std::atomic<double> dur{0};
+  std::vector<MPI_Request> reqs;
 };
 }  // namespace
 
@@ -163,17 +133,14 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, double timeout
   ST_MPI_CHECK(MPI_Group_translate_ranks(mine, size_, in.data(), world, out.data()));
   MPI_Group_free(&mine);
   MPI_Group_free(&world);
-  const int id = flight::add_comm(name_, out);
-  std::lock_guard<std::mutex> lk(g_flight_mu);
-  g_flight_ids[this] = id;
+  world_ranks_ = out;
+  join_flight(out);
+  static std::once_flag answer_once;  // waits answer the watchdog (communicator.hpp)
+  std::call_once(answer_once, [] { set_wait_answer(&watchdog::poll); });
 }
 
 MpiCommunicator::~MpiCommunicator() {
   stream_.reset();  // drains its work first
-  {
-    std::lock_guard<std::mutex> lk(g_flight_mu);
-    g_flight_ids.erase(this);
-  }
   int fin = 0;
   MPI_Finalized(&fin);
   if (!fin && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
@@ -192,6 +159,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::dup(const std::string& name) c
   MPI_Comm d;
   ST_MPI_CHECK(MPI_Comm_dup(comm_, &d));
   auto c = std::make_unique<MpiCommunicator>(d, name, timeout_s_);
+  c->set_axis(axis());  // the same ranks: the same axis
   if (dev_) c->bind(*dev_);
   return c;
 }
@@ -211,8 +179,14 @@ std::atomic<bool> g_sleep_when_waiting{false};
 // More threads runnable on this machine right now than it has online CPUs
 // (the fourth field of /proc/loadavg, "runnable/total"): other work is
 // waiting for a core, so a rank that spins takes it from them, and from the
-// peers it waits for. False where unknown.
+// peers it waits for. False where unknown. Read at most every 50 ms.
 bool machine_busy() {
+  static std::atomic<double> last{-1};
+  static std::atomic<bool> busy{false};
+  const double now = wall_time();
+  if (now - last.load(std::memory_order_relaxed) < 0.05)
+    return busy.load(std::memory_order_relaxed);
+  last.store(now, std::memory_order_relaxed);
   static const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   FILE* f = std::fopen("/proc/loadavg", "r");
   if (!f) return false;
@@ -221,234 +195,197 @@ bool machine_busy() {
   const bool ok =
       std::fscanf(f, "%lf %lf %lf %d/%d", &avg[0], &avg[1], &avg[2], &runnable, &total) == 5;
   std::fclose(f);
-  return ok && cpus > 0 && runnable > cpus;
+  busy.store(ok && cpus > 0 && runnable > cpus, std::memory_order_relaxed);
+  return busy.load(std::memory_order_relaxed);
 }
 }  // namespace
 
 void MpiCommunicator::set_sleep_when_waiting(bool on) { g_sleep_when_waiting = on; }
 bool MpiCommunicator::sleep_when_waiting() { return g_sleep_when_waiting; }
 
-void MpiCommunicator::wait_request(MPI_Request* req, const char* what) {
-  double t0 = wall_time();
-  int done = 0;
-  long spins = 0;
-  double last_check = t0;
-  bool busy = false;  // machine_busy(), refreshed with the watchdog check
-  while (true) {
-    ST_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    // Spin, or (sleep_when_waiting, or the machine busy with more runnable
-    // threads than CPUs) after the first millisecond sleep 5% of the wait so
-    // far, at most 5 ms: hundreds of oversubscribed ranks polling every few
-    // microseconds swamp the scheduler and take the cores from the ranks they
-    // wait for; on a machine shared with other jobs a spinning rank does the
-    // same to its peers (measured: ZeRO 3 at dp 2 spent ~16% of its CPU in
-    // sched_yield and the kernel under load 17 on 2 cores). Sleeping also
-    // delays the polls that move a large message's fragments, so it is only
-    // for ranks that outnumber cores or share them.
-    // While sleeping, the watchdog is answered and the timeout checked every
-    // 50 ms (well within the watchdog's grace), not on every poll: with
-    // hundreds of local peers each MPI call runs a costly progress pass.
-    const double now = wall_time(), waited = now - t0;
-    const bool sleeping =
-        (busy || g_sleep_when_waiting.load(std::memory_order_relaxed)) && waited >= 1e-3;
-    if (sleeping ? now - last_check >= 0.05 : (++spins & 1023) == 0) {
-      last_check = now;
-      busy = machine_busy();
-      const std::string doing = std::string(what) + " on group '" + name_ + "'";
-      watchdog::poll(doing);  // answer peers that ask whether this rank is alive
-      // Name the member that is stuck, not only the one that waited.
-      if (waited > timeout_s_) watchdog::on_timeout(comm_, what, name_, timeout_s_, true);
-    }
-    if (!sleeping) {
-      sched_yield();
-    } else {
-      timespec ts{0, std::min(5'000'000L, long(waited * 5e7))};
-      nanosleep(&ts, nullptr);
-    }
+// How MPI waits poll (the front's loop, core/poll_wait.hpp): spin (MPI's
+// way on dedicated cores) or, with sleep_when_waiting or the machine busy
+// with more runnable threads than CPUs, after the first millisecond sleep 5%
+// of the wait so far, at most 5 ms: hundreds of oversubscribed ranks polling
+// every few microseconds swamp the scheduler and take the cores from the
+// ranks they wait for; on a machine shared with other jobs a spinning rank
+// does the same to its peers (measured: ZeRO 3 at dp 2 spent ~16% of its CPU
+// in sched_yield and the kernel under load 17 on 2 cores). Sleeping also
+// delays the polls that move a large message's fragments, so it is only for
+// ranks that outnumber cores or share them. Asked at the start and every
+// 50 ms; the watchdog is answered every 50 ms, not at the first unfinished
+// poll (with hundreds of local peers each MPI call runs a costly progress
+// pass, and most waits end within microseconds).
+void MpiCommunicator::pace(PollPolicy& p) {
+  p.answer_first = false;
+  if (g_sleep_when_waiting.load(std::memory_order_relaxed) || machine_busy()) {
+    p.spins = 0;
+    p.spin_s = 1e-3;
+    p.sleep_s = 0;
+    p.sleep_frac = 0.05;
+    p.sleep_max_s = 5e-3;
+  } else {
+    p.spins = LONG_MAX;
   }
 }
 
-void MpiCommunicator::wait_requests(std::vector<MPI_Request>& reqs, const char* what) {
-  for (auto& r : reqs) wait_request(&r, what);
+void MpiCommunicator::timed_out(const char* what, int64_t, double) {
+  // Name the member that is stuck, not only the one that waited.
+  watchdog::on_timeout(comm_, what, name_, timeout_s_, true);
 }
 
-CommHandle MpiCommunicator::launch(Stream& after, CollKind k, int64_t bytes, const char* what,
-                                   std::function<void(std::vector<MPI_Request>&)> start) {
-  const int fid = flight_id(this);
-  const uint64_t seq = flight::enqueue(fid, what, bytes);
-  if (after.runs_inline()) {
-    const double t0 = wall_time();
-    std::vector<MPI_Request> reqs;
-    start(reqs);
-    auto op = std::make_shared<RequestOp>(this, std::move(reqs), k, bytes, what, t0, seq);
-    op->self_ = op;
-    return CommHandle(op);
+void MpiCommunicator::wait_request(MPI_Request* req, const char* what) {
+  poll_until(what, 0, [req] {
+    int done = 0;
+    ST_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+  });
+}
+
+// Posts c's non-blocking MPI calls into reqs.
+void MpiCommunicator::post(const Collective& c, std::vector<MPI_Request>& reqs) {
+  const MPI_Datatype t = mpi_type(c.t);
+  switch (c.kind) {
+    case CollKind::AllReduce:
+      reqs.emplace_back();
+      ST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, c.recv, as_count(c.n), t, mpi_op(c.t, c.op), comm_,
+                                  &reqs.back()));
+      break;
+    case CollKind::Broadcast:
+      reqs.emplace_back();
+      ST_MPI_CHECK(MPI_Ibcast(c.recv, as_count(c.n), t, c.root, comm_, &reqs.back()));
+      break;
+    case CollKind::ReduceScatter: {
+      std::vector<int> n;
+      for (int64_t x : *c.counts) n.push_back(as_count(x));
+      reqs.emplace_back();
+      ST_MPI_CHECK(MPI_Ireduce_scatter(c.send, c.recv, n.data(), t, mpi_op(c.t, ReduceOp::Sum),
+                                       comm_, &reqs.back()));
+      break;
+    }
+    case CollKind::AllGather: {
+      std::vector<int> n, displ;
+      int64_t at = 0;
+      for (int64_t x : *c.counts) {
+        displ.push_back(as_count(at));
+        n.push_back(as_count(x));
+        at += x;
+      }
+      reqs.emplace_back();
+      ST_MPI_CHECK(MPI_Iallgatherv(c.in_place ? MPI_IN_PLACE : c.send, n[size_t(rank_)], t, c.recv,
+                                   n.data(), displ.data(), t, comm_, &reqs.back()));
+      break;
+    }
+    case CollKind::SendRecv: {
+      const int tag = c.tag >= 0 ? c.tag : kP2PTag;
+      for (const P2POp& o : *c.ops) {
+        reqs.emplace_back();
+        if (o.send)
+          ST_MPI_CHECK(MPI_Isend(o.buf, as_count(o.n), t, o.peer, tag, comm_, &reqs.back()));
+        else
+          ST_MPI_CHECK(MPI_Irecv(o.buf, as_count(o.n), t, o.peer, tag, comm_, &reqs.back()));
+      }
+      break;
+    }
+    default:
+      ST_CHECK(false, "MPI: no call for collective ", coll_name(c.kind));
+  }
+}
+
+std::shared_ptr<CommOp> MpiCommunicator::issue(const Collective& c, Stream* after) {
+  if (!after || after->runs_inline()) {
+    auto op = std::make_shared<RequestOp>(*this, c);
+    op->self = op;
+    post(c, op->reqs);
+    return op;
   }
   ST_CHECK(dev_ && stream_, "communicator '", name_, "' is not bound to the device of stream '",
-           after.name(), "'");
+           after->name(), "'");
+  // On the worker stream, after `after`: the arguments are copied (the
+  // caller's counts and ops need not outlive the call).
   auto ready = dev_->create_event();
-  ready->record(after);
+  ready->record(*after);
   stream_->wait(*ready);
-  auto dur = std::make_shared<std::atomic<double>>(0.0);
-  stream_->enqueue([this, k, bytes, what, dur, fid, seq, start = std::move(start)] {
+  auto op = std::make_shared<EventOp>(*this, c, dev_->create_event());
+  Collective k = c;
+  std::vector<int64_t> counts = c.counts ? *c.counts : std::vector<int64_t>{};
+  std::vector<P2POp> ops = c.ops ? *c.ops : std::vector<P2POp>{};
+  stream_->enqueue([this, op, k, counts = std::move(counts), ops = std::move(ops)]() mutable {
+    k.counts = &counts;
+    k.ops = &ops;
     const double t0 = wall_time();
-    flight::start(fid, seq);
-    std::vector<MPI_Request> reqs;
-    start(reqs);
-    wait_requests(reqs, what);
-    dur->store(wall_time() - t0);
-    add_stat(k, bytes, dur->load());
-    flight::finish(fid, seq);
+    op->started();
+    post(k, op->reqs);
+    poll_until(k.what, k.bytes, [&] {
+      int flag = 0;
+      ST_MPI_CHECK(MPI_Testall(int(op->reqs.size()), op->reqs.data(), &flag, MPI_STATUSES_IGNORE));
+      return flag != 0;
+    });
+    op->dur = wall_time() - t0;
+    op->finish();
   });
-  auto done = dev_->create_event();
-  done->record(*stream_);
-  return CommHandle(std::make_shared<EventOp>(std::move(done), std::move(dur)));
+  op->e->record(*stream_);
+  return op;
 }
 
-CommHandle MpiCommunicator::all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) {
-  if (size_ == 1 || n == 0) return {};
-  const int cnt = as_count(n);
-  return launch(after, CollKind::AllReduce, n * int64_t(dtype_size(t)), "all_reduce",
-                [=, this](std::vector<MPI_Request>& r) {
-                  r.emplace_back();
-                  ST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, cnt, mpi_type(t), mpi_op(t, op),
-                                              comm_, &r.back()));
-                });
+void MpiCommunicator::copy_local(void* dst, const void* src, size_t bytes, Stream& after) {
+  dev_->copy(dst, src, bytes, after);
 }
 
-CommHandle MpiCommunicator::reduce_scatter(const void* send, void* recv,
-                                           const std::vector<int64_t>& counts, DType t,
-                                           Stream& after) {
-  ST_CHECK(int(counts.size()) == size_, "reduce_scatter on '", name_, "': ", counts.size(),
-           " counts for ", size_, " ranks");
-  const size_t es = dtype_size(t);
-  if (size_ == 1) {
-    if (counts[0] && dev_ && send != recv) dev_->copy(recv, send, size_t(counts[0]) * es, after);
-    return {};
-  }
-  std::vector<int> c;
-  int64_t total = 0;
-  for (int64_t x : counts) c.push_back(as_count(x)), total += x;
-  if (total == 0) return {};
-  return launch(after, CollKind::ReduceScatter, total * int64_t(es), "reduce_scatter",
-                [=, this](std::vector<MPI_Request>& r) {
-                  r.emplace_back();
-                  ST_MPI_CHECK(MPI_Ireduce_scatter(send, recv, c.data(), mpi_type(t),
-                                                   mpi_op(t, ReduceOp::Sum), comm_, &r.back()));
-                });
-}
-
-CommHandle MpiCommunicator::all_gather(const void* send, void* recv,
-                                       const std::vector<int64_t>& counts, DType t, Stream& after) {
-  ST_CHECK(int(counts.size()) == size_, "all_gather on '", name_, "': ", counts.size(),
-           " counts for ", size_, " ranks");
-  const size_t es = dtype_size(t);
-  std::vector<int> c, displ;
-  int64_t total = 0;
-  for (int64_t x : counts) {
-    displ.push_back(as_count(total));
-    c.push_back(as_count(x));
-    total += x;
-  }
-  char* mine = static_cast<char*>(recv) + size_t(displ[size_t(rank_)]) * es;
-  const bool in_place = send == mine;
-  if (size_ == 1) {
-    if (!in_place && counts[0] && dev_) dev_->copy(mine, send, size_t(counts[0]) * es, after);
-    return {};
-  }
-  if (total == 0) return {};
-  return launch(
-      after, CollKind::AllGather, total * int64_t(es), "all_gather",
-      [=, this](std::vector<MPI_Request>& r) {
-        r.emplace_back();
-        ST_MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : send, c[size_t(rank_)], mpi_type(t),
-                                     recv, c.data(), displ.data(), mpi_type(t), comm_, &r.back()));
-      });
-}
-
-CommHandle MpiCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Stream& after) {
-  if (ops.empty()) return {};
-  int64_t bytes = 0;
-  for (const P2POp& o : ops) {
-    ST_CHECK(o.peer >= 0 && o.peer < size_, "exchange on '", name_, "': peer ", o.peer,
-             " outside the group of ", size_);
-    as_count(o.n);
-    bytes += o.n * int64_t(dtype_size(t));
-  }
-  return launch(
-      after, CollKind::SendRecv, bytes, "send/recv", [=, this](std::vector<MPI_Request>& r) {
-        for (const P2POp& o : ops) {
-          r.emplace_back();
-          if (o.send)
-            ST_MPI_CHECK(
-                MPI_Isend(o.buf, int(o.n), mpi_type(t), o.peer, kP2PTag, comm_, &r.back()));
-          else
-            ST_MPI_CHECK(
-                MPI_Irecv(o.buf, int(o.n), mpi_type(t), o.peer, kP2PTag, comm_, &r.back()));
-        }
-      });
-}
-
-// ---- host collectives ----
-
-// Starts one non-blocking call on host buffers, waits for it with the
-// timeout and counts it.
-void MpiCommunicator::blocking(CollKind k, int64_t bytes, const char* what,
-                               const std::function<void(MPI_Request*)>& start) {
-  const double t0 = wall_time();
-  const int fid = flight_id(this);
-  const uint64_t seq = flight::enqueue(fid, what, bytes);
-  MPI_Request r;
-  start(&r);
-  wait_request(&r, what);
-  add_stat(k, bytes, wall_time() - t0);
-  flight::finish(fid, seq);
-}
-
-void MpiCommunicator::all_reduce_doubles(double* buf, int64_t n, MPI_Op op) {
-  if (size_ == 1) return;
-  const int cnt = as_count(n);
-  blocking(CollKind::AllReduce, n * 8, "all_reduce", [&](MPI_Request* r) {
-    ST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, cnt, MPI_DOUBLE, op, comm_, r));
-  });
+// ---- host collectives: through the front, blocking ----
+void MpiCommunicator::host(CollKind k, void* buf, int64_t n, DType t, ReduceOp op, int root) {
+  Collective c;
+  c.kind = k;
+  c.t = t;
+  c.op = op;
+  c.send = c.recv = buf;
+  c.n = n;
+  c.root = root;
+  run_host(c);
 }
 
 void MpiCommunicator::all_reduce_sum(double* buf, int64_t n) {
-  all_reduce_doubles(buf, n, MPI_SUM);
+  host(CollKind::AllReduce, buf, n, DType::F64, ReduceOp::Sum);
 }
 
 void MpiCommunicator::all_reduce_max(double* buf, int64_t n) {
-  all_reduce_doubles(buf, n, MPI_MAX);
+  host(CollKind::AllReduce, buf, n, DType::F64, ReduceOp::Max);
 }
 
 void MpiCommunicator::all_reduce_sum(float* buf, int64_t n) {
-  if (size_ == 1) return;
-  const int cnt = as_count(n);
-  blocking(CollKind::AllReduce, n * 4, "all_reduce", [&](MPI_Request* r) {
-    ST_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, cnt, MPI_FLOAT, MPI_SUM, comm_, r));
-  });
+  host(CollKind::AllReduce, buf, n, DType::F32, ReduceOp::Sum);
 }
 
 void MpiCommunicator::broadcast_bytes(void* buf, int64_t n, int root) {
-  if (size_ == 1) return;
-  const int cnt = as_count(n);
-  blocking(CollKind::Broadcast, n, "broadcast",
-           [&](MPI_Request* r) { ST_MPI_CHECK(MPI_Ibcast(buf, cnt, MPI_BYTE, root, comm_, r)); });
+  // The seam has no byte dtype: whole 32-bit words, then the tail padded
+  // into one word.
+  char* p = static_cast<char*>(buf);
+  const int64_t words = n / 4, tail = n % 4;
+  host(CollKind::Broadcast, p, words, DType::I32, ReduceOp::Sum, root);
+  if (tail) {
+    char w[4] = {};
+    std::memcpy(w, p + words * 4, size_t(tail));
+    host(CollKind::Broadcast, w, 1, DType::I32, ReduceOp::Sum, root);
+    std::memcpy(p + words * 4, w, size_t(tail));
+  }
+}
+
+void MpiCommunicator::p2p(bool send, float* buf, int64_t n, int peer, int tag) {
+  std::vector<P2POp> ops{P2POp{send, buf, n, peer}};
+  Collective c;
+  c.kind = CollKind::SendRecv;
+  c.ops = &ops;
+  c.n = n;
+  c.tag = tag;
+  run_host(c);
 }
 
 void MpiCommunicator::send(const float* buf, int64_t n, int peer, int tag) {
-  const int cnt = as_count(n);
-  blocking(CollKind::SendRecv, n * 4, "send", [&](MPI_Request* r) {
-    ST_MPI_CHECK(MPI_Isend(buf, cnt, MPI_FLOAT, peer, tag, comm_, r));
-  });
+  p2p(true, const_cast<float*>(buf), n, peer, tag);
 }
 
 void MpiCommunicator::recv(float* buf, int64_t n, int peer, int tag) {
-  const int cnt = as_count(n);
-  blocking(CollKind::SendRecv, n * 4, "recv", [&](MPI_Request* r) {
-    ST_MPI_CHECK(MPI_Irecv(buf, cnt, MPI_FLOAT, peer, tag, comm_, r));
-  });
+  p2p(false, buf, n, peer, tag);
 }
 
 void MpiCommunicator::barrier() {

@@ -29,6 +29,8 @@ class MpiCommunicator final : public HostGroup {
   int size() const override { return size_; }
   const std::string& name() const override { return name_; }
   MPI_Comm mpi() const { return comm_; }
+  // Its members' world ranks in group rank order (the flight recorder's).
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
 
   // How every MpiCommunicator of this process waits: off (default), spin
   // with sched_yield between polls, as MPI does on dedicated cores; on,
@@ -46,26 +48,22 @@ class MpiCommunicator final : public HostGroup {
   // device) the collectives run on this communicator's own stream.
   void bind(Device& dev) override;
 
-  CommHandle all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) override;
-  CommHandle reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
-                            DType t, Stream& after) override;
-  CommHandle all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType t,
-                        Stream& after) override;
-  CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) override;
-
   // ---- Blocking host collectives (host buffers). ----
   void all_reduce_sum(double* buf, int64_t n) override;
   void all_reduce_max(double* buf, int64_t n) override;
   void all_reduce_sum(float* buf, int64_t n) override;
   void broadcast_bytes(void* buf, int64_t n, int root);
   void barrier();
+  using Communicator::recv;
+  using Communicator::send;
   void send(const float* buf, int64_t n, int peer, int tag);
   void recv(float* buf, int64_t n, int peer, int tag);
 
-  // Waits for req with this communicator's timeout; on expiry prints who
-  // waited for what and aborts the job (MPI_Abort), never hangs.
+  // Waits for req through the front's loop with this communicator's
+  // timeout; on expiry prints who waited for what and aborts the job
+  // (MPI_Abort), never hangs. Not counted: for what is no collective of the
+  // seam (the barrier, the clock ping).
   void wait_request(MPI_Request* req, const char* what);
-  void wait_requests(std::vector<MPI_Request>& reqs, const char* what);
 
   // ---- Host exchanges that give up (mpi_vote.cpp) ----
   // For waits off the step's critical path (the checkpoint commit vote on
@@ -81,18 +79,22 @@ class MpiCommunicator final : public HostGroup {
   bool try_broadcast(int* v, int root, double timeout_s, const char* what);
   static bool thread_multiple();  // MPI runs at MPI_THREAD_MULTIPLE
 
+ protected:
+  // The front's implementation part (communicator.hpp).
+  std::shared_ptr<CommOp> issue(const Collective& c, Stream* after) override;
+  void copy_local(void* dst, const void* src, size_t bytes, Stream& after) override;
+  void pace(PollPolicy& p) override;
+  void timed_out(const char* what, int64_t bytes, double waited) override;
+
  private:
-  // Runs `start` (which posts non-blocking MPI calls into reqs) in stream
-  // order after `after`, and returns a handle on their completion.
-  CommHandle launch(Stream& after, CollKind k, int64_t bytes, const char* what,
-                    std::function<void(std::vector<MPI_Request>&)> start);
-  void all_reduce_doubles(double* buf, int64_t n, MPI_Op op);
+  void post(const Collective& c, std::vector<MPI_Request>& reqs);
+  void host(CollKind k, void* buf, int64_t n, DType t, ReduceOp op, int root = 0);
+  void p2p(bool send, float* buf, int64_t n, int peer, int tag);
   bool wait_patiently(MPI_Request* r, double timeout_s, const char* what);
-  void blocking(CollKind k, int64_t bytes, const char* what,
-                const std::function<void(MPI_Request*)>& start);
   MPI_Comm comm_;
   std::string name_;
   int rank_ = 0, size_ = 1;
+  std::vector<int> world_ranks_;
   Device* dev_ = nullptr;
   std::unique_ptr<Stream> stream_;  // own stream on worker-stream devices
 };

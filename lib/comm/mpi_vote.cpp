@@ -2,13 +2,12 @@
 // aborting the job (mpi_communicator.hpp): the checkpoint commit vote runs
 // them on the writer thread, off the step's critical path, where a slow
 // writer on another rank must fail one save, not the run.
-#include <unistd.h>
-
 #include <algorithm>
 #include <climits>
 
 #include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
+#include "core/poll_wait.hpp"
 #include "core/util.hpp"
 #include "runtime/watchdog.hpp"
 
@@ -20,24 +19,35 @@ bool MpiCommunicator::thread_multiple() {
   return provided >= MPI_THREAD_MULTIPLE;
 }
 
-// Polls with a growing sleep (50 us to 5 ms): a background wait leaves the
-// cores to training. On expiry the members are asked whether they are alive
-// (a silent one aborts the job, named); when all answer, false.
+// Polls (core/poll_wait.hpp) with a growing sleep (50 us to 5 ms): a
+// background wait leaves the cores to training. On expiry the members are
+// asked whether they are alive (a silent one aborts the job, named); when
+// all answer, false.
 bool MpiCommunicator::wait_patiently(MPI_Request* r, double timeout_s, const char* what) {
   const double t0 = wall_time();
   const std::string doing = std::string(what) + " on group '" + name_ + "'";
-  int flag = 0, sleep_us = 50;
-  while (true) {
-    ST_MPI_CHECK(MPI_Test(r, &flag, MPI_STATUS_IGNORE));
-    if (flag) return true;
-    watchdog::poll(doing);
-    if (wall_time() - t0 > timeout_s) {
-      watchdog::on_timeout(comm_, doing, name_, timeout_s, false);
-      return false;
-    }
-    ::usleep(useconds_t(sleep_us));
-    sleep_us = std::min(sleep_us * 2, 5000);
-  }
+  bool gave_up = false;
+  PollPolicy p;
+  p.spins = 0;
+  p.sleep_s = 50e-6;
+  p.sleep_frac = 0.05;
+  p.sleep_max_s = 5e-3;
+  p.answer_every_s = 0;
+  poll_wait(
+      [&] {
+        int flag = 0;
+        ST_MPI_CHECK(MPI_Test(r, &flag, MPI_STATUS_IGNORE));
+        return flag != 0 || gave_up;
+      },
+      [&] {
+        watchdog::poll(doing);
+        if (wall_time() - t0 > timeout_s) {
+          watchdog::on_timeout(comm_, doing, name_, timeout_s, false);
+          gave_up = true;
+        }
+      },
+      p);
+  return !gave_up;
 }
 
 bool MpiCommunicator::try_all_reduce_min(int* v, double timeout_s, const char* what) {

@@ -23,12 +23,18 @@ namespace st {
 class Mesh {
  public:
   // Collective over `world` (its size must equal d.world()).
+  // Every group carries its axis (communicator.hpp's GroupAxis): whether it
+  // stays inside a node comes from where the ranks run (MPI's shared-memory
+  // split of the group).
   Mesh(const MpiCommunicator& world, const MeshDims& d);
   // Rank `rank` of d.world() with groups from make(name, rank in the group,
-  // group size): no processes, no collective.
+  // group size): no processes, no collective. A group stays inside a node
+  // when its members' world ranks fall in one block of `ranks_per_node`
+  // (consecutive placement, as Slurm and mpirun place ranks; 0: unknown, no
+  // group is inside a node).
   using GroupMaker =
       std::function<std::unique_ptr<HostGroup>(const std::string& name, int rank, int size)>;
-  Mesh(int rank, const MeshDims& d, const GroupMaker& make);
+  Mesh(int rank, const MeshDims& d, const GroupMaker& make, int ranks_per_node = 0);
   const MeshDims& dims() const { return dims_; }
   const MeshCoords& coords() const { return coords_; }
   int rank() const { return rank_; }
@@ -54,5 +60,14 @@ class Mesh {
   MeshCoords coords_;
   int rank_ = 0;
   std::unique_ptr<HostGroup> tp_, cp_, dp_, pp_, dpcp_;
+  // Sets every group's axis; intra(a) says whether axis a's group is inside a node.
+  void set_axes(const std::function<bool(HostGroup&, Axis)>& intra);
 };
+
+// The axis of a group of `d` and the world-rank stride between its members
+// (tp innermost, then cp, dp, pp; dp x cp steps by tp), without the node flag.
+GroupAxis mesh_axis(Axis a, const MeshDims& d);
+// The world ranks of the first and the last member of rank `rank`'s group
+// on axis a (the block its members span).
+std::pair<int, int> mesh_axis_span(Axis a, int rank, const MeshDims& d);
 }  // namespace st

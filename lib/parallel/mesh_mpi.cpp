@@ -24,6 +24,17 @@ Mesh::Mesh(const MpiCommunicator& world, const MeshDims& d) : dims_(d), rank_(wo
   pp_ = world.split(colour(z), c.pp, "pp");
   z = c, z.dp = 0, z.cp = 0;
   dpcp_ = world.split(colour(z), c.dp * d.cp + c.cp, "dp_cp");
+  // Inside a node: every member in this rank's shared-memory split of the group.
+  const std::function<bool(HostGroup&, Axis)> intra = [](HostGroup& g, Axis) {
+    auto& m = static_cast<MpiCommunicator&>(g);
+    MPI_Comm local;
+    ST_MPI_CHECK(MPI_Comm_split_type(m.mpi(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+    int n = 0;
+    ST_MPI_CHECK(MPI_Comm_size(local, &n));
+    MPI_Comm_free(&local);
+    return n == m.size();
+  };
+  set_axes(intra);
 }
 
 }  // namespace st

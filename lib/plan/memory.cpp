@@ -16,8 +16,7 @@ MemoryStats peak_bytes(const Config& cfg, const StageRecord& r) {
   if (cfg.parallel.pp == 1 || r.micro >= M) return at;
   double sent = 0;
   for (const record::CollCall& c : r.step.collectives)
-    if (c.kind == CollKind::SendRecv && !c.recv && c.group.rfind("pp_", 0) == 0)
-      sent += double(c.bytes);
+    if (c.kind == CollKind::SendRecv && !c.recv && c.axis.axis == Axis::Pp) sent += double(c.bytes);
   at.current[size_t(MemCat::Activations)] += int64_t(sent / r.micro * (M - r.micro));
   return at;
 }

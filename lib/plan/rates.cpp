@@ -138,30 +138,42 @@ double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node) {
   return t + cl.eff.kernel_overhead;
 }
 
-double collective_seconds(const std::string& kind, double bytes, int ranks, bool inter,
-                          const Cluster& cl, int per_node) {
+const char* CollPrice::name() const {
+  if (kind == CollKind::SendRecv) return ring_shift ? "ring_shift" : "p2p";
+  return coll_name(kind);
+}
+
+CollPrice coll_price(CollKind kind, Axis axis) {
+  return {kind, kind == CollKind::SendRecv && axis == Axis::Cp};
+}
+
+double collective_seconds(CollPrice kind, double bytes, int ranks, bool inter, const Cluster& cl,
+                          int per_node) {
   if (ranks <= 1 || bytes <= 0) return 0;
   const double n = ranks;
-  // Ring factors: bandwidth term and number of latency steps per collective.
-  auto ring = [&](const std::string& k, double r) -> std::pair<double, double> {
-    if (k == "all_reduce") return {2 * (r - 1) / r, 2 * (r - 1)};
-    if (k == "reduce_scatter" || k == "all_gather") return {(r - 1) / r, r - 1};
-    if (k == "ring_shift") return {2, 2};  // send, then receive (ring_attention.cpp)
-    return {1, 1};                         // p2p
+  // Ring factors: bandwidth term and number of latency steps per collective,
+  // from the seam's row of the kind; a ring shift sends, then receives
+  // (ring_attention.cpp): two messages.
+  const CollRow& row = coll_row(kind.kind);
+  auto ring = [&](double r) -> std::pair<double, double> {
+    const double k = kind.ring_shift ? 2 : 1;
+    return {k * row.bus(int(r)), k * row.steps(int(r))};
   };
   // Measured fits (CPU clusters): the same kind at the nearest group size,
   // rescaled by the ring factors.
+  const std::string name = kind.name();
   const MeasuredCollective* best = nullptr;
   for (const auto& m : cl.collectives)
-    if (m.kind == kind && (!best || std::abs(m.ranks - ranks) < std::abs(best->ranks - ranks)))
+    if (m.kind == name && (!best || std::abs(m.ranks - ranks) < std::abs(best->ranks - ranks)))
       best = &m;
   if (best) {
-    const auto [bw_m, lat_m] = ring(kind, best->ranks);
-    const auto [bw_n, lat_n] = ring(kind, n);
+    const auto [bw_m, lat_m] = ring(best->ranks);
+    const auto [bw_n, lat_n] = ring(n);
     return best->fit.latency * lat_n / lat_m + bytes / best->fit.bandwidth * bw_n / bw_m;
   }
-  const auto [bw, lat] = ring(kind, n);
-  const bool ring_coll = kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_gather";
+  const auto [bw, lat] = ring(n);
+  const bool ring_coll = kind.kind == CollKind::AllReduce || kind.kind == CollKind::ReduceScatter ||
+                         kind.kind == CollKind::AllGather;
   // Published or calibrated busbw (times efficiency.network across nodes,
   // efficiency.network_intra inside one: the fraction a framework attains;
   // nccl-tests: time = bytes x factor / busbw,
@@ -181,8 +193,8 @@ double collective_seconds(const std::string& kind, double bytes, int ranks, bool
     link_bw = ring_coll ? std::min(cl.intra.bandwidth, std::max(1, per_node) * cl.inter.bandwidth)
                         : cl.inter.bandwidth;
   }
-  const double b = kind == "ring_shift" && cl.gpu() ? 1 : bw;  // GPUs send and receive at once
-  const double steps = kind == "ring_shift" && cl.gpu() ? 1 : lat;
+  const double b = kind.ring_shift && cl.gpu() ? 1 : bw;  // GPUs send and receive at once
+  const double steps = kind.ring_shift && cl.gpu() ? 1 : lat;
   return steps * link_lat + b * bytes / (link_bw * (inter ? cl.eff.network : cl.eff.intra()));
 }
 

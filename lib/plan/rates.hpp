@@ -5,6 +5,7 @@
 #pragma once
 #include <string>
 
+#include "comm/communicator.hpp"
 #include "plan/cluster.hpp"
 #include "plan/ops.hpp"
 
@@ -12,14 +13,27 @@ namespace st::plan {
 
 // One kernel call on one rank, with `ranks_on_node` ranks sharing the node.
 double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node);
+// What a collective is priced as: its kind (the seam's row: ring factors,
+// communicator.hpp) and, for an exchange, whether it is the cp ring's shift
+// (send to the next, receive from the previous: Axis::Cp) or a pipeline
+// message (p2p).
+struct CollPrice {
+  CollKind kind = CollKind::AllReduce;
+  bool ring_shift = false;
+  // The cluster file's name of it (its measured `collectives`): all_reduce,
+  // reduce_scatter, all_gather, broadcast, ring_shift, p2p.
+  const char* name() const;
+  bool operator==(const CollPrice& o) const { return kind == o.kind && ring_shift == o.ring_shift; }
+};
+CollPrice coll_price(CollKind kind, Axis axis);
+
 // One collective of `bytes` (nccl-tests' size: the whole buffer) over a group
 // of `ranks`; `inter` when the group spans nodes, `per_node` of its ranks
-// sharing each node. Kinds: all_reduce, reduce_scatter, all_gather,
-// ring_shift (send to the next, receive from the previous), p2p. A ring
-// collective across nodes runs one ring per NIC (NCCL channels), so its
-// bandwidth is that of the group's NICs on a node together (per_node x the
-// per-device inter-node figure), capped by the links inside the node.
-double collective_seconds(const std::string& kind, double bytes, int ranks, bool inter,
-                          const Cluster& cl, int per_node = 1);
+// sharing each node. A ring collective across nodes runs one ring per NIC
+// (NCCL channels), so its bandwidth is that of the group's NICs on a node
+// together (per_node x the per-device inter-node figure), capped by the
+// links inside the node.
+double collective_seconds(CollPrice kind, double bytes, int ranks, bool inter, const Cluster& cl,
+                          int per_node = 1);
 
 }  // namespace st::plan

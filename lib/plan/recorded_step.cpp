@@ -33,39 +33,67 @@ Op kernel_op(const record::KernelCall& k) {
     int i = 0;
     for (int64_t v : s) o.s[i++] = std::max<int64_t>(1, v);
   };
-  const std::string& n = k.op;
-  if (n == "gemm") {
-    set(OpKind::Gemm, {d[0], d[1], d[2]});
-    o.ta = k.trans_a, o.tb = k.trans_b;
-  } else if (n == "attention_fwd" || n == "attention_bwd") {
-    set(n == "attention_fwd" ? OpKind::AttnFwd : OpKind::AttnBwd,
-        {d[0], d[1], d[2], d[3], d[4], 1});
-  } else if (n == "attention_fwd_block" || n == "attention_bwd_block") {
-    // A [Tq, Tk] block without the causal half: the causal op of Tq queries
-    // over cp = 2 Tk / Tq has its FLOPs (ops.cpp).
-    set(n == "attention_fwd_block" ? OpKind::AttnFwd : OpKind::AttnBwd,
-        {d[0], d[1], d[3], d[4], d[5],
-         std::max<int64_t>(1, 2 * d[2] / std::max<int64_t>(1, d[1]))});
-  } else if (n == "attention_lse_merge") {
-    set(OpKind::Add, {d[0] * d[1] * d[2] * d[3]});
-  } else if (n == "rmsnorm_fwd" || n == "rmsnorm_bwd") {
-    set(n == "rmsnorm_fwd" ? OpKind::NormFwd : OpKind::NormBwd, {d[0], d[1]});
-  } else if (n == "rope_fwd" || n == "rope_bwd") {
-    set(n == "rope_fwd" ? OpKind::RopeFwd : OpKind::RopeBwd, {d[0] * d[1], d[2], d[3]});
-  } else if (n == "swiglu_fwd" || n == "swiglu_bwd") {
-    set(n == "swiglu_fwd" ? OpKind::SwigluFwd : OpKind::SwigluBwd, {d[0]});
-  } else if (n == "add") {
-    set(OpKind::Add, {d[0]});
-  } else if (n == "embedding_fwd" || n == "embedding_bwd") {
-    set(n == "embedding_fwd" ? OpKind::EmbedFwd : OpKind::EmbedBwd, {d[0], d[3]});
-  } else if (n == "ce_partial" || n == "ce_bwd") {
-    set(n == "ce_partial" ? OpKind::CeFwd : OpKind::CeBwd, {d[0], d[1]});
-  } else if (n == "adamw") {
-    set(OpKind::Adam, {d[1]});
-  } else if (n == "sumsq") {
-    set(OpKind::Copy, {d[1] / 2});  // reads n: half a copy's traffic
-  } else {
-    set(OpKind::Copy, {d.empty() ? 1 : d[0]});  // cast, scale, ce_rescale/finish, loss
+  using record::Kernel;
+  switch (k.kind) {
+    case Kernel::Gemm:
+      set(OpKind::Gemm, {d[0], d[1], d[2]});
+      o.ta = k.trans_a, o.tb = k.trans_b;
+      break;
+    case Kernel::AttentionFwd:
+    case Kernel::AttentionBwd:
+      set(k.kind == Kernel::AttentionFwd ? OpKind::AttnFwd : OpKind::AttnBwd,
+          {d[0], d[1], d[2], d[3], d[4], 1});
+      break;
+    case Kernel::AttentionFwdBlock:
+    case Kernel::AttentionBwdBlock:
+      // A [Tq, Tk] block without the causal half: the causal op of Tq queries
+      // over cp = 2 Tk / Tq has its FLOPs (ops.cpp).
+      set(k.kind == Kernel::AttentionFwdBlock ? OpKind::AttnFwd : OpKind::AttnBwd,
+          {d[0], d[1], d[3], d[4], d[5],
+           std::max<int64_t>(1, 2 * d[2] / std::max<int64_t>(1, d[1]))});
+      break;
+    case Kernel::AttentionLseMerge:
+      set(OpKind::Add, {d[0] * d[1] * d[2] * d[3]});
+      break;
+    case Kernel::RmsnormFwd:
+    case Kernel::RmsnormBwd:
+      set(k.kind == Kernel::RmsnormFwd ? OpKind::NormFwd : OpKind::NormBwd, {d[0], d[1]});
+      break;
+    case Kernel::RopeFwd:
+    case Kernel::RopeBwd:
+      set(k.kind == Kernel::RopeFwd ? OpKind::RopeFwd : OpKind::RopeBwd, {d[0] * d[1], d[2], d[3]});
+      break;
+    case Kernel::SwigluFwd:
+    case Kernel::SwigluBwd:
+      set(k.kind == Kernel::SwigluFwd ? OpKind::SwigluFwd : OpKind::SwigluBwd, {d[0]});
+      break;
+    case Kernel::Add:
+      set(OpKind::Add, {d[0]});
+      break;
+    case Kernel::EmbeddingFwd:
+    case Kernel::EmbeddingBwd:
+      set(k.kind == Kernel::EmbeddingFwd ? OpKind::EmbedFwd : OpKind::EmbedBwd, {d[0], d[3]});
+      break;
+    case Kernel::CePartial:
+    case Kernel::CeBwd:
+      set(k.kind == Kernel::CePartial ? OpKind::CeFwd : OpKind::CeBwd, {d[0], d[1]});
+      break;
+    case Kernel::Adamw:
+      set(OpKind::Adam, {d[1]});
+      break;
+    case Kernel::Sumsq:
+      set(OpKind::Copy, {d[1] / 2});  // reads n: half a copy's traffic
+      break;
+    case Kernel::Cast:
+    case Kernel::Scale:
+    case Kernel::CeRescale:
+    case Kernel::CeFinish:
+    case Kernel::LossAccumulate:
+      set(OpKind::Copy, {d.empty() ? 1 : d[0]});  // a pass over n (or rows) elements
+      break;
+    case Kernel::kCount:
+      ST_CHECK(false, "planner: a recorded kernel of unknown kind ", int(k.kind), " ('", k.op,
+               "') has no price");
   }
   return o;
 }

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "metrics/metrics.hpp"
@@ -30,25 +31,28 @@ using record::Item;
 
 enum Cls : uint8_t { kGemm, kAttn, kElem, kOptim, kDp, kTp, kPp, kCp, kZero, kOther, kNone };
 
-Cls kernel_class(const Op& o, const std::string& name) {
-  if (name == "adamw" || name == "sumsq") return kOptim;
+Cls kernel_class(const Op& o, record::Kernel k) {
+  if (k == record::Kernel::Adamw || k == record::Kernel::Sumsq) return kOptim;
   if (o.kind == OpKind::Gemm) return kGemm;
   if (o.kind == OpKind::AttnFwd || o.kind == OpKind::AttnBwd) return kAttn;
   return kElem;
 }
 
-// The price's name of a collective: the seam's name of a ring collective;
-// an exchange is the cp ring's shift or a pipeline message.
-const char* coll_kind(const record::CollCall& c) {
-  if (c.kind != CollKind::SendRecv) return coll_name(c.kind);
-  return c.group == "cp" ? "ring_shift" : "p2p";
-}
-
+// A collective's class in the step's parts, by the axis its group spans.
 Cls coll_class(const record::CollCall& c) {
   if (c.stream == "host") return kOther;
-  if (c.group == "tp") return kTp;
-  if (c.group == "cp") return kCp;
-  if (c.group.rfind("pp", 0) == 0) return kPp;
+  switch (c.axis.axis) {
+    case Axis::Tp:
+      return kTp;
+    case Axis::Cp:
+      return kCp;
+    case Axis::Pp:
+      return kPp;
+    case Axis::Dp:
+    case Axis::DpCp:
+    case Axis::None:
+      break;
+  }
   return c.kind == CollKind::AllGather ? kZero : kDp;
 }
 
@@ -59,9 +63,10 @@ Cls coll_class(const record::CollCall& c) {
 // distinct calls it prices (a step repeats the same few shapes).
 struct Timeline {
   struct Coll {
-    const char* kind;
+    CollPrice kind;
     int64_t bytes;
-    int ranks, stride;
+    int ranks;
+    GroupAxis axis;  // the mesh axis it spans (stride; node flag of the recorded mesh)
   };
   std::vector<Op> ops;              // distinct kernel calls and copies
   std::vector<int64_t> allocs;      // distinct allocation sizes (bytes)
@@ -77,18 +82,10 @@ struct Timeline {
 namespace {
 
 std::shared_ptr<const Timeline> build_timeline(const StageRecord& r, const Config& cfg, bool gpu) {
-  const auto& p = cfg.parallel;
   const record::RankStep& s = r.step;
   auto o = std::make_shared<Timeline>();
-  // Stride of a group's ranks in the world (tp innermost, then cp, dp, pp).
-  auto stride = [&](const std::string& g) {
-    if (g == "tp") return 1;
-    if (g == "cp") return p.tp;
-    if (g == "dp") return p.tp * p.cp;
-    if (g.rfind("pp", 0) == 0) return p.tp * p.cp * p.dp;
-    return p.tp;  // dp_cp
-  };
-  std::map<std::string, int32_t> lanes, op_ix, coll_ix;
+  std::map<std::string, int32_t> lanes, op_ix;
+  std::map<std::tuple<int, bool, int64_t, int, int>, int32_t> coll_ix;
   std::map<int64_t, int32_t> alloc_ix;
   for (size_t i = 0; i < s.streams.size(); ++i) lanes[s.streams[i]] = int32_t(i);
   o->compute = lanes.count("compute") ? lanes["compute"] : 0;
@@ -123,15 +120,17 @@ std::shared_ptr<const Timeline> build_timeline(const StageRecord& r, const Confi
         if (fresh) o->allocs.push_back(k.alloc_bytes);
         o->alloc[i] = a->second;
       }
-      o->cls[i] = kernel_class(op, k.op);
+      o->cls[i] = kernel_class(op, k.kind);
     } else if (it.kind == Item::Copy) {
       o->ref[i] = add_op(copy_op(s.copies[size_t(it.ref)], gpu));
       o->cls[i] = kElem;
     } else if (it.kind == Item::Coll) {
       const record::CollCall& c = s.collectives[size_t(it.ref)];
-      const Timeline::Coll tc{coll_kind(c), c.bytes, c.ranks, stride(c.group)};
-      const std::string key = std::string(tc.kind) + ' ' + std::to_string(tc.bytes) + ' ' +
-                              std::to_string(tc.ranks) + ' ' + std::to_string(tc.stride);
+      // Priced by (kind, axis, bytes): the axis gives its world-rank stride
+      // (tp innermost, then cp, dp, pp).
+      const Timeline::Coll tc{coll_price(c.kind, c.axis.axis), c.bytes, c.ranks, c.axis};
+      const auto key = std::make_tuple(int(tc.kind.kind), tc.kind.ring_shift, tc.bytes, tc.ranks,
+                                       tc.axis.stride);
       auto [ix, fresh] = coll_ix.emplace(key, int32_t(o->colls.size()));
       if (fresh) o->colls.push_back(tc);
       o->ref[i] = ix->second;
@@ -168,9 +167,9 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
   for (const Op& op : t.ops) op_s.push_back(op_seconds(op, cl, on_node));
   for (int64_t b : t.allocs) alloc_s.push_back(op_seconds(alloc_op(b), cl, on_node));
   for (const Timeline::Coll& c : t.colls) {
-    const bool inter = c.ranks * c.stride > cl.devices_per_node;
+    const bool inter = crosses_nodes(c.axis, c.ranks, cl.devices_per_node);
     const int per_node =
-        std::max(1, std::min(c.ranks, cl.devices_per_node / std::max(1, c.stride)));
+        std::max(1, std::min(c.ranks, cl.devices_per_node / std::max(1, c.axis.stride)));
     coll_s.push_back(collective_seconds(c.kind, double(c.bytes), c.ranks, inter, cl, per_node));
   }
   Priced o;

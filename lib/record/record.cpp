@@ -184,9 +184,11 @@ class RecordStream final : public Stream {
 // the timeline.
 class DoneOp final : public CommOp {
  public:
-  DoneOp(Recording& rec, int64_t item) : rec_(rec), item_(item) {}
+  DoneOp(Communicator& c, const Collective& k, Recording& rec, int64_t item)
+      : CommOp(c, k), rec_(rec), item_(item) {}
   bool test() override { return false; }
-  void wait_host() override { rec_.host_wait(item_); }
+  bool waits_itself() override { return true; }
+  void wait_self() override { rec_.host_wait(item_); }
   void wait_stream(Stream& s) override { rec_.wait(s.name(), item_); }
 
  private:
@@ -286,95 +288,40 @@ RecordCommunicator::RecordCommunicator(Recording& rec, std::string name, int ran
     : rec_(rec), name_(std::move(name)), rank_(rank), size_(size) {
   ST_CHECK(size >= 1 && rank >= 0 && rank < size, "recording communicator '", name_, "': rank ",
            rank, " of ", size);
+  // In the flight recorder (when the recording asks) as a group of ranks
+  // 0..size-1: it has no world.
+  if (!rec_.flight()) return;
+  std::vector<int> ranks(size_t(size), 0);
+  for (int r = 0; r < size; ++r) ranks[size_t(r)] = r;
+  join_flight(ranks);
 }
 
-CommHandle RecordCommunicator::record(CollKind k, int64_t bytes, DType t, Stream& after,
-                                      bool recv) {
+std::shared_ptr<CommOp> RecordCommunicator::issue(const Collective& k, Stream* after) {
   CollCall c;
-  c.recv = recv;
-  c.kind = k;
+  c.recv = k.receives;
+  c.kind = k.kind;
   c.group = name_;
+  c.axis = axis();
   c.ranks = size_;
-  c.bytes = bytes;
-  c.t = t;
-  c.stream = after.name();
+  c.bytes = k.bytes;
+  c.t = k.t;
+  c.stream = after ? after->name() : "host";
   rec_.add(std::move(c));
-  add_stat(k, bytes, 0.0);
-  return CommHandle(std::make_shared<DoneOp>(rec_, rec_.last_collective()));
+  auto op = std::make_shared<DoneOp>(*this, k, rec_, rec_.last_collective());
+  op->finish();  // complete at once: counted, and done in the flight recorder
+  return op;
+}
+
+void RecordCommunicator::copy_local(void*, const void*, size_t bytes, Stream& after) {
+  rec_.add(CopyCall{"d2d", int64_t(bytes), after.name(), ""});
 }
 
 void RecordCommunicator::host(int64_t n, DType t) {
-  if (size_ == 1 || n == 0) return;
-  CollCall c;
+  Collective c;
   c.kind = CollKind::AllReduce;
-  c.group = name_;
-  c.ranks = size_;
-  c.bytes = n * int64_t(dtype_size(t));
   c.t = t;
-  c.stream = "host";
-  rec_.add(std::move(c));
-  rec_.host_wait(rec_.last_collective());  // blocking
-}
-
-// The same calls as MpiCommunicator makes: a group of one, or nothing to
-// send, is no collective (a reduce-scatter or all-gather out of place is a
-// device copy); bytes as MpiCommunicator counts them.
-CommHandle RecordCommunicator::all_reduce(void*, int64_t n, DType t, ReduceOp, Stream& after) {
-  if (size_ == 1 || n == 0) return {};
-  return record(CollKind::AllReduce, n * int64_t(dtype_size(t)), t, after);
-}
-
-namespace {
-int64_t sum_counts(const std::vector<int64_t>& counts, int size, const std::string& name,
-                   const char* what) {
-  ST_CHECK(int(counts.size()) == size, what, " on '", name, "': ", counts.size(), " counts for ",
-           size, " ranks");
-  int64_t n = 0;
-  for (int64_t c : counts) n += c;
-  return n;
-}
-}  // namespace
-
-CommHandle RecordCommunicator::reduce_scatter(const void* send, void* recv,
-                                              const std::vector<int64_t>& counts, DType t,
-                                              Stream& after) {
-  const int64_t n = sum_counts(counts, size_, name_, "reduce_scatter");
-  const int64_t es = int64_t(dtype_size(t));
-  if (size_ == 1) {
-    if (counts[0] && send != recv) rec_.add(CopyCall{"d2d", counts[0] * es, after.name(), ""});
-    return {};
-  }
-  if (n == 0) return {};
-  return record(CollKind::ReduceScatter, n * es, t, after);
-}
-
-CommHandle RecordCommunicator::all_gather(const void* send, void* recv,
-                                          const std::vector<int64_t>& counts, DType t,
-                                          Stream& after) {
-  const int64_t n = sum_counts(counts, size_, name_, "all_gather");
-  const int64_t es = int64_t(dtype_size(t));
-  int64_t before = 0;
-  for (int r = 0; r < rank_; ++r) before += counts[size_t(r)];
-  const bool in_place = send == static_cast<const char*>(recv) + before * es;
-  if (size_ == 1) {
-    if (!in_place && counts[0]) rec_.add(CopyCall{"d2d", counts[0] * es, after.name(), ""});
-    return {};
-  }
-  if (n == 0) return {};
-  return record(CollKind::AllGather, n * es, t, after);
-}
-
-CommHandle RecordCommunicator::exchange(const std::vector<P2POp>& ops, DType t, Stream& after) {
-  if (ops.empty()) return {};
-  int64_t n = 0;
-  bool recv = false;
-  for (const P2POp& o : ops) {
-    recv = recv || !o.send;
-    ST_CHECK(o.peer >= 0 && o.peer < size_, "exchange on '", name_, "': peer ", o.peer,
-             " outside the group of ", size_);
-    n += o.n;
-  }
-  return record(CollKind::SendRecv, n * int64_t(dtype_size(t)), t, after, recv);
+  c.n = n;
+  run_host(c);  // blocking: the host waits, on the timeline
 }
 
 }  // namespace st::record

@@ -11,7 +11,8 @@
 //  - RecordOps records every kernel call: the op, its shape (the op's own
 //    dimension names, in signature order), dtype and stream.
 //  - RecordCommunicator records every collective (kind, group, group size,
-//    payload bytes as nccl-tests counts them, stream); nothing runs, and a
+//    payload bytes as nccl-tests counts them, stream), issued by the
+//    Communicator front as MPI's and NCCL's are; nothing runs, and a
 //    poll (CommHandle::test) always says "in flight", so the engine waits
 //    where it needs a result, not where a poll happened to find it done.
 // Streams, events and handles are ordering only: nothing runs, but the
@@ -34,10 +35,43 @@
 
 namespace st::record {
 
+// Every kernel of kernels/ops.hpp, typed: what the planner prices by
+// (lib/plan/recorded_step.cpp switches over it; a kernel added here without
+// a price fails to compile there).
+enum class Kernel : uint8_t {
+  Gemm,
+  Cast,
+  Add,
+  Scale,
+  EmbeddingFwd,
+  EmbeddingBwd,
+  RmsnormFwd,
+  RmsnormBwd,
+  RopeFwd,
+  RopeBwd,
+  SwigluFwd,
+  SwigluBwd,
+  AttentionFwd,
+  AttentionBwd,
+  AttentionFwdBlock,
+  AttentionBwdBlock,
+  AttentionLseMerge,
+  CePartial,
+  CeRescale,
+  CeFinish,
+  LossAccumulate,
+  CeBwd,
+  Sumsq,
+  Adamw,
+  kCount
+};
+const char* kernel_name(Kernel k);  // the Ops method's name: "gemm", "attention_fwd", ...
+
 // One kernel call. dims are the op's size arguments in signature order,
 // named in `shape` (e.g. "M,N,K" for gemm).
 struct KernelCall {
-  std::string op;                         // the Ops method: "gemm", "attention_fwd", ...
+  Kernel kind = Kernel::Gemm;             // what it is
+  std::string op;                         // its name (kernel_name(kind)), for people
   std::string shape;                      // names of dims: "M,N,K", "B,T,Hq,Hkv,hd", ...
   std::vector<int64_t> dims;              // their values
   DType t = DType::F32;                   // activation / input dtype
@@ -51,7 +85,8 @@ struct KernelCall {
 // One collective on one rank.
 struct CollCall {
   CollKind kind = CollKind::AllReduce;
-  std::string group;  // the communicator's name: "tp", "dp_cp", "pp_f0", ...
+  std::string group;  // the communicator's name: "tp", "dp_cp", "pp_f0", ... (a label)
+  GroupAxis axis;     // the mesh axis it spans: what the planner prices by
   int ranks = 1;      // group size
   int64_t bytes = 0;  // nccl-tests size (all_reduce: the buffer; gathers: the whole output)
   DType t = DType::F32;
@@ -101,6 +136,11 @@ struct Item {
 // every call is recorded on the caller's thread).
 class Recording {
  public:
+  // Whether its communicators join the process's flight recorder (made
+  // after this is set). Off: the planner's and the start-up estimates'
+  // recordings stay out of a job's hang dumps; a test compares the entries.
+  void set_flight(bool on) { flight_ = on; }
+  bool flight() const { return flight_; }
   void set_phase(std::string p);
   const std::string& phase() const { return phase_; }
   // Starts the next segment of the timeline (one per pipeline op: the step
@@ -141,6 +181,7 @@ class Recording {
 
  private:
   mutable std::mutex mu_;
+  bool flight_ = false;
   std::string phase_;
   std::vector<KernelCall> kernels_;
   std::vector<CollCall> colls_;
@@ -215,22 +256,23 @@ class RecordCommunicator final : public HostGroup {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const std::string& name() const override { return name_; }
-  CommHandle all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) override;
-  CommHandle reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
-                            DType t, Stream& after) override;
-  CommHandle all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType t,
-                        Stream& after) override;
-  CommHandle exchange(const std::vector<P2POp>& ops, DType t, Stream& after) override;
   void all_reduce_sum(double*, int64_t n) override { host(n, DType::F64); }
   void all_reduce_max(double*, int64_t n) override { host(n, DType::F64); }
   void all_reduce_sum(float*, int64_t n) override { host(n, DType::F32); }
   std::unique_ptr<HostGroup> dup_group(const std::string& name) const override {
-    return std::make_unique<RecordCommunicator>(rec_, name, rank_, size_);
+    auto g = std::make_unique<RecordCommunicator>(rec_, name, rank_, size_);
+    g->set_axis(axis());  // the same ranks: the same axis
+    return g;
   }
+
+ protected:
+  // The front (communicator.hpp) has checked, counted and opened the
+  // flight-recorder entry; this records the call on the timeline.
+  std::shared_ptr<CommOp> issue(const Collective& c, Stream* after) override;
+  void copy_local(void* dst, const void* src, size_t bytes, Stream& after) override;
 
  private:
   void host(int64_t n, DType t);
-  CommHandle record(CollKind k, int64_t bytes, DType t, Stream& after, bool recv = false);
   Recording& rec_;
   std::string name_;
   int rank_, size_;

@@ -1,6 +1,7 @@
-// Implementation of flight_recorder.hpp: a ring per communicator under its
-// own mutex, finished collectives to the span log, and the JSON dump written with
-// stdio (no allocation-heavy library on the abort path beyond std::string).
+// Implementation of flight_recorder.hpp (MPI-free: target st_flight, which
+// the Communicator seam links): a ring per communicator under its own mutex, finished collectives
+// to the span log, and the JSON dump written with stdio (no allocation-heavy library on the abort
+// path beyond std::string).
 #include "runtime/flight_recorder.hpp"
 
 #include <time.h>
@@ -40,6 +41,8 @@ struct Entry {
   State state = State::kEnqueued;
 };
 
+}  // namespace
+
 struct Ring {
   std::string base, name;  // as created; as recorded (unique per rank)
   std::vector<int> ranks;
@@ -49,11 +52,13 @@ struct Ring {
   std::vector<Entry> e;
 };
 
+namespace {
+
 struct Recorder {
   std::mutex mu;  // comms (growth), config, dump
   std::string path, host;
   int rank = -1, entries = 0;
-  std::vector<std::unique_ptr<Ring>> comms;
+  std::vector<std::shared_ptr<Ring>> comms;
   std::atomic<const char*> phase{"start-up"};
   std::atomic<long> phase_step{0};
   double offset_s = 0, offset_err_s = -1;
@@ -62,13 +67,6 @@ struct Recorder {
 Recorder& rec() {
   static Recorder* r = new Recorder;  // never destroyed: dumps may run during exit
   return *r;
-}
-
-Ring* ring(int id) {
-  Recorder& r = rec();
-  if (id < 0) return nullptr;
-  std::lock_guard<std::mutex> lk(r.mu);
-  return id < int(r.comms.size()) ? r.comms[size_t(id)].get() : nullptr;
 }
 
 void json_string(std::FILE* f, const std::string& s) {
@@ -95,61 +93,70 @@ void configure(const std::string& path, int world_rank, const std::string& host,
   r.entries = entries;
 }
 
-int add_comm(const std::string& name, const std::vector<int>& world_ranks) {
+std::shared_ptr<Ring> add_ring(const std::string& name, const std::vector<int>& world_ranks) {
   Recorder& r = rec();
   std::lock_guard<std::mutex> lk(r.mu);
-  if (r.entries <= 0) return -1;
+  if (r.entries <= 0) return nullptr;
   // A second communicator with the same name and members (every rank
   // creates them in the same order) is told apart as "name#2", ...
   int same = 0;
   for (const auto& c : r.comms) same += c->base == name && c->ranks == world_ranks;
-  auto g = std::make_unique<Ring>();
+  auto g = std::make_shared<Ring>();
   g->base = name;
   g->name = same ? name + "#" + std::to_string(same + 1) : name;
   g->ranks = world_ranks;
   g->lowest = world_ranks.empty() ? 0 : *std::min_element(world_ranks.begin(), world_ranks.end());
   g->e.resize(size_t(r.entries));
-  r.comms.push_back(std::move(g));
-  return int(r.comms.size()) - 1;
+  r.comms.push_back(g);
+  return g;
 }
 
-uint64_t enqueue(int id, const char* op, int64_t bytes) {
-  Ring* g = ring(id);
-  if (!g) return 0;
-  std::lock_guard<std::mutex> lk(g->mu);
-  const uint64_t seq = g->next++;
-  Entry& e = g->e[seq % g->e.size()];
-  e = Entry{seq, op, bytes, epoch_now(), 0, 0, State::kEnqueued};
+uint64_t enqueue(Ring& g, const char* op, int64_t bytes) {
+  const double now = epoch_now();
+  std::lock_guard<std::mutex> lk(g.mu);
+  const uint64_t seq = g.next++;
+  g.e[seq % g.e.size()] = Entry{seq, op, bytes, now, 0, 0, State::kEnqueued};
   return seq;
 }
 
-void start(int id, uint64_t seq) {
-  Ring* g = ring(id);
-  if (!g) return;
-  std::lock_guard<std::mutex> lk(g->mu);
-  Entry& e = g->e[seq % g->e.size()];
-  if (e.seq != seq) return;  // overwritten by newer ones
-  e.t_start = epoch_now();
+void start(Ring& g, uint64_t seq) {
+  const double now = epoch_now();
+  std::lock_guard<std::mutex> lk(g.mu);
+  Entry& e = g.e[seq % g.e.size()];
+  if (e.seq != seq || e.state != State::kEnqueued) return;  // overwritten, or done
+  e.t_start = now;
   e.state = State::kStarted;
 }
 
-void finish(int id, uint64_t seq) {
-  Ring* g = ring(id);
-  if (!g) return;
+void finish(Ring& g, uint64_t seq) {
+  const double now = epoch_now();
   spans::Span s;
   {
-    std::lock_guard<std::mutex> lk(g->mu);
-    Entry& e = g->e[seq % g->e.size()];
-    if (e.seq != seq) return;
-    e.t_end = epoch_now();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Entry& e = g.e[seq % g.e.size()];
+    if (e.seq != seq || e.state == State::kDone) return;
+    e.t_end = now;
     if (e.t_start == 0) e.t_start = e.t_enqueue;
     e.state = State::kDone;
     if (spans::level() != spans::TraceLevel::kCollectives) return;
-    s = spans::Span{e.op, "comm:" + g->name, e.t_start,    e.t_end,
-                    -1,   e.bytes,           int64_t(seq), g->lowest};
+    s = spans::Span{e.op, "comm:" + g.name, e.t_start,    e.t_end,
+                    -1,   e.bytes,          int64_t(seq), g.lowest};
   }
   spans::add(std::move(s));
 }
+
+std::vector<EntryView> entries(Ring& g) {
+  std::lock_guard<std::mutex> lk(g.mu);
+  std::vector<EntryView> out;
+  const uint64_t n = std::min<uint64_t>(g.next, g.e.size());
+  for (uint64_t s = g.next - n; s < g.next; ++s) {
+    const Entry& e = g.e[s % g.e.size()];
+    out.push_back({e.seq, e.op, e.bytes, state_name(e.state)});
+  }
+  return out;
+}
+
+std::string ring_name(Ring& g) { return g.name; }
 
 void note_phase(const char* what, long step) {
   rec().phase.store(what, std::memory_order_relaxed);
@@ -170,7 +177,7 @@ bool dump(const std::string& reason) {
   const std::string tmp = r.path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (!f) return false;
-  std::fprintf(f, "{\"schema\":\"scaletrain.flight/1\",\"rank\":%d,\"host\":", r.rank);
+  std::fprintf(f, "{\"schema\":\"%s\",\"rank\":%d,\"host\":", kSchema, r.rank);
   json_string(f, r.host);
   std::fprintf(f, ",\"t\":%.6f,\"clock_offset_s\":%.9f,\"clock_error_s\":%.9f,\"reason\":",
                epoch_now(), r.offset_s, r.offset_err_s);

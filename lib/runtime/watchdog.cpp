@@ -18,6 +18,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/poll_wait.hpp"
 #include "core/util.hpp"
 #include "runtime/flight_recorder.hpp"
 #include "runtime/runtime.hpp"
@@ -142,27 +143,32 @@ Report ask(MPI_Comm comm, double grace_s, const std::string& doing) {
   }
   std::set<int> waiting(peers.begin(), peers.end());
   const double t0 = wall_time();
-  while (!waiting.empty() && wall_time() - t0 < grace_s) {
-    {
-      std::lock_guard<std::mutex> lk(g_mu);
-      reap_locked();
-      answer_locked(doing);
-      while (true) {
-        int flag = 0, n = 0;
-        MPI_Message m;
-        MPI_Status st;
-        MPI_Improbe(MPI_ANY_SOURCE, kAnswerTag, g_comm, &flag, &m, &st);
-        if (!flag) break;
-        MPI_Get_count(&st, MPI_CHAR, &n);
-        std::string text(size_t(std::max(n, 0)), '\0');
-        MPI_Mrecv(text.data(), n, MPI_CHAR, &m, MPI_STATUS_IGNORE);
-        const size_t bar = text.find('|');
-        if (bar == std::string::npos || text.substr(0, bar) != std::to_string(seq)) continue;
-        if (waiting.erase(st.MPI_SOURCE)) r.alive.push_back({st.MPI_SOURCE, text.substr(bar + 1)});
-      }
-    }
-    ::usleep(1000);
-  }
+  PollPolicy each_ms;  // answers and collects every millisecond
+  each_ms.spins = 0;
+  each_ms.sleep_s = 1e-3;
+  each_ms.answer_every_s = 0;
+  poll_wait([&] { return waiting.empty() || wall_time() - t0 >= grace_s; },
+            [&] {
+              std::lock_guard<std::mutex> lk(g_mu);
+              reap_locked();
+              answer_locked(doing);
+              while (true) {
+                int flag = 0, n = 0;
+                MPI_Message m;
+                MPI_Status st;
+                MPI_Improbe(MPI_ANY_SOURCE, kAnswerTag, g_comm, &flag, &m, &st);
+                if (!flag) break;
+                MPI_Get_count(&st, MPI_CHAR, &n);
+                std::string text(size_t(std::max(n, 0)), '\0');
+                MPI_Mrecv(text.data(), n, MPI_CHAR, &m, MPI_STATUS_IGNORE);
+                const size_t bar = text.find('|');
+                if (bar == std::string::npos || text.substr(0, bar) != std::to_string(seq))
+                  continue;
+                if (waiting.erase(st.MPI_SOURCE))
+                  r.alive.push_back({st.MPI_SOURCE, text.substr(bar + 1)});
+              }
+            },
+            each_ms);
   r.silent.assign(waiting.begin(), waiting.end());
   return r;
 }
@@ -206,11 +212,11 @@ void dump_all(const std::string& reason, const std::string& short_reason) {
   }
   // Time for the others to write theirs from their wait loops' poll.
   const double t_end = wall_time() + 0.5;
-  while (wall_time() < t_end) {
-    poll("aborting the job");
-    timespec ts{0, 20'000'000L};
-    nanosleep(&ts, nullptr);
-  }
+  PollPolicy every_20ms;
+  every_20ms.spins = 0;
+  every_20ms.sleep_s = 0.02;
+  every_20ms.answer_every_s = 0;
+  poll_wait([&] { return wall_time() >= t_end; }, [] { poll("aborting the job"); }, every_20ms);
 }
 
 void on_timeout(MPI_Comm comm, const std::string& what, const std::string& group, double timeout_s,
