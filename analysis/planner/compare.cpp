@@ -101,7 +101,7 @@ std::vector<CompareRow> compare_runs(const std::vector<std::string>& dirs, const
         if (st.step >= s.win_first && st.step <= s.win_last) ex.push_back(st.comm_exposed_s);
       }
       exposed.push_back(median(ex));
-      const double pred = stage[size_t(int(k) / per_stage)].tracked();
+      const double pred = stage[size_t(int(k) / per_stage)].peak.total();
       const double e = peak > 0 ? std::abs(pred / double(peak) - 1) : 0;
       if (e > worst) {
         worst = e;

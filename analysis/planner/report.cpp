@@ -36,7 +36,6 @@ json mem_json(const MemoryEstimate& m) {
           {"activations", m.peak.activations},
           {"buffers", m.peak.buffers},
           {"workspace", m.peak.workspace},
-          {"untracked", m.untracked},
           {"peak_at", m.peak_at},
           {"stage", m.stage}};
 }

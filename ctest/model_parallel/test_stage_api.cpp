@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
@@ -131,8 +132,18 @@ TEST(StageApi, BadCallsAreBugsAndBadShapesUsageErrors) {
   st::ModelParallel p;
   p.layer_begin = 2, p.has_embedding = false;
   st::Model s(c, 1, p);
+  // The whole-model convenience on a pipeline stage: internal misuse, not
+  // bad input (ST_INTERNAL_CHECK).
   EXPECT_THROW(s.forward_backward(b.tokens.data(), b.targets.data(), 1, 8, 1.f, st::ActCkpt::None),
-               st::UsageError);
+               st::InternalError);
+  try {
+    s.forward_loss(b.tokens.data(), b.targets.data(), 1, 8);
+    ADD_FAILURE() << "forward_loss on a pipeline stage did not throw";
+  } catch (const st::UsageError&) {
+    ADD_FAILURE() << "internal misuse reported as bad input (exit 2)";
+  } catch (const st::InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("internal error"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(
       s.stage_forward(0, nullptr, nullptr, b.targets.data(), 1, 8, st::ActCkpt::None, 1.f, nullptr),
       st::Error);

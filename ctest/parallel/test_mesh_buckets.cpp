@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "parallel/grad_buckets.hpp"
 #include "parallel/mesh.hpp"
+#include "parallel/zero_sync.hpp"
 #include "parallel/stages.hpp"
 
 using namespace st;
@@ -370,3 +371,25 @@ TEST_P(GradBucketsTest, StagedReductionAddsEveryMicroBatch) {
 INSTANTIATE_TEST_SUITE_P(Devices, GradBucketsTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "strict" : "inline"; });
 }  // namespace
+
+// The one table the ZeRO verbs read (zero_sync.hpp): what each stage shards,
+// when gradients are staged and when the updated shards are gathered back.
+TEST(ZeroMode, TableOfEveryStage) {
+  st::ParallelCfg pc;
+  for (int z = 0; z <= 3; ++z) {
+    pc.zero_stage = z;
+    const st::ZeroMode m = st::zero_mode(pc, 2);
+    EXPECT_EQ(m.shard_optim, z >= 1) << z;
+    EXPECT_EQ(m.shard_grads, z >= 2) << z;
+    EXPECT_EQ(m.shard_weights, z == 3) << z;
+    EXPECT_EQ(m.staged, z >= 2) << z;
+    EXPECT_EQ(m.regather, z == 1 || z == 2) << z;
+    EXPECT_FALSE(st::zero_mode(pc, 1).regather) << z;  // nothing to gather from
+  }
+  pc.zero_stage = 2;
+  pc.zero_full_grads = true;
+  EXPECT_FALSE(st::zero_mode(pc, 2).staged);
+  pc.zero_full_grads = false;
+  pc.num_model_chunks = 2;  // interleaved: the full buffer
+  EXPECT_FALSE(st::zero_mode(pc, 2).staged);
+}

@@ -86,7 +86,7 @@ TEST(PlanMemoryE2E, PredictionWithinTenPercentOfMeasuredPeaks) {
     const auto peaks = measured_peaks(out, c.ranks);
     const int per_stage = c.ranks / cfg.parallel.pp;
     for (int k = 0; k < c.ranks; ++k) {
-      const double pred = st::plan::estimate_memory(cfg, k / per_stage).tracked();
+      const double pred = st::plan::estimate_memory(cfg, k / per_stage).peak.total();
       ASSERT_GT(peaks[size_t(k)], 0) << c.name << " rank " << k;
       EXPECT_NEAR(pred / peaks[size_t(k)], 1.0, 0.10)
           << c.name << " rank " << k << ": predicted " << pred << " measured " << peaks[size_t(k)];

@@ -20,6 +20,7 @@
 #include <string>
 #include <tuple>
 
+#include "backend/backend.hpp"
 #include "kernels/cuda/host/gemm_algo.hpp"
 #include "tensor/device.hpp"
 
@@ -27,8 +28,9 @@ namespace st::kernels::cuda {
 
 class GemmLt {
  public:
-  // 32 MiB is what cuBLAS recommends for Hopper; Ampere needs less.
-  explicit GemmLt(Device& dev, size_t workspace_bytes = size_t(32) << 20);
+  // kCudaGemmWorkspaceBytes (backend.hpp): what cuBLAS recommends for
+  // Hopper; Ampere needs less.
+  explicit GemmLt(Device& dev, size_t workspace_bytes = kCudaGemmWorkspaceBytes);
   ~GemmLt();
   GemmLt(const GemmLt&) = delete;
   GemmLt& operator=(const GemmLt&) = delete;

@@ -28,6 +28,13 @@
 namespace st {
 
 // The peak MFU is reported against, when the backend knows it.
+// The cuBLASLt workspace the CUDA backend's ops allocate once, at
+// construction, from the device allocator (MemCat::Workspace, tracked):
+// 32 MiB is what cuBLAS recommends for Hopper. The recording backend
+// standing in for runtime.device=cuda allocates the same (record/step.cpp),
+// so the planner counts it where it is allocated, once.
+constexpr size_t kCudaGemmWorkspaceBytes = size_t(32) << 20;
+
 struct DevicePeak {
   double flops = 0;    // per rank
   std::string source;  // where the figure comes from

@@ -66,23 +66,23 @@ namespace {
 void validate(const CkptState& s) {
   std::set<std::string> seen;
   for (const auto& t : s.tensors) {
-    ST_USAGE_CHECK(!t.name.empty() && t.name.front() != '/' && t.name.back() != '/',
+    ST_INTERNAL_CHECK(!t.name.empty() && t.name.front() != '/' && t.name.back() != '/',
                    "checkpoint tensor name '", t.name,
                    "' must be non-empty, without leading or trailing '/'");
-    ST_USAGE_CHECK(t.name.rfind("_meta", 0) != 0, "checkpoint tensor name '", t.name,
+    ST_INTERNAL_CHECK(t.name.rfind("_meta", 0) != 0, "checkpoint tensor name '", t.name,
                    "': the prefix _meta is reserved");
-    ST_USAGE_CHECK(seen.insert(t.name).second, "checkpoint tensor '", t.name,
+    ST_INTERNAL_CHECK(seen.insert(t.name).second, "checkpoint tensor '", t.name,
                    "' appears twice on this rank (one shard per tensor per rank)");
     size_t nd = t.global_shape.size();
-    ST_USAGE_CHECK(nd >= 1 && t.offset.size() == nd && t.shape.size() == nd, "checkpoint tensor '",
+    ST_INTERNAL_CHECK(nd >= 1 && t.offset.size() == nd && t.shape.size() == nd, "checkpoint tensor '",
                    t.name, "': global_shape, offset and shape need the same rank >= 1 (got ", nd,
                    ", ", t.offset.size(), ", ", t.shape.size(), ")");
     for (size_t i = 0; i < nd; ++i)
-      ST_USAGE_CHECK(
+      ST_INTERNAL_CHECK(
           t.offset[i] >= 0 && t.shape[i] >= 0 && t.offset[i] + t.shape[i] <= t.global_shape[i],
           "checkpoint tensor '", t.name, "': dim ", i, " offset ", t.offset[i], " + shape ",
           t.shape[i], " exceeds global ", t.global_shape[i]);
-    ST_USAGE_CHECK(t.data != nullptr || ckpt::numel(t.shape) == 0, "checkpoint tensor '", t.name,
+    ST_INTERNAL_CHECK(t.data != nullptr || ckpt::numel(t.shape) == 0, "checkpoint tensor '", t.name,
                    "': data is null");
   }
 }
@@ -188,7 +188,7 @@ void Checkpointer::wait_prev() {
 }
 
 SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
-  ST_USAGE_CHECK(!finalized_, "checkpoint save after finalize()");
+  ST_INTERNAL_CHECK(!finalized_, "checkpoint save after finalize()");
   validate(s);
   SaveStats st;
   double t0 = wall_time();

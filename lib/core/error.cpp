@@ -24,4 +24,8 @@ void throw_error(const char* lib, const char* file, int line, const std::string&
   throw Error(detail::cat(error_prefix(file, line), lib, ": ", what));
 }
 
+void throw_internal_error(const char* file, int line, const std::string& what) {
+  throw InternalError(detail::cat(error_prefix(file, line), "internal error (a bug): ", what));
+}
+
 }  // namespace st

@@ -20,11 +20,19 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A bug of the calling code, not of the input: an internal API used against
+// its contract (ST_INTERNAL_CHECK). An Error, so exit code 1.
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Identity printed in every error message; set once by the runtime.
 void set_error_identity(const std::string& host, int rank);
 std::string error_prefix(const char* file, int line);
 
 [[noreturn]] void throw_error(const char* lib, const char* file, int line, const std::string& what);
+[[noreturn]] void throw_internal_error(const char* file, int line, const std::string& what);
 
 namespace detail {
 template <typename... A>
@@ -42,6 +50,15 @@ std::string cat(A&&... a) {
                                    ::st::detail::cat("check failed: " #cond ": ", __VA_ARGS__)); \
   } while (0)
 
+// Internal API misuse (a programming error): InternalError, exit 1. Bad
+// input from the user (config, files, command line) is ST_USAGE_CHECK's.
+#define ST_INTERNAL_CHECK(cond, ...)                                                   \
+  do {                                                                                \
+    if (!(cond)) ::st::throw_internal_error(__FILE__, __LINE__,                       \
+                                            ::st::detail::cat(#cond ": ", __VA_ARGS__)); \
+  } while (0)
+
+// Bad input (config, files, command line): UsageError, exit 2.
 #define ST_USAGE_CHECK(cond, ...)                                  \
   do {                                                            \
     if (!(cond)) throw ::st::UsageError(::st::detail::cat(__VA_ARGS__)); \

@@ -1,5 +1,9 @@
-// The pipeline schedule runner of the engine: executes this stage's 1F1B or
-// interleaved schedule (parallel/pipeline.hpp). Boundary tensors go to the
+// The schedule runner of the engine, the one micro-batch loop: executes this
+// stage's 1F1B or interleaved schedule (parallel/pipeline.hpp); pp = 1 is a
+// one-stage pipeline (forward and backward of each micro-batch in turn, no
+// messages). Around every pass it tells the ZeRO verbs (zero_sync.hpp)
+// which micro-batch runs, and they decide what the layer hooks do in it.
+// Boundary tensors go to the
 // neighbouring virtual stage (chunk c of stage s is virtual stage c*pp + s)
 // through the device's communicators: a receive is waited for by the compute
 // stream before the op that needs it, a send is left in flight (its buffer
@@ -43,7 +47,7 @@ Communicator& Engine::pp_link(bool forward, int sender) {
   return *used_[3 + i];  // after dp x cp, tp, cp (the constructor's order)
 }
 
-double Engine::run_pipeline(long step, const DataLoader& loader, StepOut& o) {
+double Engine::run_schedule(long step, const DataLoader& loader, StepOut& o) {
   const int P = mesh_.dims().pp, s = mesh_.coords().pp, v = int(chunks_.size());
   const int M = cfg_.train.grad_accum;
   const int prev = (s + P - 1) % P, next = (s + 1) % P;
@@ -69,9 +73,22 @@ double Engine::run_pipeline(long step, const DataLoader& loader, StepOut& o) {
     CommHandle h = c.exchange({{true, t.raw(), n, peer}}, cdt_, cs);
     sends.push_back({std::move(t), std::move(h)});
   };
-  MicroBatch mb;
+  // d(loss) of each micro-batch: a SUM over dp x cp is then the gradient of
+  // the global mean loss.
   const float scale = 1.0f / float(M * mesh_.dims().dp);
-  for (const PipeOp& op : pipeline_schedule(P, v, M, s)) {
+  const std::vector<PipeOp> ops = pipeline_schedule(P, v, M, s);
+  // Whether another micro-batch's forward follows op k's micro-batch's
+  // backward (ZeRO 3 prefetches across the turn of the walk then).
+  std::vector<int> bwd_at(size_t(M * v), 0);
+  int last_fwd = -1;
+  for (int k = 0; k < int(ops.size()); ++k) {
+    if (ops[size_t(k)].forward) last_fwd = k;
+    if (!ops[size_t(k)].forward)
+      bwd_at[size_t(ops[size_t(k)].micro * v + ops[size_t(k)].chunk)] = k;
+  }
+  MicroBatch mb;
+  for (const PipeOp& op : ops) {
+    const bool more_forward = bwd_at[size_t(op.micro * v + op.chunk)] < last_fwd;
     Model& model = *chunks_[size_t(op.chunk)];
     const int vs = op.chunk * P + s;
     const bool first = vs == 0, last = vs == P * v - 1;
@@ -81,29 +98,31 @@ double Engine::run_pipeline(long step, const DataLoader& loader, StepOut& o) {
       Tensor in;
       if (!first) in = receive(pp_link(true, prev), prev, nb);
       Tensor out;
+      sync_->start_pass(false, op.micro == M - 1, more_forward);
       model.stage_forward(op.micro, mb.tokens.data(), first ? nullptr : &in, mb.targets.data(),
-                          mb.B, mb.T, ckpt_mode_, scale, &out);
+                          mb.B, mb.T, ckpt_mode_, scale, last ? nullptr : &out);
+      sync_->end_pass();
       if (!last) send(pp_link(true, s), next, std::move(out));
     } else {
       Tensor dy;
       if (!last) dy = receive(pp_link(false, next), next, nb);
       Tensor dx;
-      collect_ = staged_ || op.micro == M - 1;  // every backward, or this chunk's last
-      in_backward_ = true;
+      sync_->start_pass(true, op.micro == M - 1, more_forward);
       model.stage_backward(op.micro, last ? nullptr : &dy, scale, first ? nullptr : &dx);
-      in_backward_ = false;
-      collect_ = false;
+      sync_->end_pass();
       if (!first) send(pp_link(false, s), prev, std::move(dx));
     }
     for (auto& p : sends) p.h.test();  // let sends progress
   }
-  StreamInterval w(dev_);
-  w.begin(cs);
-  for (auto& p : sends) p.h.wait(cs);
-  w.end(cs);
-  waits.push_back(std::move(w));
-  sends.clear();  // buffers freed in compute-stream order, after the waits
-  dev_.synchronize();
+  if (!sends.empty()) {  // every stage of a pipeline sends; one stage has no messages
+    StreamInterval w(dev_);
+    w.begin(cs);
+    for (auto& p : sends) p.h.wait(cs);
+    w.end(cs);
+    waits.push_back(std::move(w));
+    sends.clear();  // buffers freed in compute-stream order, after the waits
+    dev_.synchronize();
+  }
   double waited = 0;
   for (auto& x : waits) waited += x.seconds();
   return waited;

@@ -470,7 +470,7 @@ void check_batch(const ModelCfg& c, int B, int T) {
 float Model::forward_loss(const int32_t* tokens, const int32_t* targets, int B, int T) {
   Impl& m = *impl_;
   check_batch(m.cfg, B, T);
-  ST_USAGE_CHECK(m.par.has_embedding && m.par.has_head && m.l0 == 0 && m.l1 == m.cfg.n_layers,
+  ST_INTERNAL_CHECK(m.par.has_embedding && m.par.has_head && m.l0 == 0 && m.l1 == m.cfg.n_layers,
                  "forward_loss needs the whole model on this rank (pp = 1)");
   MicroState ms;
   ms.D = m.dims(B, T);
@@ -484,7 +484,7 @@ float Model::forward_loss(const int32_t* tokens, const int32_t* targets, int B, 
 float Model::forward_backward(const int32_t* tokens, const int32_t* targets, int B, int T,
                               float grad_scale, ActCkpt mode) {
   Impl& m = *impl_;
-  ST_USAGE_CHECK(m.par.has_embedding && m.par.has_head && m.l0 == 0 && m.l1 == m.cfg.n_layers,
+  ST_INTERNAL_CHECK(m.par.has_embedding && m.par.has_head && m.l0 == 0 && m.l1 == m.cfg.n_layers,
                  "forward_backward needs the whole model on this rank (pp = 1); pipeline stages "
                  "use stage_forward / stage_backward");
   constexpr int kMicro = std::numeric_limits<int>::min();  // reserved id

@@ -33,11 +33,9 @@ MemoryEstimate estimate_memory(const Config& cfg, int stage) {
   e.peak.optim = double(at.cur(MemCat::Optim));
   e.peak.activations = double(at.cur(MemCat::Activations));
   e.peak.buffers = double(at.cur(MemCat::Comm));
+  // The backend's own workspaces included (the CUDA backend's cuBLASLt
+  // workspace: record_step allocates it as the backend does).
   e.peak.workspace = double(at.cur(MemCat::Workspace) + at.cur(MemCat::Other));
-  // cuBLASLt's workspace (kernels/cuda/gemm_lt.hpp), which the allocator
-  // does not see.
-  if (cfg.runtime.device == "cuda") e.untracked = 32.0 * (1 << 20);
-  e.peak.workspace += e.untracked;
   e.activations_max = double(r->step.step.pk(MemCat::Activations));
   e.peak_at = pk.phase + ", after " + std::to_string(pk.kernel_index) + " kernels" +
               (pk.last_kernel.empty() ? "" : " (" + pk.last_kernel + ")");

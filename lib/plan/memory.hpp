@@ -1,8 +1,9 @@
 // Peak device memory of one rank of a pipeline stage, read from the
 // trainer's own engine run on the recording backend (recorded_step.hpp):
 // the bytes its allocator would hold by category at the moment the step's
-// total peaked, where that was, and what the device adds beyond the
-// allocator (runtime.device=cuda: the cuBLASLt workspace). The trainer's
+// total peaked and where that was; the backend's own workspaces (the CUDA
+// backend's cuBLASLt workspace) are allocated in the record as the backend
+// allocates them, so every byte is one the trainer's allocator tracks. The trainer's
 // --dry-run and its host-memory check, and scaletrain-plan's feasibility
 // check (against the cluster's memory less its reserve), all read it.
 #pragma once
@@ -18,7 +19,7 @@ struct MemParts {
   double optim = 0;        // AdamW moments
   double activations = 0;  // kept for backward and the transients of the peak moment
   double buffers = 0;      // communication: bucket wires, gathered layers, pipeline messages
-  double workspace = 0;    // the rest the allocator holds, and the untracked GPU workspace
+  double workspace = 0;    // the rest the allocator holds (the backend's workspaces)
   double total() const { return weights + grads + optim + activations + buffers + workspace; }
 };
 
@@ -27,11 +28,6 @@ struct MemoryEstimate {
   MemParts peak;               // each part at the recorded peak moment
   std::string peak_at;         // where in the step: "micro-batch 3, after 812 kernels (gemm)"
   double activations_max = 0;  // the step's largest activation bytes
-  // Bytes of `peak` the trainer's tracked allocator does not see (the GPU
-  // libraries' workspaces): mem_peak_bytes in telemetry compares to
-  // total() - untracked.
-  double untracked = 0;
-  double tracked() const { return peak.total() - untracked; }
 };
 
 // Peak of one rank of pipeline stage `stage`. cfg must be resolved

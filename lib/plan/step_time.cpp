@@ -248,23 +248,18 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
     const int rs = stand_in[size_t(s)];
     r.pr = &priced[size_t(slot[size_t(rs)])];
     const int segs = int(r.pr->tl->seg.size());
-    if (P == 1) {
-      for (int k = 0; k < M; ++k) r.ops.push_back({true, k, 0}), r.tmpl.push_back(pick(k));
-      ST_CHECK(segs == Mr, "recorded step: ", segs, " segments for ", Mr, " micro-batches");
-    } else {
-      r.ops = pipeline_schedule(P, v, M, s);
-      const std::vector<PipeOp> rec = pipeline_schedule(P, v, Mr, rs);
-      ST_CHECK(segs == int(rec.size()), "recorded step of stage ", s, ": ", segs, " segments for ",
-               rec.size(), " pipeline ops");
-      for (const PipeOp& o : r.ops) {
-        int t = -1;
-        for (size_t j = 0; j < rec.size() && t < 0; ++j)
-          if (rec[j].forward == o.forward && rec[j].chunk == o.chunk &&
-              rec[j].micro == pick(o.micro))
-            t = int(j);
-        ST_CHECK(t >= 0, "recorded step: no segment for a pipeline op");
-        r.tmpl.push_back(t);
-      }
+    // pp = 1 too: the engine runs it as a one-stage pipeline.
+    r.ops = pipeline_schedule(P, v, M, s);
+    const std::vector<PipeOp> rec = pipeline_schedule(P, v, Mr, rs);
+    ST_CHECK(segs == int(rec.size()), "recorded step of stage ", s, ": ", segs, " segments for ",
+             rec.size(), " pipeline ops");
+    for (const PipeOp& o : r.ops) {
+      int t = -1;
+      for (size_t j = 0; j < rec.size() && t < 0; ++j)
+        if (rec[j].forward == o.forward && rec[j].chunk == o.chunk && rec[j].micro == pick(o.micro))
+          t = int(j);
+      ST_CHECK(t >= 0, "recorded step: no segment for a pipeline op");
+      r.tmpl.push_back(t);
     }
     r.clock.assign(size_t(r.pr->tl->lanes), 0);
     r.done.assign(r.pr->dur.size(), 0);

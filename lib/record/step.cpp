@@ -37,10 +37,14 @@ RankStep record_step(const Config& cfg, int rank) {
   const MeshDims d{p.pp, p.dp, p.cp, p.tp};
   RecordBackend be;
   Recording& rec = be.recording();
+  rec.set_phase("set-up");
+  // What the backend the record stands for allocates before any engine: the
+  // CUDA backend's cuBLASLt workspace (backend.hpp), tracked like the rest.
+  const size_t backend_ws = cfg.runtime.device == "cuda" ? kCudaGemmWorkspaceBytes : 0;
+  void* ws = backend_ws ? be.device().allocate(backend_ws, MemCat::Workspace) : nullptr;
   Mesh mesh(rank, d, [&rec](const std::string& name, int r, int n) {
     return std::unique_ptr<HostGroup>(std::make_unique<RecordCommunicator>(rec, name, r, n));
   });
-  rec.set_phase("set-up");
   Engine engine(cfg, mesh, be);
   RankStep out;
   out.rank = rank;
@@ -60,6 +64,7 @@ RankStep record_step(const Config& cfg, int rank) {
   rec.host_wait(rec.mark("compute"));  // the step's end
   out.segments = rec.segments();
   rec.take(out.kernels, out.collectives, out.copies, out.items, out.streams);
+  if (ws) be.device().deallocate(ws, backend_ws, MemCat::Workspace);
   return out;
 }
 
