@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "analyze/campaign.hpp"
+#include "analyze/ckpt_study.hpp"
 #include "analyze/report.hpp"
 #include "analyze/trace.hpp"
 #include "core/error.hpp"
@@ -30,6 +31,8 @@ const char* kUsage =
     "  --ckpt-k K             steps after a checkpoint for the step-time excess (default 12)\n"
     "  --allow-bad-ranks      analyse the other ranks when some rank files are bad\n"
     "  --group-by-model       campaign: one scaling series per model instead of refusing\n"
+    "  --mtbf LIST            campaign: mean times between failures for the optimal\n"
+    "                         checkpoint interval, e.g. 6h,24h,7d (default 6h,24h,7d)\n"
     "  --no-plots             write tables only\n"
     "exit codes: 0 ok, 1 internal error, 2 bad input\n";
 
@@ -59,6 +62,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     std::string out_dir, window = "back-half";
     int64_t warmup = 1;
     bool plots = true, group = false, warmup_set = false;
+    std::vector<double> mtbf;
     for (size_t i = 1; i < args.size(); ++i) {
       const std::string& a = args[i];
       auto val = [&]() -> std::string {
@@ -95,6 +99,8 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
         opt.allow_bad_ranks = true;
       else if (a == "--group-by-model")
         group = true;
+      else if (a == "--mtbf")
+        mtbf = parse_mtbf_list(val());
       else if (a == "--no-plots")
         plots = false;
       else if (a.rfind("--", 0) == 0)
@@ -135,7 +141,14 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
           << "tok/s " << s.tok_s << ", tok/s/GPU " << s.tok_s_gpu << ", MFU " << s.mfu << "%, HFU "
           << s.hfu << "% (peak: " << s.peak_source << ")\n";
     } else {
-      Campaign c = build_campaign(std::move(runs), group);
+      Campaign c = build_campaign(std::move(runs), group, opt.peak_override);
+      if (!mtbf.empty()) c.mtbf_s = mtbf;
+      // The storage's own limit, measured by finish.sbatch beside runs/.
+      {
+        auto run0 = std::filesystem::path(pos[0]).lexically_normal();
+        if (run0.filename().empty()) run0 = run0.parent_path();
+        c.storage_json = (run0.parent_path().parent_path() / "storage.json").string();
+      }
       if (out_dir.empty()) {
         auto parent = std::filesystem::path(pos[0]).lexically_normal().parent_path();
         if (std::filesystem::path(pos[0]).filename().empty()) parent = parent.parent_path();
@@ -144,11 +157,22 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       w = write_campaign_outputs(c, out_dir, plots);
       for (auto& x : c.warnings) err << "warning: " << x << "\n";
       for (auto& s : c.series) {
-        out << s.model << " (" << s.kind << " scaling, base " << s.base_gpus << " GPUs):";
-        for (size_t k = 0; k < s.runs.size(); ++k)
-          out << " " << c.runs[s.runs[k]].gpus << "->" << s.efficiency[k];
+        out << s.model << ", " << s.layout << " (" << s.kind
+            << (s.kind == "single" ? "" : " scaling") << ", base " << s.base_gpus << " ranks):";
+        for (size_t k = 0; k < s.points.size(); ++k) {
+          const Point& p = c.points[s.points[k]];
+          out << " " << p.gpus << "->" << s.efficiency[k].med;
+          if (p.runs.size() > 1)
+            out << " [" << s.efficiency[k].lo << ", " << s.efficiency[k].hi << "; " << p.runs.size()
+                << " repeats]";
+        }
         out << "\n";
       }
+      const CkptStudy st = checkpoint_study(c, c.mtbf_s, c.storage_json);
+      for (const auto& x : st.optimal)
+        out << "optimal checkpoint interval (" << x.gpus << " ranks, " << x.mode << "): MTBF "
+            << x.mtbf_s << " s, C " << x.cost_s << " s -> Young " << x.young_s << " s, Daly "
+            << x.daly_s << " s, " << x.steps << " steps\n";
     }
     out << "wrote " << out_dir << "/report.md";
     for (auto& f : w.files) out << " " << f;
