@@ -6,6 +6,7 @@
 #include "analyze/campaign.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -40,6 +41,13 @@ std::string point_key(const RunSummary& r) {
   os << model_key(r) << " | " << layout_text(r) << " | " << r.gpus << " ranks dp" << r.dp << " ga"
      << r.grad_accum << " gbt" << r.global_batch_tokens;
   return os.str();
+}
+
+// The run folder's own name ("runs/n1-r0001/" -> "n1-r0001").
+std::string run_name(const std::string& dir) {
+  auto p = std::filesystem::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
 }
 
 Spread spread(const std::vector<double>& v) {
@@ -186,7 +194,7 @@ void campaign_peak(Campaign& c, double peak_override) {
   for (const auto& r : c.runs)
     if (r.gpus == smallest && r.peak > 0) {
       peaks.push_back(r.peak);
-      from += (from.empty() ? "" : ", ") + r.dir;
+      from += (from.empty() ? "" : ", ") + run_name(r.dir);
     }
   if (peaks.empty()) return;
   c.campaign_peak = median(peaks);

@@ -16,9 +16,15 @@
 
 namespace st::analysis {
 namespace {
+// Text inside a single-quoted gnuplot string: a quote is written twice.
+std::string q(const std::string& s) {
+  std::string o;
+  for (char c : s) o += c == '\'' ? std::string("''") : std::string(1, c);
+  return o;
+}
 std::string svg_head(const Plot& p) {
   return "set terminal svg size 900,500 dynamic font 'sans,11'\nset output '" + p.name +
-         ".svg'\nset title '" + p.title + "'\nset grid\n";
+         ".svg'\nset title '" + q(p.title) + "'\nset grid\n";
 }
 }  // namespace
 
@@ -145,9 +151,9 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
   const double mark = node_mark(c);
   std::string peak_note;
   if (!c.campaign_peak_source.empty())
-    peak_note = c.campaign_peak_source;
+    peak_note = q(c.campaign_peak_source);
   else if (!c.runs.empty())
-    peak_note = "peak: " + c.runs.front().peak_source;
+    peak_note = q("peak: " + c.runs.front().peak_source);
   // One block per series: gpus, then median, low and high of tok/s per
   // device, MFU and efficiency; low/high are the wider of min-max over
   // repeats and p10-p90 over the steady-state steps; then the planner's
@@ -183,7 +189,7 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
       const std::string label = se.model + ", " + se.layout + " (" + se.kind + ")";
       s += std::string(first ? "" : ", \\\n  ") + idx + " u 1:" + std::to_string(col) + ":" +
            std::to_string(col + 1) + ":" + std::to_string(col + 2) + " w yerrorlines pt 7" + lc +
-           " t '" + label + "'";
+           " t '" + q(label) + "'";
       first = false;
       if (ideal_base && !se.points.empty()) {
         const Point& b = c.points[se.points.front()];
@@ -234,10 +240,10 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
   }
   out.push_back(
       {"step_breakdown",
-       "Median step in parts per point (checkpoint stall: per step on average; the exposed "
-       "communication is not split by axis in the step records)",
-       bd.str(),
-       "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 "
+       "Median step in parts per point", bd.str(),
+       "set label 1 'checkpoint stall: per step on average; exposed communication is one number "
+       "in the step records (not split by tp/dp/pp/ZeRO)' at screen 0.01, screen 0.02 font ',8'\n"
+       "set bmargin 5\nset style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 "
        "border -1\nset boxwidth 0.7\nset ylabel 'seconds per step'\nset yrange [0:*]\n"
        "set xtics rotate by 30 right noenhanced\nset key outside right top\n"
        "plot 'step_breakdown.dat' u 2:xtic(1) t 'compute' lc rgb '#1f77b4', '' u 3 t 'exposed "
@@ -336,7 +342,7 @@ std::vector<Plot> ckpt_plots(const CkptStudy& st) {
   if (st.storage.measured)
     bcmd += ", \\\n  " + num(st.storage.bandwidth / 1e9) +
             " w l dt 2 lc rgb 'black' t 'storage limit: sequential write of " +
-            num(st.storage.bytes / 1e6) + " MB (" + st.storage.method + ")'";
+            num(st.storage.bytes / 1e6) + " MB (" + q(st.storage.method) + ")'";
   out.push_back({"ckpt_write_bandwidth",
                  std::string("Aggregate checkpoint write bandwidth vs ranks") +
                      (st.storage.measured ? "" : " (storage limit not measured)"),
