@@ -149,11 +149,13 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
   for (const auto& r : c.runs) all_cpu = all_cpu && r.device.rfind("cpu", 0) == 0;
   const std::string unit = all_cpu ? "CPU ranks" : "GPUs";
   const double mark = node_mark(c);
+  // The peak every MFU point is measured against, for the plots' titles.
   std::string peak_note;
-  if (!c.campaign_peak_source.empty())
-    peak_note = q(c.campaign_peak_source);
-  else if (!c.runs.empty())
-    peak_note = q("peak: " + c.runs.front().peak_source);
+  if (c.campaign_peak > 0)
+    peak_note = "at one peak for every run, " + num(c.campaign_peak / 1e9) +
+                " GFLOP/s per rank (measured once, at the smallest size)";
+  else if (!c.runs.empty() && c.runs.front().peak > 0)
+    peak_note = "at " + num(c.runs.front().peak / 1e12) + " TFLOP/s per device";
   // One block per series: gpus, then median, low and high of tok/s per
   // device, MFU and efficiency; low/high are the wider of min-max over
   // repeats and p10-p90 over the steady-state steps; then the planner's
@@ -210,19 +212,19 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
     x += "set arrow from " + num(mark) + ", graph 0 to " + num(mark) +
          ", graph 1 nohead dt 4 lc rgb '#555555'\nset label 'jobs leave one node' at " + num(mark) +
          ", graph 0.96 offset 0.5,0 font ',9'\n";
-  const std::string bars =
-      " (bars: min-max over repeats or p10-p90 over steady-state steps, the wider)";
+  x += "set label 10 'bars: min-max over repeats or p10-p90 over steady-state steps, the wider' "
+       "at screen 0.01, screen 0.02 font ',8'\n";
+  const std::string bars;
   out.push_back({"tok_s_gpu_vs_gpus", "Tokens/s per device vs " + unit + bars, d.str(),
                  x + "set ylabel 'tokens/s per device'\nset yrange [0:*]\n" +
                      plot_cmd("tok_s_gpu_vs_gpus", 2, true, false, 11)});
-  out.push_back({"mfu_vs_gpus", "MFU vs " + unit + bars, d.str(),
-                 x + "set ylabel 'MFU (%)'\nset yrange [0:*]\nset label 1 '" + peak_note +
-                     "' at screen 0.01, screen 0.02 font ',8'\n" +
+  out.push_back({"mfu_vs_gpus", "MFU vs " + unit + " " + peak_note, d.str(),
+                 x + "set ylabel 'MFU (%)'\nset yrange [0:*]\n" +
                      plot_cmd("mfu_vs_gpus", 5, true, false, 12)});
   if (any_scaling)
     out.push_back({"scaling_efficiency",
                    "Scaling efficiency vs " + unit + " (bars: repeats' min-max)", d.str(),
-                   x + "set ylabel 'efficiency'\nset yrange [0:*]\n" +
+                   x + "set ylabel 'efficiency'\nset yrange [0:1.15]\n" +
                        plot_cmd("scaling_efficiency", 8, false, true, 0)});
 
   // The median step in parts, one stacked bar per point.
@@ -272,8 +274,7 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
                    "set style fill solid 0.6 border -1\nset boxwidth 0.4\nset yrange [0:*]\n"
                    "set y2range [0:*]\nset ylabel 'MFU (%)'\nset y2label 'peak memory (GiB, max "
                    "over ranks)'\nset ytics nomirror\nset y2tics\nset xtics rotate by 30 right "
-                   "noenhanced\nset key outside right top\nset label 1 '" +
-                       peak_note +
+                   "noenhanced\nset key outside right top\nset label 10 '" + q(peak_note) +
                        "' at screen 0.01, screen 0.02 font ',8'\n"
                        "plot 'mfu_by_layout.dat' u ($0-0.2):2:3:4:xtic(1) w boxerrorbars lc rgb "
                        "'#1f77b4' t 'MFU', '' u ($0+0.2):5 w boxes axes x1y2 lc rgb '#ff7f0e' t "

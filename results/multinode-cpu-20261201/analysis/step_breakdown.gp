@@ -1,7 +1,9 @@
 set terminal svg size 900,500 dynamic font 'sans,11'
 set output 'step_breakdown.svg'
-set title 'Median step in parts per point (checkpoint stall: per step on average; the exposed communication is not split by axis in the step records)'
+set title 'Median step in parts per point'
 set grid
+set label 1 'checkpoint stall: per step on average; exposed communication is one number in the step records (not split by tp/dp/pp/ZeRO)' at screen 0.01, screen 0.02 font ',8'
+set bmargin 5
 set style data histograms
 set style histogram rowstacked
 set style fill solid 0.8 border -1
