@@ -194,8 +194,9 @@ void campaign_peak(Campaign& c, double peak_override) {
   for (const auto& r : c.runs)
     if (r.gpus == smallest && r.peak > 0) {
       peaks.push_back(r.peak);
-      from += (from.empty() ? "" : ", ") + run_name(r.dir);
+      if (peaks.size() <= 3) from += (from.empty() ? "" : ", ") + run_name(r.dir);
     }
+  if (peaks.size() > 3) from += " and " + std::to_string(peaks.size() - 3) + " more";
   if (peaks.empty()) return;
   c.campaign_peak = median(peaks);
   std::ostringstream os;

@@ -116,14 +116,14 @@ int report(const std::string& cmd, const std::vector<std::string>& pos, Args& a,
     w = write_campaign_outputs(c, out_dir, a.plots);
     for (auto& x : c.warnings) err << "warning: " << x << "\n";
     for (auto& s : c.series) {
-      out << s.model << ", " << s.layout << " (" << s.kind
-          << (s.kind == "single" ? "" : " scaling") << ", base " << s.base_gpus << " ranks):";
+      out << s.model << ", " << s.layout << " (" << s.kind << (s.kind == "single" ? "" : " scaling")
+          << ", base " << s.base_gpus << " ranks):";
       for (size_t k = 0; k < s.points.size(); ++k) {
         const Point& p = c.points[s.points[k]];
         out << " " << p.gpus << "->" << s.efficiency[k].med;
         if (p.runs.size() > 1)
-          out << " [" << s.efficiency[k].lo << ", " << s.efficiency[k].hi << "; "
-              << p.runs.size() << " repeats]";
+          out << " [" << s.efficiency[k].lo << ", " << s.efficiency[k].hi << "; " << p.runs.size()
+              << " repeats]";
       }
       out << "\n";
     }

@@ -164,7 +164,19 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
   d << "# per series (gnuplot index): gpus tok_s_gpu lo hi mfu_pct lo hi efficiency lo hi "
        "pred_tok_s_gpu pred_mfu_pct nodes repeats\n";
   bool any_pred = false, any_scaling = false;
+  // The scaling plots: in a checkpoint study, the series without
+  // checkpoints (the checkpointed ones have their own plots); else all.
+  std::vector<const Series*> shown;
   for (const auto& se : c.series) {
+    const RunSummary& r = c.runs[c.points[se.points.front()].runs.front()];
+    if (r.ckpt_interval == 0 && r.ckpt_load_s == 0) shown.push_back(&se);
+  }
+  if (shown.empty() || shown.size() == c.series.size()) {
+    shown.clear();
+    for (const auto& se : c.series) shown.push_back(&se);
+  }
+  for (const Series* sp : shown) {
+    const Series& se = *sp;
     any_scaling = any_scaling || se.kind != "single";
     for (size_t k = 0; k < se.points.size(); ++k) {
       const Point& p = c.points[se.points[k]];
@@ -184,8 +196,8 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
                       int pred_col) {
     std::string s = "plot ";
     bool first = true;
-    for (size_t si = 0; si < c.series.size(); ++si) {
-      const auto& se = c.series[si];
+    for (size_t si = 0; si < shown.size(); ++si) {
+      const auto& se = *shown[si];
       const std::string lc = std::string(" lc rgb '") + colours[si % 6] + "'";
       const std::string idx = "'" + name + ".dat' index " + std::to_string(si);
       const std::string label = se.model + ", " + se.layout + " (" + se.kind + ")";
@@ -234,20 +246,26 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
   for (const auto& p : c.points) {
     std::string label =
         std::to_string(p.gpus) + (p.nodes > 1 ? "r/" + std::to_string(p.nodes) + "n" : "r");
-    if (c.series.size() > 1) label += " " + p.layout;
+    const RunSummary& r0 = c.runs[p.runs.front()];
+    if (r0.ckpt_interval > 0)
+      label += " " + r0.ckpt_mode + "/" + std::to_string(r0.ckpt_interval);
+    else if (r0.ckpt_load_s > 0)
+      label += " restore";
+    else if (c.series.size() > 1)
+      label += " " + p.layout;
     for (char& ch : label)
       if (ch == ' ') ch = '_';
     bd << '"' << label << "\" " << p.compute_s << ' ' << p.comm_exposed_s << ' ' << p.data_s << ' '
        << p.ckpt_stall_s << ' ' << p.other_s << '\n';
   }
   out.push_back(
-      {"step_breakdown",
-       "Median step in parts per point", bd.str(),
+      {"step_breakdown", "Median step in parts per point", bd.str(),
        "set label 1 'checkpoint stall: per step on average; exposed communication is one number "
        "in the step records (not split by tp/dp/pp/ZeRO)' at screen 0.01, screen 0.02 font ',8'\n"
-       "set bmargin 5\nset style data histograms\nset style histogram rowstacked\nset style fill solid 0.8 "
+       "set bmargin 5\nset style data histograms\nset style histogram rowstacked\nset style fill "
+       "solid 0.8 "
        "border -1\nset boxwidth 0.7\nset ylabel 'seconds per step'\nset yrange [0:*]\n"
-       "set xtics rotate by 30 right noenhanced\nset key outside right top\n"
+       "set xtics rotate by 45 right noenhanced font ',9'\nset key outside right top\n"
        "plot 'step_breakdown.dat' u 2:xtic(1) t 'compute' lc rgb '#1f77b4', '' u 3 t 'exposed "
        "communication' lc rgb '#d62728', '' u 4 t 'data' lc rgb '#2ca02c', '' u 5 t "
        "'checkpoint stall' lc rgb '#ff7f0e', '' u 6 t 'other (bubble, waits)' lc rgb "
@@ -255,30 +273,34 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
 
   // An MFU sweep: several layouts at one size get one bar each, with the
   // peak memory beside it.
+  std::vector<const Point*> swept;  // the shown series' points
+  for (const Series* se : shown)
+    for (size_t pi : se->points) swept.push_back(&c.points[pi]);
   std::map<int, int> layouts_at;
-  for (const auto& p : c.points) ++layouts_at[p.gpus];
+  for (const Point* p : swept) ++layouts_at[p->gpus];
   bool sweep = false;
   for (auto& [g, n] : layouts_at) sweep = sweep || n > 1;
   if (sweep) {
     std::ostringstream md;
     md << "# label mfu_med mfu_lo mfu_hi peak_mem_gib\n";
-    for (const auto& p : c.points) {
-      std::string label = std::to_string(p.gpus) + "r_" + p.layout;
+    for (const Point* p : swept) {
+      std::string label = std::to_string(p->gpus) + "r_" + p->layout;
       for (char& ch : label)
         if (ch == ' ') ch = '_';
-      md << '"' << label << "\" " << p.mfu.med << ' ' << p.mfu.lo << ' ' << p.mfu.hi << ' '
-         << double(p.mem_peak_bytes) / double(1ull << 30) << '\n';
+      md << '"' << label << "\" " << p->mfu.med << ' ' << p->mfu.lo << ' ' << p->mfu.hi << ' '
+         << double(p->mem_peak_bytes) / double(1ull << 30) << '\n';
     }
-    out.push_back({"mfu_by_layout", "MFU per layout (bars: min-max over repeats) and peak memory",
-                   md.str(),
-                   "set style fill solid 0.6 border -1\nset boxwidth 0.4\nset yrange [0:*]\n"
-                   "set y2range [0:*]\nset ylabel 'MFU (%)'\nset y2label 'peak memory (GiB, max "
-                   "over ranks)'\nset ytics nomirror\nset y2tics\nset xtics rotate by 30 right "
-                   "noenhanced\nset key outside right top\nset label 10 '" + q(peak_note) +
-                       "' at screen 0.01, screen 0.02 font ',8'\n"
-                       "plot 'mfu_by_layout.dat' u ($0-0.2):2:3:4:xtic(1) w boxerrorbars lc rgb "
-                       "'#1f77b4' t 'MFU', '' u ($0+0.2):5 w boxes axes x1y2 lc rgb '#ff7f0e' t "
-                       "'peak memory'\n"});
+    out.push_back(
+        {"mfu_by_layout", "MFU per layout (bars: min-max over repeats) and peak memory", md.str(),
+         "set style fill solid 0.6 border -1\nset boxwidth 0.4 absolute\nset yrange [0:*]\n"
+         "set y2range [0:*]\nset ylabel 'MFU (%)'\nset y2label 'peak memory (GiB, max "
+         "over ranks)'\nset ytics nomirror\nset y2tics\nset xtics rotate by 30 right "
+         "noenhanced\nset key outside right top\nset label 10 '" +
+             q(peak_note) +
+             "' at screen 0.01, screen 0.02 font ',8'\n"
+             "plot 'mfu_by_layout.dat' u ($0-0.2):2:3:4:(0.4):xtic(1) w boxerrorbars lc rgb "
+             "'#1f77b4' t 'MFU', '' u ($0+0.2):5 w boxes axes x1y2 lc rgb '#ff7f0e' t "
+             "'peak memory'\n"});
   }
   return out;
 }
@@ -317,7 +339,7 @@ std::vector<Plot> ckpt_plots(const CkptStudy& st) {
 
   // Aggregate write bandwidth against ranks, beside the storage's limit.
   std::ostringstream b;
-  b << "# per mode block: ranks aggregate_write_GBps bytes_per_checkpoint\n";
+  b << "# per mode block: ranks aggregate_write_MBps bytes_per_checkpoint\n";
   std::map<std::string, std::vector<const CkptPoint*>> by_mode;
   for (const auto& k : st.points) by_mode[k.mode].push_back(&k);
   std::string bcmd = "plot ";
@@ -332,7 +354,7 @@ std::vector<Plot> ckpt_plots(const CkptStudy& st) {
     b << "# mode " << mode << "\n";
     for (auto& [g, v] : at) {
       std::sort(v.begin(), v.end());
-      b << g << ' ' << v[v.size() / 2] / 1e9 << ' ' << bytes[g] << '\n';
+      b << g << ' ' << v[v.size() / 2] / 1e6 << ' ' << bytes[g] << '\n';
     }
     b << "\n\n";
     bcmd += std::string(bi ? ", \\\n  " : "") + "'ckpt_write_bandwidth.dat' index " +
@@ -341,15 +363,15 @@ std::vector<Plot> ckpt_plots(const CkptStudy& st) {
     ++bi;
   }
   if (st.storage.measured)
-    bcmd += ", \\\n  " + num(st.storage.bandwidth / 1e9) +
+    bcmd += ", \\\n  " + num(st.storage.bandwidth / 1e6) +
             " w l dt 2 lc rgb 'black' t 'storage limit: sequential write of " +
             num(st.storage.bytes / 1e6) + " MB (" + q(st.storage.method) + ")'";
   out.push_back({"ckpt_write_bandwidth",
                  std::string("Aggregate checkpoint write bandwidth vs ranks") +
                      (st.storage.measured ? "" : " (storage limit not measured)"),
                  b.str(),
-                 "set logscale x 2\nset xlabel 'ranks'\nset ylabel 'GB/s (all ranks' bytes / "
-                 "slowest write)'\nset yrange [0:*]\nset key bottom right\n" +
+                 "set logscale x 2\nset xlabel 'ranks'\nset ylabel 'MB/s (bytes of every rank / "
+                 "the slowest write)'\nset yrange [0:*]\nset key bottom right\n" +
                      bcmd + "\n"});
 
   if (!st.restore_s.empty()) {

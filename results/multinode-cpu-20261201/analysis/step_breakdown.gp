@@ -10,6 +10,6 @@ set style fill solid 0.8 border -1
 set boxwidth 0.7
 set ylabel 'seconds per step'
 set yrange [0:*]
-set xtics rotate by 30 right noenhanced
+set xtics rotate by 45 right noenhanced font ',9'
 set key outside right top
 plot 'step_breakdown.dat' u 2:xtic(1) t 'compute' lc rgb '#1f77b4', '' u 3 t 'exposed communication' lc rgb '#d62728', '' u 4 t 'data' lc rgb '#2ca02c', '' u 5 t 'checkpoint stall' lc rgb '#ff7f0e', '' u 6 t 'other (bubble, waits)' lc rgb '#bbbbbb'
