@@ -20,8 +20,9 @@ std::string driver(const std::string& args) {
   const std::string plan = env_or("SCALETRAIN_BUILD_DIR", ".") + "/analysis/scaletrain-plan";
   return "SCALETRAIN_PLAN=" + plan + " " + src + "/slurm/campaigns/weak_scaling.sh " + args;
 }
-const char* kExample = "--nodes 1,2 --gpus-per-node 8 --model llama-7b --micro-batch 1 --steps 50 "
-                       "--dry-run";
+const char* kExample =
+    "--nodes 1,2 --gpus-per-node 8 --model llama-7b --micro-batch 1 --steps 50 "
+    "--dry-run";
 }  // namespace
 
 TEST(CampaignGuard, RefusesPredictedOomAndNamesTheNearestFeasibleLayout) {
@@ -37,7 +38,7 @@ TEST(CampaignGuard, RefusesPredictedOomAndNamesTheNearestFeasibleLayout) {
   EXPECT_NE(r.output.find("nearest feasible layout: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("overrides: --set parallel.tp="), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("sbatch "), std::string::npos) << "nothing may be submitted\n"
-                                                          << r.output;
+                                                         << r.output;
 }
 
 TEST(CampaignGuard, ForceSubmitsAnywayAndTheDocsExampleFits) {
