@@ -12,6 +12,7 @@ add_library(st_analysis
   ${CMAKE_CURRENT_LIST_DIR}/analyze/mpt.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/synth.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/ckpt_cost.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/analyze/ckpt_study.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/trace.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/trace_cli.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/hang.cpp

@@ -57,8 +57,7 @@ void print_dry_run(const Runtime& rt, const Config& cfg) {
   const metrics::ModelShape s = model_shape(cfg);
   const int64_t gb = global_batch(cfg);
   const double flops_step = metrics::mpt_model_flops_per_seq(s) * double(gb);
-  const double hw_step =
-      metrics::mpt_hw_flops_per_seq(s, cfg.train.act_ckpt != "none") * double(gb);
+  const double hw_step = metrics::mpt_hw_flops_per_seq(s, cfg.train.act_ckpt) * double(gb);
   std::printf("# resolved config\n%s\n", config_to_yaml(cfg).c_str());
   std::printf(
       "# layout\nworld %d = pp %d x dp %d x cp %d x tp %d (tp innermost), sp %s, zero %d, "

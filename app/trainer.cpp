@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <vector>
 
 #include "core/log.hpp"
 #include "core/ranges.hpp"
@@ -56,50 +57,56 @@ std::string fmt_eta(double s) {
   return b;
 }
 
-// The steady-state pace (the slowest rank's step time, after the excluded
-// warm-up steps) and rank 0's progress lines.
+// The steady-state pace and rank 0's progress lines. Every step's slowest
+// rank time is kept; the summary line takes the window and statistic of
+// metrics::steady_state, the one that scaletrain-analyze's reports use, so
+// the trainer and report.md print the same tok/s and MFU.
 struct Progress {
   const Job& j;
   double model_flops_step, hw_flops_step;
-  double steady_time = 0;
-  long steady_steps = 0;
+  std::vector<double> slow_steps;  // the slowest rank's step time, every step of this job
 
   explicit Progress(const Job& job) : j(job) {
     const auto mshape = model_shape(j.cfg);
     const double gb = double(global_batch(j.cfg));
     model_flops_step = metrics::mpt_model_flops_per_seq(mshape) * gb;
-    hw_flops_step = metrics::mpt_hw_flops_per_seq(mshape, j.cfg.train.act_ckpt != "none") * gb;
+    hw_flops_step = metrics::mpt_hw_flops_per_seq(mshape, j.cfg.train.act_ckpt) * gb;
   }
   double tokens_per_step() const { return double(global_batch(j.cfg) * j.cfg.model.seq_len); }
-  double mfu(double step_s) const {
-    return model_flops_step / step_s / (j.peak * j.rt->world_size());
+  double util(double flops_step, double step_s) const {
+    return flops_step / step_s / (j.peak * j.rt->world_size());
   }
   void add(long step, double slow, double loss, double lr, int64_t mem, long last) {
     const Config& cfg = j.cfg;
-    if (step > cfg.train.warmup_steps_excluded) {
-      steady_time += slow;
-      ++steady_steps;
-    }
+    slow_steps.push_back(slow);
     if (j.rt->rank() != 0 ||
         !(step % cfg.train.log_every == 0 || step == last || step == j.start_step))
       return;
-    const double avg = steady_steps ? steady_time / steady_steps : slow;
-    char line[256];
+    const double pace = metrics::steady_state(slow_steps, cfg.train.warmup_steps_excluded).step_s;
+    const double tok_s = tokens_per_step() / slow;
+    char line[288];
     std::snprintf(line, sizeof line,
-                  "step %5ld/%ld | loss %.4f | %8.0f tok/s | MFU %5.1f%% | %7.1f ms | mem %s | "
-                  "lr %.2e | ETA %s",
-                  step, long(cfg.train.steps), loss, tokens_per_step() / slow, 100.0 * mfu(slow),
-                  slow * 1e3, human_bytes(double(mem)).c_str(), lr,
-                  fmt_eta(avg * double(cfg.train.steps - step)).c_str());
+                  "step %5ld/%ld | loss %.4f | %8.0f tok/s (%.0f /dev) | MFU %5.1f%% | %7.1f ms | "
+                  "mem %s | lr %.2e | ETA %s",
+                  step, long(cfg.train.steps), loss, tok_s, tok_s / j.rt->world_size(),
+                  100.0 * util(model_flops_step, slow), slow * 1e3,
+                  human_bytes(double(mem)).c_str(), lr,
+                  fmt_eta(pace * double(cfg.train.steps - step)).c_str());
     log0(line);
   }
+  // Printed to the precision of report.md (tok/s 0.1, MFU/HFU 0.01 points).
   void summary(long steps, double wall) const {
-    if (steady_steps == 0) return;
-    const double avg = steady_time / steady_steps;
-    log0("done: ", steps, " steps in ", wall, " s; steady state ", tokens_per_step() / avg,
-         " tok/s, MFU ", 100.0 * mfu(avg), "% of ", j.peak / 1e9, " GFLOP/s per rank (",
-         j.peak_source, "), HFU ", 100.0 * hw_flops_step / avg / (j.peak * j.rt->world_size()),
-         "%");
+    if (slow_steps.empty()) return;
+    const auto ss = metrics::steady_state(slow_steps, j.cfg.train.warmup_steps_excluded);
+    const double tok_s = tokens_per_step() / ss.step_s;
+    char line[1024];
+    std::snprintf(line, sizeof line,
+                  "done: %ld steps in %.3g s; steady state (median step %.4f s, %s) %.1f tok/s, "
+                  "%.1f tok/s per device, MFU %.2f%% of %.4g GFLOP/s per rank (%s), HFU %.2f%%",
+                  steps, wall, ss.step_s, metrics::steady_state_rule(ss.warmup).c_str(), tok_s,
+                  tok_s / j.rt->world_size(), 100.0 * util(model_flops_step, ss.step_s),
+                  j.peak / 1e9, j.peak_source.c_str(), 100.0 * util(hw_flops_step, ss.step_s));
+    log0(line);
   }
 };
 
@@ -170,7 +177,9 @@ double train_step(Job& j, long step, Progress& progress, long last) {
   if (sig > 0)
     flight::dump(std::string("signal ") + signal_name(int(sig)) + " at step " +
                  std::to_string(step));
-  if (sig > 0 || (j.cfg.checkpoint.interval > 0 && step % j.cfg.checkpoint.interval == 0)) {
+  const auto& ck = j.cfg.checkpoint;
+  const bool due = ck.interval > 0 && (step % ck.interval == 0 || (ck.save_last && step == last));
+  if (sig > 0 || due) {
     flight::note_phase("checkpoint", step);
     const Phase p("ckpt_snapshot");
     t.ckpt_stall_s = checkpoint_step(j, step, sig);

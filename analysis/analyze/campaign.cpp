@@ -1,13 +1,19 @@
-// Campaign analysis (see campaign.hpp). A series is weak scaling when every
-// run holds the same tokens per GPU per step, strong scaling when every run
-// holds the same global batch; otherwise it is refused, never averaged.
+// Campaign analysis (see campaign.hpp). Runs with the same model, layout and
+// size are repeats of one point; a series holds the points of one model and
+// layout over sizes. A series is weak scaling when every point holds the
+// same tokens per GPU per step, strong scaling when every point holds the
+// same global batch; otherwise it is refused, never averaged.
 #include "analyze/campaign.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
+#include "analyze/prediction.hpp"
+#include "analyze/stats.hpp"
 #include "core/error.hpp"
+#include "metrics/metrics.hpp"
 
 namespace st::analysis {
 namespace {
@@ -19,81 +25,247 @@ std::string model_key(const RunSummary& r) {
   return os.str();
 }
 
-Series make_series(const std::vector<RunSummary>& runs, std::vector<size_t> idx) {
+// What stays the same along a scaling series (the size-free layout).
+std::string layout_text(const RunSummary& r) {
+  std::ostringstream os;
+  os << "tp" << r.tp << " pp" << r.pp << " cp" << r.cp << " ZeRO" << r.zero_stage << " act "
+     << r.act_ckpt << " mb" << r.micro_batch << " " << r.precision;
+  if (r.ckpt_interval > 0) os << " ckpt " << r.ckpt_mode << "/" << r.ckpt_interval;
+  if (r.ckpt_load_s > 0) os << " resumed";  // a restore run is not a repeat of a fresh start
+  return os.str();
+}
+
+// What repeats share: the layout and the size.
+std::string point_key(const RunSummary& r) {
+  std::ostringstream os;
+  os << model_key(r) << " | " << layout_text(r) << " | " << r.gpus << " ranks dp" << r.dp << " ga"
+     << r.grad_accum << " gbt" << r.global_batch_tokens;
+  return os.str();
+}
+
+// The run folder's own name ("runs/n1-r0001/" -> "n1-r0001").
+std::string run_name(const std::string& dir) {
+  auto p = std::filesystem::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
+
+Spread spread(const std::vector<double>& v) {
+  if (v.empty()) return {};
+  return {median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+}
+
+// MFU / HFU again at another peak (the campaign's one).
+void repeak(RunSummary& r, double peak, const std::string& source) {
+  if (r.peak <= 0 || peak <= 0) {
+    r.peak = peak;
+  } else {
+    r.mfu *= r.peak / peak;
+    r.hfu *= r.peak / peak;
+    r.peak = peak;
+  }
+  if (r.mfu == 0 && peak > 0) {
+    r.mfu = 100 * metrics::utilization(r.model_flops_per_seq, r.seq_s, r.gpus, peak);
+    r.hfu = 100 * metrics::utilization(r.hw_flops_per_seq, r.seq_s, r.gpus, peak);
+  }
+  r.peak_source = source;
+}
+
+Point make_point(const std::vector<RunSummary>& runs, const std::vector<size_t>& idx) {
+  Point p;
+  const RunSummary& f = runs[idx.front()];
+  p.key = point_key(f);
+  p.layout = layout_text(f);
+  p.gpus = f.gpus;
+  p.nodes = f.nodes;
+  p.runs = idx;
+  std::vector<double> tok, tokg, mfu, hfu, step, step_tokg, step_mfu, comp, exp, data, stall, other;
+  std::vector<double> ptok, pmfu;
+  for (size_t i : idx) {
+    const RunSummary& r = runs[i];
+    tok.push_back(r.tok_s);
+    tokg.push_back(r.tok_s_gpu);
+    mfu.push_back(r.mfu);
+    hfu.push_back(r.hfu);
+    step.push_back(r.step_p50);
+    for (double s : r.step_s_window)
+      if (s > 0) {
+        const double tg = r.tokens_per_step / s / std::max(1, r.gpus);
+        step_tokg.push_back(tg);
+        step_mfu.push_back(r.tok_s_gpu > 0 ? r.mfu * tg / r.tok_s_gpu : 0);
+      }
+    const double c = r.step_p50 * r.compute_share, e = r.step_p50 * r.comm_exposed_share,
+                 d = r.step_p50 * r.data_share;
+    // The stall of a median step is 0; what a checkpoint costs per step on average is
+    // its summed stall over the steps.
+    const double st = r.steps.empty() ? 0 : r.ckpt_stall_sum / double(r.steps.size());
+    comp.push_back(c);
+    exp.push_back(e);
+    data.push_back(d);
+    stall.push_back(st);
+    other.push_back(std::max(0.0, r.step_p50 - c - e - d));
+    p.mem_peak_bytes = std::max(p.mem_peak_bytes, r.mem_peak_bytes);
+    const PredictionCheck pc = check_prediction(r);
+    for (const auto& row : pc.rows) {
+      if (row.what == "tokens/s") ptok.push_back(row.predicted / std::max(1, r.gpus));
+      if (row.what == "MFU (at the run's peak)") pmfu.push_back(row.predicted);
+    }
+  }
+  p.tok_s = spread(tok);
+  p.tok_s_gpu = spread(tokg);
+  p.mfu = spread(mfu);
+  p.hfu = spread(hfu);
+  p.step_s = spread(step);
+  p.tok_s_gpu_p10 = percentile(step_tokg, 10);
+  p.tok_s_gpu_p90 = percentile(step_tokg, 90);
+  p.mfu_p10 = percentile(step_mfu, 10);
+  p.mfu_p90 = percentile(step_mfu, 90);
+  p.pred_tok_s_gpu = median(ptok);
+  p.pred_mfu = median(pmfu);
+  p.compute_s = median(comp);
+  p.comm_exposed_s = median(exp);
+  p.data_s = median(data);
+  p.ckpt_stall_s = median(stall);
+  p.other_s = median(other);
+  return p;
+}
+
+Series make_series(const Campaign& c, std::vector<size_t> pts) {
   Series s;
-  std::stable_sort(idx.begin(), idx.end(),
-                   [&](size_t a, size_t b) { return runs[a].gpus < runs[b].gpus; });
-  s.runs = idx;
-  s.model = runs[idx.front()].model;
-  const RunSummary& base = runs[idx.front()];
+  std::stable_sort(pts.begin(), pts.end(),
+                   [&](size_t a, size_t b) { return c.points[a].gpus < c.points[b].gpus; });
+  s.points = pts;
+  const RunSummary& base = c.runs[c.points[pts.front()].runs.front()];
+  s.model = base.model;
+  s.layout = c.points[pts.front()].layout;
   s.base_gpus = base.gpus;
-  if (idx.size() == 1) {
+  const double base_tok = c.points[pts.front()].tok_s.med;
+  auto eff = [&](double tok, int gpus) {
+    const double ideal = base_tok * double(gpus) / double(s.base_gpus);
+    return ideal > 0 ? tok / ideal : 0.0;
+  };
+  if (pts.size() == 1) {
     s.kind = "single";
-    s.efficiency = {1.0};
+    const Point& p = c.points[pts.front()];
+    s.efficiency = {{1.0, eff(p.tok_s.lo, p.gpus), eff(p.tok_s.hi, p.gpus)}};
     return s;
   }
   bool same_per_gpu = true, same_global = true;
-  for (size_t i : idx) {
-    const RunSummary& r = runs[i];
+  for (size_t pi : pts) {
+    const RunSummary& r = c.runs[c.points[pi].runs.front()];
     // Tokens per GPU per step: compare exactly as integers (gbt * base_gpus).
     if (r.global_batch_tokens * base.gpus != base.global_batch_tokens * r.gpus)
       same_per_gpu = false;
     if (r.global_batch_tokens != base.global_batch_tokens) same_global = false;
   }
-  bool all_same_gpus = runs[idx.front()].gpus == runs[idx.back()].gpus;
-  if (same_per_gpu && !(same_global && all_same_gpus))
+  if (same_per_gpu && !same_global)
     s.kind = "weak";
   else if (same_global)
     s.kind = "strong";
   else {
-    std::string msg = "scaling series of " + s.model +
-                      " holds neither the per-GPU batch nor the global batch fixed:\n";
-    for (size_t i : idx)
-      msg += "  " + runs[i].dir + ": " + std::to_string(runs[i].gpus) + " GPUs, " +
-             std::to_string(runs[i].global_batch_tokens) + " global batch tokens\n";
+    std::string msg = "scaling series of " + s.model + " (" + s.layout +
+                      ") holds neither the per-GPU batch nor the global batch fixed:\n";
+    for (size_t pi : pts)
+      for (size_t i : c.points[pi].runs)
+        msg += "  " + c.runs[i].dir + ": " + std::to_string(c.runs[i].gpus) + " GPUs, " +
+               std::to_string(c.runs[i].global_batch_tokens) + " global batch tokens\n";
     throw UsageError(msg +
                      "weak scaling needs tokens per GPU fixed, strong scaling the global batch");
   }
-  for (size_t i : idx) {
-    const RunSummary& r = runs[i];
-    const double ideal = base.tok_s * double(r.gpus) / double(base.gpus);
-    s.efficiency.push_back(ideal > 0 ? r.tok_s / ideal : 0.0);
+  for (size_t pi : pts) {
+    const Point& p = c.points[pi];
+    s.efficiency.push_back(
+        {eff(p.tok_s.med, p.gpus), eff(p.tok_s.lo, p.gpus), eff(p.tok_s.hi, p.gpus)});
   }
   return s;
 }
 
+// One peak per CPU campaign: the median of the peaks the smallest size's
+// runs measured, applied to every run.
+void campaign_peak(Campaign& c, double peak_override) {
+  if (peak_override > 0) return;
+  bool all_cpu = true;
+  for (const auto& r : c.runs) all_cpu = all_cpu && r.device.rfind("cpu", 0) == 0;
+  if (!all_cpu) return;
+  int smallest = c.runs.front().gpus;
+  for (const auto& r : c.runs) smallest = std::min(smallest, r.gpus);
+  std::vector<double> peaks;
+  std::string from;
+  for (const auto& r : c.runs)
+    if (r.gpus == smallest && r.peak > 0) {
+      peaks.push_back(r.peak);
+      if (peaks.size() <= 3) from += (from.empty() ? "" : ", ") + run_name(r.dir);
+    }
+  if (peaks.size() > 3) from += " and " + std::to_string(peaks.size() - 3) + " more";
+  if (peaks.empty()) return;
+  c.campaign_peak = median(peaks);
+  std::ostringstream os;
+  os.precision(4);
+  os << "one peak for the campaign: " << c.campaign_peak / 1e9
+     << " GFLOP/s per rank, the median measured by the smallest size's run(s) (" << from
+     << "), used for every run";
+  c.campaign_peak_source = os.str();
+  for (auto& r : c.runs) repeak(r, c.campaign_peak, c.campaign_peak_source);
+}
+
 }  // namespace
 
-Campaign build_campaign(std::vector<RunSummary> runs, bool group_by_model) {
+Campaign build_campaign(std::vector<RunSummary> runs, bool group_by_model, double peak_override) {
   Campaign c;
   ST_USAGE_CHECK(!runs.empty(), "campaign: no run folders given");
   c.runs = std::move(runs);
-  std::map<std::string, std::vector<size_t>> groups;
+  campaign_peak(c, peak_override);
+  std::map<std::string, std::vector<size_t>> models;
   std::vector<std::string> order;
   for (size_t i = 0; i < c.runs.size(); ++i) {
     std::string k = model_key(c.runs[i]);
-    if (!groups.count(k)) order.push_back(k);
-    groups[k].push_back(i);
+    if (!models.count(k)) order.push_back(k);
+    models[k].push_back(i);
   }
-  if (groups.size() > 1 && !group_by_model) {
+  if (models.size() > 1 && !group_by_model) {
     std::string msg = "campaign: refusing to mix models in one weak-scaling series:\n";
     for (auto& k : order)
       msg +=
-          "  " + k + ": " + c.runs[groups[k].front()].dir +
-          (groups[k].size() > 1 ? " and " + std::to_string(groups[k].size() - 1) + " more" : "") +
+          "  " + k + ": " + c.runs[models[k].front()].dir +
+          (models[k].size() > 1 ? " and " + std::to_string(models[k].size() - 1) + " more" : "") +
           "\n";
     throw UsageError(
         msg + "give one model's runs per campaign, or --group-by-model for one series per model");
   }
-  for (auto& k : order) {
-    auto& idx = groups[k];
-    std::map<int, int> n_at;
-    for (size_t i : idx) ++n_at[c.runs[i].gpus];
-    for (auto& [g, cnt] : n_at)
-      if (cnt > 1)
-        c.warnings.push_back(k + ": " + std::to_string(cnt) + " runs at " + std::to_string(g) +
-                             " GPUs; each gets its own row, the first is the base if smallest");
-    c.series.push_back(make_series(c.runs, idx));
+  // Points: repeats of one model, layout and size, in first-seen order.
+  std::map<std::string, size_t> point_of;
+  std::vector<std::vector<size_t>> point_runs;
+  for (size_t i = 0; i < c.runs.size(); ++i) {
+    const std::string k = point_key(c.runs[i]);
+    auto [it, fresh] = point_of.try_emplace(k, point_runs.size());
+    if (fresh) point_runs.emplace_back();
+    point_runs[it->second].push_back(i);
+  }
+  for (const auto& pr : point_runs) c.points.push_back(make_point(c.runs, pr));
+  // Series: the points of one model and layout, one point per size; two
+  // points of one layout at one size (a different grad_accum or batch) each
+  // stand alone.
+  std::map<std::string, std::vector<size_t>> series_pts;
+  std::vector<std::string> series_order;
+  for (size_t pi = 0; pi < c.points.size(); ++pi) {
+    const RunSummary& r = c.runs[c.points[pi].runs.front()];
+    const std::string k = model_key(r) + " | " + c.points[pi].layout;
+    if (!series_pts.count(k)) series_order.push_back(k);
+    series_pts[k].push_back(pi);
+  }
+  for (const auto& k : series_order) {
+    const auto& pts = series_pts[k];
+    std::map<int, int> at;
+    for (size_t pi : pts) ++at[c.points[pi].gpus];
+    bool clash = false;
+    for (auto& [g, n] : at) clash = clash || n > 1;
+    if (clash) {
+      c.warnings.push_back(k + ": several configurations at one size; each is its own point, " +
+                           "no scaling series is built");
+      for (size_t pi : pts) c.series.push_back(make_series(c, {pi}));
+    } else {
+      c.series.push_back(make_series(c, pts));
+    }
   }
   return c;
 }

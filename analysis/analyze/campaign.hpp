@@ -1,5 +1,7 @@
-// Campaign analysis: one row per run (the MPT benchmark table's columns) and
-// weak or strong scaling efficiency against the smallest run of each series.
+// Campaign analysis. Runs with the same model, layout and size are repeats
+// of one point (median and spread over the repeats and over their
+// steady-state steps); a scaling series is built over the points of one
+// model and layout at different sizes, never over repeats.
 #pragma once
 #include <string>
 #include <vector>
@@ -8,22 +10,56 @@
 
 namespace st::analysis {
 
+// A value over repeats: median, min and max.
+struct Spread {
+  double med = 0, lo = 0, hi = 0;
+};
+
+struct Point {
+  std::string key;           // model, layout and size (what repeats share)
+  std::string layout;        // the layout in words (tp/pp/cp, ZeRO, act ckpt, micro-batch, ckpt)
+  int gpus = 0, nodes = 1;   // ranks / devices and hosts
+  std::vector<size_t> runs;  // indices into Campaign::runs (the repeats)
+  Spread tok_s, tok_s_gpu, mfu, hfu, step_s;  // over repeats (each run's window median)
+  // p10 / p90 of tokens/s per device over the steady-state steps of every repeat
+  double tok_s_gpu_p10 = 0, tok_s_gpu_p90 = 0;
+  double mfu_p10 = 0, mfu_p90 = 0;  // the same for MFU (percent)
+  // the planner's prediction from the runs' run.json (0 when absent): tok/s per device, MFU %
+  double pred_tok_s_gpu = 0, pred_mfu = 0;
+  // breakdown of the median step (seconds, medians over repeats)
+  double compute_s = 0, comm_exposed_s = 0, data_s = 0, ckpt_stall_s = 0, other_s = 0;
+  int64_t mem_peak_bytes = 0;  // max over repeats
+};
+
 struct Series {
-  std::string model,
-      kind;  // kind: "weak" (per-GPU batch fixed), "strong" (global batch fixed), "single"
+  std::string model, layout;
+  std::string kind;  // "weak" (per-GPU batch fixed), "strong" (global batch fixed), "single"
   int base_gpus = 0;
-  std::vector<size_t> runs;        // indices into Campaign::runs, ascending GPU count
-  std::vector<double> efficiency;  // same order: tok/s(N) / (tok/s(base) * N/base)
+  std::vector<size_t> points;      // indices into Campaign::points, ascending size
+  std::vector<Spread> efficiency;  // same order: tok/s(N) / (tok/s(base) * N/base), medians;
+                                   // lo/hi from the repeats' min/max against the base median
 };
 
 struct Campaign {
   std::vector<RunSummary> runs;
+  std::vector<Point> points;
   std::vector<Series> series;
+  // One peak for every run of a CPU campaign (each run measures its own, and
+  // the measurement drops as more ranks share a node): the median of the
+  // peaks measured by the smallest point's runs, unless --peak-flops.
+  double campaign_peak = 0;
+  std::string campaign_peak_source;  // "" when each run keeps its own (GPU table peaks)
   std::vector<std::string> warnings;
+  // The checkpoint study's inputs (ckpt_study.hpp): the MTBFs to answer for
+  // (--mtbf) and the storage's sequential-write measurement (storage.json).
+  std::vector<double> mtbf_s = {6 * 3600.0, 24 * 3600.0, 7 * 86400.0};
+  std::string storage_json;
 };
 
-// Builds the scaling series. Without group_by_model, all runs form one series
-// and runs of different models are refused (UsageError naming the runs).
-Campaign build_campaign(std::vector<RunSummary> runs, bool group_by_model);
+// Builds points and scaling series. Without group_by_model, runs of different
+// models are refused (UsageError naming the runs). peak_override > 0 is the
+// --peak-flops given (then no campaign peak is chosen).
+Campaign build_campaign(std::vector<RunSummary> runs, bool group_by_model,
+                        double peak_override = 0);
 
 }  // namespace st::analysis

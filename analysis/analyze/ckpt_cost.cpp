@@ -15,18 +15,15 @@ std::vector<CkptCost> checkpoint_costs(const telemetry::RunTelemetry& run,
   std::map<int64_t, double> begin, commit;  // on rank 0's clock
   std::map<int64_t, int> commits;
   for (int r : ranks) {
-    double off = 0;
-    for (const auto& e : run.ranks[size_t(r)].events)
-      if (e.event == "clock" && e.fields.value("when", "") == "start")
-        off = e.fields.value("offset_s", 0.0);
+    const telemetry::RankClock& clk = run.ranks[size_t(r)].clock;
     for (const auto& e : run.ranks[size_t(r)].events) {
       if (e.step < 0) continue;
       if (e.event == "ckpt_begin") {
         auto [it, fresh] = begin.try_emplace(e.step, inf);
-        it->second = std::min(it->second, e.t + off);
+        it->second = std::min(it->second, clk.to_rank0(e.t));
       } else if (e.event == "ckpt_commit") {
         auto [it, fresh] = commit.try_emplace(e.step, -inf);
-        it->second = std::max(it->second, e.t + off);
+        it->second = std::max(it->second, clk.to_rank0(e.t));
         ++commits[e.step];
       }
     }

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "analyze/campaign.hpp"
+#include "analyze/ckpt_study.hpp"
 #include "analyze/report.hpp"
 #include "analyze/trace.hpp"
 #include "cli/subcommands.hpp"
@@ -32,6 +33,7 @@ struct Args {
   std::string out_dir, window = "back-half", steps, tensorboard;
   int64_t warmup = 1;
   bool warmup_set = false, plots = true, group = false;
+  std::vector<double> mtbf;  // --mtbf (empty: the campaign's default)
 };
 
 // Value checks: each parses its option's text, refuses it naming the option,
@@ -70,6 +72,10 @@ Check ckpt_k_into(int& k) {
   };
 }
 
+Check mtbf_into(std::vector<double>& m) {
+  return [&m](const std::string& v) { m = parse_mtbf_list(v); };
+}
+
 // `run DIR` and `campaign DIR...`.
 int report(const std::string& cmd, const std::vector<std::string>& pos, Args& a, std::ostream& out,
            std::ostream& err) {
@@ -95,7 +101,13 @@ int report(const std::string& cmd, const std::vector<std::string>& pos, Args& a,
         << "tok/s " << s.tok_s << ", tok/s/GPU " << s.tok_s_gpu << ", MFU " << s.mfu << "%, HFU "
         << s.hfu << "% (peak: " << s.peak_source << ")\n";
   } else {
-    Campaign c = build_campaign(std::move(runs), a.group);
+    Campaign c = build_campaign(std::move(runs), a.group, opt.peak_override);
+    if (!a.mtbf.empty()) c.mtbf_s = a.mtbf;
+    {  // The storage's own limit, measured by finish.sbatch beside runs/.
+      auto run0 = std::filesystem::path(pos[0]).lexically_normal();
+      if (run0.filename().empty()) run0 = run0.parent_path();
+      c.storage_json = (run0.parent_path().parent_path() / "storage.json").string();
+    }
     if (out_dir.empty()) {
       auto parent = std::filesystem::path(pos[0]).lexically_normal().parent_path();
       if (std::filesystem::path(pos[0]).filename().empty()) parent = parent.parent_path();
@@ -104,11 +116,22 @@ int report(const std::string& cmd, const std::vector<std::string>& pos, Args& a,
     w = write_campaign_outputs(c, out_dir, a.plots);
     for (auto& x : c.warnings) err << "warning: " << x << "\n";
     for (auto& s : c.series) {
-      out << s.model << " (" << s.kind << " scaling, base " << s.base_gpus << " GPUs):";
-      for (size_t k = 0; k < s.runs.size(); ++k)
-        out << " " << c.runs[s.runs[k]].gpus << "->" << s.efficiency[k];
+      out << s.model << ", " << s.layout << " (" << s.kind << (s.kind == "single" ? "" : " scaling")
+          << ", base " << s.base_gpus << " ranks):";
+      for (size_t k = 0; k < s.points.size(); ++k) {
+        const Point& p = c.points[s.points[k]];
+        out << " " << p.gpus << "->" << s.efficiency[k].med;
+        if (p.runs.size() > 1)
+          out << " [" << s.efficiency[k].lo << ", " << s.efficiency[k].hi << "; " << p.runs.size()
+              << " repeats]";
+      }
       out << "\n";
     }
+    const CkptStudy st = checkpoint_study(c, c.mtbf_s, c.storage_json);
+    for (const auto& x : st.optimal)
+      out << "optimal checkpoint interval (" << x.gpus << " ranks, " << x.mode << "): MTBF "
+          << x.mtbf_s << " s, C " << x.cost_s << " s -> Young " << x.young_s << " s, Daly "
+          << x.daly_s << " s, " << x.steps << " steps\n";
   }
   out << "wrote " << out_dir << "/report.md";
   for (auto& f : w.files) out << " " << f;
@@ -139,7 +162,8 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
         ("out", text(&a.out_dir, "DIR"),
          "output folder (default: DIR/analysis for run, <first DIR's parent>/analysis for "
          "campaign)")
-        ("warmup", checked("N", warmup_into(a)), "steps dropped before the window (default 1)")
+        ("warmup", checked("N", warmup_into(a)),
+         "steps dropped before the window (default: the run's train.warmup_steps_excluded)")
         ("window", text(&a.window, "W"), "back-half (default) | last:K | range:FIRST:LAST")
         ("flops-formula", checked("F", formula_into(a.opt.formula)), "mpt (default) | 6n12lhqt")
         ("peak-flops", checked("X", peak_into(a.opt.peak_override)),
@@ -152,7 +176,10 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     cli::po::options_description campaign_o("campaign options");
     campaign_o.add_options()
         ("group-by-model", flag(&a.group),
-         "one scaling series per model instead of refusing a mixed campaign");
+         "one scaling series per model instead of refusing a mixed campaign")
+        ("mtbf", checked("LIST", mtbf_into(a.mtbf)),
+         "mean times between failures for the optimal checkpoint interval, e.g. 6h,24h,7d "
+         "(default 6h,24h,7d)");
     cli::po::options_description mpt_o("options");
     mpt_o.add_options()
         ("out", text(&a.out_dir, "DIR"), "output folder for the comparison");

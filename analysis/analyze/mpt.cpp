@@ -90,8 +90,9 @@ int mpt_check(const std::string& csv, const std::string& models_csv, const std::
     const bool ckpt = b.rows[i][b.col("act_ckpt")] == "True";
     const double mfu =
         100 * metrics::utilization(metrics::mpt_model_flops_per_seq(s), seq_s, gpus, peak->flops);
-    const double hfu = 100 * metrics::utilization(metrics::mpt_hw_flops_per_seq(s, ckpt), seq_s,
-                                                  gpus, peak->flops);
+    const double hfu =
+        100 * metrics::utilization(metrics::mpt_hw_flops_per_seq(s, ckpt ? "full" : "none"), seq_s,
+                                   gpus, peak->flops);
     const double pm = num(b, i, "mfu"), ph = num(b, i, "hfu");
     worst_mfu = std::max(worst_mfu, std::fabs(mfu - pm));
     worst_hfu = std::max(worst_hfu, std::fabs(hfu - ph));

@@ -4,18 +4,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/util.hpp"
 
 namespace st::analysis {
 namespace {
+// Text inside a single-quoted gnuplot string: a quote is written twice.
+std::string q(const std::string& s) {
+  std::string o;
+  for (char c : s) o += c == '\'' ? std::string("''") : std::string(1, c);
+  return o;
+}
 std::string svg_head(const Plot& p) {
   return "set terminal svg size 900,500 dynamic font 'sans,11'\nset output '" + p.name +
-         ".svg'\nset title '" + p.title + "'\nset grid\n";
+         ".svg'\nset title '" + q(p.title) + "'\nset grid\n";
 }
 }  // namespace
 
@@ -66,54 +75,316 @@ std::vector<Plot> run_plots(const RunSummary& s) {
     bd << r.rank << ' ' << r.busy_min << ' ' << r.busy_p25 << ' ' << r.busy_med << ' ' << r.busy_p75
        << ' ' << r.busy_max << '\n';
   b.data = bd.str();
-  // Ranks are integers: whole-number ticks, and a range that shows the
-  // first and last box completely.
   const size_t nr = s.ranks.size();
-  b.script =
-      "set xlabel 'rank'\nset ylabel 'seconds'\nset boxwidth 0.6 absolute\n"
-      "set style fill solid 0.25 border\nset xrange [-0.5:" +
-      std::to_string(nr ? double(s.ranks.back().rank) + 0.5 : 0.5) + "]\n" +
-      (nr <= 32 ? "set xtics 1\n" : "set xtics format '%.0f'\n") + "set key top right\n"
-      "plot 'rank_skew.dat' u 1:3:2:6:5 w candlesticks whiskerbars lc rgb '#1f77b4' t "
-      "'min/p25/p75/max', \\\n  '' u 1:4:4:4:4 w candlesticks lc rgb 'black' t 'median'\n";
+  if (nr <= 32) {
+    // Ranks are integers: whole-number ticks, and a range that shows the
+    // first and last box completely.
+    b.script =
+        "set xlabel 'rank'\nset ylabel 'seconds'\nset boxwidth 0.6 absolute\n"
+        "set style fill solid 0.25 border\nset xrange [-0.5:" +
+        std::to_string(nr ? double(s.ranks.back().rank) + 0.5 : 0.5) +
+        "]\nset xtics 1\nset key top right\n"
+        "plot 'rank_skew.dat' u 1:3:2:6:5 w candlesticks whiskerbars lc rgb '#1f77b4' t "
+        "'min/p25/p75/max', \\\n  '' u 1:4:4:4:4 w candlesticks lc rgb 'black' t 'median'\n";
+  } else {
+    // Many ranks: grouped by host (hosts in name order), each host's ranks
+    // sorted by median busy time, slowest first; hosts alternate colours.
+    std::map<std::string, std::vector<const RankStat*>> by_host;
+    for (const auto& r : s.ranks) by_host[r.host].push_back(&r);
+    std::ostringstream gd;
+    gd << "# position host_index rank min p25 median p75 max\n";
+    std::ostringstream tics;
+    size_t pos = 0, hi = 0;
+    const size_t every = std::max<size_t>(1, by_host.size() / 16);
+    for (auto& [h, rs] : by_host) {
+      std::sort(rs.begin(), rs.end(),
+                [](const RankStat* a, const RankStat* b) { return a->busy_med > b->busy_med; });
+      if (hi % every == 0) tics << (tics.tellp() > 0 ? ", " : "") << "'" << h << "' " << pos;
+      for (const RankStat* r : rs)
+        gd << pos++ << ' ' << hi << ' ' << r->rank << ' ' << r->busy_min << ' ' << r->busy_p25
+           << ' ' << r->busy_med << ' ' << r->busy_p75 << ' ' << r->busy_max << '\n';
+      ++hi;
+    }
+    b.title = "Per-rank busy time over the window: ranks grouped by host, sorted by median";
+    b.data = gd.str();
+    b.script =
+        "set xlabel 'ranks, grouped by host (each host slowest first)'\n"
+        "set ylabel 'busy seconds (step - exposed comm)'\nset xrange [-1:" +
+        std::to_string(pos) + "]\nset xtics rotate by 45 right (" + tics.str() +
+        ")\nset key top right\nset style fill solid 0.4 noborder\n"
+        "plot 'rank_skew.dat' u 1:5:4:8:7:(int($2)%2==0?0x1f77b4:0xff7f0e) w "
+        "candlesticks lc rgb variable t 'min/p25/p75/max (hosts alternate colour)', "
+        "\\\n  '' u 1:6 w p pt 7 ps 0.3 lc rgb 'black' t 'median'\n";
+  }
   out.push_back(b);
   return out;
 }
 
+namespace {
+// The x position where jobs leave one node: between the largest one-node
+// size and the smallest multi-node size (geometric mean, the x axis is
+// log2); 0 when every point is on one node or on several.
+double node_mark(const Campaign& c) {
+  int one = 0, multi = 0;
+  for (const auto& p : c.points) {
+    if (p.nodes <= 1) one = std::max(one, p.gpus);
+    if (p.nodes > 1) multi = multi == 0 ? p.gpus : std::min(multi, p.gpus);
+  }
+  if (one == 0 || multi == 0) return 0;
+  return std::sqrt(double(one) * double(multi));
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(6);
+  os << v;
+  return os.str();
+}
+}  // namespace
+
 std::vector<Plot> campaign_plots(const Campaign& c) {
   std::vector<Plot> out;
-  std::ostringstream d;
-  d << "# series gpus tok_s_gpu mfu_pct efficiency\n";
-  for (size_t si = 0; si < c.series.size(); ++si) {
-    for (size_t k = 0; k < c.series[si].runs.size(); ++k) {
-      const RunSummary& r = c.runs[c.series[si].runs[k]];
-      d << si << ' ' << r.gpus << ' ' << r.tok_s_gpu << ' ' << r.mfu << ' '
-        << c.series[si].efficiency[k] << '\n';
-    }
-    d << "\n\n";  // gnuplot index per series
-  }
-  auto plot_cmd = [&](const char* name, int col) {
-    std::string s = "plot ";
-    for (size_t si = 0; si < c.series.size(); ++si)
-      s += std::string(si ? ", \\\n  " : "") + "'" + name + ".dat' index " + std::to_string(si) +
-           " u 2:" + std::to_string(col) + " w lp pt 7 t '" + c.series[si].model + " (" +
-           c.series[si].kind + ")'";
-    return s + "\n";
-  };
   // CPU campaigns count ranks, not GPUs.
   bool all_cpu = !c.runs.empty();
   for (const auto& r : c.runs) all_cpu = all_cpu && r.device.rfind("cpu", 0) == 0;
   const std::string unit = all_cpu ? "CPU ranks" : "GPUs";
-  const std::string x =
-      "set logscale x 2\nset xlabel '" + unit + "'\nset key bottom left\n";
+  const double mark = node_mark(c);
+  // The peak every MFU point is measured against, for the plots' titles.
+  std::string peak_note;
+  if (c.campaign_peak > 0)
+    peak_note = "at one peak for every run, " + num(c.campaign_peak / 1e9) +
+                " GFLOP/s per rank (measured once, at the smallest size)";
+  else if (!c.runs.empty() && c.runs.front().peak > 0)
+    peak_note = "at " + num(c.runs.front().peak / 1e12) + " TFLOP/s per device";
+  // One block per series: gpus, then median, low and high of tok/s per
+  // device, MFU and efficiency; low/high are the wider of min-max over
+  // repeats and p10-p90 over the steady-state steps; then the planner's
+  // prediction (0: none), nodes and repeats.
+  std::ostringstream d;
+  d << "# per series (gnuplot index): gpus tok_s_gpu lo hi mfu_pct lo hi efficiency lo hi "
+       "pred_tok_s_gpu pred_mfu_pct nodes repeats\n";
+  bool any_pred = false, any_scaling = false;
+  // The scaling plots: in a checkpoint study, the series without
+  // checkpoints (the checkpointed ones have their own plots); else all.
+  std::vector<const Series*> shown;
+  for (const auto& se : c.series) {
+    const RunSummary& r = c.runs[c.points[se.points.front()].runs.front()];
+    if (r.ckpt_interval == 0 && r.ckpt_load_s == 0) shown.push_back(&se);
+  }
+  if (shown.empty() || shown.size() == c.series.size()) {
+    shown.clear();
+    for (const auto& se : c.series) shown.push_back(&se);
+  }
+  for (const Series* sp : shown) {
+    const Series& se = *sp;
+    any_scaling = any_scaling || se.kind != "single";
+    for (size_t k = 0; k < se.points.size(); ++k) {
+      const Point& p = c.points[se.points[k]];
+      const Spread& e = se.efficiency[k];
+      const double tlo = std::min(p.tok_s_gpu.lo, p.tok_s_gpu_p10);
+      const double thi = std::max(p.tok_s_gpu.hi, p.tok_s_gpu_p90);
+      const double mlo = std::min(p.mfu.lo, p.mfu_p10), mhi = std::max(p.mfu.hi, p.mfu_p90);
+      any_pred = any_pred || p.pred_tok_s_gpu > 0;
+      d << p.gpus << ' ' << p.tok_s_gpu.med << ' ' << tlo << ' ' << thi << ' ' << p.mfu.med << ' '
+        << mlo << ' ' << mhi << ' ' << e.med << ' ' << e.lo << ' ' << e.hi << ' '
+        << p.pred_tok_s_gpu << ' ' << p.pred_mfu << ' ' << p.nodes << ' ' << p.runs.size() << '\n';
+    }
+    d << "\n\n";
+  }
+  const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"};
+  auto plot_cmd = [&](const std::string& name, int col, bool ideal_base, bool ideal_one,
+                      int pred_col) {
+    std::string s = "plot ";
+    bool first = true;
+    for (size_t si = 0; si < shown.size(); ++si) {
+      const auto& se = *shown[si];
+      const std::string lc = std::string(" lc rgb '") + colours[si % 6] + "'";
+      const std::string idx = "'" + name + ".dat' index " + std::to_string(si);
+      const std::string label = se.model + ", " + se.layout + " (" + se.kind + ")";
+      s += std::string(first ? "" : ", \\\n  ") + idx + " u 1:" + std::to_string(col) + ":" +
+           std::to_string(col + 1) + ":" + std::to_string(col + 2) + " w yerrorlines pt 7" + lc +
+           " t '" + q(label) + "'";
+      first = false;
+      if (ideal_base && !se.points.empty()) {
+        const Point& b = c.points[se.points.front()];
+        const double base = col == 2 ? b.tok_s_gpu.med : b.mfu.med;
+        s += ", \\\n  " + num(base) + " w l dt 2" + lc + " t 'ideal (" + std::to_string(b.gpus) +
+             "-rank value held)'";
+      }
+      if (pred_col > 0 && any_pred)
+        s += ", \\\n  " + idx + " u 1:($" + std::to_string(pred_col) + ">0?$" +
+             std::to_string(pred_col) + ":1/0) w lp dt 3 pt 6" + lc + " t 'planner prediction'";
+    }
+    if (ideal_one) s += ", \\\n  1 w l dt 2 lc rgb 'black' t 'ideal'";
+    return s + "\n";
+  };
+  std::string x = "set logscale x 2\nset xlabel '" + unit + "'\nset key outside bottom center " +
+                  "vertical maxrows 4 font ',9'\nset bmargin 9\n";
+  if (mark > 0)
+    x += "set arrow from " + num(mark) + ", graph 0 to " + num(mark) +
+         ", graph 1 nohead dt 4 lc rgb '#555555'\nset label 'jobs leave one node' at " + num(mark) +
+         ", graph 0.96 offset 0.5,0 font ',9'\n";
+  x += "set label 10 'bars: min-max over repeats or p10-p90 over steady-state steps, the wider' "
+       "at screen 0.01, screen 0.02 font ',8'\n";
+  const std::string bars;
+  out.push_back({"tok_s_gpu_vs_gpus", "Tokens/s per device vs " + unit + bars, d.str(),
+                 x + "set ylabel 'tokens/s per device'\nset yrange [0:*]\n" +
+                     plot_cmd("tok_s_gpu_vs_gpus", 2, true, false, 11)});
+  out.push_back({"mfu_vs_gpus", "MFU vs " + unit + " " + peak_note, d.str(),
+                 x + "set ylabel 'MFU (%)'\nset yrange [0:*]\n" +
+                     plot_cmd("mfu_vs_gpus", 5, true, false, 12)});
+  if (any_scaling)
+    out.push_back({"scaling_efficiency",
+                   "Scaling efficiency vs " + unit + " (bars: repeats' min-max)", d.str(),
+                   x + "set ylabel 'efficiency'\nset yrange [0:1.15]\n" +
+                       plot_cmd("scaling_efficiency", 8, false, true, 0)});
+
+  // The median step in parts, one stacked bar per point.
+  std::ostringstream bd;
+  bd << "# label compute_s exposed_comm_s data_s ckpt_stall_s other_s "
+        "(other: bubble, waits and what no phase timer covers)\n";
+  for (const auto& p : c.points) {
+    std::string label =
+        std::to_string(p.gpus) + (p.nodes > 1 ? "r/" + std::to_string(p.nodes) + "n" : "r");
+    const RunSummary& r0 = c.runs[p.runs.front()];
+    if (r0.ckpt_interval > 0)
+      label += " " + r0.ckpt_mode + "/" + std::to_string(r0.ckpt_interval);
+    else if (r0.ckpt_load_s > 0)
+      label += " restore";
+    else if (c.series.size() > 1)
+      label += " " + p.layout;
+    for (char& ch : label)
+      if (ch == ' ') ch = '_';
+    bd << '"' << label << "\" " << p.compute_s << ' ' << p.comm_exposed_s << ' ' << p.data_s << ' '
+       << p.ckpt_stall_s << ' ' << p.other_s << '\n';
+  }
   out.push_back(
-      {"tok_s_gpu_vs_gpus", "Tokens/s per device vs " + unit, d.str(),
-       x + "set ylabel 'tokens/s per device'\nset yrange [0:*]\n" + plot_cmd("tok_s_gpu_vs_gpus", 3)});
-  out.push_back({"mfu_vs_gpus", "MFU vs " + unit, d.str(),
-                 x + "set ylabel 'MFU (%)'\nset yrange [0:*]\n" + plot_cmd("mfu_vs_gpus", 4)});
-  out.push_back(
-      {"scaling_efficiency", "Scaling efficiency vs " + unit, d.str(),
-       x + "set ylabel 'efficiency'\nset yrange [0:1.1]\n" + plot_cmd("scaling_efficiency", 5)});
+      {"step_breakdown", "Median step in parts per point", bd.str(),
+       "set label 1 'checkpoint stall: per step on average; exposed communication is one number "
+       "in the step records (not split by tp/dp/pp/ZeRO)' at screen 0.01, screen 0.02 font ',8'\n"
+       "set bmargin 5\nset style data histograms\nset style histogram rowstacked\nset style fill "
+       "solid 0.8 "
+       "border -1\nset boxwidth 0.7\nset ylabel 'seconds per step'\nset yrange [0:*]\n"
+       "set xtics rotate by 45 right noenhanced font ',9'\nset key outside right top\n"
+       "plot 'step_breakdown.dat' u 2:xtic(1) t 'compute' lc rgb '#1f77b4', '' u 3 t 'exposed "
+       "communication' lc rgb '#d62728', '' u 4 t 'data' lc rgb '#2ca02c', '' u 5 t "
+       "'checkpoint stall' lc rgb '#ff7f0e', '' u 6 t 'other (bubble, waits)' lc rgb "
+       "'#bbbbbb'\n"});
+
+  // An MFU sweep: several layouts at one size get one bar each, with the
+  // peak memory beside it.
+  std::vector<const Point*> swept;  // the shown series' points
+  for (const Series* se : shown)
+    for (size_t pi : se->points) swept.push_back(&c.points[pi]);
+  std::map<int, int> layouts_at;
+  for (const Point* p : swept) ++layouts_at[p->gpus];
+  bool sweep = false;
+  for (auto& [g, n] : layouts_at) sweep = sweep || n > 1;
+  if (sweep) {
+    std::ostringstream md;
+    md << "# label mfu_med mfu_lo mfu_hi peak_mem_gib\n";
+    for (const Point* p : swept) {
+      std::string label = std::to_string(p->gpus) + "r_" + p->layout;
+      for (char& ch : label)
+        if (ch == ' ') ch = '_';
+      md << '"' << label << "\" " << p->mfu.med << ' ' << p->mfu.lo << ' ' << p->mfu.hi << ' '
+         << double(p->mem_peak_bytes) / double(1ull << 30) << '\n';
+    }
+    out.push_back(
+        {"mfu_by_layout", "MFU per layout (bars: min-max over repeats) and peak memory", md.str(),
+         "set style fill solid 0.6 border -1\nset boxwidth 0.4 absolute\nset yrange [0:*]\n"
+         "set y2range [0:*]\nset ylabel 'MFU (%)'\nset y2label 'peak memory (GiB, max "
+         "over ranks)'\nset ytics nomirror\nset y2tics\nset xtics rotate by 30 right "
+         "noenhanced\nset key outside right top\nset label 10 '" +
+             q(peak_note) +
+             "' at screen 0.01, screen 0.02 font ',8'\n"
+             "plot 'mfu_by_layout.dat' u ($0-0.2):2:3:4:(0.4):xtic(1) w boxerrorbars lc rgb "
+             "'#1f77b4' t 'MFU', '' u ($0+0.2):5 w boxes axes x1y2 lc rgb '#ff7f0e' t "
+             "'peak memory'\n"});
+  }
+  return out;
+}
+
+std::vector<Plot> ckpt_plots(const CkptStudy& st) {
+  std::vector<Plot> out;
+  if (st.empty()) return out;
+  // Overhead against interval: one block per (size, mode).
+  std::map<std::pair<int, std::string>, std::vector<const CkptPoint*>> by;
+  for (const auto& k : st.points) by[{k.gpus, k.mode}].push_back(&k);
+  std::ostringstream d;
+  d << "# per (ranks, mode) block: interval_steps overhead_pct lo hi stall_pct "
+       "interference_pct\n";
+  std::string cmd = "plot ";
+  size_t bi = 0;
+  for (const auto& [key, ks] : by) {
+    d << "# ranks " << key.first << " mode " << key.second << "\n";
+    for (const auto* k : ks)
+      d << k->interval << ' ' << 100 * k->overhead.med << ' ' << 100 * k->overhead.lo << ' '
+        << 100 * k->overhead.hi << ' ' << 100 * k->stall_share.med << ' '
+        << 100 * k->interference_share.med << '\n';
+    d << "\n\n";
+    cmd += std::string(bi ? ", \\\n  " : "") + "'ckpt_overhead_vs_interval.dat' index " +
+           std::to_string(bi) + " u 1:2:3:4 w yerrorlines pt " +
+           (key.second == "sync" ? "7" : "5") + " dt " + (key.second == "sync" ? "1" : "2") +
+           " t '" + key.second + ", " + std::to_string(key.first) + " rank(s)'";
+    ++bi;
+  }
+  out.push_back({"ckpt_overhead_vs_interval",
+                 "Checkpoint overhead vs interval per mode (stall + background interference, "
+                 "share of step time; bars: min-max over repeats)",
+                 d.str(),
+                 "set logscale x 2\nset xlabel 'checkpoint interval (steps)'\nset ylabel "
+                 "'overhead (% of step time)'\nset yrange [0:*]\nset key top right\n" +
+                     cmd + "\n"});
+
+  // Aggregate write bandwidth against ranks, beside the storage's limit.
+  std::ostringstream b;
+  b << "# per mode block: ranks aggregate_write_MBps bytes_per_checkpoint\n";
+  std::map<std::string, std::vector<const CkptPoint*>> by_mode;
+  for (const auto& k : st.points) by_mode[k.mode].push_back(&k);
+  std::string bcmd = "plot ";
+  bi = 0;
+  for (const auto& [mode, ks] : by_mode) {
+    std::map<int, std::vector<double>> at;
+    std::map<int, double> bytes;
+    for (const auto* k : ks) {
+      at[k->gpus].push_back(k->agg_bw);
+      bytes[k->gpus] = k->bytes;
+    }
+    b << "# mode " << mode << "\n";
+    for (auto& [g, v] : at) {
+      std::sort(v.begin(), v.end());
+      b << g << ' ' << v[v.size() / 2] / 1e6 << ' ' << bytes[g] << '\n';
+    }
+    b << "\n\n";
+    bcmd += std::string(bi ? ", \\\n  " : "") + "'ckpt_write_bandwidth.dat' index " +
+            std::to_string(bi) + " u 1:2 w lp pt 7 t '" + mode +
+            " (median over intervals and repeats)'";
+    ++bi;
+  }
+  if (st.storage.measured)
+    bcmd += ", \\\n  " + num(st.storage.bandwidth / 1e6) +
+            " w l dt 2 lc rgb 'black' t 'storage limit: sequential write of " +
+            num(st.storage.bytes / 1e6) + " MB (" + q(st.storage.method) + ")'";
+  out.push_back({"ckpt_write_bandwidth",
+                 std::string("Aggregate checkpoint write bandwidth vs ranks") +
+                     (st.storage.measured ? "" : " (storage limit not measured)"),
+                 b.str(),
+                 "set logscale x 2\nset xlabel 'ranks'\nset ylabel 'MB/s (bytes of every rank / "
+                 "the slowest write)'\nset yrange [0:*]\nset key bottom right\n" +
+                     bcmd + "\n"});
+
+  if (!st.restore_s.empty()) {
+    std::ostringstream r;
+    r << "# ranks restore_s_median min max\n";
+    for (const auto& [g, sp] : st.restore_s)
+      r << g << ' ' << sp.med << ' ' << sp.lo << ' ' << sp.hi << '\n';
+    out.push_back({"ckpt_restore_time", "Restore time (load at resume, slowest rank) per size",
+                   r.str(),
+                   "set logscale x 2\nset xlabel 'ranks'\nset ylabel 'seconds'\nset yrange "
+                   "[0:*]\nset key top left\nplot 'ckpt_restore_time.dat' u 1:2:3:4 w "
+                   "yerrorlines pt 7 t 'restore (bars: min-max over repeats)'\n"});
+  }
   return out;
 }
 

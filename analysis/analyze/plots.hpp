@@ -1,13 +1,13 @@
-// SVG plots through gnuplot: each plot is a data file plus a gnuplot script
-// written next to the report, then rendered by running `gnuplot script` via
-// popen. Scripts and data stay with the report (editable, re-renderable) and
-// nothing links Boost or gnuplot; without gnuplot on PATH the scripts are
-// still written and the caller lists the skipped SVGs.
+// SVG plots through gnuplot, one renderer for every plot: each plot is a data file plus a gnuplot
+// script written next to the report, then rendered by running `gnuplot script` via popen. Scripts
+// and data stay with the report (editable, re-renderable) and nothing links Boost or gnuplot;
+// without gnuplot on PATH the scripts are still written and the caller lists the skipped SVGs.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "analyze/campaign.hpp"
+#include "analyze/ckpt_study.hpp"
 
 namespace st::analysis {
 
@@ -20,6 +20,8 @@ struct Plot {
 
 std::vector<Plot> run_plots(const RunSummary& s);
 std::vector<Plot> campaign_plots(const Campaign& c);
+// The checkpoint study's plots (none when the campaign has no checkpointed run).
+std::vector<Plot> ckpt_plots(const CkptStudy& st);
 
 // Full path of gnuplot on PATH, or "" (SCALETRAIN_GNUPLOT overrides).
 std::string find_gnuplot();

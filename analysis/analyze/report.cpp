@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "analyze/ckpt_study.hpp"
 #include "analyze/plots.hpp"
 #include "analyze/prediction.hpp"
 #include "core/error.hpp"
@@ -64,7 +65,7 @@ const char* kCsvHeader =
     "run,model,seq_len,gpus,device,mfu,hfu,model_tflop,micro_batch,grad_accum,global_batch,"
     "throughput_seq_s,throughput_tok_s,throughput_tok_s_gpu,global_batch_tokens,precision,"
     "sharding,act_ckpt,num_params,series,scaling,efficiency,window,step_p50_s,peak_flops,"
-    "flops_formula\n";
+    "flops_formula,point,repeats\n";
 
 std::string csv_quote(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -137,6 +138,9 @@ nlohmann::json run_to_json(const RunSummary& s) {
                        {"interference_share", s.ckpt_interference_share},
                        {"persist_s", s.ckpt_persist_s},
                        {"per_checkpoint", cost}}},
+                     {"restore_load_s", s.ckpt_load_s},
+                     {"aggregate_bytes", s.ckpt_agg_bytes},
+                     {"aggregate_write_Bps", s.ckpt_agg_bw},
                      {"write_s_mean", s.ckpt_write_s_mean},
                      {"bytes_mean", s.ckpt_bytes_mean},
                      {"bandwidth_Bps_mean", s.ckpt_bw_mean}};
@@ -243,6 +247,8 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
       << pct(s.ckpt_interference_share, 3) << " of step time | | " << f(s.ckpt_persist_s, 3)
       << " s in all |\n";
   }
+  if (s.ckpt_load_s > 0)
+    o << "\nRestore at start (ckpt_resume, slowest rank): " << f(s.ckpt_load_s, 3) << " s.\n";
   if (s.ckpt_write_s_mean > 0)
     o << "\nBackground write: " << f(s.ckpt_write_s_mean, 3) << " s, "
       << human_bytes(s.ckpt_bytes_mean) << ", " << human_bytes(s.ckpt_bw_mean)
@@ -309,55 +315,142 @@ std::string campaign_csv(const Campaign& c) {
   std::ostringstream o;
   o << kCsvHeader;
   for (size_t si = 0; si < c.series.size(); ++si)
-    for (size_t k = 0; k < c.series[si].runs.size(); ++k) {
-      const RunSummary& r = c.runs[c.series[si].runs[k]];
-      o << csv_quote(r.dir) << ',' << csv_quote(r.model) << ',' << r.seq_len << ',' << r.gpus << ','
-        << csv_quote(r.device) << ',' << f(r.mfu) << ',' << f(r.hfu) << ','
-        << f(r.model_tflops_gpu, 1) << ',' << r.micro_batch << ',' << r.grad_accum << ','
-        << r.global_batch << ',' << f(r.seq_s, 3) << ',' << f(r.tok_s, 1) << ','
-        << f(r.tok_s_gpu, 1) << ',' << r.global_batch_tokens << ',' << r.precision << ','
-        << r.sharding << ',' << r.act_ckpt << ',' << r.n_params << ',' << si << ','
-        << c.series[si].kind << ',' << f(c.series[si].efficiency[k], 4) << ','
-        << csv_quote(r.window_text) << ',' << r.step_p50 << ',' << r.peak << ','
-        << csv_quote(r.formula) << '\n';
+    for (size_t k = 0; k < c.series[si].points.size(); ++k) {
+      const Point& p = c.points[c.series[si].points[k]];
+      for (size_t i : p.runs) {
+        const RunSummary& r = c.runs[i];
+        // The run's own efficiency against the base point's median.
+        const Point& b = c.points[c.series[si].points.front()];
+        const double ideal = b.tok_s.med * double(r.gpus) / double(std::max(1, b.gpus));
+        o << csv_quote(r.dir) << ',' << csv_quote(r.model) << ',' << r.seq_len << ',' << r.gpus
+          << ',' << csv_quote(r.device) << ',' << f(r.mfu) << ',' << f(r.hfu) << ','
+          << f(r.model_tflops_gpu, 1) << ',' << r.micro_batch << ',' << r.grad_accum << ','
+          << r.global_batch << ',' << f(r.seq_s, 3) << ',' << f(r.tok_s, 1) << ','
+          << f(r.tok_s_gpu, 1) << ',' << r.global_batch_tokens << ',' << r.precision << ','
+          << r.sharding << ',' << r.act_ckpt << ',' << r.n_params << ',' << si << ','
+          << c.series[si].kind << ',' << f(ideal > 0 ? r.tok_s / ideal : 0, 4) << ','
+          << csv_quote(r.window_text) << ',' << r.step_p50 << ',' << r.peak << ','
+          << csv_quote(r.formula) << ',' << c.series[si].points[k] << ',' << p.runs.size() << '\n';
+      }
     }
   return o.str();
 }
 
+namespace {
+std::string spread_text(const Spread& s, int prec, double scale = 1) {
+  return f(s.med * scale, prec) + " [" + f(s.lo * scale, prec) + ", " + f(s.hi * scale, prec) + "]";
+}
+
+std::string seconds_text(double s) {
+  if (s >= 86400) return f(s / 86400, 2) + " d";
+  if (s >= 3600) return f(s / 3600, 2) + " h";
+  if (s >= 60) return f(s / 60, 1) + " min";
+  return f(s, 1) + " s";
+}
+
+std::string ckpt_markdown(const CkptStudy& st) {
+  if (st.empty()) return "";
+  std::ostringstream o;
+  o << "## Checkpoint study\n\nOverhead = (stall + background interference) / step time of "
+       "the run, median [min, max] over repeats. Cost per checkpoint C = its stall plus its "
+       "interference; persistence P = first snapshot to last commit. Aggregate bandwidth = "
+       "every rank's bytes of a checkpoint / the slowest rank's write time.\n\n"
+    << "| ranks | mode | interval (steps) | overhead | stall | interference | C (s) | P (s) | "
+       "aggregate write | bytes per checkpoint |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& k : st.points)
+    o << "| " << k.gpus << " | " << k.mode << " | " << k.interval << " | "
+      << spread_text(k.overhead, 3, 100) << "% | " << pct(k.stall_share.med, 3) << " | "
+      << pct(k.interference_share.med, 3) << " | " << f(k.cost_s, 4) << " | " << f(k.persist_s, 4)
+      << " | " << human_bytes(k.agg_bw) << "/s | " << human_bytes(k.bytes) << " |\n";
+  o << "\n**Storage limit:** ";
+  if (st.storage.measured)
+    o << human_bytes(st.storage.bandwidth) << "/s, a sequential write of "
+      << human_bytes(st.storage.bytes) << " in " << f(st.storage.seconds, 3) << " s ("
+      << st.storage.method << ", " << st.storage.path << ").\n\n";
+  else
+    o << "not measured (no storage.json in the campaign folder; slurm/campaigns/finish.sbatch "
+         "writes one for checkpoint campaigns).\n\n";
+  o << "**Restore time** (the slowest rank's load at resume): ";
+  if (st.restore_s.empty())
+    o << "no run of the campaign resumed.\n\n";
+  else {
+    o << "\n\n| ranks | restore (s), median [min, max] |\n|---|---|\n";
+    for (const auto& [g, sp] : st.restore_s)
+      o << "| " << g << " | " << spread_text(sp, 3) << " |\n";
+    o << "\n";
+  }
+  o << "### Optimal interval for a failure rate\n\nThe interval T that minimises the "
+       "expected lost time C/T + (T/2 + P + R)/M for a mean time between failures M "
+       "(Young: T = sqrt(2CM); Daly: T = sqrt(2CM)(1 + sqrt(C/2M)/3 + C/18M) - C; an async "
+       "save cannot come more often than its persistence P). See docs/analysis.md for the "
+       "assumptions.\n\n"
+    << "| ranks | mode | MTBF | C (s) | P (s) | R (s) | Young | Daly | interval | steps | "
+       "expected loss |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& x : st.optimal)
+    o << "| " << x.gpus << " | " << x.mode << " | " << seconds_text(x.mtbf_s) << " | "
+      << f(x.cost_s, 4) << " | " << f(x.persist_s, 4) << " | " << f(x.restore_s, 3) << " | "
+      << seconds_text(x.young_s) << " | " << seconds_text(x.daly_s) << " | "
+      << seconds_text(x.interval_s) << " | " << f(x.steps, 0) << " | " << pct(x.waste, 3) << " |\n";
+  o << "\n";
+  return o.str();
+}
+}  // namespace
+
 std::string campaign_markdown(const Campaign& c, const Written& w) {
   std::ostringstream o;
   o << "# scaletrain campaign report\n\n";
+  if (!c.campaign_peak_source.empty()) o << "**Peak:** " << c.campaign_peak_source << ".\n\n";
+  o << "Runs with the same model, layout and size are repeats of one point: each cell is the "
+       "median over the repeats with [min, max]; tok/s per device also gives p10-p90 over the "
+       "steady-state steps of all repeats. Efficiency = tok/s at N / (tok/s at base x N/base), "
+       "medians.\n\n";
   for (size_t si = 0; si < c.series.size(); ++si) {
     const Series& s = c.series[si];
-    o << "## " << s.model << ": " << s.kind << " scaling, base " << s.base_gpus << " GPUs\n\n";
-    o << "Efficiency = tok/s at N / (tok/s at base x N/base).\n\n";
-    o << "| Model | SeqLen | GPUs | Device | MFU | HFU | Model TFLOP | MicroBatch | GradAccum | "
-         "GlobalBatch | Throughput (S/s) | Throughput (T/s) | T/s/GPU | GlobalBatchTokens | "
-         "Precision | Sharding | ActCkpt | NumParams | Efficiency | Window | Peak |\n";
-    o << "|";
-    for (int i = 0; i < 21; ++i) o << "---|";
-    o << "\n";
-    for (size_t k = 0; k < s.runs.size(); ++k) {
-      const RunSummary& r = c.runs[s.runs[k]];
-      o << "| " << r.model << " | " << r.seq_len << " | " << r.gpus << " | " << r.device << " | "
-        << f(r.mfu) << " | " << f(r.hfu) << " | " << f(r.model_tflops_gpu, 1) << " | "
-        << r.micro_batch << " | " << r.grad_accum << " | " << r.global_batch << " | "
-        << f(r.seq_s, 2) << " | " << f(r.tok_s, 0) << " | " << f(r.tok_s_gpu, 0) << " | "
-        << r.global_batch_tokens << " | " << r.precision << " | " << r.sharding << " | "
-        << r.act_ckpt << " | " << r.n_params << " | " << pct(s.efficiency[k], 1) << " | "
-        << r.window_text << " | " << r.peak_source << " |\n";
+    o << "## " << s.model << ", " << s.layout << ": " << s.kind
+      << (s.kind == "single" ? " point"
+                             : " scaling, base " + std::to_string(s.base_gpus) + " ranks")
+      << "\n\n";
+    o << "| ranks | nodes | repeats | T/s/device [min, max] | T/s/device p10-p90 (steps) | "
+         "T/s [min, max] | MFU % [min, max] | HFU % | step (s) | Efficiency | Predicted T/s/device "
+         "| Predicted MFU % |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (size_t k = 0; k < s.points.size(); ++k) {
+      const Point& p = c.points[s.points[k]];
+      o << "| " << p.gpus << " | " << p.nodes << " | " << p.runs.size() << " | "
+        << spread_text(p.tok_s_gpu, 1) << " | " << f(p.tok_s_gpu_p10, 1) << "-"
+        << f(p.tok_s_gpu_p90, 1) << " | " << spread_text(p.tok_s, 1) << " | "
+        << spread_text(p.mfu, 2) << " | " << f(p.hfu.med) << " | " << f(p.step_s.med, 4) << " | "
+        << (s.kind == "single" ? std::string("-") : spread_text(s.efficiency[k], 1, 100) + "%")
+        << " | " << (p.pred_tok_s_gpu > 0 ? f(p.pred_tok_s_gpu, 1) : "-") << " | "
+        << (p.pred_mfu > 0 ? f(p.pred_mfu) : "-") << " |\n";
     }
     o << "\n";
   }
+  o << "### Runs\n\n";
+  o << "| Run | Model | SeqLen | GPUs | Device | MFU | HFU | Model TFLOP | MicroBatch | GradAccum "
+       "| "
+       "GlobalBatch | Throughput (S/s) | Throughput (T/s) | T/s/GPU | GlobalBatchTokens | "
+       "Precision | Sharding | ActCkpt | NumParams | Window | Peak |\n";
+  o << "|";
+  for (int i = 0; i < 21; ++i) o << "---|";
+  o << "\n";
+  for (const auto& r : c.runs)
+    o << "| " << r.dir << " | " << r.model << " | " << r.seq_len << " | " << r.gpus << " | "
+      << r.device << " | " << f(r.mfu) << " | " << f(r.hfu) << " | " << f(r.model_tflops_gpu, 1)
+      << " | " << r.micro_batch << " | " << r.grad_accum << " | " << r.global_batch << " | "
+      << f(r.seq_s, 2) << " | " << f(r.tok_s, 1) << " | " << f(r.tok_s_gpu, 1) << " | "
+      << r.global_batch_tokens << " | " << r.precision << " | " << r.sharding << " | " << r.act_ckpt
+      << " | " << r.n_params << " | " << r.window_text << " | " << r.peak_source << " |\n";
+  o << "\n";
   if (!c.runs.empty()) o << "FLOP formula: " << c.runs.front().formula << "\n\n";
   o << campaign_prediction_markdown(c.runs);
+  o << ckpt_markdown(checkpoint_study(c, c.mtbf_s, c.storage_json));
   // Checkpoint cost in three parts, per run (each run's report.md has them
   // per checkpoint): shares of the run's total step time, persistence in s.
   bool any_ckpt = false;
   for (const auto& r : c.runs) any_ckpt |= !r.ckpt_cost.empty();
   if (any_ckpt) {
-    o << "## Checkpoint cost\n\nStall and background interference as shares of each run's "
-         "step time; persistence (first snapshot to last commit, overlapping training) in "
+    o << "## Checkpoint cost per run\n\nStall and background interference as shares of each "
+         "run's step time; persistence (first snapshot to last commit, overlapping training) in "
          "seconds, summed over its checkpoints.\n\n"
       << "| run | checkpoints | stall | interference | persistence (s) |\n|---|---|---|---|---|\n";
     for (const auto& r : c.runs)
@@ -377,21 +470,103 @@ Written write_campaign_outputs(const Campaign& c, const std::string& out_dir, bo
   make_dir(out_dir);
   Written w;
   emit(out_dir, "campaign.csv", campaign_csv(c), w);
+  const CkptStudy study = checkpoint_study(c, c.mtbf_s, c.storage_json);
   nlohmann::json j;
   j["runs"] = nlohmann::json::array();
   for (auto& r : c.runs) j["runs"].push_back(run_to_json(r));
+  auto sp = [](const Spread& s) {
+    return nlohmann::json{{"median", s.med}, {"min", s.lo}, {"max", s.hi}};
+  };
+  j["points"] = nlohmann::json::array();
+  for (const auto& p : c.points) {
+    nlohmann::json jp = {{"key", p.key},
+                         {"layout", p.layout},
+                         {"gpus", p.gpus},
+                         {"nodes", p.nodes},
+                         {"tok_s", sp(p.tok_s)},
+                         {"tok_s_gpu", sp(p.tok_s_gpu)},
+                         {"tok_s_gpu_steps_p10", p.tok_s_gpu_p10},
+                         {"tok_s_gpu_steps_p90", p.tok_s_gpu_p90},
+                         {"mfu_pct", sp(p.mfu)},
+                         {"hfu_pct", sp(p.hfu)},
+                         {"step_s", sp(p.step_s)},
+                         {"predicted_tok_s_gpu", p.pred_tok_s_gpu},
+                         {"predicted_mfu_pct", p.pred_mfu},
+                         {"breakdown_s",
+                          {{"compute", p.compute_s},
+                           {"comm_exposed", p.comm_exposed_s},
+                           {"data", p.data_s},
+                           {"ckpt_stall", p.ckpt_stall_s},
+                           {"other", p.other_s}}},
+                         {"mem_peak_bytes", p.mem_peak_bytes}};
+    jp["runs"] = nlohmann::json::array();
+    for (size_t i : p.runs) jp["runs"].push_back(c.runs[i].dir);
+    j["points"].push_back(jp);
+  }
   j["series"] = nlohmann::json::array();
   for (auto& s : c.series) {
     nlohmann::json js = {{"model", s.model},
+                         {"layout", s.layout},
                          {"kind", s.kind},
                          {"base_gpus", s.base_gpus},
-                         {"efficiency", s.efficiency}};
+                         {"points", s.points}};
+    js["efficiency"] = nlohmann::json::array();
+    js["efficiency_min"] = nlohmann::json::array();
+    js["efficiency_max"] = nlohmann::json::array();
+    js["gpus"] = nlohmann::json::array();
+    for (size_t k = 0; k < s.points.size(); ++k) {
+      js["efficiency"].push_back(s.efficiency[k].med);
+      js["efficiency_min"].push_back(s.efficiency[k].lo);
+      js["efficiency_max"].push_back(s.efficiency[k].hi);
+      js["gpus"].push_back(c.points[s.points[k]].gpus);
+    }
     js["runs"] = nlohmann::json::array();
-    for (size_t i : s.runs) js["runs"].push_back(c.runs[i].dir);
+    for (size_t pi : s.points)
+      for (size_t i : c.points[pi].runs) js["runs"].push_back(c.runs[i].dir);
     j["series"].push_back(js);
   }
+  if (!c.campaign_peak_source.empty())
+    j["campaign_peak"] = {{"flops", c.campaign_peak}, {"source", c.campaign_peak_source}};
+  if (!study.empty()) {
+    nlohmann::json ck;
+    ck["optimal"] = nlohmann::json::array();
+    for (const auto& x : study.optimal)
+      ck["optimal"].push_back({{"ranks", x.gpus},
+                               {"mode", x.mode},
+                               {"mtbf_s", x.mtbf_s},
+                               {"cost_s", x.cost_s},
+                               {"persist_s", x.persist_s},
+                               {"restore_s", x.restore_s},
+                               {"young_s", x.young_s},
+                               {"daly_s", x.daly_s},
+                               {"interval_s", x.interval_s},
+                               {"interval_steps", x.steps},
+                               {"expected_loss", x.waste}});
+    ck["points"] = nlohmann::json::array();
+    for (const auto& k : study.points)
+      ck["points"].push_back({{"ranks", k.gpus},
+                              {"mode", k.mode},
+                              {"interval", k.interval},
+                              {"overhead", sp(k.overhead)},
+                              {"cost_s", k.cost_s},
+                              {"persist_s", k.persist_s},
+                              {"aggregate_write_Bps", k.agg_bw},
+                              {"bytes", k.bytes}});
+    ck["restore_s"] = nlohmann::json::array();
+    for (const auto& [g, r] : study.restore_s)
+      ck["restore_s"].push_back({{"ranks", g}, {"load_s", sp(r)}});
+    if (study.storage.measured)
+      ck["storage"] = {{"bytes", study.storage.bytes},
+                       {"seconds", study.storage.seconds},
+                       {"bandwidth_Bps", study.storage.bandwidth},
+                       {"method", study.storage.method}};
+    j["checkpoint_study"] = ck;
+  }
   j["warnings"] = c.warnings;
-  if (plots) plots_into(out_dir, campaign_plots(c), w);
+  if (plots) {
+    plots_into(out_dir, campaign_plots(c), w);
+    plots_into(out_dir, ckpt_plots(study), w);
+  }
   emit(out_dir, "campaign.json",
        j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", w);
   emit(out_dir, "report.md", campaign_markdown(c, w), w);

@@ -3,6 +3,7 @@
 // checkpoint-overhead estimates. Stragglers live in stragglers.cpp.
 #include "analyze/run_summary.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -102,6 +103,24 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
   s.n_heads = ri.n_heads;
   s.global_batch = ri.global_batch;
   s.global_batch_tokens = ri.global_batch_tokens;
+  auto mesh = [&](const char* k) {
+    auto it = ri.mesh.find(k);
+    return it != ri.mesh.end() && it->second > 0 ? it->second : 1;
+  };
+  s.dp = mesh("dp");
+  s.tp = mesh("tp");
+  s.pp = mesh("pp");
+  s.cp = mesh("cp");
+  s.zero_stage = ri.zero_stage;
+  s.nodes = std::max<int>(1, int(ri.hosts.size()));
+  if (const auto c = ri.raw.find("config");
+      c != ri.raw.end() && c->is_object() && c->contains("checkpoint")) {
+    const auto& ck = (*c)["checkpoint"];
+    if (ck.contains("interval") && ck["interval"].is_number_integer())
+      s.ckpt_interval = ck["interval"].get<int>();
+    if (s.ckpt_interval > 0 && ck.contains("mode") && ck["mode"].is_string())
+      s.ckpt_mode = ck["mode"].get<std::string>();
+  }
 
   std::vector<int> good;
   for (int r = 0; r < int(run.ranks.size()); ++r)
@@ -134,13 +153,30 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
       s.mem_peak_bytes = std::max(s.mem_peak_bytes, st.mem_peak_bytes);
     }
 
-  // Window.
+  // Global step time = slowest rank's step (synchronous training).
+  std::vector<double> gstep(n);
+  for (size_t i = 0; i < n; ++i) {
+    gstep[i] = max_of(per_step[i]);
+    s.total_step_s += gstep[i];
+  }
+
+  // Window. The default is the trainer's own (metrics::steady_state, with
+  // the run's train.warmup_steps_excluded unless --warmup is given), so the
+  // report and the trainer's summary line agree.
   const auto& w = opt.window;
   std::set<int64_t> win;
+  int64_t warmup = w.warmup;
+  if (!w.warmup_set) {
+    const auto& cfg = ri.raw.contains("config") ? ri.raw["config"] : nlohmann::json();
+    if (cfg.is_object() && cfg.contains("train") && cfg["train"].is_object() &&
+        cfg["train"].contains("warmup_steps_excluded") &&
+        cfg["train"]["warmup_steps_excluded"].is_number_integer())
+      warmup = cfg["train"]["warmup_steps_excluded"].get<int64_t>();
+  }
   ST_USAGE_CHECK(!w.warmup_set || w.kind == WindowSpec::Kind::Range || w.warmup < int64_t(n),
                  "--warmup ", w.warmup, ": ", run.dir, " recorded only ", n, " step(s) (",
                  steps.front(), "..", steps.back(), "); choose fewer than ", n, " warm-up steps");
-  const int64_t warm = std::min<int64_t>(w.warmup, int64_t(n) - 1);
+  const int64_t warm = std::clamp<int64_t>(warmup, 0, int64_t(n) - 1);
   if (w.kind == WindowSpec::Kind::Range) {
     for (auto st : steps)
       if (st >= w.first && st <= w.last) win.insert(st);
@@ -152,9 +188,9 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
     for (size_t i = b; i < n; ++i) win.insert(steps[i]);
     s.window_text = "last " + std::to_string(w.k) + " steps";
   } else {
-    const size_t after = n - size_t(warm);
-    for (size_t i = size_t(warm) + after / 2; i < n; ++i) win.insert(steps[i]);
-    s.window_text = "back half of the steps after " + std::to_string(warm) + " warm-up step(s)";
+    const auto ss = metrics::steady_state(gstep, warmup);
+    for (size_t i = ss.first; i < ss.end; ++i) win.insert(steps[i]);
+    s.window_text = metrics::steady_state_rule(ss.warmup);
   }
   ST_USAGE_CHECK(!win.empty(), run.dir, ": the window (", s.window_text,
                  ") holds no recorded step; steps recorded: ", steps.front(), "..", steps.back());
@@ -165,16 +201,13 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
   s.window_text = "steps " + std::to_string(s.win_first) + ".." + std::to_string(s.win_last) +
                   " (" + std::to_string(s.win_n) + " steps; " + s.window_text + "; median)";
 
-  // Global step time = slowest rank's step (synchronous training).
-  std::vector<double> gstep(n), wstep, wtok;
-  for (size_t i = 0; i < n; ++i) {
-    gstep[i] = max_of(per_step[i]);
-    s.total_step_s += gstep[i];
+  std::vector<double> wstep, wtok;
+  for (size_t i = 0; i < n; ++i)
     if (win.count(steps[i])) {
       wstep.push_back(gstep[i]);
       wtok.push_back(double(gtok[i] > 0 ? gtok[i] : ri.global_batch_tokens));
+      s.step_s_window.push_back(gstep[i]);
     }
-  }
   s.step_p50 = median(wstep);
   ST_USAGE_CHECK(s.step_p50 > 0, run.dir, ": the median step time (step_s) of the window (",
                  s.window_text,
@@ -262,6 +295,33 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
         }
       }
     }
+  // Aggregate write bandwidth: every rank's bytes of a checkpoint over the
+  // slowest rank's write time, averaged over the checkpoints.
+  {
+    std::map<int64_t, std::pair<double, double>> agg;  // step -> (bytes, max write_s)
+    for (int r : good)
+      for (auto& ev : run.ranks[r].events)
+        if (ev.event == "ckpt_commit") {
+          auto& a = agg[ev.step];
+          a.first += ev.fields.value("bytes", 0.0);
+          a.second = std::max(a.second, ev.fields.value("write_s", 0.0));
+        }
+    double sb = 0, sbw = 0;
+    for (auto& [k, a] : agg) {
+      sb += a.first;
+      sbw += a.second > 0 ? a.first / a.second : 0;
+    }
+    if (!agg.empty()) {
+      s.ckpt_agg_bytes = sb / double(agg.size());
+      s.ckpt_agg_bw = sbw / double(agg.size());
+    }
+  }
+  // The restore at start: the slowest rank's load (every rank loads its part).
+  for (int r : good)
+    for (auto& ev : run.ranks[r].events)
+      if (ev.event == "ckpt_resume")
+        if (auto it = ev.fields.find("load_s"); it != ev.fields.end() && it->is_number())
+          s.ckpt_load_s = std::max(s.ckpt_load_s, it->get<double>());
   if (ck.empty())
     for (size_t i = 0; i < n; ++i)
       if (stall_max[i] > 0) ck.insert(steps[i]);
@@ -301,14 +361,12 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
       stall[steps[i]] = stall_max[i];
     }
     for (int r : good) {
-      double off = 0;
-      for (const auto& e : run.ranks[size_t(r)].events)
-        if (e.event == "clock" && e.fields.value("when", "") == "start")
-          off = e.fields.value("offset_s", 0.0);
+      const telemetry::RankClock& clk = run.ranks[size_t(r)].clock;
       for (const auto& st : run.ranks[size_t(r)].steps)
         if (idx.count(st.step)) {
-          auto [it, fresh] = gt.try_emplace(st.step, st.t_start + off);
-          it->second = std::min(it->second, st.t_start + off);
+          const double t0 = clk.to_rank0(st.t_start);
+          auto [it, fresh] = gt.try_emplace(st.step, t0);
+          it->second = std::min(it->second, t0);
         }
     }
     s.ckpt_cost = checkpoint_costs(run, good, gs, gt, stall, s.step_p50);

@@ -67,12 +67,17 @@ struct RunSummary {
   int gpus = 0, seq_len = 0, micro_batch = 0, grad_accum = 0;
   int64_t n_params = 0, global_batch = 0, global_batch_tokens = 0;
   int n_layers = 0, d_model = 0, n_heads = 0;
+  // layout (what makes two runs repeats of one point, campaign.hpp)
+  int dp = 1, tp = 1, pp = 1, cp = 1, zero_stage = 0, nodes = 1;
+  int ckpt_interval = 0;  // config checkpoint.interval (0: off)
+  std::string ckpt_mode;  // config checkpoint.mode when checkpoints are on
   // window
   std::string window_text;
   int64_t win_first = 0, win_last = 0, win_n = 0, steps_total = 0;
   // throughput
   double step_p50 = 0, step_p90 = 0, step_max = 0, tokens_per_step = 0;
   double tok_s = 0, tok_s_gpu = 0, seq_s = 0;
+  std::vector<double> step_s_window;  // global step time of every window step (spreads)
   // utilization
   std::string formula, peak_source;
   double peak = 0, model_flops_per_seq = 0, hw_flops_per_seq = 0;
@@ -93,6 +98,10 @@ struct RunSummary {
   std::vector<CkptCost> ckpt_cost;
   double ckpt_stall_share = 0, ckpt_interference_s = 0, ckpt_interference_share = 0;
   double ckpt_persist_s = 0;
+  // the restore at start (the ckpt_resume event; 0 when the run did not resume)
+  double ckpt_load_s = 0;
+  // every rank's bytes of one checkpoint, and over the slowest rank's write time
+  double ckpt_agg_bytes = 0, ckpt_agg_bw = 0;
   // stragglers
   std::vector<RankStat> ranks;
   std::vector<HostStat> hosts;

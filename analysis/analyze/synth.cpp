@@ -142,6 +142,8 @@ void write_synthetic_run(const SynthSpec& s) {
                         {"global_batch", gbt / s.seq_len},
                         {"global_batch_tokens", gbt},
                         {"device", {{"name", s.device_name}, {"kind", s.device_kind}}}};
+  if (s.ckpt_interval > 0)
+    run["config"]["checkpoint"] = {{"interval", s.ckpt_interval}, {"mode", "async"}};
   if (s.peak_flops > 0) {
     run["device"]["peak_flops"] = s.peak_flops;
     run["device"]["peak_source"] = "measured";

@@ -18,34 +18,6 @@ using nlohmann::json;
 namespace st::analysis {
 namespace {
 
-struct Clock {
-  double t_start = 0, off_start = 0, t_end = 0, off_end = 0, err = 0;
-  bool have_start = false, have_end = false;
-  double offset(double t) const {
-    if (!have_end || t_end <= t_start) return off_start;
-    const double f = std::clamp((t - t_start) / (t_end - t_start), 0.0, 1.0);
-    return off_start + f * (off_end - off_start);
-  }
-};
-
-Clock clock_of(const telemetry::RankTelemetry& r) {
-  Clock c;
-  for (const auto& e : r.events) {
-    if (e.event != "clock") continue;
-    const std::string when = e.fields.value("when", "");
-    const double off = e.fields.value("offset_s", 0.0), err = e.fields.value("error_s", 0.0);
-    if (when == "start") {
-      // A resumed run measures again: the latest start before the end wins.
-      c.t_start = e.t, c.off_start = off, c.have_start = true, c.have_end = false;
-      c.err = err;
-    } else if (when == "end") {
-      c.t_end = e.t, c.off_end = off, c.have_end = true;
-      c.err = std::max(c.err, err);
-    }
-  }
-  return c;
-}
-
 int track_order(const std::string& k) {
   if (k == "step") return 0;
   if (k == "host") return 1;
@@ -70,10 +42,10 @@ Timeline build_timeline(const telemetry::RunTelemetry& run, int64_t first, int64
       throw UsageError(rt.path +
                        ": no trace records (the run had runtime.trace=off; run with "
                        "runtime.trace=phases or collectives)");
-    const Clock c = clock_of(rt);
+    const telemetry::RankClock& c = rt.clock;
     if (!c.have_start)
       throw UsageError(rt.path + ": no 'clock' event at start; cannot align this rank's times");
-    tl.clock_error_s[size_t(r)] = c.err;
+    tl.clock_error_s[size_t(r)] = c.error_s;
     auto in = [&](int64_t s) { return (first < 0 || s >= first) && (last < 0 || s <= last); };
     for (const auto& tr : rt.traces) {
       if (!in(tr.step)) continue;

@@ -127,7 +127,7 @@ void plots(const std::vector<Candidate>& cands, const Cluster& cl, const std::st
   const double limit = (cl.memory_bytes - cl.memory_reserved) / double(1ull << 30);
   a.script =
       "set xlabel 'predicted peak memory per device (GiB)'\nset ylabel 'predicted tokens/s per "
-      "device'\n"
+      "device'\nset yrange [0:*]\nset xrange [0:*]\n"
       "set key top left\nset arrow from " +
       fx(limit, 3) + ", graph 0 to " + fx(limit, 3) +
       ", graph 1 nohead dt 2 lc rgb 'black'\n"
@@ -147,7 +147,7 @@ void plots(const std::vector<Candidate>& cands, const Cluster& cl, const std::st
   f.data = fd.str();
   f.script =
       "set xlabel 'memory budget per device (GiB)'\nset ylabel 'best predicted tokens/s per "
-      "device'\n"
+      "device'\nset yrange [0:*]\nset xrange [0:*]\n"
       "set key bottom right\nplot 'feasibility_frontier.dat' u 1:2 w steps lw 2 lc rgb '#1f77b4' t "
       "'frontier'\n";
   const std::string gp = analysis::find_gnuplot();
@@ -312,6 +312,17 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
                   {"peak_flops", cl.peak_flops},
                   {"memory_bytes", cl.memory_bytes},
                   {"memory_reserved_bytes", cl.memory_reserved}};
+  // The configuration's own layout (before the knobs vary it): the campaign
+  // drivers' guard finds the job's row by it.
+  j["base"] = {{"tp", base.parallel.tp},
+               {"pp", base.parallel.pp},
+               {"cp", base.parallel.cp},
+               {"sp", base.parallel.sp},
+               {"zero_stage", base.parallel.zero_stage},
+               {"num_model_chunks", base.parallel.num_model_chunks},
+               {"micro_batch", base.train.micro_batch},
+               {"grad_accum", base.train.grad_accum},
+               {"act_ckpt", base.train.act_ckpt}};
   j["command"] = o.command;
   j["counts"] = {{"layouts", cands.size()},
                  {"feasible", feasible},
@@ -419,7 +430,8 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
     analysis::Plot p{
         "weak_scaling", "Predicted weak scaling: tokens/s per device and efficiency", dat.str(),
         "set xlabel 'devices'\nset ylabel 'tokens/s per device'\nset y2label 'efficiency'\n"
-        "set logscale x 2\nset ytics nomirror\nset y2tics\nset y2range [0:1.1]\nset key bottom "
+        "set logscale x 2\nset yrange [0:*]\nset ytics nomirror\nset y2tics\nset y2range "
+        "[0:1.1]\nset key bottom "
         "left\n"
         "plot 'weak_scaling.dat' u 1:2 w lp pt 7 t 'tokens/s per device', '' u 1:3 axes x1y2 w lp "
         "pt 5 t 'efficiency'\n"};

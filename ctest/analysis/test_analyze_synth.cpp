@@ -41,9 +41,9 @@ TEST(AnalyzeSynth, WeakScalingEfficiency) {
   ASSERT_EQ(c.series.size(), 1u);
   EXPECT_EQ(c.series[0].kind, "weak");
   EXPECT_EQ(c.series[0].base_gpus, 8);
-  EXPECT_NEAR(c.series[0].efficiency[0], 1.0, 1e-9);
-  EXPECT_NEAR(c.series[0].efficiency[1], 1.0 / 1.05, 1e-6);
-  EXPECT_NEAR(c.series[0].efficiency[2], 1.0 / 1.1, 1e-6);
+  EXPECT_NEAR(c.series[0].efficiency[0].med, 1.0, 1e-9);
+  EXPECT_NEAR(c.series[0].efficiency[1].med, 1.0 / 1.05, 1e-6);
+  EXPECT_NEAR(c.series[0].efficiency[2].med, 1.0 / 1.1, 1e-6);
   // tokens/s per GPU = micro_batch * seq_len / step time
   EXPECT_NEAR(c.runs[0].tok_s_gpu, 4.0 * 2048 / 1.0, 1e-6);
 }
@@ -63,7 +63,7 @@ TEST(AnalyzeSynth, StrongScalingEfficiency) {
   }
   Campaign c = build_campaign(runs, false);
   EXPECT_EQ(c.series[0].kind, "strong");
-  EXPECT_NEAR(c.series[0].efficiency[1], 1.0 / (0.625 * 2), 1e-6);  // speedup 1.6 on 2x GPUs
+  EXPECT_NEAR(c.series[0].efficiency[1].med, 1.0 / (0.625 * 2), 1e-6);  // speedup 1.6 on 2x GPUs
 }
 
 TEST(AnalyzeSynth, CheckpointOverheadBothWays) {
@@ -121,7 +121,8 @@ TEST(AnalyzeSynth, WindowsMfuAndPeakProvenance) {
   st::metrics::ModelShape m{s.n_params, s.n_layers, s.d_model, s.n_heads, s.seq_len};
   const double seq_s = 8 * 4 / 1.0;
   EXPECT_NEAR(r.mfu, 100 * st::metrics::mpt_model_flops_per_seq(m) * seq_s / (8 * 989e12), 1e-9);
-  EXPECT_NEAR(r.hfu, 100 * st::metrics::mpt_hw_flops_per_seq(m, true) * seq_s / (8 * 989e12), 1e-9);
+  EXPECT_NEAR(r.hfu, 100 * st::metrics::mpt_hw_flops_per_seq(m, "full") * seq_s / (8 * 989e12),
+              1e-9);
   EXPECT_NE(r.peak_source.find("table: H100 SXM"), std::string::npos);
 
   Options o;

@@ -4,7 +4,8 @@
 // equal to predicted / measured - 1 of the two printed numbers, and
 // scaletrain-analyze campaign lists the run's three beside each other. With a
 // cluster file that cannot be read, run.json records why the step time is
-// not predicted (memory still is) and the report says so.
+// not predicted (memory still is) and the report says so. The trainer's
+// summary line and report.md print the same tok/s and MFU (one steady state).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "run_util.hpp"
@@ -125,3 +127,31 @@ TEST(Prediction, UnreadableClusterFileIsRecordedNotInvented) {
 }
 
 }  // namespace
+
+// One steady state: the trainer's last line and scaletrain-analyze's report
+// take the window and statistic from metrics::steady_state, so both print
+// the same tokens/s, tokens/s per device and MFU to the printed precision.
+TEST(Prediction, TrainerSummaryAndReportAgree) {
+  const std::string d = fresh_dir("steady-state");
+  auto r = run(d, "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  const std::regex done(
+      "steady state \\(median step [0-9.]+ s, .*?\\) ([0-9.]+) tok/s, ([0-9.]+) tok/s per "
+      "device, MFU ([0-9.]+)% of .*HFU ([0-9.]+)%");
+  ASSERT_TRUE(std::regex_search(r.output, m, done)) << r.output;
+  auto a = run_cmd(analyze() + " run " + d + " --no-plots");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const std::string md = read_text(d + "/analysis/report.md");
+  auto cell = [&](const std::string& row) {
+    const auto at = md.find("| " + row + " | ");
+    EXPECT_NE(at, std::string::npos) << row << "\n" << md;
+    if (at == std::string::npos) return std::string();
+    const auto b = at + row.size() + 5;
+    return md.substr(b, md.find(" |", b) - b);
+  };
+  EXPECT_EQ(m[1].str(), cell("tokens/s")) << r.output;
+  EXPECT_EQ(m[2].str(), cell("tokens/s per GPU")) << r.output;
+  EXPECT_EQ(m[3].str() + "% / " + m[4].str() + "%", cell("MFU / HFU")) << r.output;
+  std::filesystem::remove_all(d);
+}

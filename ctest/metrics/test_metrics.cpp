@@ -59,7 +59,8 @@ TEST(Metrics, MptTableMfuHfuWithin005Points) {
     ASSERT_TRUE(peak) << r["gpu"] << " " << r["precision"];
     const bool ckpt = r["act_ckpt"] == "True";
     double mfu = 100 * sm::utilization(sm::mpt_model_flops_per_seq(s), seq_s, gpus, peak->flops);
-    double hfu = 100 * sm::utilization(sm::mpt_hw_flops_per_seq(s, ckpt), seq_s, gpus, peak->flops);
+    double hfu = 100 * sm::utilization(sm::mpt_hw_flops_per_seq(s, ckpt ? "full" : "none"), seq_s,
+                                       gpus, peak->flops);
     EXPECT_NEAR(mfu, std::stod(r["mfu"]), 0.05) << r["table"] << " " << r["model"] << " " << gpus;
     EXPECT_NEAR(hfu, std::stod(r["hfu"]), 0.05) << r["table"] << " " << r["model"] << " " << gpus;
     worst_mfu = std::max(worst_mfu, std::abs(mfu - std::stod(r["mfu"])));
@@ -72,8 +73,8 @@ TEST(Metrics, MptTableMfuHfuWithin005Points) {
 TEST(Metrics, SixNTwelveLhqtMatchesMptPerToken) {
   sm::ModelShape s{6'658'000'000, 32, 4096, 32, 2048};
   EXPECT_DOUBLE_EQ(sm::flops_per_token_6n12lhqt(s) * s.seq_len, sm::mpt_model_flops_per_seq(s));
-  EXPECT_DOUBLE_EQ(sm::mpt_hw_flops_per_seq(s, true), 4 * sm::mpt_flops_per_seq_fwd(s));
-  EXPECT_DOUBLE_EQ(sm::mpt_hw_flops_per_seq(s, false), sm::mpt_model_flops_per_seq(s));
+  EXPECT_DOUBLE_EQ(sm::mpt_hw_flops_per_seq(s, "full"), 4 * sm::mpt_flops_per_seq_fwd(s));
+  EXPECT_DOUBLE_EQ(sm::mpt_hw_flops_per_seq(s, "none"), sm::mpt_model_flops_per_seq(s));
 }
 
 TEST(Metrics, PeakNameMatching) {

@@ -115,6 +115,7 @@ class MultiNode : public ::testing::Test {
     const std::string pre =
         ". " + q(dir_ + "/env") + " && cd " + q(st::test::src_dir()) +
         " && export SCALETRAIN_ANALYZE=" + q(build + "/analysis/scaletrain-analyze") +
+        " SCALETRAIN_PLAN=" + q(build + "/analysis/scaletrain-plan") +
         " SCALETRAIN_BIN=" + q(st::test::bin()) + " && ";
     return run_cmd("bash -c " + q("set -euo pipefail; " + pre + cmd));
   }

@@ -78,6 +78,7 @@ class Slurm : public ::testing::Test {
     const std::string build = st::test::env_or("SCALETRAIN_BUILD_DIR", ".");
     std::string pre = ". " + q(dir_ + "/env") + " && cd " + q(st::test::src_dir()) +
                       " && export SCALETRAIN_ANALYZE=" + q(build + "/analysis/scaletrain-analyze") +
+                      " SCALETRAIN_PLAN=" + q(build + "/analysis/scaletrain-plan") +
                       " SCALETRAIN_BIN=" + q(st::test::bin()) + " && ";
     return run_cmd("bash -c " + q("set -euo pipefail; " + pre + cmd));
   }

@@ -140,8 +140,8 @@ int main(int argc, char** argv) {
     if (auto peak = be.peak(cfg)) {
       const double mfu = st::metrics::utilization(st::metrics::mpt_model_flops_per_seq(shape),
                                                   seq_per_s, 1, peak->flops);
-      const double hfu = st::metrics::utilization(
-          st::metrics::mpt_hw_flops_per_seq(shape, /*act_ckpt=*/true), seq_per_s, 1, peak->flops);
+      const double hfu = st::metrics::utilization(st::metrics::mpt_hw_flops_per_seq(shape, "full"),
+                                                  seq_per_s, 1, peak->flops);
       std::printf("peak_tflops=%.1f (%s)\nmfu=%.4f\nhfu=%.4f\n", peak->flops / 1e12,
                   peak->source.c_str(), mfu, hfu);
     } else {

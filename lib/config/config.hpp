@@ -76,8 +76,9 @@ struct DataCfg {
 };
 
 struct CheckpointCfg {
-  int interval = 0;  // 0 disables
-  std::string dir;   // default: <out>/checkpoints
+  int interval = 0;       // 0 disables
+  bool save_last = true;  // with interval > 0: the last step is saved too
+  std::string dir;        // default: <out>/checkpoints
   int keep_last_n = 2;
   std::string resume = "auto";        // auto|none|PATH
   std::string mode = "async";         // async|sync

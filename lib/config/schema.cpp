@@ -155,6 +155,8 @@ std::vector<Key> build() {
       num(F(data, val_batches), 1, 1 << 20, "global batches of held-out windows per evaluation"),
       // checkpoint
       num(F(checkpoint, interval), 0, kBig, "save every N steps; 0 disables"),
+      any(F(checkpoint, save_last),
+          "with checkpoints on, also save the last step when it is not a multiple of interval"),
       any(F(checkpoint, dir), "checkpoint folder; empty = <runtime.out>/checkpoints"),
       num(F(checkpoint, keep_last_n), 1, 1 << 20, "committed checkpoints kept; older are removed"),
       any(F(checkpoint, resume),

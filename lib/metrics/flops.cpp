@@ -12,10 +12,6 @@ double mpt_flops_per_seq_fwd(const ModelShape& m) {
 
 double mpt_model_flops_per_seq(const ModelShape& m) { return 3.0 * mpt_flops_per_seq_fwd(m); }
 
-double mpt_hw_flops_per_seq(const ModelShape& m, bool act_ckpt) {
-  return (act_ckpt ? 4.0 : 3.0) * mpt_flops_per_seq_fwd(m);
-}
-
 double hw_flops_per_seq(const ModelShape& m, double model_flops_per_seq,
                         const std::string& act_ckpt) {
   const double T = m.seq_len;

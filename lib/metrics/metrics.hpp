@@ -23,17 +23,18 @@ struct ModelShape {
 double mpt_flops_per_seq_fwd(const ModelShape& m);
 // Model FLOPs per sequence (MFU numerator): forward + backward = 3x forward.
 double mpt_model_flops_per_seq(const ModelShape& m);
-// Hardware FLOPs per sequence (HFU numerator): 4x forward when activation
-// checkpointing recomputes the forward, else 3x (same as model FLOPs).
-double mpt_hw_flops_per_seq(const ModelShape& m, bool act_ckpt);
-
 // Hardware FLOPs per sequence (HFU numerator) for an activation-checkpointing
 // mode: the model FLOPs plus what is recomputed, the whole forward
 // (model / 3) under "full", the attention core (QK^T and AV, 4*L*d*T^2)
 // under "selective", nothing under "none". Works with either model-FLOPs
-// formula (MPT or 6N+12LHQT); scaletrain-analyze and scaletrain-plan both use it.
+// formula (MPT or 6N+12LHQT). The one HFU numerator: the trainer, --dry-run,
+// scaletrain-analyze and scaletrain-plan all call it.
 double hw_flops_per_seq(const ModelShape& m, double model_flops_per_seq,
                         const std::string& act_ckpt);
+// The same with the MPT model FLOPs (what the trainer and --dry-run print).
+inline double mpt_hw_flops_per_seq(const ModelShape& m, const std::string& act_ckpt) {
+  return hw_flops_per_seq(m, mpt_model_flops_per_seq(m), act_ckpt);
+}
 
 // Training FLOPs per *token* in the PaLM form (Chowdhery et al. 2022, App. B):
 //   6*N + 12*L*H*Q*T
@@ -46,6 +47,22 @@ double flops_per_token_6n12lhqt(const ModelShape& m);
 
 // MFU / HFU as fractions (0..1): flops_per_seq * seq_per_s / (gpus * peak).
 double utilization(double flops_per_seq, double seq_per_s, int n_devices, double peak_flops);
+
+// The steady state every summary reports (the trainer's last line, every
+// scaletrain-analyze report): of the steps after the first `warmup` (fewer
+// when the run holds fewer, so one step is always left), the back half; the
+// statistic is the median of the window's step times (the slowest rank's
+// time per step), by linear interpolation between closest ranks.
+struct SteadyState {
+  size_t first = 0, end = 0;  // window = step_s[first, end)
+  int64_t warmup = 0;         // warm-up steps actually dropped
+  double step_s = 0;          // median step time over the window
+};
+SteadyState steady_state(const std::vector<double>& step_s, int64_t warmup);
+// The window's rule in words, for reports.
+std::string steady_state_rule(int64_t warmup);
+// Median with linear interpolation (numpy's default percentile method).
+double median(std::vector<double> v);
 
 struct Peak {
   std::string device;     // canonical name, e.g. "H100 SXM"

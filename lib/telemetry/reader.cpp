@@ -249,6 +249,12 @@ std::vector<int> RunTelemetry::flagged_ranks() const {
   return out;
 }
 
+double RankClock::offset(double t) const {
+  if (!have_end || t_end <= t_start) return off_start;
+  const double f = std::clamp((t - t_start) / (t_end - t_start), 0.0, 1.0);
+  return off_start + f * (off_end - off_start);
+}
+
 RankTelemetry read_rank_file(const std::string& path, bool keep_traces) {
   RankTelemetry rt;
   rt.path = path;
@@ -353,6 +359,19 @@ RankTelemetry read_rank_file(const std::string& path, bool keep_traces) {
     } else {
       rt.errors.push_back(loc(path, ln) + ": field 'type': unknown record type \"" + type +
                           "\" (expected step, trace or event)");
+    }
+  }
+  for (const auto& e : rt.events) {
+    if (e.event != "clock") continue;
+    const std::string when = e.fields.value("when", "");
+    const double off = e.fields.value("offset_s", 0.0), err = e.fields.value("error_s", 0.0);
+    RankClock& c = rt.clock;
+    if (when == "start") {
+      c.t_start = e.t, c.off_start = off, c.have_start = true, c.have_end = false;
+      c.error_s = err;
+    } else if (when == "end") {
+      c.t_end = e.t, c.off_end = off, c.have_end = true;
+      c.error_s = std::max(c.error_s, err);
     }
   }
   if (replay_from >= 0)

@@ -53,9 +53,23 @@ struct RankHeader {
   std::map<std::string, int> mesh, coords;
 };
 
+// The rank's clock against rank 0's, from its `clock` events (MPI
+// ping-pongs at the start and the end of the run): the offset interpolated
+// between the two, the start's alone when the run has no end; a resumed run
+// measures again, and the latest start wins. The one alignment every
+// analysis uses (trace timelines, checkpoint costs, step starts).
+struct RankClock {
+  double t_start = 0, off_start = 0, t_end = 0, off_end = 0;
+  double error_s = 0;  // the larger of the two measurements' error bounds
+  bool have_start = false, have_end = false;
+  double offset(double t) const;
+  double to_rank0(double t) const { return t + offset(t); }
+};
+
 struct RankTelemetry {
   std::string path;
   RankHeader header;
+  RankClock clock;                // from the clock events (offset 0 without any)
   std::vector<StepRecord> steps;  // ascending step; a resumed run's replay replaces
   std::vector<EventRecord> events;
   std::vector<TraceRecord> traces;    // only with keep_traces

@@ -2,7 +2,9 @@
 # common.sh: what every campaign driver shares (sourced, not run): the site
 # flags (account, partition, QoS, time, data, GPUs) from flags or the
 # environment, the campaign folder, one sbatch line per configuration
-# (printed under --dry-run, submitted otherwise), and the final dependent job
+# (printed under --dry-run, submitted otherwise) once the planner has passed
+# every job (plan_check: a job predicted not to fit stops the driver unless
+# --force), and the final dependent job
 # that analyses the campaign and writes its README.md. Nothing site-specific is
 # hardcoded: an unset account, partition or QoS is simply not passed to sbatch.
 # Drivers: weak_scaling.sh, mfu_sweep.sh, ckpt_overhead.sh (docs/campaigns.md).
@@ -20,6 +22,10 @@ gpus_per_node=${SCALETRAIN_GPUS_PER_NODE:-0}
 ranks_per_node=${SCALETRAIN_RANKS_PER_NODE:-}
 cpus_per_task=${SCALETRAIN_CPUS_PER_TASK:-}
 exclusive=${SCALETRAIN_EXCLUSIVE:-1}
+cluster_file=${SCALETRAIN_CLUSTER_FILE:-}
+plan_bin=${SCALETRAIN_PLAN:-}
+force=0
+local_run=0
 dry_run=0
 campaign_name=""
 note=""
@@ -41,6 +47,14 @@ COMMON_USAGE="site flags (environment variable in brackets; flags win):
   --shared               do not ask for whole nodes (default --exclusive) [SCALETRAIN_EXCLUSIVE=0]
   --sbatch ARG           extra sbatch argument, repeatable (e.g. --sbatch=--constraint=h100)
   --set K=V              extra trainer override for every job, repeatable
+  --cluster FILE         cluster file the planner checks every job against before it is
+                         submitted (default configs/clusters/h100-sxm-80gb.yaml with
+                         --gpus-per-node, else cpu-local.yaml) [SCALETRAIN_CLUSTER_FILE]
+  --force                submit jobs the planner predicts not to fit
+  --local                no Slurm: run the jobs one after another on this machine
+                         (slurm/scaletrain.sbatch under mpirun), the load average
+                         recorded before and after each in the campaign's load.txt,
+                         then the analysis (finish.sbatch)
   --dry-run              print the sbatch lines, submit nothing, write nothing"
 
 # parse_common_flag "$@": consumes one common flag; sets `shift_by` (0 = not ours).
@@ -61,6 +75,9 @@ parse_common_flag() {
     --sbatch) extra_sbatch+=("$2") ;;
     --sbatch=*) extra_sbatch+=("${1#--sbatch=}"); shift_by=1 ;;
     --set) extra_sets+=("$2") ;;
+    --cluster) cluster_file=$2 ;;
+    --force) force=1; shift_by=1 ;;
+    --local) local_run=1; shift_by=1 ;;
     --shared) exclusive=0; shift_by=1 ;;
     --dry-run) dry_run=1; shift_by=1 ;;
     *) shift_by=0 ;;
@@ -102,6 +119,10 @@ campaign_init() {
     } >"$camp/invocation.txt"
   fi
   job_ids=()
+  pending=()
+  pending_names=()
+  pending_after=()
+  declare -gA job_of=()
 }
 
 # trainer_common_sets: overrides every job of a campaign gets.
@@ -128,7 +149,49 @@ submit() {
   [[ -n $cpus_per_task ]] && line+=(--cpus-per-task="$cpus_per_task")
   ((exclusive == 1)) && line+=(--exclusive)
   line+=("${extra_sbatch[@]}" slurm/scaletrain.sbatch "$@" --set "runtime.name=$name" --out "$camp/runs/$name")
-  emit_line "${line[@]}"
+  plan_check "$name" "$ranks" "$@"
+  # Submitted by campaign_finish once every job has passed the planner.
+  if ((local_run == 1)); then
+    line=(env SLURM_NTASKS="$ranks" SLURM_NNODES="$nodes" SLURM_JOB_NAME="$campaign_name:$name"
+      ${cpus_per_task:+SLURM_CPUS_PER_TASK=$cpus_per_task}
+      SCALETRAIN_LAUNCHER_ARGS="${SCALETRAIN_LAUNCHER_ARGS:---oversubscribe}"
+      bash slurm/scaletrain.sbatch "$@" --set "runtime.name=$name" --out "$camp/runs/$name")
+  fi
+  pending+=("$(printf '%q ' "${line[@]}")")
+  pending_names+=("$name")
+  pending_after+=("${after:-}")
+}
+
+# plan_check NAME RANKS TRAINER_ARGS...: the planner's verdict on one job
+# (plan_guard.py): a job predicted not to fit stops the driver (exit 3) with
+# its predicted peak and the nearest feasible layout, unless --force.
+plan_check() {
+  local name=$1 ranks=$2
+  shift 2
+  local cl=$cluster_file plan=$plan_bin
+  if [[ -z $cl ]]; then
+    if ((gpus_per_node > 0)); then cl=configs/clusters/h100-sxm-80gb.yaml; else cl=configs/clusters/cpu-local.yaml; fi
+  fi
+  [[ -f $cl ]] || campaign_die "--cluster '$cl': no such cluster file (configs/clusters/*.yaml)"
+  [[ -z $plan ]] && plan=$ST_ROOT/build/analysis/scaletrain-plan
+  if [[ ! -x $plan ]]; then
+    ((force == 1)) && { echo "plan_check: $name not checked ('$plan' not built; --force)" >&2; return 0; }
+    campaign_die "the planner '$plan' is not built (set SCALETRAIN_PLAN); --force submits unchecked"
+  fi
+  local rc=0
+  python3 "$ST_ROOT/slurm/campaigns/plan_guard.py" --plan "$plan" --cluster "$cl" --devices "$ranks" \
+    --devices-per-node "$ranks_per_node" --name "$name" -- "$@" >&2 || rc=$?
+  ((rc == 0)) && return 0
+  if ((rc == 3 && force == 1)); then
+    echo "plan_check: submitting $name anyway (--force)" >&2
+    return 0
+  fi
+  if ((rc == 3)); then
+    # Nothing was submitted yet: leave no campaign folder behind.
+    if ((dry_run == 0)) && [[ -n ${camp:-} && -d $camp ]]; then rm -rf "$camp"; fi
+    exit 3
+  fi
+  campaign_die "plan check of $name failed (exit $rc)"
 }
 
 # quote_args ARGS...: shell words, quoted only where the shell needs it.
@@ -161,7 +224,21 @@ emit_line() {
 # shellcheck disable=SC2120  # the arguments are optional
 campaign_finish() {  # campaign_finish [scaletrain-analyze campaign args...]
   local dep="afterany"
-  local id line
+  local id line i
+  if ((local_run == 1)); then
+    campaign_run_local "$@"
+    return
+  fi
+  for i in "${!pending[@]}"; do
+    eval "line=(${pending[$i]})"
+    # A job after another (a restore from its checkpoint): afterok on its id.
+    if [[ -n ${pending_after[$i]} ]]; then
+      id=${job_of[${pending_after[$i]}]:-JOBID}
+      line=("${line[0]}" --dependency="afterok:$id" "${line[@]:1}")
+    fi
+    emit_line "${line[@]}"
+    ((dry_run == 1)) || job_of[${pending_names[$i]}]=${job_ids[-1]}
+  done
   for id in "${job_ids[@]}"; do dep+=":$id"; done
   ((${#job_ids[@]} == 0)) && dep="afterany:JOBIDS"
   line=(sbatch --parsable --job-name="$campaign_name:analyze" --nodes=1 --ntasks=1
@@ -175,4 +252,26 @@ campaign_finish() {  # campaign_finish [scaletrain-analyze campaign args...]
     echo "campaign folder: $camp (README.md appears when job ${job_ids[-1]} has run)"
     echo "${job_ids[-1]}" >"$camp/slurm/analyze.jobid"
   fi
+}
+
+# campaign_run_local [analyze args...]: --local: every job now, one after
+# another, with the load average before and after each in load.txt, then
+# the analysis.
+campaign_run_local() {
+  local i line rc
+  for i in "${!pending[@]}"; do
+    eval "line=(${pending[$i]})"
+    if ((dry_run == 1)); then
+      echo "$(quote_args "${line[@]}")"
+      continue
+    fi
+    echo "$(quote_args "${line[@]}")" >>"$camp/invocation.txt"
+    echo "load before ${pending_names[$i]}: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$camp/load.txt"
+    echo "running ${pending_names[$i]} (log $camp/slurm/${pending_names[$i]}-local.out)"
+    rc=0
+    "${line[@]}" >"$camp/slurm/${pending_names[$i]}-local.out" 2>&1 || rc=$?
+    echo "load after ${pending_names[$i]}: $(cut -d' ' -f1-3 /proc/loadavg) (exit $rc)" >>"$camp/load.txt"
+  done
+  ((dry_run == 1)) && { echo "bash slurm/campaigns/finish.sbatch $camp $*"; return 0; }
+  bash slurm/campaigns/finish.sbatch "$camp" "$@"
 }

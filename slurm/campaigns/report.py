@@ -73,8 +73,11 @@ def main():
     if camp_json and not one_size:  # scaling efficiency per run, from each accepted series
         for ser in camp_json.get("series", []):
             kinds.append(f"{ser.get('model')}: {ser.get('kind')} scaling, base {ser.get('base_gpus')} rank(s)")
-            for d, e in zip(ser.get("runs", []), ser.get("efficiency", [])):
-                eff[os.path.basename(str(d).rstrip("/"))] = e
+            # efficiency per point (repeats share their point's median)
+            pts = camp_json.get("points", [])
+            for pi, e in zip(ser.get("points", []), ser.get("efficiency", [])):
+                for d in (pts[pi].get("runs", []) if pi < len(pts) else []):
+                    eff[os.path.basename(str(d).rstrip("/"))] = e
 
     first = runs[0]["run"]
     starts = sorted(r["run"].get("start_time", "") for r in runs if r["run"].get("start_time"))
@@ -86,6 +89,8 @@ def main():
     else:
         hw += f"; nodes: {', '.join(hosts)}"
     peaks = {r["sum"].get("peak_source") for r in runs if r["sum"].get("peak_source")}
+    if camp_json and camp_json.get("campaign_peak"):
+        peaks = {camp_json["campaign_peak"]["source"] + " (the per-run table below keeps each run's own)"}
     m = first.get("model", {})
     model = (f"{m.get('name', '?')}: {m.get('n_params', 0):,} parameters, {m.get('n_layers')} layers, "
              f"d_model {m.get('d_model')}, {m.get('n_heads')} heads ({m.get('n_kv_heads')} kv), "
@@ -116,6 +121,22 @@ def main():
             notes = [ln[len("# note:"):].strip() for ln in f if ln.startswith("# note:")]
     if notes:
         out.append("Note: " + " ".join(notes) + "\n")
+    load_txt = os.path.join(camp, "load.txt")
+    if os.path.exists(load_txt):  # --local: the load average around every job
+        with open(load_txt) as f:
+            lines = [ln.rstrip() for ln in f if ln.strip()]
+        worst = 0.0
+        for ln in lines:
+            try:
+                worst = max(worst, float(ln.split(":", 1)[1].split()[0]))
+            except (IndexError, ValueError):
+                pass
+        cores = os.cpu_count() or 1
+        if worst > cores:
+            out.append(f"**Not a clean measurement: the 1-minute load average reached {worst:g} on "
+                       f"{cores} cores during the runs (other work shared the machine).**\n")
+        out.append("Load average (1, 5, 15 min) before and after each job:\n")
+        out.append("```\n" + "\n".join(lines) + "\n```\n")
     if os.path.exists(inv):
         with open(inv) as f:
             out.append("## Driver invocation\n\nRun from the repository root; then the sbatch line of each job.\n")
@@ -146,8 +167,9 @@ def main():
         with open(ctxt) as f:
             out.append("`scaletrain-analyze campaign` said:\n\n```\n" + f.read().rstrip() + "\n```\n")
 
-    plots = [p for p in ("tok_s_gpu_vs_gpus.svg", "mfu_vs_gpus.svg", "scaling_efficiency.svg")
-             if os.path.exists(os.path.join(camp, "analysis", p))]
+    order = ["tok_s_gpu_vs_gpus", "mfu_vs_gpus", "scaling_efficiency", "step_breakdown",
+             "mfu_by_layout", "ckpt_overhead_vs_interval", "ckpt_write_bandwidth", "ckpt_restore_time"]
+    plots = [p + ".svg" for p in order if os.path.exists(os.path.join(camp, "analysis", p + ".svg"))]
     if plots:
         out.append("## Plots\n")
         for p in plots:

@@ -1,10 +1,15 @@
 set terminal svg size 900,500 dynamic font 'sans,11'
 set output 'mfu_vs_gpus.svg'
-set title 'MFU vs CPU ranks'
+set title 'MFU vs CPU ranks at one peak for every run, 31.1458 GFLOP/s per rank (measured once, at the smallest size)'
 set grid
 set logscale x 2
 set xlabel 'CPU ranks'
-set key bottom left
+set key outside bottom center vertical maxrows 4 font ',9'
+set bmargin 9
+set arrow from 1.41421, graph 0 to 1.41421, graph 1 nohead dt 4 lc rgb '#555555'
+set label 'jobs leave one node' at 1.41421, graph 0.96 offset 0.5,0 font ',9'
+set label 10 'bars: min-max over repeats or p10-p90 over steady-state steps, the wider' at screen 0.01, screen 0.02 font ',8'
 set ylabel 'MFU (%)'
 set yrange [0:*]
-plot 'mfu_vs_gpus.dat' index 0 u 2:4 w lp pt 7 t 'default (weak)'
+plot 'mfu_vs_gpus.dat' index 0 u 1:5:6:7 w yerrorlines pt 7 lc rgb '#1f77b4' t 'default, tp1 pp1 cp1 ZeRO0 act none mb2 fp32 (weak)', \
+  59.4914 w l dt 2 lc rgb '#1f77b4' t 'ideal (1-rank value held)'

@@ -4,7 +4,12 @@ set title 'Tokens/s per device vs CPU ranks'
 set grid
 set logscale x 2
 set xlabel 'CPU ranks'
-set key bottom left
+set key outside bottom center vertical maxrows 4 font ',9'
+set bmargin 9
+set arrow from 1.41421, graph 0 to 1.41421, graph 1 nohead dt 4 lc rgb '#555555'
+set label 'jobs leave one node' at 1.41421, graph 0.96 offset 0.5,0 font ',9'
+set label 10 'bars: min-max over repeats or p10-p90 over steady-state steps, the wider' at screen 0.01, screen 0.02 font ',8'
 set ylabel 'tokens/s per device'
 set yrange [0:*]
-plot 'tok_s_gpu_vs_gpus.dat' index 0 u 2:3 w lp pt 7 t 'default (weak)'
+plot 'tok_s_gpu_vs_gpus.dat' index 0 u 1:2:3:4 w yerrorlines pt 7 lc rgb '#1f77b4' t 'default, tp1 pp1 cp1 ZeRO0 act none mb2 fp32 (weak)', \
+  149.057 w l dt 2 lc rgb '#1f77b4' t 'ideal (1-rank value held)'

@@ -1,0 +1,181 @@
+// The checkpoint-overhead study (see ckpt_study.hpp).
+#include "analyze/ckpt_study.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "analyze/stats.hpp"
+#include "core/error.hpp"
+#include "core/util.hpp"
+
+namespace st::analysis {
+namespace {
+Spread spread_of(const std::vector<double>& v) {
+  if (v.empty()) return {};
+  return {median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+}
+}  // namespace
+
+double young_interval(double cost_s, double mtbf_s) {
+  if (cost_s <= 0 || mtbf_s <= 0) return 0;
+  return std::sqrt(2 * cost_s * mtbf_s);
+}
+
+double daly_interval(double cost_s, double mtbf_s) {
+  if (cost_s <= 0 || mtbf_s <= 0) return 0;
+  if (cost_s >= 2 * mtbf_s) return mtbf_s;
+  const double x = cost_s / (2 * mtbf_s);
+  return std::sqrt(2 * cost_s * mtbf_s) * (1 + std::sqrt(x) / 3 + x / 9) - cost_s;
+}
+
+double expected_waste(double interval_s, double cost_s, double persist_s, double restore_s,
+                      double mtbf_s) {
+  if (interval_s <= 0 || mtbf_s <= 0) return 0;
+  return cost_s / interval_s + (interval_s / 2 + persist_s + restore_s) / mtbf_s;
+}
+
+std::vector<double> parse_mtbf_list(const std::string& text) {
+  std::vector<double> out;
+  for (const auto& item : split(text, ',')) {
+    const auto bad = [&] {
+      return UsageError("--mtbf: invalid value '" + item +
+                        "' (valid: a positive number of seconds, or with a unit s, m, h, d; "
+                        "comma-separated, e.g. 6h,24h,7d)");
+    };
+    if (item.empty()) throw bad();
+    double unit = 1;
+    std::string num = item;
+    switch (item.back()) {
+      case 's':
+        unit = 1;
+        num.pop_back();
+        break;
+      case 'm':
+        unit = 60;
+        num.pop_back();
+        break;
+      case 'h':
+        unit = 3600;
+        num.pop_back();
+        break;
+      case 'd':
+        unit = 86400;
+        num.pop_back();
+        break;
+      default:
+        break;
+    }
+    double v = 0;
+    try {
+      size_t pos = 0;
+      v = std::stod(num, &pos);
+      if (pos != num.size()) throw bad();
+    } catch (const std::logic_error&) {
+      throw bad();
+    }
+    if (!std::isfinite(v) || v <= 0) throw bad();
+    out.push_back(v * unit);
+  }
+  if (out.empty()) throw UsageError("--mtbf: no value given (e.g. --mtbf 6h,24h,7d)");
+  return out;
+}
+
+CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
+                           const std::string& storage_json) {
+  CkptStudy st;
+  std::map<int, std::vector<double>> restore;
+  for (size_t pi = 0; pi < c.points.size(); ++pi) {
+    const Point& p = c.points[pi];
+    std::vector<double> ov, ss, is, cost, persist, bw, bytes, load;
+    const RunSummary& f = c.runs[p.runs.front()];
+    for (size_t i : p.runs) {
+      const RunSummary& r = c.runs[i];
+      if (r.ckpt_load_s > 0) load.push_back(r.ckpt_load_s);
+      if (r.ckpt_cost.empty()) continue;
+      ss.push_back(r.ckpt_stall_share);
+      is.push_back(r.ckpt_interference_share);
+      ov.push_back(r.ckpt_stall_share + std::max(0.0, r.ckpt_interference_share));
+      double cs = 0, ps = 0;
+      for (const auto& k : r.ckpt_cost) {
+        cs += k.stall_s + std::max(0.0, k.interference_s);
+        ps += k.persist_s;
+      }
+      cost.push_back(cs / double(r.ckpt_cost.size()));
+      persist.push_back(ps / double(r.ckpt_cost.size()));
+      bw.push_back(r.ckpt_agg_bw);
+      bytes.push_back(r.ckpt_agg_bytes);
+    }
+    for (double l : load) restore[p.gpus].push_back(l);
+    if (ov.empty() || f.ckpt_interval <= 0) continue;
+    CkptPoint k;
+    k.point = pi;
+    k.gpus = p.gpus;
+    k.interval = f.ckpt_interval;
+    k.mode = f.ckpt_mode;
+    k.overhead = spread_of(ov);
+    k.stall_share = spread_of(ss);
+    k.interference_share = spread_of(is);
+    k.cost_s = median(cost);
+    k.persist_s = median(persist);
+    k.agg_bw = median(bw);
+    k.bytes = median(bytes);
+    k.step_s = p.step_s.med;
+    st.points.push_back(k);
+  }
+  std::sort(st.points.begin(), st.points.end(), [](const CkptPoint& a, const CkptPoint& b) {
+    return std::tie(a.gpus, a.mode, a.interval) < std::tie(b.gpus, b.mode, b.interval);
+  });
+  for (auto& [g, v] : restore) st.restore_s.push_back({g, spread_of(v)});
+  // The optimal interval per size and mode: the cost and persistence per
+  // checkpoint pooled over that size's and mode's intervals (medians).
+  std::map<std::pair<int, std::string>, std::vector<const CkptPoint*>> by;
+  for (const auto& k : st.points) by[{k.gpus, k.mode}].push_back(&k);
+  for (const auto& [key, ks] : by) {
+    std::vector<double> cost, persist, step;
+    for (const auto* k : ks) {
+      cost.push_back(k->cost_s);
+      persist.push_back(k->persist_s);
+      step.push_back(k->step_s);
+    }
+    double rs = 0;
+    for (const auto& [g, sp] : st.restore_s)
+      if (g == key.first) rs = sp.med;
+    for (double m : mtbf_s) {
+      OptimalInterval o;
+      o.gpus = key.first;
+      o.mode = key.second;
+      o.mtbf_s = m;
+      o.cost_s = median(cost);
+      o.persist_s = median(persist);
+      o.restore_s = rs;
+      o.step_s = median(step);
+      o.young_s = young_interval(o.cost_s, m);
+      o.daly_s = daly_interval(o.cost_s, m);
+      // An async save cannot start before the previous one persisted.
+      o.interval_s = std::max(o.daly_s, o.mode == "async" ? o.persist_s : 0.0);
+      o.steps = o.step_s > 0 ? o.interval_s / o.step_s : 0;
+      o.waste = expected_waste(o.interval_s, o.cost_s, o.persist_s, o.restore_s, m);
+      st.optimal.push_back(o);
+    }
+  }
+  if (!storage_json.empty() && std::filesystem::is_regular_file(storage_json)) {
+    try {
+      const auto j = nlohmann::json::parse(read_file(storage_json));
+      st.storage.bytes = j.at("bytes").get<double>();
+      st.storage.seconds = j.at("seconds").get<double>();
+      st.storage.bandwidth = st.storage.seconds > 0 ? st.storage.bytes / st.storage.seconds : 0;
+      st.storage.path = j.value("path", "");
+      st.storage.method = j.value("method", "");
+      st.storage.measured = st.storage.bandwidth > 0;
+    } catch (const std::exception& e) {
+      throw UsageError(storage_json + ": not a storage measurement (" + e.what() +
+                       "); expected {\"bytes\": B, \"seconds\": S, ...}");
+    }
+  }
+  return st;
+}
+
+}  // namespace st::analysis

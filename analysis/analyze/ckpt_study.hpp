@@ -1,0 +1,67 @@
+// The checkpoint-overhead study of a campaign (slurm/campaigns/ckpt_overhead.sh):
+// overhead against interval per mode and size, aggregate write bandwidth
+// against ranks beside the storage's own sequential-write limit, restore
+// time per size, and the interval that minimises lost work plus overhead for
+// a mean time between failures (Young 1974, Daly 2006). docs/analysis.md
+// states the formula and its assumptions.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "analyze/campaign.hpp"
+
+namespace st::analysis {
+
+// Young's first-order optimum: sqrt(2 C M) for a checkpoint cost C and MTBF M
+// (seconds).
+double young_interval(double cost_s, double mtbf_s);
+// Daly's higher-order optimum: sqrt(2CM) (1 + sqrt(C/2M)/3 + C/(18M)) - C when
+// C < 2M, else M.
+double daly_interval(double cost_s, double mtbf_s);
+// Expected fraction of time lost at interval T: C/T (checkpointing) plus
+// (T/2 + P + R)/M (the work since the last persisted checkpoint, the
+// persistence window P that a failure can also cost, and the restart R).
+double expected_waste(double interval_s, double cost_s, double persist_s, double restore_s,
+                      double mtbf_s);
+
+struct CkptPoint {   // one (size, mode, interval) point of the study
+  size_t point = 0;  // index into Campaign::points
+  int gpus = 0, interval = 0;
+  std::string mode;
+  Spread overhead;  // (stall + interference) / step time of the run, over repeats
+  Spread stall_share, interference_share;
+  double cost_s = 0;     // per checkpoint: stall + interference (median over repeats)
+  double persist_s = 0;  // per checkpoint: first snapshot to last commit
+  double agg_bw = 0;     // aggregate write bandwidth (B/s), median over repeats
+  double bytes = 0;      // every rank's bytes of one checkpoint
+  double step_s = 0;     // median step time
+};
+struct OptimalInterval {
+  int gpus = 0;
+  std::string mode;
+  double mtbf_s = 0, cost_s = 0, persist_s = 0, restore_s = 0, step_s = 0;
+  double young_s = 0, daly_s = 0, interval_s = 0;  // interval_s: max(daly, persist)
+  double steps = 0, waste = 0;                     // at interval_s
+};
+struct StorageLimit {
+  bool measured = false;
+  double bytes = 0, seconds = 0, bandwidth = 0;
+  std::string path, method;
+};
+struct CkptStudy {
+  std::vector<CkptPoint> points;
+  std::vector<std::pair<int, Spread>> restore_s;  // (ranks, load time over resumed runs)
+  std::vector<OptimalInterval> optimal;
+  StorageLimit storage;
+  bool empty() const { return points.empty(); }
+};
+
+// The study from a campaign's points; mtbf_s: the MTBFs to answer for.
+// storage_json: the campaign's storage.json ("" or missing: not measured).
+CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
+                           const std::string& storage_json);
+
+// "3600", "90m", "24h", "7d" -> seconds; throws UsageError naming the value.
+std::vector<double> parse_mtbf_list(const std::string& text);
+
+}  // namespace st::analysis

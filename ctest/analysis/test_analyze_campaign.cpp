@@ -1,0 +1,172 @@
+// Campaign analysis that knows repeats from scales (two repeats of one size
+// are one point with a spread, never a scaling series), one peak per CPU
+// campaign, and the checkpoint study's optimal interval against the
+// Young/Daly formulas for three MTBFs, through the CLI's --mtbf.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analyze/campaign.hpp"
+#include "analyze/ckpt_study.hpp"
+#include "analyze/cli.hpp"
+#include "analyze/synth.hpp"
+#include "core/error.hpp"
+#include "tmpdir.hpp"
+
+using namespace st::analysis;
+
+namespace {
+RunSummary analyse(const std::string& dir) {
+  auto tel = st::telemetry::read_run(dir, 2);
+  return summarize_run(tel, Options{});
+}
+SynthSpec one_rank(const std::string& dir, double step_s) {
+  SynthSpec s;
+  s.dir = dir;
+  s.world = 1;
+  s.ranks_per_host = 1;
+  s.steps = 40;
+  s.step_s = step_s;
+  s.jitter = 0;
+  return s;
+}
+}  // namespace
+
+// Two 1-rank repeats (the second 10% slower) used to come out as "strong
+// scaling 1256.7%": now they are one point, median and [min, max].
+TEST(AnalyzeCampaign, TwoRepeatsOfOneSizeAreAPointWithASpread) {
+  TmpDir t;
+  std::vector<RunSummary> runs;
+  for (int i = 0; i < 2; ++i) {
+    SynthSpec s = one_rank(t / ("runs/r" + std::to_string(i)), i == 0 ? 1.0 : 1.1);
+    write_synthetic_run(s);
+    runs.push_back(analyse(s.dir));
+  }
+  const Campaign c = build_campaign(runs, false);
+  ASSERT_EQ(c.points.size(), 1u);
+  EXPECT_EQ(c.points[0].runs.size(), 2u);
+  ASSERT_EQ(c.series.size(), 1u);
+  EXPECT_EQ(c.series[0].kind, "single");
+  ASSERT_EQ(c.series[0].points.size(), 1u);
+  const double tok_fast = 4.0 * 2048 / 1.0, tok_slow = 4.0 * 2048 / 1.1;
+  EXPECT_NEAR(c.points[0].tok_s.lo, tok_slow, 1e-6);
+  EXPECT_NEAR(c.points[0].tok_s.hi, tok_fast, 1e-6);
+  EXPECT_NEAR(c.points[0].tok_s.med, 0.5 * (tok_fast + tok_slow), 1e-6);
+  EXPECT_NEAR(c.series[0].efficiency[0].med, 1.0, 1e-12);
+  // The CLI prints one point with its repeats, no scaling percentage.
+  std::ostringstream o, e;
+  ASSERT_EQ(cli_main({"campaign", t / "runs/r0", t / "runs/r1", "--no-plots"}, o, e), 0) << e.str();
+  EXPECT_NE(o.str().find("(single, base 1 ranks): 1->1 ["), std::string::npos) << o.str();
+  EXPECT_NE(o.str().find("2 repeats]"), std::string::npos) << o.str();
+  EXPECT_EQ(o.str().find("strong"), std::string::npos) << o.str();
+}
+
+// Two sizes with two repeats each: a weak-scaling series of two points whose
+// efficiency is the medians' ratio, with the repeats' range.
+TEST(AnalyzeCampaign, RepeatsAtTwoSizesMakeASeriesOfTwoPoints) {
+  TmpDir t;
+  std::vector<RunSummary> runs;
+  const double step[2][2] = {{1.0, 1.2}, {1.25, 1.25}};
+  for (int g = 0; g < 2; ++g)
+    for (int i = 0; i < 2; ++i) {
+      SynthSpec s;
+      s.dir = t / ("runs/n" + std::to_string(g) + "r" + std::to_string(i));
+      s.world = 4 << g;
+      s.steps = 40;
+      s.step_s = step[g][i];
+      write_synthetic_run(s);
+      runs.push_back(analyse(s.dir));
+    }
+  const Campaign c = build_campaign(runs, false);
+  ASSERT_EQ(c.points.size(), 2u);
+  ASSERT_EQ(c.series.size(), 1u);
+  EXPECT_EQ(c.series[0].kind, "weak");
+  ASSERT_EQ(c.series[0].points.size(), 2u);
+  const double base = 0.5 * (4 * 4 * 2048 / 1.0 + 4 * 4 * 2048 / 1.2);
+  const double big = 8 * 4 * 2048 / 1.25;
+  EXPECT_NEAR(c.series[0].efficiency[1].med, big / (2 * base), 1e-9);
+  EXPECT_NEAR(c.series[0].efficiency[0].lo, (4 * 4 * 2048 / 1.2) / base, 1e-9);
+  EXPECT_NEAR(c.series[0].efficiency[0].hi, (4 * 4 * 2048 / 1.0) / base, 1e-9);
+}
+
+// CPU ranks measure their own peak; a campaign uses one, the smallest size's.
+TEST(AnalyzeCampaign, CpuCampaignUsesOnePeak) {
+  TmpDir t;
+  std::vector<RunSummary> runs;
+  const double peaks[] = {30e9, 15e9};
+  for (int g = 0; g < 2; ++g) {
+    SynthSpec s;
+    s.dir = t / ("runs/n" + std::to_string(g));
+    s.world = 1 << g;
+    s.ranks_per_host = 1;
+    s.device_name = "cpu";
+    s.device_kind = "cpu";
+    s.precision = "fp32";
+    s.peak_flops = peaks[g];
+    s.steps = 30;
+    write_synthetic_run(s);
+    runs.push_back(analyse(s.dir));
+  }
+  const double mfu2_own = runs[1].mfu;
+  const Campaign c = build_campaign(runs, false);
+  EXPECT_DOUBLE_EQ(c.campaign_peak, 30e9);
+  EXPECT_DOUBLE_EQ(c.runs[1].peak, 30e9);
+  EXPECT_NEAR(c.runs[1].mfu, mfu2_own * 15e9 / 30e9, 1e-9);
+  EXPECT_NE(c.campaign_peak_source.find("one peak for the campaign"), std::string::npos);
+  // --peak-flops keeps every run at the given peak instead.
+  EXPECT_EQ(build_campaign(runs, false, 1e9).campaign_peak, 0);
+}
+
+TEST(AnalyzeCampaign, YoungDalyFormulas) {
+  const double C = 12.0;
+  for (double M : {3600.0, 86400.0, 604800.0}) {
+    EXPECT_NEAR(young_interval(C, M), std::sqrt(2 * C * M), 1e-9);
+    const double d = std::sqrt(2 * C * M) * (1 + std::sqrt(C / (2 * M)) / 3 + C / (18 * M)) - C;
+    EXPECT_NEAR(daly_interval(C, M), d, 1e-9);
+  }
+  EXPECT_DOUBLE_EQ(daly_interval(100, 40), 40);  // C >= 2M: checkpoint every MTBF
+  EXPECT_EQ(parse_mtbf_list("90m,24h,7d,30"), (std::vector<double>{5400, 86400, 604800, 30}));
+  for (const char* bad : {"", "x", "-1h", "0", "3w", "1h,"})
+    EXPECT_THROW(parse_mtbf_list(bad), st::UsageError) << bad;
+}
+
+// The campaign's optimal interval for three MTBFs (--mtbf), printed and in
+// campaign.json, equals the formula at the measured cost per checkpoint.
+TEST(AnalyzeCampaign, OptimalIntervalForThreeMtbfsThroughTheCli) {
+  TmpDir t;
+  SynthSpec s;
+  s.dir = t / "runs/ckpt";
+  s.world = 2;
+  s.steps = 60;
+  s.ckpt_interval = 10;
+  write_synthetic_run(s);
+  std::ostringstream o, e;
+  ASSERT_EQ(cli_main({"campaign", s.dir, "--no-plots", "--mtbf", "1h,24h,7d"}, o, e), 0) << e.str();
+  std::ifstream f(t / "runs/analysis/campaign.json");
+  const auto j = nlohmann::json::parse(f);
+  const auto& opt = j.at("checkpoint_study").at("optimal");
+  ASSERT_EQ(opt.size(), 3u) << opt.dump(1);
+  const double mtbf[] = {3600, 86400, 604800};
+  for (size_t i = 0; i < 3; ++i) {
+    const double C = opt[i]["cost_s"].get<double>(), M = opt[i]["mtbf_s"].get<double>();
+    EXPECT_DOUBLE_EQ(M, mtbf[i]);
+    EXPECT_GE(C, s.ckpt_stall - 1e-9);  // at least the planted stall
+    EXPECT_NEAR(opt[i]["young_s"].get<double>(), std::sqrt(2 * C * M), 1e-6);
+    const double d = std::sqrt(2 * C * M) * (1 + std::sqrt(C / (2 * M)) / 3 + C / (18 * M)) - C;
+    EXPECT_NEAR(opt[i]["daly_s"].get<double>(), d, 1e-6);
+    EXPECT_NEAR(opt[i]["interval_steps"].get<double>(),
+                std::max(d, opt[i]["persist_s"].get<double>()) /
+                    j["points"][0]["step_s"]["median"].get<double>(),
+                1e-6);
+  }
+  EXPECT_NE(o.str().find("optimal checkpoint interval (2 ranks, async): MTBF 3600 s"),
+            std::string::npos)
+      << o.str();
+  std::ostringstream o2, e2;
+  EXPECT_EQ(cli_main({"campaign", s.dir, "--no-plots", "--mtbf", "soon"}, o2, e2), 2);
+  EXPECT_NE(e2.str().find("--mtbf: invalid value 'soon'"), std::string::npos) << e2.str();
+}
