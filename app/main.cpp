@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "scaletrain: cannot start MPI: %s\n", e.what());
     return 1;
   }
-  st::startup_clock().mark("mpi_init");
+  st::startup_clock().mark_at("mpi_init", rt->init_wall(), rt->init_cpu());
+  st::startup_clock().mark("runtime");  // node-local ranks, host names, the watchdog
   const bool root = rt->rank() == 0;
   int code = 0;
   try {

@@ -46,11 +46,12 @@ PhaseClock::PhaseClock(bool from_process_start) {
   t0_ = t_;
 }
 
-void PhaseClock::mark(const std::string& name) {
-  const double t = wall_time(), c = cpu_now();
-  phases_.push_back({name, t - t_, c - c_});
-  t_ = t;
-  c_ = c;
+void PhaseClock::mark(const std::string& name) { mark_at(name, wall_time(), cpu_now()); }
+
+void PhaseClock::mark_at(const std::string& name, double wall, double cpu) {
+  phases_.push_back({name, wall - t_, cpu - c_});
+  t_ = wall;
+  c_ = cpu;
 }
 
 double PhaseClock::elapsed_s() const { return wall_time() - t0_; }

@@ -27,6 +27,9 @@ class PhaseClock {
   explicit PhaseClock(bool from_process_start = false);
   // The phase since the previous mark (or the start) ends now.
   void mark(const std::string& name);
+  // The same for a phase that ended earlier, at wall_time() `wall` with
+  // `cpu` CPU seconds used by then.
+  void mark_at(const std::string& name, double wall, double cpu);
   const std::vector<PhaseTime>& phases() const { return phases_; }
   double elapsed_s() const;  // wall seconds since the start
 

@@ -130,7 +130,8 @@ against the measured figures (docs/analysis.md).
 `startup` (added by rank 0 after the first step, `app/phase_clock.cpp`):
 where start-up went, from each process's start (as the kernel records it)
 to the end of the first step, by phase in order: `launch` (exec and library
-loading, to `main`), `mpi_init` (MPI start-up, hosts, node-local ranks),
+loading, to `main`), `mpi_init` (`MPI_Init_thread` itself), `runtime`
+(node-local ranks, host names, the watchdog's communicator),
 `config` (command line, config, backend), `mesh` (the world and node
 groups, the mesh's groups), `preflight` (the backend's device check),
 `host_memory` (the memory check: one recorded step per pipeline stage, made
