@@ -16,6 +16,7 @@
 #include "core/util.hpp"
 #include "cpu_peak.hpp"
 #include "host_memory.hpp"
+#include "live_tensorboard.hpp"
 #include "model/model.hpp"
 #include "phase_clock.hpp"
 #include "prediction.hpp"
@@ -238,6 +239,7 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
     fs::create_directories(j.out + "/telemetry");
     if (j.cfg.runtime.flight_recorder > 0) fs::create_directories(j.out + "/flight");
     if (rank == 0) j.run_lock = RunFolderLock::acquire(j.out, rt.slurm().job_id);
+    open_tensorboard(j);
   } catch (const UsageError& e) {
     setup_error = e.what();
   } catch (const fs::filesystem_error& e) {
@@ -277,6 +279,7 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
   if (rank == 0) write_run_json(j.out + "/run.json", j.info);
   if (rank == 0) add_prediction(j.out + "/run.json", j.cfg, rt.world_size());
   clock.mark("run_json");  // rank 0: run.json and the prediction (a recorded step)
+  start_tensorboard(j);
   j.tel.open(telemetry::rank_telemetry_path(j.out, rank), telemetry_header(j.info));
   clock.mark("telemetry_open");
   record_clock(j, 0, "start");
