@@ -33,18 +33,16 @@ double measure_gemm_flops(int n, double seconds, bool bf16) {
   return best;
 }
 
-NodePeak measure_node_gemm(MpiCommunicator& world, int node_index, int local_rank, int local_size,
-                           int threads, bool bf16) {
+NodePeak measure_node_gemm(MpiCommunicator& node, int threads, bool bf16) {
   // Ranks of one node may see different masks (binding): take the node's
   // smallest, so no two measuring ranks share a core they think is theirs.
   double c = -double(usable_cores());
-  auto node = world.split(node_index, local_rank, "node");
-  node->all_reduce_max(&c, 1);
+  node.all_reduce_max(&c, 1);
   NodePeak r;
-  r.measuring = std::clamp(int(-c) / std::max(1, threads), 1, local_size);
-  double rate = local_rank < r.measuring ? measure_gemm_flops(768, 1.0, bf16) : 0.0;
-  node->all_reduce_sum(&rate, 1);
-  r.per_rank = rate / local_size;
+  r.measuring = std::clamp(int(-c) / std::max(1, threads), 1, node.size());
+  double rate = node.rank() < r.measuring ? measure_gemm_flops(768, 1.0, bf16) : 0.0;
+  node.all_reduce_sum(&rate, 1);
+  r.per_rank = rate / node.size();
   r.what = bf16 ? "bf16 GEMM (" + kernels::gemm_bf16_library() + ")" : std::string("sgemm");
   return r;
 }

@@ -18,10 +18,9 @@ struct NodePeak {
   int measuring = 0;    // ranks of the node that measured at once
   std::string what;     // "sgemm" or "bf16 GEMM (oneDNN ...)", for the peak's source
 };
-// Collective over `world`: on each node (node_index), the first
-// min(local_size, cores / threads) ranks measure at once (cores: this
-// process's CPU affinity), the rest wait; every rank of the node gets the
-// summed rate divided by local_size.
-NodePeak measure_node_gemm(MpiCommunicator& world, int node_index, int local_rank, int local_size,
-                           int threads, bool bf16);
+// Collective over `node` (the ranks of one host): its first
+// min(size, cores / threads) ranks measure at once (cores: this process's
+// CPU affinity), the rest wait; every rank of the node gets the summed rate
+// divided by the node's size.
+NodePeak measure_node_gemm(MpiCommunicator& node, int threads, bool bf16);
 }  // namespace st

@@ -18,6 +18,7 @@
 #include "host_memory.hpp"
 #include "live_tensorboard.hpp"
 #include "model/model.hpp"
+#include "phase_clock.hpp"
 #include "prediction.hpp"
 #include "runtime/flight_recorder.hpp"
 #include "telemetry/paths.hpp"
@@ -85,8 +86,7 @@ void pick_peak(Job& j) {
   // rate. The same figure as every rank measuring at once, without hundreds
   // of oversubscribed ranks each running a second of sgemm.
   const Runtime& rt = *j.rt;
-  const NodePeak np = measure_node_gemm(*j.world, rt.node_index(), rt.local_rank(), rt.local_size(),
-                                        j.threads, j.cfg.train.precision == "bf16");
+  const NodePeak np = measure_node_gemm(*j.node, j.threads, j.cfg.train.precision == "bf16");
   j.peak = np.per_rank;
   j.world->all_reduce_sum(&j.peak, 1);
   j.peak /= rt.world_size();
@@ -202,24 +202,35 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
   // where it writes once the run folder is known.
   spans::set_level(trace_level(j.cfg.runtime.trace));
   flight::configure("", rank, rt.host(), j.cfg.runtime.flight_recorder);
+  PhaseClock& clock = startup_clock();
   j.world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, "world", j.cfg.runtime.timeout_s);
+  j.node = j.world->split(rt.node_index(), rt.local_rank(), "node");
   const auto& par = j.cfg.parallel;
   j.mesh = std::make_unique<Mesh>(*j.world, MeshDims{par.pp, par.dp, par.cp, par.tp});
+  clock.mark("mesh");
   // The backend (main.cpp checked that it runs this config): this rank's
   // device must be usable on every rank before any of them starts its
   // communicators (NCCL).
   j.be = &backend_for(j.cfg);
   agree_on_setup(*j.world, j.be->preflight(j.cfg, rt.local_rank(), rt.local_size()));
+  clock.mark("preflight");
 
   // Again after MPI start-up, in case the MPI library replaced the handlers.
   install_signal_handlers();
   agree_on_run_folder(j);
 
+  // A model beyond this host's memory or a rank's address space is refused
+  // before anything is opened or written.
+  agree_on_setup(*j.world, check_host_memory(j.cfg, rt, *j.node));
+  clock.mark("host_memory");
+
   // Setup that can fail on bad input: data first (a missing or bad token file).
   std::string setup_error;
   std::unique_ptr<TokenSource> src;
   try {
-    src = make_source(j.cfg.data, j.cfg.train.seed, j.cfg.model.vocab_size, j.cfg.model.seq_len);
+    // data.verify=full: rank 0 reads every id once (agree_on_setup tells the others).
+    src = make_source(j.cfg.data, j.cfg.train.seed, j.cfg.model.vocab_size, j.cfg.model.seq_len,
+                      j.cfg.data.verify == "full" && rank == 0);
     // The ids of the first global batch now (nothing is written yet); each
     // later step checks its own batch (loader.check_step) before reading it.
     check_windows(*src, j.cfg.model.seq_len, 0, uint64_t(global_batch(j.cfg)));
@@ -234,8 +245,8 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
   } catch (const fs::filesystem_error& e) {
     setup_error = std::string("runtime.out: cannot create run folder '") + j.out + "': " + e.what();
   }
-  if (setup_error.empty()) setup_error = check_host_memory(j.cfg, rt);
   agree_on_setup(*j.world, setup_error);
+  clock.mark("data_open");
   if (rank == 0) log_open_file(j.out + "/log.txt");
   {
     // A dump of an earlier start of this folder would describe another job.
@@ -250,7 +261,9 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
                                    j.cfg.train.grad_accum, par.dp, j.mesh->coords().dp);
   j.engine = std::make_unique<Engine>(j.cfg, *j.mesh, *j.be);
   j.lr = LrSchedule(j.cfg.optim, j.cfg.train.steps);
+  clock.mark("engine");  // the model, its state and the device communicators
   pick_peak(j);
+  clock.mark("peak");
 
   j.info = RunInfo{&rt,
                    &j.cfg,
@@ -265,14 +278,18 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
                    j.run_id};
   if (rank == 0) write_run_json(j.out + "/run.json", j.info);
   if (rank == 0) add_prediction(j.out + "/run.json", j.cfg, rt.world_size());
+  clock.mark("run_json");  // rank 0: run.json and the prediction (a recorded step)
   start_tensorboard(j);
   j.tel.open(telemetry::rank_telemetry_path(j.out, rank), telemetry_header(j.info));
+  clock.mark("telemetry_open");
   record_clock(j, 0, "start");
+  clock.mark("clock_sync");
 
   const std::string ckpt_dir =
       j.cfg.checkpoint.dir.empty() ? j.out + "/checkpoints" : j.cfg.checkpoint.dir;
   resume(j, ckpt_dir);
   j.ckpt = make_checkpointer(j, ckpt_dir);
+  clock.mark("resume_checkpointer");
   return job;
 }
 

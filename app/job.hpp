@@ -29,6 +29,7 @@ struct Job {
   Runtime* rt = nullptr;
   int threads = 1;
   std::unique_ptr<MpiCommunicator> world;
+  std::unique_ptr<MpiCommunicator> node;  // the ranks of this host (once-per-host work)
   std::unique_ptr<Mesh> mesh;
   Backend* be = nullptr;
   std::string out, run_id;  // the run folder and its id

@@ -13,6 +13,7 @@
 #include "config/config.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "phase_clock.hpp"
 #include "precision.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/watchdog.hpp"
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   // Before anything else: a SIGUSR1/SIGTERM from Slurm during start-up must
   // not kill the rank (the default action); the loop acts on it later.
   st::install_signal_handlers();
+  st::startup_clock().mark("launch");  // process start to main: exec, library loading
   std::unique_ptr<st::Runtime> rt;
   try {
     rt = std::make_unique<st::Runtime>(&argc, &argv);
@@ -29,6 +31,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "scaletrain: cannot start MPI: %s\n", e.what());
     return 1;
   }
+  st::startup_clock().mark_at("mpi_init", rt->init_wall(), rt->init_cpu());
+  st::startup_clock().mark("runtime");  // node-local ranks, host names, the watchdog
   const bool root = rt->rank() == 0;
   int code = 0;
   try {
@@ -45,6 +49,7 @@ int main(int argc, char** argv) {
     // loads the CUDA backend library here, on every rank alike).
     const std::string why = st::backend_for(cfg).supports(cfg);
     if (!why.empty()) throw st::UsageError(why);
+    st::startup_clock().mark("config");
     if (cli.dry_run) {
       st::print_dry_run(*rt, cfg);
       return 0;

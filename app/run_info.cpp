@@ -118,7 +118,10 @@ json telemetry_header(const RunInfo& info) {
   const ProcessTimes pt = process_times();
   j["startup_s"] = pt.age_s;
   j["startup_cpu_s"] = pt.cpu_s;
-  j["layers"] = ranks_json(c, rt.world_size())[size_t(rt.rank())]["layers"];
+  // This rank's own layers (not every rank's table: the header is per rank).
+  json layers = json::array();
+  for (auto& [f, l] : stage_layers(c, info.mesh->coords().pp)) layers.push_back({f, l});
+  j["layers"] = layers;
   j["slurm_job_id"] = rt.slurm().present() ? json(rt.slurm().job_id) : json(nullptr);
   return j;
 }

@@ -20,6 +20,7 @@
 #include "metrics/metrics.hpp"
 #include "model/model.hpp"
 #include "optim/optim.hpp"
+#include "phase_clock.hpp"
 #include "runtime/flight_recorder.hpp"
 #include "step_record.hpp"
 
@@ -204,6 +205,15 @@ double train_step(Job& j, long step, Progress& progress, long last) {
   return sig;
 }
 
+// After the first step: the start-up phases of every rank (the slowest
+// rank's wall time, the CPU time per rank) into the log and run.json.
+void startup_phases(Job& j) {
+  startup_clock().mark("first_step");
+  const nlohmann::json s = summarize_phases(*j.world, startup_clock());
+  log0("start-up to the end of step ", j.start_step, ": ", format_phases(s));
+  if (j.rt->rank() == 0) add_to_run_json(j.out + "/run.json", "startup", s);
+}
+
 }  // namespace
 
 int run_training(Runtime& rt, Config cfg) {
@@ -237,6 +247,7 @@ int run_training(Runtime& rt, Config cfg) {
     capture.begin_step(step);
     const double sig = train_step(j, step, progress, last);
     capture.end_step(step);
+    if (step == j.start_step) startup_phases(j);
     if (sig > 0) {
       exit_code = kExitPreempted;
       ++step;
@@ -245,18 +256,25 @@ int run_training(Runtime& rt, Config cfg) {
   }
   capture.finish();
   const long steps_done = step - 1;
+  PhaseClock exit_clock;  // the last step's end to the end of run_training
   // Drain the background save before reporting.
   double t_drain = wall_time();
   j.ckpt->finalize();
   t_drain = wall_time() - t_drain;
+  exit_clock.mark("checkpoint_drain");
   if (t_drain > 0.01) log0("waited ", t_drain, " s for the last checkpoint to commit");
   const double wall = wall_time() - t_loop0;
   record_clock(j, steps_done, "end");
+  exit_clock.mark("clock_sync");
   j.tel.event(
       "end", steps_done,
       {{"status", exit_code == 0 ? "ok" : "signal"}, {"wall_s", wall}, {"drain_s", t_drain}});
   j.tel.close();
+  exit_clock.mark("telemetry_close");
   progress.summary(steps_done - j.start_step + 1, wall);
+  const nlohmann::json ex = summarize_phases(*j.world, exit_clock);
+  log0("exit (before MPI_Finalize): ", format_phases(ex));
+  if (j.rt->rank() == 0) add_to_run_json(j.out + "/run.json", "exit", ex);
   log0("run folder: ", j.out);
   return exit_code;
 }

@@ -39,7 +39,15 @@ int main(int argc, char** argv) {
     po::variables_map vm;
     po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
     if (vm.count("help")) {
-      std::cout << desc << "\n";
+      std::cout << desc << "\n"
+                << "When ids are checked: the trainer does not scan a token file at start-up.\n"
+                   "Each id is checked against model.vocab_size when a sample first reads it\n"
+                   "(the whole global batch of a step, before the step), and a bad one stops\n"
+                   "the run with exit 2 naming the file and byte offset. An id that no sample\n"
+                   "ever reads is never checked. data.verify=full reads every id once at\n"
+                   "start-up and lists every bad one with its file and byte offset\n"
+                   "(docs/data.md). This tool writes byte ids (0..255): any model.vocab_size\n"
+                   ">= 256 reads them.\n";
       return 0;
     }
     po::notify(vm);

@@ -4,8 +4,14 @@
 // tokens give the same global batch, that a folder (and a glob) of 3 shards
 // gives the batches of their concatenation, that mixed shards are refused
 // naming the odd one, and that each damaged header is refused naming the
-// file and the byte offset.
+// file and the byte offset; that a Megatron index is read lazily (a broken
+// entry in its middle passes opening and is refused by the read that needs
+// it, or at once with data.verify=full); and that data.verify=full lists
+// every bad id of a 3-shard folder with its shard and byte offset.
 #include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
 
 #include "core/error.hpp"
 #include "data/data.hpp"
@@ -258,5 +264,86 @@ TEST_F(Formats, OutOfRangeIdIsRefusedAtTheStepThatReadsIt) {
         }
       },
       UsageError);
+}
+
+// Sequence k of a Megatron index with its byte pointer moved: opening (the
+// O(1) checks of the ends) passes, reads away from it pass, the first read
+// inside it is refused naming the index and the entry's byte offset, and
+// data.verify=full refuses at opening with the same message.
+TEST_F(Formats, MegatronIndexIsCheckedAsItIsRead) {
+  const size_t seq = 50;
+  write_megatron(dir_ + "/m", ids_, 8, seq);
+  const uint64_t S = (ids_.size() + seq - 1) / seq, k = S / 2;
+  std::string idx;
+  {
+    std::ifstream f(dir_ + "/m.idx", std::ios::binary);
+    idx.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  const uint64_t at = 34 + 4 * S + 8 * k;
+  int64_t ptr;
+  std::memcpy(&ptr, idx.data() + at, 8);
+  ptr += 2;
+  std::memcpy(idx.data() + at, &ptr, 8);
+  write_bytes(dir_ + "/m.idx", idx);
+  ShardSet s(dir_ + "/m", "auto", "uint16", kVocab, "data.path");  // opening passes
+  ASSERT_EQ(s.size(), ids_.size());
+  std::vector<int32_t> out(seq);
+  EXPECT_NO_THROW(s.read(0, int(seq), out.data()));
+  EXPECT_NO_THROW(s.read((k - 2) * seq, int(seq), out.data()));
+  const std::string want = "m.idx' at byte offset " + std::to_string(at) + ": sequence " +
+                           std::to_string(k) + " starts at byte";
+  try {
+    s.read(k * seq + 10, 5, out.data());
+    ADD_FAILURE() << "a read inside the broken sequence passed";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+  try {
+    make_file_source(dir_ + "/m", "uint16", 1, kVocab, kSeq, "auto", "data.path", true);
+    ADD_FAILURE() << "data.verify=full passed a broken index";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+  // The end of the last sequence against the .bin is checked at opening.
+  write_megatron(dir_ + "/m2", ids_, 8, seq);
+  fs::resize_file(dir_ + "/m2.bin", 2 * ids_.size() - 2);
+  EXPECT_NE(
+      refusal(dir_ + "/m2").find("last sequence ends at byte " + std::to_string(2 * ids_.size())),
+      std::string::npos)
+      << refusal(dir_ + "/m2");
+}
+
+// A folder of 3 llm.c shards with bad ids planted in the second and third:
+// opening with data.verify=read passes (nothing is scanned), with
+// data.verify=full it is refused listing every bad id with its shard, byte
+// offset and value.
+TEST_F(Formats, VerifyFullNamesEveryBadIdWithShardAndOffset) {
+  fs::create_directories(dir_ + "/shards");
+  const size_t third = ids_.size() / 3;
+  std::vector<std::vector<uint32_t>> parts;
+  for (int k = 0; k < 3; ++k)
+    parts.emplace_back(ids_.begin() + k * third, ids_.begin() + (k + 1) * third);
+  parts[1][777] = 300;
+  parts[2][5] = 4000;
+  parts[2][third - 1] = 256;
+  for (int k = 0; k < 3; ++k)
+    write_bytes(dir_ + "/shards/part_" + std::to_string(k) + ".bin", llmc_bytes(parts[k], false));
+  EXPECT_NO_THROW(
+      make_file_source(dir_ + "/shards", "uint16", 1, kVocab, kSeq, "auto", "data.path", false));
+  std::string msg;
+  try {
+    make_file_source(dir_ + "/shards", "uint16", 1, kVocab, kSeq, "auto", "data.path", true);
+  } catch (const UsageError& e) {
+    msg = e.what();
+  }
+  ASSERT_FALSE(msg.empty()) << "data.verify=full passed 3 bad ids";
+  EXPECT_NE(msg.find("found 3 token id(s)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("0..255"), std::string::npos) << msg;
+  for (const std::string& s :
+       {"part_1.bin' byte offset " + std::to_string(1024 + 2 * 777) + ": id 300",
+        "part_2.bin' byte offset " + std::to_string(1024 + 2 * 5) + ": id 4000",
+        "part_2.bin' byte offset " + std::to_string(1024 + 2 * (third - 1)) + ": id 256"})
+    EXPECT_NE(msg.find(s), std::string::npos) << s << " not in:\n" << msg;
+  EXPECT_EQ(msg.find("part_0.bin"), std::string::npos) << msg;
 }
 }  // namespace

@@ -400,7 +400,7 @@ std::vector<Case> run_folder_rows() {
   Case mem = row(
       "model far beyond this machine's memory",
       [](Ctx& x) { return trainer(1, quick(x.dir + "/run") + " --set model.preset=llama-70b"); },
-      {"not enough memory", "rank 0 needs about", "bytes", "are available", "parallel.zero_stage"});
+      {"not enough memory", "rank 0 needs about", "GiB", "are available", "parallel.zero_stage"});
   mem.check = [](Ctx& x, const RunResult&) {
     return fs::exists(x.dir + "/run/run.json") ? "run.json was written" : "";
   };

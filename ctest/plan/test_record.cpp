@@ -7,10 +7,12 @@
 // and frees every activation it allocated; the engine's gradient buckets
 // (lib/parallel, MPI-free part) reduce the real model's whole flat buffer.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "model/model.hpp"
@@ -125,6 +127,33 @@ TEST(RecordDeviceDeathTest, ItsMemoryIsNeverReadable) {
   RecordBackend be;
   auto* p = static_cast<volatile char*>(be.device().allocate(64, MemCat::Activations));
   EXPECT_DEATH({ (void)p[0]; }, "");
+  // Nor anywhere inside a large buffer, nor written.
+  auto* big = static_cast<volatile char*>(be.device().allocate(size_t(40) << 30, MemCat::Params));
+  EXPECT_DEATH({ (void)big[size_t(20) << 30]; }, "");
+  EXPECT_DEATH({ big[(size_t(40) << 30) - 1] = 1; }, "");
+}
+
+// Under an address-space limit (ulimit -v) far below what it hands out, the
+// device still records: its addresses are arithmetic, nothing is reserved.
+// Run in a child (the limit stays there); exits 0 when 1 TiB was handed out.
+static void record_under_4gib_limit() {
+  rlimit lim{};
+  getrlimit(RLIMIT_AS, &lim);
+  lim.rlim_cur = rlim_t(4) << 30;
+  if (setrlimit(RLIMIT_AS, &lim) != 0) std::_Exit(3);
+  RecordBackend be;
+  st::Device& d = be.device();
+  std::vector<void*> ps;
+  for (int i = 0; i < 64; ++i) ps.push_back(d.allocate(size_t(16) << 30, MemCat::Params));
+  const auto first = reinterpret_cast<uintptr_t>(ps.front());
+  const auto last = reinterpret_cast<uintptr_t>(ps.back());
+  const bool ok = d.memory().current_total == (int64_t(1) << 40) &&
+                  last - first == (uintptr_t(63) << 34) && first % 256 == 0;
+  std::_Exit(ok ? 0 : 4);
+}
+
+TEST(RecordDeviceDeathTest, RecordsUnderAnAddressSpaceLimit) {
+  EXPECT_EXIT(record_under_4gib_limit(), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(RecordCommunicator, RecordsEachCollectiveAndNeverReportsItDone) {

@@ -71,6 +71,7 @@ struct DataCfg {
   std::string path;                  // token file(s) for source=file: file, folder, glob, prefix
   std::string format = "auto";       // auto|raw|llmc|megatron
   std::string dtype = "uint16";      // uint16|uint32 (raw files)
+  std::string verify = "read";       // read|full: ids checked as read, or all at start-up too
   std::string val_path;              // held-out token file(s), same forms; "" = no evaluation
   int val_batches = 4;               // global batches per evaluation
 };

@@ -150,6 +150,10 @@ std::vector<Key> build() {
              "token file format; auto: llm.c magic -> llmc, a .idx beside -> megatron, else raw"),
       choice(F(data, dtype), {"uint16", "uint32"},
              "id width of raw files (llmc and megatron headers carry their own)"),
+      choice(F(data, verify), {"read", "full"},
+             "when token ids are checked: read (each id as a sample first reads it; an id no "
+             "sample reads is never checked) or full (also every id and index entry of every "
+             "file once at start-up, reporting each bad id with its shard and byte offset)"),
       any(F(data, val_path),
           "held-out token file(s) for train.eval_interval, same forms and format as data.path"),
       num(F(data, val_batches), 1, 1 << 20, "global batches of held-out windows per evaluation"),

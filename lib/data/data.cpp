@@ -55,6 +55,7 @@ class FileSource final : public TokenSource {
   }
   std::string describe() const override { return set_.describe(); }
   std::string format() const override { return set_.format(); }
+  void verify() const { set_.verify(); }
 
  private:
   ShardSet set_;
@@ -68,16 +69,20 @@ std::unique_ptr<TokenSource> make_synthetic_source(uint64_t seed, int vocab_size
 
 std::unique_ptr<TokenSource> make_file_source(const std::string& path, const std::string& dtype,
                                               uint64_t seed, int vocab_size, int seq_len,
-                                              const std::string& format, const std::string& key) {
-  return std::make_unique<FileSource>(path, format, dtype, seed, vocab_size, seq_len, key);
+                                              const std::string& format, const std::string& key,
+                                              bool verify_full) {
+  auto src = std::make_unique<FileSource>(path, format, dtype, seed, vocab_size, seq_len, key);
+  if (verify_full) src->verify();
+  return src;
 }
 
 std::unique_ptr<TokenSource> make_source(const DataCfg& d, uint64_t seed, int vocab_size,
-                                         int seq_len) {
+                                         int seq_len, bool verify_full) {
   if (d.source == "synthetic") return make_synthetic_source(seed, vocab_size);
   if (d.source == "file") {
     if (d.path.empty()) throw UsageError("data.path: required when data.source=file");
-    return make_file_source(d.path, d.dtype, seed, vocab_size, seq_len, d.format);
+    return make_file_source(d.path, d.dtype, seed, vocab_size, seq_len, d.format, "data.path",
+                            verify_full);
   }
   throw UsageError("data.source: '" + d.source + "' is not valid; choose synthetic or file");
 }

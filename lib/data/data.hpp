@@ -30,12 +30,17 @@ std::unique_ptr<TokenSource> make_synthetic_source(uint64_t seed, int vocab_size
 // throws UsageError naming the key, the file and what is wrong. Ids are
 // checked as samples are read (check_windows). `key` names the config key in
 // messages (data.path, or data.val_path for the validation split).
+// verify_full (data.verify=full): also every id and index entry of every
+// file, once, now (ShardSet::verify: every bad id with its shard and byte
+// offset).
 std::unique_ptr<TokenSource> make_file_source(const std::string& path, const std::string& dtype,
                                               uint64_t seed, int vocab_size, int seq_len,
                                               const std::string& format = "auto",
-                                              const std::string& key = "data.path");
+                                              const std::string& key = "data.path",
+                                              bool verify_full = false);
+// verify_full as above (the trainer passes data.verify=full on one rank).
 std::unique_ptr<TokenSource> make_source(const DataCfg& d, uint64_t seed, int vocab_size,
-                                         int seq_len);
+                                         int seq_len, bool verify_full = false);
 // Reads samples first..first+count-1 and discards them: throws the UsageError
 // of the first bad id. Every rank checks the same samples, so every rank
 // refuses together without a collective.

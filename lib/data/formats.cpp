@@ -135,12 +135,101 @@ Shard& Shard::operator=(Shard&& o) noexcept {
     map_bytes_ = o.map_bytes_;
     o.base_ = nullptr;
     o.map_bytes_ = 0;
+    if (idx_) ::munmap(const_cast<unsigned char*>(idx_), idx_bytes_);
+    idx_path_ = std::move(o.idx_path_);
+    key_ = std::move(o.key_);
+    idx_ = o.idx_;
+    idx_bytes_ = o.idx_bytes_;
+    seqs_ = o.seqs_;
+    docs_ = o.docs_;
+    o.idx_ = nullptr;
+    o.idx_bytes_ = 0;
   }
   return *this;
 }
 
 Shard::~Shard() {
   if (base_) ::munmap(const_cast<unsigned char*>(base_), map_bytes_);
+  if (idx_) ::munmap(const_cast<unsigned char*>(idx_), idx_bytes_);
+}
+
+namespace {
+constexpr uint64_t kIdxHeader = 34;
+template <class T>
+T load_at(const unsigned char* p, uint64_t off) {
+  T v;
+  std::memcpy(&v, p + off, sizeof v);
+  return v;
+}
+}  // namespace
+
+// The index's arrays: lengths at 34, pointers at 34 + 4S, document indices
+// at 34 + 12S (docs/data.md); open() checked that the file holds them all.
+int32_t Shard::seq_len(uint64_t i) const { return load_at<int32_t>(idx_, kIdxHeader + 4 * i); }
+int64_t Shard::seq_ptr(uint64_t i) const {
+  return load_at<int64_t>(idx_, kIdxHeader + 4 * seqs_ + 8 * i);
+}
+int64_t Shard::doc_index(uint64_t i) const {
+  return load_at<int64_t>(idx_, kIdxHeader + 12 * seqs_ + 8 * i);
+}
+
+void Shard::check_seq(uint64_t i) const {
+  auto bad = [&](uint64_t off, const std::string& what) {
+    return UsageError(key_ + ": Megatron index " + q(idx_path_) + " at byte offset " +
+                      std::to_string(off) + ": " + what);
+  };
+  const int32_t len = seq_len(i);
+  if (len < 0) throw bad(kIdxHeader + 4 * i, "negative sequence length " + std::to_string(len));
+  uint64_t want = 0;
+  if (i > 0) {
+    const int32_t pl = seq_len(i - 1);
+    if (pl < 0)
+      throw bad(kIdxHeader + 4 * (i - 1), "negative sequence length " + std::to_string(pl));
+    want = uint64_t(seq_ptr(i - 1)) + uint64_t(pl) * uint64_t(width_);
+  }
+  const int64_t ptr = seq_ptr(i);
+  if (uint64_t(ptr) != want)
+    throw bad(kIdxHeader + 4 * seqs_ + 8 * i, "sequence " + std::to_string(i) + " starts at byte " +
+                                                  std::to_string(ptr) + ", expected " +
+                                                  std::to_string(int64_t(want)) +
+                                                  " (sequences must be stored back to back)");
+}
+
+void Shard::check_index(uint64_t first, uint64_t count) const {
+  if (!idx_ || seqs_ == 0 || count == 0) return;
+  const uint64_t b0 = first * uint64_t(width_), b1 = (first + count) * uint64_t(width_);
+  // The last sequence starting at or before byte b0 (pointers ascend in a
+  // sound index; in a broken one the search still ends, and the checks
+  // below find the break or the window's sequences are sound).
+  uint64_t lo = 0, hi = seqs_;  // answer in [lo, hi)
+  while (hi - lo > 1) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (uint64_t(seq_ptr(mid)) <= b0)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  for (uint64_t i = lo; i < seqs_; ++i) {
+    check_seq(i);
+    if (i + 1 < seqs_ && uint64_t(seq_ptr(i)) + uint64_t(seq_len(i)) * uint64_t(width_) >= b1)
+      break;
+  }
+}
+
+void Shard::check_whole_index() const {
+  if (!idx_) return;
+  for (uint64_t i = 0; i < seqs_; ++i) check_seq(i);
+  int64_t prev = 0;
+  for (uint64_t i = 0; i < docs_; ++i) {
+    const int64_t d = doc_index(i);
+    if ((i == 0 && d != 0) || d < prev || uint64_t(d) > seqs_)
+      throw UsageError(key_ + ": Megatron index " + q(idx_path_) + " at byte offset " +
+                       std::to_string(kIdxHeader + 12 * seqs_ + 8 * i) + ": document index " +
+                       std::to_string(d) + " at position " + std::to_string(i) +
+                       " is out of order (they run from 0 up to the sequence count " +
+                       std::to_string(seqs_) + ")");
+    prev = d;
+  }
 }
 
 void Shard::map(const std::string& file, uint64_t bytes) {
@@ -179,17 +268,20 @@ Shard Shard::open(const std::string& path, const std::string& format, const std:
                        " (data.path names PREFIX, PREFIX.bin or PREFIX.idx of a Megatron-LM "
                        "indexed dataset)");
     const std::string idx = *prefix + ".idx", bin = *prefix + ".bin";
-    FileBytes ib = read_prefix(key, idx, uint64_t(1) << 40);
+    // The header and the index's size now; its arrays are mapped and read
+    // as the sampler asks (check_index), so opening costs the same for an
+    // index of a thousand sequences or of a billion.
+    FileBytes ib = read_prefix(key, idx, kIdxHeader);
     const std::string& b = ib.data;
     auto bad = [&](uint64_t off, const std::string& what) {
       return UsageError(key + ": Megatron index " + q(idx) + " at byte offset " +
                         std::to_string(off) + ": " + what);
     };
-    if (b.size() < 34)
-      throw bad(b.size(), "truncated: " + std::to_string(b.size()) +
-                              " bytes, shorter than the 34-byte header (magic MMIDIDX\\0\\0, "
-                              "uint64 version, uint8 dtype code, uint64 sequence and document "
-                              "counts)");
+    if (ib.size < kIdxHeader)
+      throw bad(ib.size, "truncated: " + std::to_string(ib.size) +
+                             " bytes, shorter than the 34-byte header (magic MMIDIDX\\0\\0, "
+                             "uint64 version, uint8 dtype code, uint64 sequence and document "
+                             "counts)");
     if (std::memcmp(b.data(), kMegatronMagic, 9) != 0)
       throw bad(0, "bad magic; a Megatron-LM index starts with the 9 bytes MMIDIDX\\0\\0");
     if (const uint64_t v = get<uint64_t>(b, 9); v != 1)
@@ -227,49 +319,70 @@ Shard Shard::open(const std::string& path, const std::string& format, const std:
     }
     s.width_ = tok_type_width(s.type_);
     const uint64_t ns = get<uint64_t>(b, 18), nd = get<uint64_t>(b, 26);
-    const uint64_t body = b.size() - 34;
+    const uint64_t body = ib.size - kIdxHeader;
     if (ns > body / 12 || nd > body / 8 || 12 * ns + 8 * nd > body ||
         (body != 12 * ns + 8 * nd && body != 13 * ns + 8 * nd))
       throw bad(18, "the header counts " + std::to_string(ns) + " sequences and " +
                         std::to_string(nd) +
                         " document indices, which need 34 + 12*sequences + 8*documents "
                         "(+ sequences for modes) bytes, but the file has " +
-                        std::to_string(b.size()) + ": truncated or not a Megatron index");
-    // Sequences are stored back to back (the writer's cumulative pointers):
-    // the .bin is one stream of ids.
-    uint64_t total = 0;
-    const uint64_t off_len = 34, off_ptr = 34 + 4 * ns, off_doc = 34 + 12 * ns;
-    for (uint64_t i = 0; i < ns; ++i) {
-      const int32_t len = get<int32_t>(b, off_len + 4 * i);
-      const int64_t ptr = get<int64_t>(b, off_ptr + 8 * i);
-      if (len < 0) throw bad(off_len + 4 * i, "negative sequence length " + std::to_string(len));
-      if (uint64_t(ptr) != total * uint64_t(s.width_))
-        throw bad(off_ptr + 8 * i, "sequence " + std::to_string(i) + " starts at byte " +
-                                       std::to_string(ptr) + ", expected " +
-                                       std::to_string(total * uint64_t(s.width_)) +
-                                       " (sequences must be stored back to back)");
-      total += uint64_t(len);
+                        std::to_string(ib.size) + ": truncated or not a Megatron index");
+    s.idx_path_ = idx;
+    s.key_ = key;
+    s.seqs_ = ns;
+    s.docs_ = nd;
+    {
+      int fd = ::open(idx.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) throw UsageError(key + ": cannot open " + q(idx) + ": " + std::strerror(errno));
+      void* m = ::mmap(nullptr, size_t(ib.size), PROT_READ, MAP_PRIVATE, fd, 0);
+      ::close(fd);
+      if (m == MAP_FAILED)
+        throw UsageError(key + ": cannot mmap " + q(idx) + ": " + std::strerror(errno));
+      s.idx_ = static_cast<const unsigned char*>(m);
+      s.idx_bytes_ = size_t(ib.size);
     }
-    int64_t prev = 0;
-    for (uint64_t i = 0; i < nd; ++i) {
-      const int64_t d = get<int64_t>(b, off_doc + 8 * i);
-      if ((i == 0 && d != 0) || d < prev || uint64_t(d) > ns)
-        throw bad(off_doc + 8 * i, "document index " + std::to_string(d) + " at position " +
-                                       std::to_string(i) +
-                                       " is out of order (they run from 0 up to the sequence "
-                                       "count " +
-                                       std::to_string(ns) + ")");
-      prev = d;
+    // What can be checked in O(1): the first sequence starts at byte 0, the
+    // last ends where the .bin does, the document indices start at 0 and end
+    // at most at the sequence count. Sequences in between are checked as
+    // they are read (check_index), or all by data.verify=full.
+    uint64_t total_bytes = 0;
+    if (ns > 0) {
+      if (const int64_t p0 = s.seq_ptr(0); p0 != 0)
+        throw bad(kIdxHeader + 4 * ns, "sequence 0 starts at byte " + std::to_string(p0) +
+                                           ", expected 0 (sequences must be stored back to back)");
+      const int32_t last = s.seq_len(ns - 1);
+      if (last < 0)
+        throw bad(kIdxHeader + 4 * (ns - 1), "negative sequence length " + std::to_string(last));
+      const int64_t lp = s.seq_ptr(ns - 1);
+      if (lp < 0)
+        throw bad(kIdxHeader + 4 * ns + 8 * (ns - 1),
+                  "sequence " + std::to_string(ns - 1) + " starts at byte " + std::to_string(lp) +
+                      " (sequences must be stored back to back)");
+      total_bytes = uint64_t(lp) + uint64_t(last) * uint64_t(s.width_);
+    }
+    if (nd > 0) {
+      const int64_t d0 = s.doc_index(0), dl = s.doc_index(nd - 1);
+      if (d0 != 0)
+        throw bad(kIdxHeader + 12 * ns, "document index " + std::to_string(d0) +
+                                            " at position 0 is out of order (they run from 0 up "
+                                            "to the sequence count " +
+                                            std::to_string(ns) + ")");
+      if (dl < 0 || uint64_t(dl) > ns)
+        throw bad(kIdxHeader + 12 * ns + 8 * (nd - 1),
+                  "document index " + std::to_string(dl) + " at position " +
+                      std::to_string(nd - 1) +
+                      " is out of order (they run from 0 up to the sequence count " +
+                      std::to_string(ns) + ")");
     }
     const uint64_t bin_bytes = regular_size(key, bin);
-    if (bin_bytes != total * uint64_t(s.width_))
+    if (bin_bytes != total_bytes || total_bytes % uint64_t(s.width_) != 0)
       throw UsageError(key + ": Megatron data file " + q(bin) + " has " +
-                       std::to_string(bin_bytes) + " bytes but its index " + q(idx) + " says " +
-                       std::to_string(total) + " " + tok_type_name(s.type_) + " ids (" +
-                       std::to_string(total * uint64_t(s.width_)) +
-                       " bytes): truncated or not the pair of this index");
+                       std::to_string(bin_bytes) + " bytes but its index " + q(idx) +
+                       " says its last sequence ends at byte " + std::to_string(total_bytes) +
+                       " (" + std::to_string(total_bytes / uint64_t(s.width_)) + " " +
+                       tok_type_name(s.type_) + " ids): truncated or not the pair of this index");
     s.path_ = bin;
-    s.n_ = total;
+    s.n_ = total_bytes / uint64_t(s.width_);
     s.map(bin, bin_bytes);
     return s;
   }

@@ -1,9 +1,12 @@
 // The token file formats users already have (docs/data.md): raw little-endian
 // ids (nanoGPT's .bin, scaletrain-tokenize's default), llm.c shards (a header
 // of 256 int32 then the ids) and Megatron-LM indexed datasets (PREFIX.idx +
-// PREFIX.bin). Opening a shard reads and checks its header only, never its
-// tokens, so start-up does not grow with the corpus; ids are checked as the
-// sampler reads them (data.cpp).
+// PREFIX.bin). Opening a shard reads and checks its header only (a Megatron
+// index: its header and the O(1) facts of its ends), never its tokens or
+// the index's per-sequence arrays, so start-up does not grow with the
+// corpus; ids, and the index entries of the sequences they fall in, are
+// checked as the sampler reads them (data.cpp), or all at once with
+// data.verify=full (verify()).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -42,10 +45,21 @@ class Shard {
   ~Shard();
 
   const std::string& path() const { return path_; }  // the file holding the ids
+  // The Megatron index of this shard ("" for other formats).
+  const std::string& index_path() const { return idx_path_; }
   const std::string& format() const { return format_; }
   TokType type() const { return type_; }
   uint64_t size() const { return n_; }
   uint64_t data_offset() const { return data_offset_; }
+  // Megatron: checks the index entries (length, byte pointer) of every
+  // sequence holding ids [first, first+count): each starts where the one
+  // before it ended (the writer's back-to-back layout), found by a binary
+  // search of the mapped pointers; throws UsageError naming the index and the
+  // byte offset of the bad entry. Nothing for the other formats.
+  void check_index(uint64_t first, uint64_t count) const;
+  // Megatron: every index entry (the sequences and the document indices),
+  // as check_index for all of them; throws the first bad one.
+  void check_whole_index() const;
   // Id `i` (0 <= i < size()) as a signed 64-bit value (signed Megatron types
   // may hold negative values, which the range check refuses).
   int64_t at(uint64_t i) const {
@@ -77,6 +91,11 @@ class Shard {
     return int64_t(v);
   }
   void map(const std::string& file, uint64_t bytes);
+  // The Megatron index's arrays, read from the mapped .idx.
+  int32_t seq_len(uint64_t i) const;
+  int64_t seq_ptr(uint64_t i) const;
+  int64_t doc_index(uint64_t i) const;
+  void check_seq(uint64_t i) const;  // sequence i starts where i-1 ended
 
   std::string path_, format_;
   TokType type_ = TokType::kU16;
@@ -84,6 +103,11 @@ class Shard {
   uint64_t data_offset_ = 0, n_ = 0;
   const unsigned char* base_ = nullptr;
   size_t map_bytes_ = 0;
+  // Megatron: the mapped .idx and its counts (sequences, document indices).
+  std::string idx_path_, key_;  // key_: the config key messages name
+  const unsigned char* idx_ = nullptr;
+  size_t idx_bytes_ = 0;
+  uint64_t seqs_ = 0, docs_ = 0;
 };
 
 }  // namespace st

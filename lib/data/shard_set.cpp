@@ -87,6 +87,7 @@ void ShardSet::read(uint64_t start, int count, int32_t* out) const {
     const Shard& s = shards_[k];
     const uint64_t first = start - begin_[k];
     const uint64_t n = std::min<uint64_t>(uint64_t(count - done), s.size() - first);
+    s.check_index(first, n);  // Megatron: the index entries of the sequences read
     for (uint64_t j = 0; j < n; ++j) {
       const int64_t id = s.at(first + j);
       if (id < 0 || id >= vocab_) {
@@ -102,6 +103,30 @@ void ShardSet::read(uint64_t start, int count, int32_t* out) const {
     done += int(n);
     start += n;
   }
+}
+
+void ShardSet::verify() const {
+  uint64_t bad = 0;
+  std::string list;
+  for (const Shard& s : shards_) {
+    s.check_whole_index();
+    const uint64_t w = uint64_t(tok_type_width(s.type()));
+    for (uint64_t j = 0; j < s.size(); ++j) {
+      const int64_t id = s.at(j);
+      if (id >= 0 && id < vocab_) continue;
+      if (++bad <= uint64_t(kMaxListed))
+        list += "\n  '" + s.path() + "' byte offset " + std::to_string(s.data_offset() + j * w) +
+                ": id " + std::to_string(id);
+    }
+  }
+  if (bad == 0) return;
+  std::string more;
+  if (bad > uint64_t(kMaxListed))
+    more = "\n  ... and " + std::to_string(bad - uint64_t(kMaxListed)) + " more";
+  throw UsageError(key_ + ": data.verify=full found " + std::to_string(bad) +
+                   " token id(s) outside model.vocab_size " + std::to_string(vocab_) +
+                   " (valid ids: 0.." + std::to_string(vocab_ - 1) + ") in " + path_ + ":" + list +
+                   more);
 }
 
 std::string ShardSet::describe() const {

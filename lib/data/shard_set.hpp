@@ -32,6 +32,12 @@ class ShardSet {
   // throws UsageError naming the shard, the byte offset and the valid range
   // for an id outside [0, vocab).
   void read(uint64_t start, int count, int32_t* out) const;
+  // data.verify=full: every index entry and every id of every shard, read
+  // once in stream order. Throws UsageError naming every bad id with its
+  // shard, byte offset and value (the first kMaxListed of them, then how
+  // many more), or the first bad index entry.
+  void verify() const;
+  static constexpr int kMaxListed = 1000;
   std::string describe() const;
 
  private:

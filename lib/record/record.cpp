@@ -2,8 +2,6 @@
 // (record.hpp). record_ops.cpp holds the recording Ops.
 #include "record/record.hpp"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -202,24 +200,29 @@ size_t rounded(size_t bytes) { return (bytes == 0 ? 1 : bytes + kAlign - 1) / kA
 }  // namespace
 
 // ---- RecordDevice ----
-RecordDevice::RecordDevice(Recording& rec, std::string name)
-    : rec_(rec), name_(std::move(name)), compute_(std::make_unique<RecordStream>(rec, "compute")) {
-  // Address space only (PROT_NONE, not backed, not counted against memory):
-  // 64 TiB, or less where the system will not give that much.
-  for (size_t tib = 64; tib >= 1 && !base_; tib /= 2) {
-    const size_t want = tib << 40;
-    void* p = mmap(nullptr, want, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p != MAP_FAILED) {
-      base_ = static_cast<char*>(p);
-      reserved_ = want;
-    }
-  }
-  ST_CHECK(base_, "recording device: could not reserve address space for its allocations");
-}
+// Addresses are arithmetic: offsets from kSpaceBase, a range no process can
+// have mapped, so nothing is reserved (an address-space limit, ulimit -v,
+// does not see the recorded model at all) and any host read or write of a
+// recorded buffer faults at once (SIGSEGV) instead of reading garbage. The
+// range starts at 2^55: above the 47-bit user space of x86-64 with 4-level
+// page tables (there the addresses are not even canonical) and above the
+// 48- or 52-bit user space of AArch64; with 5-level tables (56-bit user
+// space) Linux maps above 2^47 only for a caller that asks with a hint that
+// high. Pointer arithmetic, views and comparisons work as on any device
+// memory (the model and the engine offset into flat buffers and compare
+// send and receive pointers); kAlign-aligned like cudaMalloc.
+static_assert(sizeof(void*) == 8, "the recording device needs a 64-bit address space");
+constexpr uintptr_t kSpaceBase = uintptr_t(1) << 55;
+constexpr size_t kSpaceBytes = size_t(1) << 54;  // 16 PiB of live and freed blocks
 
-RecordDevice::~RecordDevice() {
-  if (base_) munmap(base_, reserved_);
-}
+RecordDevice::RecordDevice(Recording& rec, std::string name)
+    : rec_(rec),
+      name_(std::move(name)),
+      compute_(std::make_unique<RecordStream>(rec, "compute")),
+      base_(reinterpret_cast<char*>(kSpaceBase)),
+      reserved_(kSpaceBytes) {}
+
+RecordDevice::~RecordDevice() = default;
 
 void* RecordDevice::allocate(size_t bytes, MemCat cat) {
   const size_t r = rounded(bytes);
@@ -231,9 +234,9 @@ void* RecordDevice::allocate(size_t bytes, MemCat cat) {
       p = it->second.back();
       it->second.pop_back();
     } else {
-      ST_CHECK(next_ + r <= reserved_, "recording device: ", reserved_ >> 30,
-               " GiB of address space used up by live and freed blocks");
-      p = base_ + next_;
+      ST_CHECK(next_ + r <= reserved_, "recording device: ", reserved_ >> 40,
+               " TiB of arithmetic address space used up by live and freed blocks");
+      p = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(base_) + next_);
       next_ += r;
     }
   }

@@ -2,8 +2,10 @@
 // form that computes nothing, so the trainer's own Model and Engine can run
 // one step of any layout on a machine without its memory or its peers, and
 // the planner and --dry-run read what that step does from one Recording:
-//  - RecordDevice hands out addresses from a reserved, inaccessible range
-//    (a host read of device memory faults instead of reading garbage) and
+//  - RecordDevice hands out addresses from an arithmetic range no process
+//    has mapped (nothing is reserved, so an address-space limit does not
+//    see the model; a host read of device memory faults instead of reading
+//    garbage) and
 //    counts the bytes of every live allocation by MemCat: the current bytes,
 //    the peak of each category and of the total, and where in the step the
 //    peak was reached (the kernel count, the last kernel and the caller's
@@ -198,10 +200,11 @@ class Recording {
   int64_t allocations_ = 0;
 };
 
-// The Device. Addresses come from a reserved range that is never mapped
-// readable: they are distinct for live allocations and may be offset into,
-// but reading or writing one faults. Pinned host memory is real host memory
-// (the caller writes into it).
+// The Device. Addresses are arithmetic, in a range that is never mapped
+// (record.cpp, kSpaceBase): nothing is reserved, they are distinct for live
+// allocations and may be offset into and compared, but reading or writing
+// one faults. Pinned host memory is real host memory (the caller writes
+// into it).
 class RecordDevice final : public Device {
  public:
   explicit RecordDevice(Recording& rec, std::string name = "record");
@@ -236,7 +239,7 @@ class RecordDevice final : public Device {
   std::string name_;
   std::unique_ptr<Stream> compute_;
   std::mutex mu_;
-  char* base_ = nullptr;  // the reserved range
+  char* base_ = nullptr;  // the first address of the arithmetic range (never mapped)
   size_t reserved_ = 0, next_ = 0;
   std::map<size_t, std::vector<char*>> free_;  // freed blocks by rounded size, reused first
 };

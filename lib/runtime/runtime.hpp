@@ -38,6 +38,10 @@ class Runtime {
   // host name -> world ranks on it, in node order (gathered at start).
   const std::vector<std::pair<std::string, std::vector<int>>>& hosts() const { return hosts_; }
   std::string mpi_version() const;
+  // When MPI_Init_thread returned: wall_time() and this process's CPU
+  // seconds, so start-up's timing can tell MPI's own start from the rest.
+  double init_wall() const { return init_wall_; }
+  double init_cpu() const { return init_cpu_; }
 
   // Exit every rank with `code` (MPI_Abort): for a failure on one rank that
   // would otherwise leave the others waiting in a collective.
@@ -46,6 +50,7 @@ class Runtime {
  private:
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_index_ = 0, num_nodes_ = 1;
   int thread_level_ = 0;
+  double init_wall_ = 0, init_cpu_ = 0;
   std::string host_;
   SlurmInfo slurm_;
   std::vector<std::pair<std::string, std::vector<int>>> hosts_;

@@ -127,6 +127,30 @@ against the measured figures (docs/analysis.md).
 |---|---|---|
 | `SCALETRAIN_CLUSTER_FILE` | CPU ranks: `configs/clusters/cpu-local.yaml` of the source tree; GPU runs: none | the cluster file (docs/planner.md) the trainer's start-up prediction uses |
 
+`startup` (added by rank 0 after the first step, `app/phase_clock.cpp`):
+where start-up went, from each process's start (as the kernel records it)
+to the end of the first step, by phase in order: `launch` (exec and library
+loading, to `main`), `mpi_init` (`MPI_Init_thread` itself), `runtime`
+(node-local ranks, host names, the watchdog's communicator),
+`config` (command line, config, backend), `mesh` (the world and node
+groups, the mesh's groups), `preflight` (the backend's device check),
+`host_memory` (the memory check: one recorded step per pipeline stage, made
+by each host's first rank), `data_open` (token files opened, the first
+batch's ids checked, the run folder; `data.verify=full` scans here),
+`engine` (model, optimizer state, the device communicators), `peak` (the
+FLOP/s MFU is measured against; once per host), `run_json` (rank 0 writes
+run.json and records the prediction), `telemetry_open`, `clock_sync` (each
+rank's clock against rank 0's), `resume_checkpointer` and `first_step`.
+`phases` lists each as `name`, `wall_s` (the slowest rank's; it includes
+waiting for the others in the phase's collectives), `cpu_s_mean` and
+`cpu_s_max` (CPU seconds per rank, all threads: what a loaded machine does
+not inflate); `total_s` (the slowest rank's start to the end of step 1),
+`cpu_s_mean` (per rank, all phases) and `ranks`. `exit` (added by rank 0
+at the end, before MPI_Finalize, which it cannot time): the same from the
+end of the last step, phases `checkpoint_drain` (the last background save's
+commit), `clock_sync` and `telemetry_close`. The log prints both as one
+line each.
+
 ## Run folder lock
 `run.lock` in the run folder is held (flock) by rank 0 of the job that uses
 the folder, and names it (host, pid, Slurm job, since when). A second job

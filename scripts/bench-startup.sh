@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Start-up and exit against the rank count (not a test): the tiny model for
+# 2 steps with runtime.cpu_peak_gflops=50 (no peak measurement) and a
+# checkpoint at step 1, at each rank count given, oversubscribed on this
+# machine, with the trainer of BUILD and, optionally, a second trainer
+# (BEFORE, e.g. one built from an earlier commit) in the same run. Per run:
+#   first_s   launch (mpirun started) to the start of step 1 (the slowest
+#             rank's t_start in telemetry)
+#   exit_s    the end of the last step (slowest rank) to mpirun's exit
+#   cpu_s     user + system CPU seconds of the whole job (mpirun and every
+#             rank, from /usr/bin/time), and per rank
+#   commit_s  the step-1 checkpoint's write and commit (ckpt_commit's
+#             write_s, slowest rank)
+#   load      /proc/loadavg's 1-minute figure before and after
+# With the BUILD trainer, run.json's `startup` phases (slowest rank's wall,
+# mean CPU per rank) are printed below each run. CPU seconds are what a
+# loaded machine does not inflate; wall times on a shared machine measure
+# its load too: read them beside the load.
+# Usage: scripts/bench-startup.sh BUILD_DIR [BEFORE_SCALETRAIN|-] RANKS...
+#   e.g.  scripts/bench-startup.sh build /tmp/before/scaletrain 16 32 64 128
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+(($# >= 3)) || { echo "usage: $0 BUILD_DIR BEFORE_SCALETRAIN|- RANKS..." >&2; exit 2; }
+build=$1 before=$2
+shift 2
+after=$build/app/scaletrain
+[[ -x $after ]] || { echo "bench-startup: no $after (build first)" >&2; exit 2; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/st-bench-startup-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cd "$here"
+
+one() {  # label binary ranks
+  local label=$1 bin=$2 n=$3 out=$work/run-$1-$3
+  local l0 t0 t1 l1
+  l0=$(cut -d' ' -f1 /proc/loadavg)
+  t0=$(date +%s.%N)
+  /usr/bin/time -f "%U %S" -o "$work/time" mpirun --oversubscribe --bind-to none -np "$n" \
+    "$bin" --config configs/models/tiny.yaml --set train.steps=2 \
+    --set runtime.cpu_peak_gflops=50 --set checkpoint.interval=1 --set checkpoint.keep_last_n=1 \
+    --out "$out" >"$out.log" 2>&1 || { echo "FAIL: $label $n ranks"; tail -20 "$out.log"; exit 1; }
+  t1=$(date +%s.%N)
+  l1=$(cut -d' ' -f1 /proc/loadavg)
+  python3 - "$out" "$t0" "$t1" "$work/time" "$label" "$n" "$l0" "$l1" <<'PY'
+import glob, json, sys
+out, t0, t1, tf, label, n, l0, l1 = sys.argv[1:]
+t0, t1, n = float(t0), float(t1), int(n)
+first, last, commit = 0.0, 0.0, 0.0
+for f in glob.glob(out + "/telemetry/rank_*.jsonl"):
+    for line in open(f):
+        r = json.loads(line)
+        if r.get("type") == "step":
+            if r["step"] == 1: first = max(first, r["t_start"])
+            last = max(last, r["t_start"] + r["step_s"])
+        if r.get("event") == "ckpt_commit" and r.get("step") == 1:
+            commit = max(commit, r.get("write_s", 0.0))
+u, s = (float(x) for x in open(tf).read().split()[-2:])
+print(f"{label:7s} {n:5d} {first - t0:9.2f} {t1 - last:8.2f} {u + s:8.1f} {(u + s) / n:8.3f} "
+      f"{commit:9.2f}   {l0}/{l1}")
+try:
+    st = json.load(open(out + "/run.json"))["startup"]
+    print("        phases (slowest wall s / mean CPU s): " + ", ".join(
+        f"{p['name']} {p['wall_s']:.2f}/{p['cpu_s_mean']:.3f}" for p in st["phases"]))
+except (KeyError, FileNotFoundError):
+    pass
+PY
+  rm -rf "$out"
+}
+
+echo "# $(date -u +%FT%TZ) $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)"
+printf '%-7s %5s %9s %8s %8s %8s %9s   %s\n' binary ranks first_s exit_s cpu_s cpu/rank commit_s load1
+for n in "$@"; do
+  [[ $before != - ]] && one before "$before" "$n"
+  one after "$after" "$n"
+done
