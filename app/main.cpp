@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
     st::Cli cli = st::parse_cli(argc, argv, root);
     if (cli.exit_now) return 0;
     st::Config cfg = st::load_config(cli.config, cli.sets);
-    st::resolve_layout(cfg, rt->world_size());
+    // --dry-run --world N plans N ranks from however many were launched.
+    st::resolve_layout(cfg, cli.world > 0 ? cli.world : rt->world_size());
     st::resolve_precision(cfg);
     // What the device can run is the backend's answer (runtime.device=cuda
     // loads the CUDA backend library here, on every rank alike).
