@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/subcommands.hpp"
 #include "config/config.hpp"
 #include "core/error.hpp"
 #include "scaletrain/build_config.hpp"
@@ -34,6 +35,15 @@ Cli parse_cli(int argc, char** argv, bool print) {
   try {
     po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
     po::notify(vm);
+  } catch (const po::unknown_option& e) {
+    // As scaletrain-analyze and scaletrain-plan do (lib/cli): the nearest option.
+    const std::string given = e.get_option_name().substr(0, e.get_option_name().find('='));
+    std::vector<std::string> known;
+    for (const auto& o : desc.options()) known.push_back("--" + o->long_name());
+    const std::string hint = cli::suggest_option(given, known);
+    throw UsageError("command line: unknown option '" + given + "'" +
+                     (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
+                     " (see scaletrain --help)");
   } catch (const po::error& e) {
     throw UsageError(std::string("command line: ") + e.what() + " (see scaletrain --help)");
   }

@@ -117,7 +117,8 @@ TEST(DryRun, WorldPlansALayoutWithoutLaunchingIt) {
   for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
            {"--world 8 --config " + src_dir() + "/configs/models/tiny.yaml", "--dry-run only"},
            {base + " --world 0", "--world 0: must be >= 1"},
-           {base + " --world 6", "world size 6"}}) {
+           {base + " --world 6", "world size 6"},
+           {base + " --dryrun", "unknown option '--dryrun'; did you mean '--dry-run'?"}}) {
     auto r = run_scaletrain(1, args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
     EXPECT_NE(r.output.find(want), std::string::npos) << args << "\n" << r.output;
