@@ -18,6 +18,9 @@ PACKAGES=(
   libgtest-dev googletest
   # the default run's real text: the King James Bible (public domain), see scripts/prepare-corpus.sh
   bible-kjv
+  # TensorBoard event files (lib/tensorboard: the Event/Summary messages; the
+  # read-back test parses them with python3-protobuf)
+  libprotobuf-dev protobuf-compiler python3-protobuf
   # analysis plots (gnuplot runs on the written .gp scripts; no plotting library is linked)
   gnuplot-nox
   # reference tests (independent implementation, checkpoint inspection)
