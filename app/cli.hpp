@@ -1,5 +1,5 @@
 // Command line of the trainer (Boost.Program_options): --config, repeatable
-// --set, --out, --dry-run, --help, --help-config, --version.
+// --set, --out, --dry-run [--world N], --help, --help-config, --version.
 #pragma once
 #include <string>
 #include <vector>
@@ -10,6 +10,7 @@ struct Cli {
   std::vector<std::string> sets;
   std::string out;
   bool dry_run = false;
+  int world = 0;          // --world N (--dry-run only): plan N ranks; 0: the launched world size
   bool exit_now = false;  // --help / --version printed something
   int exit_code = 0;
 };

@@ -5,7 +5,8 @@
 // the same record scaletrain-plan ranks layouts with; docs/planner.md): the
 // bytes its device would hold by category at the step's peak and where the
 // peak fell (the other ranks of a stage hold the same shapes), then its
-// kernel calls and collectives.
+// kernel calls and collectives. The world is the layout's (dp*tp*pp*cp),
+// which `--world N` sets without launching N ranks.
 #include <cstdio>
 #include <map>
 
@@ -54,6 +55,7 @@ void print_recorded(const Config& cfg) {
 void print_dry_run(const Runtime& rt, const Config& cfg) {
   if (rt.rank() != 0) return;
   const auto& p = cfg.parallel;
+  const int world = p.dp * p.tp * p.pp * p.cp;  // resolve_layout made it the planned world
   const metrics::ModelShape s = model_shape(cfg);
   const int64_t gb = global_batch(cfg);
   const double flops_step = metrics::mpt_model_flops_per_seq(s) * double(gb);
@@ -62,8 +64,8 @@ void print_dry_run(const Runtime& rt, const Config& cfg) {
   std::printf(
       "# layout\nworld %d = pp %d x dp %d x cp %d x tp %d (tp innermost), sp %s, zero %d, "
       "%d model chunk(s), bucket %.4g MiB\n",
-      rt.world_size(), p.pp, p.dp, p.cp, p.tp, p.sp ? "on" : "off", p.zero_stage,
-      p.num_model_chunks, p.dp_bucket_mb);
+      world, p.pp, p.dp, p.cp, p.tp, p.sp ? "on" : "off", p.zero_stage, p.num_model_chunks,
+      p.dp_bucket_mb);
   std::printf("# model\nparameters        %ld (%.2f M)\n", long(s.n_params), s.n_params / 1e6);
   std::printf("global batch      %ld sequences x %d tokens = %ld tokens\n", long(gb),
               cfg.model.seq_len, long(gb * cfg.model.seq_len));
@@ -78,7 +80,7 @@ void print_dry_run(const Runtime& rt, const Config& cfg) {
   const MeshDims d{p.pp, p.dp, p.cp, p.tp};
   std::vector<plan::MemoryEstimate> stages;
   for (int st = 0; st < p.pp; ++st) stages.push_back(plan::estimate_memory(cfg, st));
-  for (int r = 0; r < rt.world_size(); ++r) {
+  for (int r = 0; r < world; ++r) {
     const MeshCoords c = mesh_coords(r, d);
     const plan::MemoryEstimate& e = stages[size_t(c.pp)];
     std::string layers;

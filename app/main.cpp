@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
     st::Cli cli = st::parse_cli(argc, argv, root);
     if (cli.exit_now) return 0;
     st::Config cfg = st::load_config(cli.config, cli.sets);
-    st::resolve_layout(cfg, rt->world_size());
+    // --dry-run --world N plans N ranks from however many were launched.
+    st::resolve_layout(cfg, cli.world > 0 ? cli.world : rt->world_size());
     {
       // The start-up vote on a group of its own (no flight recorder yet).
       st::MpiCommunicator world(MPI_COMM_WORLD, "precision vote", cfg.runtime.timeout_s);

@@ -12,7 +12,7 @@ if(OneDNN_INCLUDE_DIR AND EXISTS ${OneDNN_INCLUDE_DIR}/oneapi/dnnl/dnnl_version.
 endif()
 include(FindPackageHandleStandardArgs)
 find_package_handle_standard_args(OneDNN REQUIRED_VARS OneDNN_LIBRARY OneDNN_INCLUDE_DIR
-  VERSION_VAR OneDNN_VERSION)
+  VERSION_VAR OneDNN_VERSION HANDLE_VERSION_RANGE)
 if(OneDNN_FOUND AND NOT TARGET OneDNN::dnnl)
   add_library(OneDNN::dnnl UNKNOWN IMPORTED)
   set_target_properties(OneDNN::dnnl PROPERTIES IMPORTED_LOCATION ${OneDNN_LIBRARY}

@@ -3,7 +3,8 @@
 # and tests without a cluster. Each node is a network + UTS + mount namespace
 # with its own hostname, an address on a private bridge (real TCP between
 # nodes, nothing routed off the bridge), a CPU cgroup (its processes, an
-# optional CPU quota) and an optional link bandwidth (tc tbf, both
+# optional CPU quota: cgroup v1's cpu controller, cpu.cfs_quota_us, or on a
+# host with cgroup v2 only, cpu.max) and an optional link bandwidth (tc tbf, both
 # directions; the kernels here have no netem, so no added latency). One
 # slurmd runs inside each node; slurmctld and munged run on the host, on the
 # bridge address. Everything (keys, config, state, logs, each node's
@@ -12,7 +13,8 @@
 # DIR; `stop`, or the watchdog when the --owner process is gone, removes every
 # namespace, link, bridge, qdisc, cgroup and daemon it made. Needs root.
 #
-# Usage: emucluster.sh check [--no-slurm]   exit 0 if usable here, else say why (exit 1)
+# Usage: emucluster.sh check [--no-slurm]   exit 0 if usable here, else say why (exit 1);
+#                      on cgroup v2 it enables the cpu controller for the root's children
 #        emucluster.sh start DIR [--nodes N] [--cpus C] [--bandwidth RATE]
 #                      [--node-bandwidth NAME=RATE]... [--node-cpu NAME=FRACTION]...
 #                      [--prefix node] [--owner PID] [--no-slurm]
@@ -32,7 +34,8 @@ set -Eeuo pipefail
 
 SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
 SLURM_BINS=(munged slurmctld slurmd sbatch srun squeue scontrol scancel sinfo)
-CG_ROOT=/sys/fs/cgroup/cpu
+# The cgroup file systems; EMUCLUSTER_CGROUP_FS moves them (a test's tree).
+CG_FS=${EMUCLUSTER_CGROUP_FS:-/sys/fs/cgroup}
 
 die() { echo "emucluster: $*" >&2; exit 1; }
 log() { echo "emucluster: $*"; }
@@ -56,7 +59,64 @@ cmd_check() {
     echo "network/UTS/mount namespaces are not permitted here (unshare --net --uts --mount fails)"
     return 1
   fi
-  [[ -w $CG_ROOT ]] || { echo "the cgroup v1 cpu controller ($CG_ROOT) is not writable"; return 1; }
+  cg_check
+}
+
+# --- cgroups: v1 (the cpu controller's hierarchy) or v2 (unified) -------------
+# The cluster's cgroup CG_ROOT/scaletrain-emu-TAG holds one cgroup per node:
+# its processes, and its CPU quota (v1 cpu.cfs_quota_us, v2 cpu.max). A hybrid
+# host (v2 mounted beside v1, with cpu on v1) uses v1.
+cg_detect() {  # sets CG_VER and CG_ROOT, or says why not and returns 1
+  if [[ -f $CG_FS/cpu/cpu.cfs_quota_us ]]; then
+    CG_VER=1 CG_ROOT=$CG_FS/cpu
+  elif [[ -f $CG_FS/cgroup.controllers ]]; then
+    CG_VER=2 CG_ROOT=$CG_FS
+  else
+    echo "no cgroup cpu controller: neither cgroup v1's $CG_FS/cpu nor cgroup v2's $CG_FS/cgroup.controllers"
+    return 1
+  fi
+}
+cg_check() {  # usable: writable, and on v2 the cpu controller given to the root's children
+  cg_detect || return 1
+  if ((CG_VER == 1)); then
+    [[ -w $CG_ROOT ]] || { echo "the cgroup v1 cpu controller ($CG_ROOT) is not writable"; return 1; }
+    return 0
+  fi
+  grep -qw cpu "$CG_ROOT/cgroup.controllers" || {
+    echo "cgroup v2 ($CG_ROOT) does not offer the cpu controller (cgroup.controllers: $(cat "$CG_ROOT/cgroup.controllers")); is it bound to a v1 hierarchy?"
+    return 1
+  }
+  grep -qw cpu "$CG_ROOT/cgroup.subtree_control" && return 0
+  echo +cpu >"$CG_ROOT/cgroup.subtree_control" 2>/dev/null || {
+    echo "cgroup v2: cannot enable the cpu controller in $CG_ROOT/cgroup.subtree_control (v2 gives controllers only to children of a cgroup without processes of its own: in a container, move its processes into a child cgroup first)"
+    return 1
+  }
+}
+cg_make() {  # cg_make DIR: a cgroup; on v2 one whose children get cpu.max
+  mkdir -p "$1"
+  if ((CG_VER == 2)); then echo +cpu >"$1/cgroup.subtree_control"; fi
+}
+cg_quota() {  # cg_quota DIR USEC|none: CPU time per 100 ms period
+  if ((CG_VER == 1)); then
+    echo "${2/none/-1}" >"$1/cpu.cfs_quota_us"
+  else
+    echo "${2/none/max} 100000" >"$1/cpu.max"
+  fi
+}
+cg_busy() {  # cg_busy DIR: a live process in it
+  local p
+  [[ -f $1/cgroup.procs ]] || return 1
+  while read -r p; do
+    [[ -n $p ]] && kill -0 "$p" 2>/dev/null && return 0
+  done <"$1/cgroup.procs"
+  return 1
+}
+cg_remove() {  # cg_remove DIR: an empty cgroup (a test's tree of plain files: those too)
+  case $(stat -f -c %T "$1" 2>/dev/null) in
+    cgroupfs | cgroup2fs | "") ;;
+    *) find "$1" -maxdepth 1 -type f -delete 2>/dev/null || true ;;
+  esac
+  rmdir "$1" 2>/dev/null || true
 }
 
 # --- cluster state ---------------------------------------------------------
@@ -67,7 +127,9 @@ load() {
   # shellcheck disable=SC1091
   source "$dir/cluster"
   bridge=st${tag}br
-  cgroup=$CG_ROOT/scaletrain-emu-$tag
+  # cgver and cgroup are in DIR/cluster since start; an older one was v1.
+  CG_VER=${cgver:-1}
+  [[ -n ${cgroup:-} ]] || cgroup=$CG_FS/cpu/scaletrain-emu-$tag
 }
 node_index() {  # node_index NAME -> 1..N
   local name=$1 i=${1#"$prefix"}
@@ -137,9 +199,9 @@ cmd_shape() {
 
 set_cpu() {  # set_cpu I FRACTION|none: the node's cgroup CPU quota
   local i=$1 f=$2
-  if [[ $f == none ]]; then echo -1 >"$cgroup/n$i/cpu.cfs_quota_us"; return 0; fi
+  if [[ $f == none ]]; then cg_quota "$cgroup/n$i" none; return 0; fi
   [[ $f =~ ^[0-9]*\.?[0-9]+$ ]] || die "CPU fraction '$f': expected a number of CPUs such as 0.5, or none"
-  awk -v f="$f" 'BEGIN { q = int(f * 100000); if (q < 1000) q = 1000; print q }' >"$cgroup/n$i/cpu.cfs_quota_us"
+  cg_quota "$cgroup/n$i" "$(awk -v f="$f" 'BEGIN { q = int(f * 100000); if (q < 1000) q = 1000; print q }')"
 }
 cmd_cpu() {
   load "$1"
@@ -190,7 +252,7 @@ cmd_stop() {
   for ((i = 0; i < 50; i++)); do
     local alive=0
     for ((p = 1; p <= nodes; p++)); do
-      [[ -s $cgroup/n$p/cgroup.procs ]] && alive=1
+      cg_busy "$cgroup/n$p" && alive=1
     done
     for name in slurmctld munged; do
       kill -0 "$(cat "$dir/$name.pid" 2>/dev/null || echo x)" 2>/dev/null && alive=1
@@ -206,15 +268,15 @@ cmd_stop() {
   done
   for ((i = 1; i <= nodes; i++)); do
     for ((p = 0; p < 150; p++)); do  # a job's processes may take a while to go
-      [[ -s $cgroup/n$i/cgroup.procs ]] || break
+      cg_busy "$cgroup/n$i" || break
       kill_cgroup "$cgroup/n$i" KILL
       sleep 0.1
     done
-    rmdir "$cgroup/n$i" 2>/dev/null || true
+    cg_remove "$cgroup/n$i"
     ip netns del "st${tag}n$i" 2>/dev/null || true
     ip link del "st${tag}v$i" 2>/dev/null || true
   done
-  rmdir "$cgroup" 2>/dev/null || true
+  cg_remove "$cgroup"
   ip link del "$bridge" 2>/dev/null || true
   rm -f "$dir/cluster.up"
   if [[ -d $cgroup ]] || ip netns list | grep -q "^st${tag}n"; then
@@ -249,7 +311,7 @@ start_node() {  # start_node I: namespace, link, cgroup, hostname, /etc/hosts
   ip -n "$ns" link set lo up
   ip link set "$v" master "$bridge"
   ip link set "$v" up
-  mkdir -p "$cgroup/n$i"
+  cg_make "$cgroup/n$i"
   (
     echo "$BASHPID" >"$cgroup/n$i/cgroup.procs"
     # nsenter rather than `ip netns exec`, which remounts /sys and so hides
@@ -340,14 +402,16 @@ cmd_start() {
   mkdir -p "$dir/state" "$dir/log" "$dir/node" "$dir/local" "$dir/bin"
   tag=$(printf '%04x' $((RANDOM % 65536)))
   subnet=$(pick_subnet $((0x${tag:2:2})))
-  printf 'tag=%s\nsubnet=%s\nnodes=%d\nprefix=%s\n' "$tag" "$subnet" "$nodes" "$prefix" >"$dir/cluster"
+  cg_detect >/dev/null
+  printf 'tag=%s\nsubnet=%s\nnodes=%d\nprefix=%s\ncgver=%s\ncgroup=%s\n' "$tag" "$subnet" "$nodes" \
+    "$prefix" "$CG_VER" "$CG_ROOT/scaletrain-emu-$tag" >"$dir/cluster"
   load "$dir"
   trap 'echo "emucluster: start failed; tearing down" >&2; cmd_stop "$dir" >&2 || true' ERR
   # Every step below is undone by cmd_stop, which reads DIR/cluster.
   ip link add "$bridge" type bridge
   ip addr add "$subnet.1/24" dev "$bridge"
   ip link set "$bridge" up
-  mkdir -p "$cgroup"
+  cg_make "$cgroup"
   {
     printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n'
     printf '%s %s emuctl\n' "$subnet.1" "$(hostname -s)"

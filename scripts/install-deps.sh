@@ -13,7 +13,7 @@ PACKAGES=(
   libyaml-cpp-dev nlohmann-json3-dev
   libboost-program-options-dev
   libopenblas-dev libopenblas-openmp-dev
-  # bf16 GEMM on CPU ranks (oneDNN 2.6, the library PyTorch's CPU path uses)
+  # bf16 GEMM on CPU ranks (oneDNN 2.6-2.7 or 3.x, the library PyTorch's CPU path uses)
   libdnnl-dev
   libgtest-dev googletest
   # the default run's real text: the King James Bible (public domain), see scripts/prepare-corpus.sh
@@ -21,8 +21,8 @@ PACKAGES=(
   # TensorBoard event files (lib/tensorboard: the Event/Summary messages; the
   # read-back test parses them with python3-protobuf)
   libprotobuf-dev protobuf-compiler python3-protobuf
-  # analysis plots
-  gnuplot-nox libgnuplot-iostream-dev libboost-iostreams-dev libboost-system-dev libboost-filesystem-dev
+  # analysis plots (gnuplot runs on the written .gp scripts; no plotting library is linked)
+  gnuplot-nox
   # reference tests (independent implementation, checkpoint inspection)
   python3 python3-numpy python3-torch python3-h5py
   # slurm tests (a real single-node Slurm)

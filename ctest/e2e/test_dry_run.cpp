@@ -4,7 +4,8 @@
 // a GPU job can be sized on a laptop; an uneven pipeline split sizes each
 // stage by its own layers. With the CUDA backend built, a dry run
 // on runtime.device=cuda loads it (no GPU needed) and every layout the CPU
-// runs is accepted.
+// runs is accepted. `--dry-run --world N` plans N ranks from one launched
+// rank and prints what a launch of N ranks prints.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -88,5 +89,38 @@ TEST(DryRun, EveryLayoutFamilyIsAcceptedOnCuda) {
                                                          "\\s+\\d+\\s+\\d+\\s+\\d+\\s+\\d+\\s+")))
           << "no memory row for rank " << rank << ":\n"
           << r.output;
+  }
+}
+
+// --world N from one rank: the same layout, mesh and memory table as a launch
+// of N ranks; --world without --dry-run, or below 1, is refused.
+TEST(DryRun, WorldPlansALayoutWithoutLaunchingIt) {
+  const std::string base = "--dry-run --config " + src_dir() +
+                           "/configs/models/tiny.yaml --set parallel.tp=2 --set parallel.pp=2";
+  auto one = run_scaletrain(1, base + " --world 8");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("world 8 = pp 2 x dp 2 x cp 1 x tp 2"), std::string::npos)
+      << one.output;
+  for (int rank = 0; rank < 8; ++rank)
+    EXPECT_TRUE(std::regex_search(one.output, std::regex("\\n\\s+" + std::to_string(rank) +
+                                                         "\\s+\\d+\\s+\\d+\\s+\\d+\\s+\\d+\\s+")))
+        << "no memory row for rank " << rank << ":\n"
+        << one.output;
+  // The same text as four launched ranks planning the same layout.
+  auto at = [](const std::string& s) { return s.substr(std::min(s.find("# layout"), s.size())); };
+  auto four = run_scaletrain(4, base + " --set parallel.tp=1");
+  auto four_w = run_scaletrain(1, base + " --set parallel.tp=1 --world=4");
+  ASSERT_EQ(four.exit_code, 0) << four.output;
+  ASSERT_EQ(four_w.exit_code, 0) << four_w.output;
+  EXPECT_FALSE(at(four.output).empty());
+  EXPECT_EQ(at(four_w.output), at(four.output));
+  for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {"--world 8 --config " + src_dir() + "/configs/models/tiny.yaml", "--dry-run only"},
+           {base + " --world 0", "--world 0: must be >= 1"},
+           {base + " --world 6", "world size 6"},
+           {base + " --dryrun", "unknown option '--dryrun'; did you mean '--dry-run'?"}}) {
+    auto r = run_scaletrain(1, args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(want), std::string::npos) << args << "\n" << r.output;
   }
 }

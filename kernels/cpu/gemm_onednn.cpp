@@ -9,6 +9,12 @@
 // caller's OpenMP pool, the one the project's own kernels use (inside an
 // OpenMP team it runs on the calling thread). Compiled when the build has
 // oneDNN (cmake/onednn.cmake); gemm_onednn_off.cpp otherwise.
+//
+// Two oneDNN APIs, one code path each (make_matmul, run_matmul): 2.6-2.7
+// (matmul::desc, alpha as the output scale) and 3.x (the primitive_desc takes
+// the memory descs; alpha is the weights' scale, DNNL_ARG_ATTR_SCALES at
+// execution). Both compute C = alpha * op(A) op(B) + beta * C, rounded once.
+// The onednn3_syntax test (ctest/model) compiles this file against 3.x headers.
 #include <cstring>
 #include <map>
 #include <memory>
@@ -16,11 +22,20 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
 #include "tensor/dtype.hpp"
+
+#if DNNL_VERSION_MAJOR == 2 && DNNL_VERSION_MINOR >= 6
+#define ST_ONEDNN_API 2
+#elif DNNL_VERSION_MAJOR == 3
+#define ST_ONEDNN_API 3
+#else
+#error "gemm_onednn.cpp supports oneDNN 2.6-2.7 and 3.x (cmake/onednn.cmake)"
+#endif
 
 namespace st::kernels {
 namespace {
@@ -38,7 +53,40 @@ struct Prim {
   dnnl::memory::desc a, b, c, scratch;
   dnnl::matmul mm;
   std::string impl;
+  float alpha = 1.f;  // 3.x: the weights' scale, handed over at execution
 };
+
+// The matmul's primitive_desc: alpha scales the product, then the sum post-op
+// adds beta * C.
+dnnl::matmul::primitive_desc make_matmul(const Prim& p, float beta) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (beta != 0.f) {
+    dnnl::post_ops po;
+    po.append_sum(beta);
+    attr.set_post_ops(po);
+  }
+#if ST_ONEDNN_API == 2
+  if (p.alpha != 1.f) attr.set_output_scales(0, {p.alpha});
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a, p.b, p.c), attr, cpu_engine());
+#else
+  if (p.alpha != 1.f) attr.set_scales_mask(DNNL_ARG_WEIGHTS, 0);  // one scale for all
+  return dnnl::matmul::primitive_desc(cpu_engine(), p.a, p.b, p.c, attr);
+#endif
+}
+
+void run_matmul(const Prim& p, dnnl::stream& s, dnnl::memory& a, dnnl::memory& b, dnnl::memory& c,
+                dnnl::memory& scratch) {
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, scratch}};
+#if ST_ONEDNN_API == 3
+  if (p.alpha != 1.f)
+    args.emplace(DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS,
+                 dnnl::memory({{1}, dt::f32, dnnl::memory::format_tag::x}, cpu_engine(),
+                              const_cast<float*>(&p.alpha)));
+#endif
+  p.mm.execute(s, args);
+}
 
 std::mutex g_mu;
 std::map<Key, std::shared_ptr<const Prim>> g_cache;
@@ -52,15 +100,8 @@ std::shared_ptr<const Prim> make(const Key& key) {
   p->b = dnnl::memory::desc({K, N}, dt::bf16,
                             tb ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
   p->c = dnnl::memory::desc({M, N}, c_bf16 ? dt::bf16 : dt::f32, dnnl::memory::dims{ldc, 1});
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (alpha != 1.f) attr.set_output_scales(0, {alpha});
-  if (beta != 0.f) {
-    dnnl::post_ops po;
-    po.append_sum(beta);
-    attr.set_post_ops(po);
-  }
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->c), attr, cpu_engine());
+  p->alpha = alpha;
+  const dnnl::matmul::primitive_desc pd = make_matmul(*p, beta);
   p->scratch = pd.scratchpad_desc();
   p->impl = pd.impl_info_str();
   p->mm = dnnl::matmul(pd);
@@ -170,9 +211,7 @@ void gemm_bf16_onednn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float a
   dnnl::engine& e = cpu_engine();
   dnnl::memory ma(p->a, e, const_cast<uint16_t*>(A)), mb(p->b, e, const_cast<uint16_t*>(B)),
       mc(p->c, e, C), ms(p->scratch, e, sp);
-  p->mm.execute(
-      *stream,
-      {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}});
+  run_matmul(*p, *stream, ma, mb, mc, ms);
   stream->wait();
 }
 }  // namespace st::kernels

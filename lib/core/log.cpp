@@ -3,12 +3,28 @@
 
 #include <cstdio>
 #include <mutex>
+#include <string_view>
+
+#include "core/util.hpp"
 
 namespace st {
 namespace {
 int g_rank = 0;
 std::FILE* g_file = nullptr;
 std::mutex g_mu;
+
+// Every line of `s` behind `prefix` (the UTC time, and a warning's rank).
+void put_lines(std::FILE* f, const std::string& prefix, const std::string& s) {
+  size_t a = 0;
+  while (true) {
+    const size_t b = s.find('\n', a);
+    const std::string_view line(s.data() + a, (b == std::string::npos ? s.size() : b) - a);
+    std::fprintf(f, "%s%.*s\n", prefix.c_str(), int(line.size()), line.data());
+    if (b == std::string::npos || b + 1 == s.size()) break;
+    a = b + 1;
+  }
+  std::fflush(f);
+}
 }  // namespace
 
 void log_set_rank(int rank) { g_rank = rank; }
@@ -28,22 +44,16 @@ void log_close_file() {
 
 void log0_str(const std::string& s) {
   if (g_rank != 0) return;
+  const std::string prefix = iso_time_utc() + " ";
   std::lock_guard<std::mutex> lk(g_mu);
-  std::fprintf(stdout, "%s\n", s.c_str());
-  std::fflush(stdout);
-  if (g_file) {
-    std::fprintf(g_file, "%s\n", s.c_str());
-    std::fflush(g_file);
-  }
+  put_lines(stdout, prefix, s);
+  if (g_file) put_lines(g_file, prefix, s);
 }
 
 void logw_str(const std::string& s) {
+  const std::string prefix = iso_time_utc() + " [rank " + std::to_string(g_rank) + "] ";
   std::lock_guard<std::mutex> lk(g_mu);
-  std::fprintf(stderr, "[rank %d] %s\n", g_rank, s.c_str());
-  std::fflush(stderr);
-  if (g_file) {
-    std::fprintf(g_file, "[rank %d] %s\n", g_rank, s.c_str());
-    std::fflush(g_file);
-  }
+  put_lines(stderr, prefix, s);
+  if (g_file) put_lines(g_file, prefix, s);
 }
 }  // namespace st

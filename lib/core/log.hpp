@@ -1,5 +1,7 @@
 // Human output: rank 0 prints (log0), every rank may warn (logw). Everything
 // printed by rank 0 is also appended to the run folder's log.txt once opened.
+// Every line starts with the UTC time in ISO 8601 (2026-12-02T07:01:02Z), so
+// Slurm logs read by time; a warning's lines then name the rank ([rank 3]).
 #pragma once
 #include <string>
 
