@@ -11,9 +11,11 @@
 //   scaletrain-convert check DIR --config F.yaml [--set key=value ...]
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -119,58 +121,54 @@ int run_export(const std::string& from, const std::string& out, const std::strin
   fs::create_directories(tmp);
   json weight_map = json::object();
   uint64_t total = 0;
-  for (const hf::ShardPlan& s : plan) {
-    // Each weight whole, in fp32, through the loader's resharding.
-    std::vector<std::vector<float>> full(s.weights.size());
-    std::vector<ShardView> views;
-    for (size_t i = 0; i < s.weights.size(); ++i) {
-      const hf::Weight& w = s.weights[i];
-      ShardView v;
-      v.name = "params/" + w.name;
-      v.global_shape = w.shape;
-      v.offset.assign(w.shape.size(), 0);
-      v.shape = w.shape;
-      int64_t n = 1;
-      for (int64_t d : w.shape) n *= d;
-      full[i].resize(size_t(n));
-      v.data = full[i].data();
-      views.push_back(std::move(v));
-    }
-    load(step_dir, views, -1);
-    std::vector<std::vector<uint8_t>> bytes(s.weights.size());
-    std::vector<safetensors::OutTensor> tensors;
-    for (size_t i = 0; i < s.weights.size(); ++i) {
-      const hf::Weight& w = s.weights[i];
-      const std::vector<float>& src = full[i];
-      const int64_t rows = w.shape[0], cols = int64_t(src.size()) / std::max<int64_t>(rows, 1);
-      const int64_t hd = w.rope_heads ? rows / w.rope_heads : 0;
-      const size_t eb = dt == "BF16" ? 2 : 4;
-      bytes[i].resize(src.size() * eb);
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t to = hd ? hf::hf_row(r, hd) : r;  // rotate-half order for q/k
-        uint8_t* dst = bytes[i].data() + size_t(to * cols) * eb;
-        const float* row = src.data() + r * cols;
-        if (eb == 4) {
-          std::memcpy(dst, row, size_t(cols) * 4);
-        } else {
-          for (int64_t c = 0; c < cols; ++c) {
-            const uint16_t h = f32_to_bf16(row[c]);
-            std::memcpy(dst + 2 * c, &h, 2);
+  try {
+    for (const hf::ShardPlan& s : plan) {
+      std::vector<safetensors::OutTensor> header;
+      for (const hf::Weight& w : s.weights) header.push_back({w.hf, dt, w.shape, nullptr});
+      safetensors::Writer file((fs::path(tmp) / s.file).string(), header, {{"format", "pt"}});
+      // One weight at a time, whole, in fp32, through the loader's resharding.
+      for (const hf::Weight& w : s.weights) {
+        int64_t n = 1;
+        for (int64_t d : w.shape) n *= d;
+        std::vector<float> full(static_cast<size_t>(n));
+        std::vector<ShardView> view(1);
+        view[0].name = "params/" + w.name;
+        view[0].global_shape = w.shape;
+        view[0].offset.assign(w.shape.size(), 0);
+        view[0].shape = w.shape;
+        view[0].data = full.data();
+        load(step_dir, view, -1);
+        const int64_t rows = w.shape[0], cols = n / std::max<int64_t>(rows, 1);
+        const int64_t hd = w.rope_heads ? rows / w.rope_heads : 0;
+        const size_t eb = dt == "BF16" ? 2 : 4;
+        std::vector<uint8_t> bytes(size_t(n) * eb);
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t to = hd ? hf::hf_row(r, hd) : r;  // rotate-half order for q/k
+          uint8_t* dst = bytes.data() + size_t(to * cols) * eb;
+          const float* row = full.data() + r * cols;
+          if (eb == 4) {
+            std::memcpy(dst, row, size_t(cols) * 4);
+          } else {
+            for (int64_t c = 0; c < cols; ++c) {
+              const uint16_t h = f32_to_bf16(row[c]);
+              std::memcpy(dst + 2 * c, &h, 2);
+            }
           }
         }
+        file.append(bytes.data(), bytes.size());
+        weight_map[w.hf] = s.file;
+        total += bytes.size();
       }
-      full[i].clear();
-      full[i].shrink_to_fit();
-      tensors.push_back({w.hf, dt, w.shape, bytes[i].data()});
-      weight_map[w.hf] = s.file;
-      total += bytes[i].size();
+      file.close();
     }
-    safetensors::write((fs::path(tmp) / s.file).string(), tensors, {{"format", "pt"}});
+    write_file_atomic((fs::path(tmp) / "model.safetensors.index.json").string(),
+                      hf::index_json(weight_map, total).dump(2));
+    write_file_atomic((fs::path(tmp) / "config.json").string(),
+                      hf::config_json(m, dt == "BF16" ? "bfloat16" : "float32").dump(2));
+  } catch (...) {
+    fs::remove_all(tmp, ec);  // no half folder left behind
+    throw;
   }
-  write_file_atomic((fs::path(tmp) / "model.safetensors.index.json").string(),
-                    hf::index_json(weight_map, total).dump(2));
-  write_file_atomic((fs::path(tmp) / "config.json").string(),
-                    hf::config_json(m, dt == "BF16" ? "bfloat16" : "float32").dump(2));
   if (fs::exists(out, ec)) fs::remove(out, ec);  // the empty folder checked above
   fs::rename(tmp, out);
   uint64_t files = 0;

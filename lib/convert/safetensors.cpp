@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -213,23 +212,56 @@ std::string header_json(const std::vector<OutTensor>& tensors,
   return s;
 }
 
-void write(const std::string& path, const std::vector<OutTensor>& tensors,
-           const std::map<std::string, std::string>& metadata) {
+Writer::Writer(const std::string& path, const std::vector<OutTensor>& tensors,
+               const std::map<std::string, std::string>& metadata)
+    : path_(path) {
   const std::string header = header_json(tensors, metadata);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw Error("cannot create '" + path + "': " + std::strerror(errno));
-  uint8_t len[8];
-  uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) len[i] = uint8_t(n >> (8 * i));
-  f.write(reinterpret_cast<const char*>(len), 8);
-  f.write(header.data(), std::streamsize(header.size()));
   for (const OutTensor& t : tensors) {
     uint64_t numel = 1;
     for (int64_t d : t.shape) numel *= uint64_t(d);
-    f.write(static_cast<const char*>(t.data), std::streamsize(numel * dtype_bytes(t.dtype)));
+    sizes_.push_back(numel * dtype_bytes(t.dtype));
   }
-  f.flush();
-  if (!f) throw Error("writing '" + path + "' failed: " + std::strerror(errno));
+  f_ = std::fopen(path.c_str(), "wb");
+  if (!f_) throw Error("cannot create '" + path + "': " + std::strerror(errno));
+  uint8_t len[8];
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) len[i] = uint8_t(n >> (8 * i));
+  if (std::fwrite(len, 1, 8, f_) != 8 ||
+      std::fwrite(header.data(), 1, header.size(), f_) != header.size())
+    throw Error("writing '" + path + "' failed: " + std::strerror(errno));
+}
+
+Writer::~Writer() {
+  if (f_) std::fclose(f_);
+}
+
+void Writer::append(const void* data, size_t bytes) {
+  ST_CHECK(next_ < sizes_.size() && bytes == sizes_[next_], "safetensors::Writer '", path_,
+           "': tensor ", next_, " of ", sizes_.size(), " given ", bytes, " bytes");
+  ++next_;
+  if (std::fwrite(data, 1, bytes, f_) != bytes)
+    throw Error("writing '" + path_ + "' failed: " + std::strerror(errno));
+}
+
+void Writer::close() {
+  ST_CHECK(next_ == sizes_.size(), "safetensors::Writer '", path_, "': ", next_, " of ",
+           sizes_.size(), " tensors appended");
+  const bool ok = std::fflush(f_) == 0 && ::fsync(::fileno(f_)) == 0;
+  const int err = errno;
+  const bool closed = std::fclose(f_) == 0;
+  f_ = nullptr;
+  if (!ok || !closed) throw Error("writing '" + path_ + "' failed: " + std::strerror(err));
+}
+
+void write(const std::string& path, const std::vector<OutTensor>& tensors,
+           const std::map<std::string, std::string>& metadata) {
+  Writer w(path, tensors, metadata);
+  for (const OutTensor& t : tensors) {
+    uint64_t numel = 1;
+    for (int64_t d : t.shape) numel *= uint64_t(d);
+    w.append(t.data, size_t(numel * dtype_bytes(t.dtype)));
+  }
+  w.close();
 }
 
 }  // namespace st::safetensors

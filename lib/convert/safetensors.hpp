@@ -7,6 +7,7 @@
 // checks all of it before a byte of tensor data is used (docs/convert.md).
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -65,5 +66,23 @@ std::string header_json(const std::vector<OutTensor>& tensors,
 // Writes a safetensors file. Throws Error naming the path on an I/O failure.
 void write(const std::string& path, const std::vector<OutTensor>& tensors,
            const std::map<std::string, std::string>& metadata);
+
+// The same, one tensor at a time (an export holds one weight in memory, not
+// a whole shard): the header first (the tensors' `data` unused), then each
+// tensor's bytes in order through append(), then close().
+class Writer {
+ public:
+  Writer(const std::string& path, const std::vector<OutTensor>& tensors,
+         const std::map<std::string, std::string>& metadata);
+  ~Writer();
+  void append(const void* data, size_t bytes);  // the next tensor, whole
+  void close();                                 // all tensors appended; flushed
+
+ private:
+  std::string path_;
+  std::vector<uint64_t> sizes_;
+  size_t next_ = 0;
+  std::FILE* f_ = nullptr;
+};
 
 }  // namespace st::safetensors
