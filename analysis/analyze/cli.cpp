@@ -1,37 +1,20 @@
-// scaletrain-analyze command line (see cli.hpp and docs/analysis.md).
+// scaletrain-analyze command line (see cli.hpp and docs/analysis.md): its
+// sub-commands and their options on the shared parser (lib/cli).
 #include "analyze/cli.hpp"
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "analyze/campaign.hpp"
 #include "analyze/report.hpp"
 #include "analyze/trace.hpp"
+#include "cli/subcommands.hpp"
 #include "core/error.hpp"
 
 namespace st::analysis {
 namespace {
-
-const char* kUsage =
-    "usage:\n"
-    "  scaletrain-analyze run DIR [options]\n"
-    "  scaletrain-analyze campaign DIR... [options] [--group-by-model]\n"
-    "  scaletrain-analyze mpt BENCHMARKS_CSV MODELS_CSV [--out DIR]\n"
-    "  scaletrain-analyze trace DIR [--steps A..B] [--out DIR]   (all ranks on one timeline)\n"
-    "  scaletrain-analyze hang DIR     (which collective a hung job waited in, for whom)\n"
-    "options:\n"
-    "  --out DIR              output folder (default: DIR/analysis for run,\n"
-    "                         <first DIR's parent>/analysis for campaign)\n"
-    "  --warmup N             steps dropped before the window (default 1)\n"
-    "  --window W             back-half (default) | last:K | range:FIRST:LAST\n"
-    "  --flops-formula F      mpt (default) | 6n12lhqt\n"
-    "  --peak-flops X         peak FLOP/s per device (overrides table and run.json)\n"
-    "  --ckpt-k K             steps after a checkpoint for the step-time excess (default 12)\n"
-    "  --allow-bad-ranks      analyse the other ranks when some rank files are bad\n"
-    "  --group-by-model       campaign: one scaling series per model instead of refusing\n"
-    "  --no-plots             write tables only\n"
-    "exit codes: 0 ok, 1 internal error, 2 bad input\n";
 
 double parse_num(const std::string& flag, const std::string& v) {
   try {
@@ -43,118 +26,159 @@ double parse_num(const std::string& flag, const std::string& v) {
   throw UsageError(flag + ": not a finite number: '" + v + "'");
 }
 
+// Where every option lands; the option groups below bind to it.
+struct Args {
+  Options opt;
+  std::string out_dir, window = "back-half", steps;
+  int64_t warmup = 1;
+  bool warmup_set = false, plots = true, group = false;
+};
+
+// Value checks: each parses its option's text, refuses it naming the option,
+// and stores it.
+using Check = std::function<void(const std::string&)>;
+Check warmup_into(Args& a) {
+  return [&a](const std::string& v) {
+    const double w = parse_num("--warmup", v);
+    if (w < 0 || w > 1e15 || w != double(int64_t(w)))
+      throw UsageError("--warmup: must be an integer >= 0");
+    a.warmup = int64_t(w), a.warmup_set = true;
+  };
+}
+Check formula_into(FlopsFormula& f) {
+  return [&f](const std::string& v) {
+    if (v == "mpt")
+      f = FlopsFormula::Mpt;
+    else if (v == "6n12lhqt")
+      f = FlopsFormula::SixN12LHQT;
+    else
+      throw UsageError("--flops-formula: invalid value '" + v + "' (valid: mpt, 6n12lhqt)");
+  };
+}
+Check peak_into(double& x) {
+  return [&x](const std::string& v) {
+    x = parse_num("--peak-flops", v);
+    if (x <= 0) throw UsageError("--peak-flops: must be positive");
+  };
+}
+Check ckpt_k_into(int& k) {
+  return [&k](const std::string& v) {
+    const double d = parse_num("--ckpt-k", v);
+    if (d < 0 || d > 1e9 || d != double(int64_t(d)))
+      throw UsageError("--ckpt-k: must be an integer in [0, 1000000000]");
+    k = int(d);
+  };
+}
+
+// `run DIR` and `campaign DIR...`.
+int report(const std::string& cmd, const std::vector<std::string>& pos, Args& a, std::ostream& out,
+           std::ostream& err) {
+  Options opt = a.opt;
+  opt.window = parse_window(a.window, a.warmup);
+  opt.window.warmup_set = a.warmup_set;
+  std::string out_dir = a.out_dir;
+  std::vector<RunSummary> runs;
+  for (auto& d : pos) {
+    if (!std::filesystem::is_directory(d)) throw UsageError(d + ": not a folder");
+    // The run report's straggler section reads the trace records too.
+    auto tel = telemetry::read_run(d, 0, cmd == "run");
+    for (auto& w : tel.warnings) err << "warning: " << w << "\n";
+    runs.push_back(summarize_run(tel, opt));
+    for (auto& e : runs.back().errors) err << "error (rank excluded): " << e << "\n";
+  }
+  Written w;
+  if (cmd == "run") {
+    if (out_dir.empty()) out_dir = pos[0] + "/analysis";
+    w = write_run_outputs(runs[0], out_dir, a.plots);
+    const auto& s = runs[0];
+    out << "window: " << s.window_text << "\n"
+        << "tok/s " << s.tok_s << ", tok/s/GPU " << s.tok_s_gpu << ", MFU " << s.mfu << "%, HFU "
+        << s.hfu << "% (peak: " << s.peak_source << ")\n";
+  } else {
+    Campaign c = build_campaign(std::move(runs), a.group);
+    if (out_dir.empty()) {
+      auto parent = std::filesystem::path(pos[0]).lexically_normal().parent_path();
+      if (std::filesystem::path(pos[0]).filename().empty()) parent = parent.parent_path();
+      out_dir = (parent.empty() ? std::filesystem::path(".") : parent).string() + "/analysis";
+    }
+    w = write_campaign_outputs(c, out_dir, a.plots);
+    for (auto& x : c.warnings) err << "warning: " << x << "\n";
+    for (auto& s : c.series) {
+      out << s.model << " (" << s.kind << " scaling, base " << s.base_gpus << " GPUs):";
+      for (size_t k = 0; k < s.runs.size(); ++k)
+        out << " " << c.runs[s.runs[k]].gpus << "->" << s.efficiency[k];
+      out << "\n";
+    }
+  }
+  out << "wrote " << out_dir << "/report.md";
+  for (auto& f : w.files) out << " " << f;
+  out << "\n";
+  for (auto& s : w.skipped_plots) err << "skipped plot " << s << "\n";
+  return 0;
+}
+
+int mpt(const std::vector<std::string>& csvs, const std::string& out_dir, std::ostream& out) {
+  if (!out_dir.empty()) std::filesystem::create_directories(out_dir);
+  double worst_mfu, worst_hfu;
+  return mpt_check(csvs[0], csvs[1], out_dir, out, worst_mfu, worst_hfu);
+}
+
 }  // namespace
 
 int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  using cli::checked;
+  using cli::flag;
+  using cli::text;
   try {
-    if (args.empty() || args[0] == "-h" || args[0] == "--help") {
-      (args.empty() ? err : out) << kUsage;
-      return args.empty() ? 2 : 0;
-    }
-    const std::string cmd = args[0];
-    if (cmd == "trace") return trace_cli(args, out, err);
-    if (cmd == "hang") return hang_cli(args, out, err);
-    std::vector<std::string> pos;
-    Options opt;
-    std::string out_dir, window = "back-half";
-    int64_t warmup = 1;
-    bool plots = true, group = false, warmup_set = false;
-    for (size_t i = 1; i < args.size(); ++i) {
-      const std::string& a = args[i];
-      auto val = [&]() -> std::string {
-        if (i + 1 >= args.size()) throw UsageError(a + ": needs a value");
-        return args[++i];
-      };
-      if (a == "--out")
-        out_dir = val();
-      else if (a == "--warmup") {
-        double w = parse_num(a, val());
-        if (w < 0 || w > 1e15 || w != double(int64_t(w)))
-          throw UsageError("--warmup: must be an integer >= 0");
-        warmup = int64_t(w);
-        warmup_set = true;
-      } else if (a == "--window")
-        window = val();
-      else if (a == "--flops-formula") {
-        std::string f = val();
-        if (f == "mpt")
-          opt.formula = FlopsFormula::Mpt;
-        else if (f == "6n12lhqt")
-          opt.formula = FlopsFormula::SixN12LHQT;
-        else
-          throw UsageError("--flops-formula: invalid value '" + f + "' (valid: mpt, 6n12lhqt)");
-      } else if (a == "--peak-flops") {
-        opt.peak_override = parse_num(a, val());
-        if (opt.peak_override <= 0) throw UsageError("--peak-flops: must be positive");
-      } else if (a == "--ckpt-k") {
-        const double k = parse_num(a, val());
-        if (k < 0 || k > 1e9 || k != double(int64_t(k)))
-          throw UsageError("--ckpt-k: must be an integer in [0, 1000000000]");
-        opt.ckpt_k = int(k);
-      } else if (a == "--allow-bad-ranks")
-        opt.allow_bad_ranks = true;
-      else if (a == "--group-by-model")
-        group = true;
-      else if (a == "--no-plots")
-        plots = false;
-      else if (a.rfind("--", 0) == 0)
-        throw UsageError("unknown option '" + a + "'\n" + kUsage);
-      else
-        pos.push_back(a);
-    }
-    opt.window = parse_window(window, warmup);
-    opt.window.warmup_set = warmup_set;
+    Args a;
+    // The option groups and the sub-commands: an option is one entry of its
+    // group (its value checked as it is stored), a sub-command one add().
+    // clang-format off
+    cli::po::options_description report_o("options");
+    report_o.add_options()
+        ("out", text(&a.out_dir, "DIR"),
+         "output folder (default: DIR/analysis for run, <first DIR's parent>/analysis for "
+         "campaign)")
+        ("warmup", checked("N", warmup_into(a)), "steps dropped before the window (default 1)")
+        ("window", text(&a.window, "W"), "back-half (default) | last:K | range:FIRST:LAST")
+        ("flops-formula", checked("F", formula_into(a.opt.formula)), "mpt (default) | 6n12lhqt")
+        ("peak-flops", checked("X", peak_into(a.opt.peak_override)),
+         "peak FLOP/s per device (overrides the table and run.json)")
+        ("ckpt-k", checked("K", ckpt_k_into(a.opt.ckpt_k)),
+         "steps after a checkpoint for the step-time excess (default 12)")
+        ("allow-bad-ranks", flag(&a.opt.allow_bad_ranks),
+         "analyse the other ranks when some rank files are bad")
+        ("no-plots", flag(&a.plots, false), "write tables only");
+    cli::po::options_description campaign_o("campaign options");
+    campaign_o.add_options()
+        ("group-by-model", flag(&a.group),
+         "one scaling series per model instead of refusing a mixed campaign");
+    cli::po::options_description mpt_o("options");
+    mpt_o.add_options()
+        ("out", text(&a.out_dir, "DIR"), "output folder for the comparison");
+    cli::po::options_description trace_o("options");
+    trace_o.add_options()
+        ("steps", text(&a.steps, "A..B"), "steps to draw (either side may be empty; default all)")
+        ("out", text(&a.out_dir, "DIR"), "output folder (default DIR/analysis)");
 
-    if (cmd == "mpt") {
-      if (pos.size() != 2)
-        throw UsageError(std::string("mpt: needs BENCHMARKS_CSV MODELS_CSV\n") + kUsage);
-      if (!out_dir.empty()) std::filesystem::create_directories(out_dir);
-      double wm, wh;
-      return mpt_check(pos[0], pos[1], out_dir, out, wm, wh);
-    }
-    if (cmd != "run" && cmd != "campaign")
-      throw UsageError("unknown command '" + cmd + "'\n" + kUsage);
-    if (pos.empty() || (cmd == "run" && pos.size() != 1))
-      throw UsageError(cmd + ": needs " + (cmd == "run" ? "one run folder" : "run folders") + "\n" +
-                       kUsage);
-    std::vector<RunSummary> runs;
-    for (auto& d : pos) {
-      if (!std::filesystem::is_directory(d)) throw UsageError(d + ": not a folder");
-      // The run report's straggler section reads the trace records too.
-      auto tel = telemetry::read_run(d, 0, cmd == "run");
-      for (auto& w : tel.warnings) err << "warning: " << w << "\n";
-      runs.push_back(summarize_run(tel, opt));
-      for (auto& e : runs.back().errors) err << "error (rank excluded): " << e << "\n";
-    }
-    Written w;
-    if (cmd == "run") {
-      if (out_dir.empty()) out_dir = pos[0] + "/analysis";
-      w = write_run_outputs(runs[0], out_dir, plots);
-      const auto& s = runs[0];
-      out << "window: " << s.window_text << "\n"
-          << "tok/s " << s.tok_s << ", tok/s/GPU " << s.tok_s_gpu << ", MFU " << s.mfu << "%, HFU "
-          << s.hfu << "% (peak: " << s.peak_source << ")\n";
-    } else {
-      Campaign c = build_campaign(std::move(runs), group);
-      if (out_dir.empty()) {
-        auto parent = std::filesystem::path(pos[0]).lexically_normal().parent_path();
-        if (std::filesystem::path(pos[0]).filename().empty()) parent = parent.parent_path();
-        out_dir = (parent.empty() ? std::filesystem::path(".") : parent).string() + "/analysis";
-      }
-      w = write_campaign_outputs(c, out_dir, plots);
-      for (auto& x : c.warnings) err << "warning: " << x << "\n";
-      for (auto& s : c.series) {
-        out << s.model << " (" << s.kind << " scaling, base " << s.base_gpus << " GPUs):";
-        for (size_t k = 0; k < s.runs.size(); ++k)
-          out << " " << c.runs[s.runs[k]].gpus << "->" << s.efficiency[k];
-        out << "\n";
-      }
-    }
-    out << "wrote " << out_dir << "/report.md";
-    for (auto& f : w.files) out << " " << f;
-    out << "\n";
-    for (auto& s : w.skipped_plots) err << "skipped plot " << s << "\n";
-    return 0;
+    cli::Program p("scaletrain-analyze", "exit codes: 0 ok, 1 internal error, 2 bad input\n");
+    p.add({"run", "DIR", "one run's report (throughput, MFU/HFU, parts, stragglers, checkpoints)",
+           1, 1, {&report_o},
+           [&](const auto& pos) { return report("run", pos, a, out, err); }});
+    p.add({"campaign", "DIR...", "runs side by side: scaling efficiency, one report",
+           1, cli::kMany, {&report_o, &campaign_o},
+           [&](const auto& pos) { return report("campaign", pos, a, out, err); }});
+    p.add({"mpt", "BENCHMARKS_CSV MODELS_CSV", "MFU/HFU of the published MPT rows, recomputed",
+           2, 2, {&mpt_o},
+           [&](const auto& pos) { return mpt(pos, a.out_dir, out); }});
+    p.add({"trace", "DIR", "all ranks on one timeline (trace.json, step.svg, waits)",
+           1, 1, {&trace_o},
+           [&](const auto& pos) { return trace_cli(pos[0], a.out_dir, a.steps, out, err); }});
+    p.add({"hang", "DIR", "which collective a hung job waited in, and for whom",
+           1, 1, {},
+           [&](const auto& pos) { return hang_cli(pos[0], out); }});
+    // clang-format on
+    return p.main(args, out, err);
   } catch (const UsageError& e) {
     err << "scaletrain-analyze: " << e.what() << "\n";
     return 2;

@@ -51,8 +51,12 @@ Timeline build_timeline(const telemetry::RunTelemetry& run, int64_t first, int64
 // returns their names.
 std::vector<std::string> write_trace_outputs(const Timeline& t, const std::string& out_dir);
 
-int trace_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-int hang_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// The `trace` and `hang` sub-commands once cli.cpp has parsed their
+// arguments: `steps` is "A..B" (either side may be empty) or "" for all,
+// `out_dir` "" for DIR/analysis.
+int trace_cli(const std::string& dir, const std::string& out_dir, const std::string& steps,
+              std::ostream& out, std::ostream& err);
+int hang_cli(const std::string& dir, std::ostream& out);
 
 // The hang report of a run folder (its flight/ dumps and run.json) as
 // markdown; the first line names the collective and the ranks.

@@ -1,5 +1,6 @@
 // The `trace` and `hang` subcommands of scaletrain-analyze (trace.hpp,
-// docs/analysis.md): argument checks, then the work and one summary line.
+// docs/analysis.md) once cli.cpp has parsed them: value checks, then the work
+// and one summary line.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -31,35 +32,19 @@ std::pair<int64_t, int64_t> parse_steps(const std::string& v) {
   return {a, b};
 }
 
-std::string run_dir_arg(const std::vector<std::string>& pos, const char* cmd) {
-  if (pos.size() != 1)
-    throw UsageError(std::string(cmd) + ": needs one run folder (scaletrain-analyze " + cmd +
-                     " RUN_DIR)");
-  if (!std::filesystem::is_directory(pos[0])) throw UsageError(pos[0] + ": not a folder");
-  return pos[0];
+std::string run_dir_arg(const std::string& dir) {
+  if (!std::filesystem::is_directory(dir)) throw UsageError(dir + ": not a folder");
+  return dir;
 }
 
 }  // namespace
 
-int trace_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::vector<std::string> pos;
-  std::string out_dir;
+int trace_cli(const std::string& run_dir, const std::string& out_arg, const std::string& steps,
+              std::ostream& out, std::ostream& err) {
   int64_t first = -1, last = -1;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if ((a == "--steps" || a == "--out") && i + 1 >= args.size())
-      throw UsageError(a + ": needs a value");
-    if (a == "--steps")
-      std::tie(first, last) = parse_steps(args[++i]);
-    else if (a == "--out")
-      out_dir = args[++i];
-    else if (a.rfind("--", 0) == 0)
-      throw UsageError("trace: unknown option '" + a + "' (valid: --steps A..B, --out DIR)");
-    else
-      pos.push_back(a);
-  }
-  const std::string dir = run_dir_arg(pos, "trace");
-  if (out_dir.empty()) out_dir = dir + "/analysis";
+  if (!steps.empty()) std::tie(first, last) = parse_steps(steps);
+  const std::string dir = run_dir_arg(run_dir);
+  const std::string out_dir = out_arg.empty() ? dir + "/analysis" : out_arg;
   auto run = telemetry::read_run(dir, 0, true);
   for (auto& w : run.warnings) err << "warning: " << w << "\n";
   if (!run.ok()) throw UsageError(run.errors.front());
@@ -83,14 +68,8 @@ int trace_cli(const std::vector<std::string>& args, std::ostream& out, std::ostr
   return 0;
 }
 
-int hang_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
-  std::vector<std::string> pos;
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i].rfind("--", 0) == 0)
-      throw UsageError("hang: unknown option '" + args[i] + "' (hang takes only RUN_DIR)");
-    pos.push_back(args[i]);
-  }
-  const std::string dir = run_dir_arg(pos, "hang");
+int hang_cli(const std::string& run_dir, std::ostream& out) {
+  const std::string dir = run_dir_arg(run_dir);
   const std::string report = hang_report(dir);
   std::filesystem::create_directories(dir + "/analysis");
   std::ofstream f(dir + "/analysis/hang.md");

@@ -1,10 +1,13 @@
-// scaletrain-plan command line (see cli.hpp and docs/planner.md).
+// scaletrain-plan command line (see cli.hpp and docs/planner.md): its
+// sub-commands and their options on the shared parser (lib/cli).
 #include "planner/cli.hpp"
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <sstream>
 
+#include "cli/subcommands.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "plan/cluster.hpp"
@@ -22,57 +25,7 @@ namespace fs = std::filesystem;
 namespace st::plan {
 namespace {
 
-const char* kUsage =
-    "usage:\n"
-    "  scaletrain-plan [plan] --cluster FILE --devices N[,N...] [model] [knobs] [outputs]\n"
-    "  scaletrain-plan calibrate [model] [knobs] --out FILE.yaml [calibrate options]\n"
-    "  scaletrain-plan compare --cluster FILE RUN_DIR... [--out DIR]\n"
-    "  scaletrain-plan mpt-fit [--benchmarks CSV] [--models CSV] [--clusters DIR] [--out DIR]\n"
-    "  scaletrain-plan published [--benchmarks CSV] [--models CSV] [--clusters DIR]\n"
-    "  scaletrain-plan calibrate-gpu --cluster BASE.yaml --out FILE.yaml [--bench PATH]\n"
-    "                [--attn-bench PATH] [--nccl-intra CMD] [--nccl-inter CMD]\n"
-    "model (as the trainer takes it):\n"
-    "  --config F.yaml          run config or model preset file (default: configs/default.yaml)\n"
-    "  --set section.key=value  any config key, repeatable (e.g. model.preset=llama-7b)\n"
-    "knobs (comma-separated lists; a knob left out keeps the config's value):\n"
-    "  --devices N,...          devices (ranks) to plan for; calibrate: rank counts to measure\n"
-    "  --dp, --tp, --pp, --cp   sizes (default: every power of two dividing the device count)\n"
-    "  --sp 0,1                 sequence parallelism (tried with tp > 1 only)\n"
-    "  --zero 0,1,2,3           ZeRO stages\n"
-    "  --chunks 1,2             model chunks per pipeline stage (interleaved when > 1)\n"
-    "  --micro-batch B,...      sequences per micro-batch\n"
-    "  --grad-accum M,...       micro-batches per step\n"
-    "  --global-batch G         fix the global batch (sequences): grad_accum = G / (dp * "
-    "micro_batch)\n"
-    "  --bucket-mb X,...        gradient bucket sizes (MiB)\n"
-    "  --act-ckpt none,selective,full\n"
-    "plan outputs:\n"
-    "  --cluster FILE           cluster file (configs/clusters/*.yaml)\n"
-    "  --devices-per-node N     override the cluster file's devices per node\n"
-    "  --top K                  layouts in the table and the campaign (default 10)\n"
-    "  --near K                 predicted-infeasible layouts nearest the limit added to the "
-    "campaign (default 2)\n"
-    "  --out DIR                output folder (default results/plans/plan-<model>-<cluster>-<UTC "
-    "time>)\n"
-    "  --campaign-name NAME     name in campaign.yaml (default plan-<model>-<devices>)\n"
-    "  --campaign-steps N       steps per campaign job (default 20)\n"
-    "  --weak-scaling N,...     also project weak scaling over these sizes at the per-device\n"
-    "                           batch micro_batch x grad_accum (weak_scaling.md/.csv/.json/.svg)\n"
-    "  --no-plots               tables only\n"
-    "calibrate options:\n"
-    "  --out FILE.yaml          cluster file to write (e.g. configs/clusters/cpu-local.yaml)\n"
-    "  --name NAME              cluster name (default cpu-local)\n"
-    "  --op-seconds S           timing budget per kernel call shape (default 0.05)\n"
-    "  --coll-seconds S         timing budget per collective and size (default 0.2)\n"
-    "  --sizes B,...            collective message sizes in bytes (default 4K,64K,1M,4M,16M)\n"
-    "  --add-to FILE.yaml       time only the kernel calls FILE lacks (another model's shapes),\n"
-    "                           keep its collectives; write the union to --out\n"
-    "calibrate-gpu options:\n"
-    "  --bench PATH             GEMM benchmark (default scaletrain-bench-gemm on PATH)\n"
-    "  --attn-bench PATH        measure rates.attention with it (scaletrain-bench-attention)\n"
-    "  --nccl-intra CMD         nccl-tests command inside one node (e.g. 'all_reduce_perf -b 1M\n"
-    "                           -e 8G -f 2 -g 8'): its busbw rows become rates.busbw_intra\n"
-    "  --nccl-inter CMD         the same across nodes (an mpirun of it): rates.busbw_inter\n"
+const char* kFooter =
     "environment: SCALETRAIN_MPIEXEC (launcher for the probe, default mpiexec),\n"
     "  SCALETRAIN_PLAN_PROBE (probe binary, default next to scaletrain-plan), SCALETRAIN_GNUPLOT\n"
     "exit codes: 0 ok, 1 internal error, 2 bad input, 3 no layout predicted to fit (plan.md "
@@ -102,13 +55,11 @@ std::vector<T> parse_list(const std::string& flag, const std::string& v) {
 }
 
 struct Args {
-  std::string cmd = "plan";
   std::string config, cluster, out, name = "cpu-local", campaign_name, benchmarks, models,
                                     clusters_dir, add_to, bench = "scaletrain-bench-gemm",
                                     nccl_intra, nccl_inter, attn_bench;
-  std::vector<std::string> sets, positional;
+  std::vector<std::string> sets;
   KnobRanges r;
-  bool have[16] = {};
   int top = 10, near = 2, campaign_steps = 20, devices_per_node = 0;
   bool plots = true;
   double op_seconds = 0.05, coll_seconds = 0.2;
@@ -117,140 +68,73 @@ struct Args {
   long global_batch = 0;
 };
 
-Args parse(const std::vector<std::string>& args) {
-  Args a;
-  size_t i = 0;
-  if (!args.empty() && args[0].rfind("--", 0) != 0) a.cmd = args[i++];
-  if (a.cmd != "plan" && a.cmd != "calibrate" && a.cmd != "compare" && a.cmd != "mpt-fit" &&
-      a.cmd != "published" && a.cmd != "calibrate-gpu")
-    throw UsageError(
-        "unknown command '" + a.cmd +
-        "' (valid: plan, calibrate, calibrate-gpu, compare, mpt-fit, published; see --help)");
-  for (; i < args.size(); ++i) {
-    const std::string& f = args[i];
-    if (f.rfind("--", 0) != 0) {
-      a.positional.push_back(f);
-      continue;
+// Option values: each parses, checks and stores its text, naming the flag
+// when it refuses it.
+using Check = std::function<void(const std::string&)>;
+// A list of counts >= 1 (or >= 0 with `lo` 0).
+Check counts(const char* flag, std::vector<int>* dst, int lo = 1) {
+  return [=](const std::string& v) {
+    *dst = parse_list<int>(flag, v);
+    for (int x : *dst)
+      if (x < lo) throw UsageError(std::string(flag) + ": counts must be >= " + std::to_string(lo));
+  };
+}
+template <typename T>
+Check one_int(const char* flag, T* dst, long lo) {
+  return [=](const std::string& v) {
+    const auto l = parse_list<long>(flag, v);
+    if (l.size() != 1 || l[0] < lo)
+      throw UsageError(std::string(flag) + ": expected one integer >= " + std::to_string(lo) +
+                       ", got '" + v + "'");
+    *dst = T(l[0]);
+  };
+}
+Check seconds(const char* flag, double* dst) {
+  return [=](const std::string& v) {
+    const auto l = parse_list<double>(flag, v);
+    if (l.size() != 1 || l[0] <= 0)
+      throw UsageError(std::string(flag) + ": expected one positive number of seconds, got '" + v +
+                       "'");
+    *dst = l[0];
+  };
+}
+Check sp_list(std::vector<int>* dst) {
+  return [=](const std::string& v) {
+    dst->clear();
+    for (const auto& s : split(v, ',')) {
+      if (s == "0" || s == "off" || s == "false")
+        dst->push_back(0);
+      else if (s == "1" || s == "on" || s == "true")
+        dst->push_back(1);
+      else
+        throw UsageError("--sp: '" + s + "' is not one of 0, 1 (off, on)");
     }
-    if (f == "--no-plots") {
-      a.plots = false;
-      continue;
-    }
-    if (i + 1 >= args.size()) throw UsageError(f + ": needs a value (see --help)");
-    const std::string v = args[++i];
-    auto one_int = [&](int lo) {
-      const auto l = parse_list<long>(f, v);
-      if (l.size() != 1 || l[0] < lo)
-        throw UsageError(f + ": expected one integer >= " + std::to_string(lo) + ", got '" + v +
-                         "'");
-      return l[0];
-    };
-    auto seconds = [&] {
-      const auto l = parse_list<double>(f, v);
-      if (l.size() != 1 || l[0] <= 0)
-        throw UsageError(f + ": expected one positive number of seconds, got '" + v + "'");
-      return l[0];
-    };
-    if (f == "--config")
-      a.config = v;
-    else if (f == "--set")
-      a.sets.push_back(v);
-    else if (f == "--cluster")
-      a.cluster = v;
-    else if (f == "--out")
-      a.out = v;
-    else if (f == "--name")
-      a.name = v;
-    else if (f == "--devices")
-      a.r.devices = parse_list<int>(f, v);
-    else if (f == "--dp")
-      a.r.dp = parse_list<int>(f, v);
-    else if (f == "--tp")
-      a.r.tp = parse_list<int>(f, v);
-    else if (f == "--pp")
-      a.r.pp = parse_list<int>(f, v);
-    else if (f == "--cp")
-      a.r.cp = parse_list<int>(f, v);
-    else if (f == "--sp") {
-      std::vector<int> sp;
-      for (const auto& s : split(v, ',')) {
-        if (s == "0" || s == "off" || s == "false")
-          sp.push_back(0);
-        else if (s == "1" || s == "on" || s == "true")
-          sp.push_back(1);
-        else
-          throw UsageError("--sp: '" + s + "' is not one of 0, 1 (off, on)");
-      }
-      a.r.sp = sp;
-    } else if (f == "--zero") {
-      a.r.zero_stage = parse_list<int>(f, v);
-      for (int z : a.r.zero_stage)
-        if (z > 3) throw UsageError("--zero: " + std::to_string(z) + " is not one of 0,1,2,3");
-    } else if (f == "--chunks")
-      a.r.num_model_chunks = parse_list<int>(f, v);
-    else if (f == "--micro-batch")
-      a.r.micro_batch = parse_list<int>(f, v);
-    else if (f == "--grad-accum")
-      a.r.grad_accum = parse_list<int>(f, v);
-    else if (f == "--global-batch")
-      a.global_batch = one_int(1);
-    else if (f == "--bucket-mb")
-      a.r.dp_bucket_mb = parse_list<double>(f, v);
-    else if (f == "--act-ckpt") {
-      a.r.act_ckpt = split(v, ',');
-      for (const auto& s : a.r.act_ckpt)
-        if (s != "none" && s != "selective" && s != "full")
-          throw UsageError("--act-ckpt: '" + s + "' is not one of none, selective, full");
-    } else if (f == "--top")
-      a.top = int(one_int(1));
-    else if (f == "--near")
-      a.near = int(one_int(0));
-    else if (f == "--campaign-name")
-      a.campaign_name = v;
-    else if (f == "--campaign-steps")
-      a.campaign_steps = int(one_int(1));
-    else if (f == "--weak-scaling")
-      a.weak = parse_list<int>(f, v);
-    else if (f == "--op-seconds")
-      a.op_seconds = seconds();
-    else if (f == "--coll-seconds")
-      a.coll_seconds = seconds();
-    else if (f == "--sizes")
-      a.sizes = parse_list<long>(f, v);
-    else if (f == "--benchmarks")
-      a.benchmarks = v;
-    else if (f == "--bench")
-      a.bench = v;
-    else if (f == "--attn-bench")
-      a.attn_bench = v;
-    else if (f == "--nccl-intra")
-      a.nccl_intra = v;
-    else if (f == "--nccl-inter")
-      a.nccl_inter = v;
-    else if (f == "--models")
-      a.models = v;
-    else if (f == "--clusters")
-      a.clusters_dir = v;
-    else if (f == "--devices-per-node")
-      a.devices_per_node = int(one_int(1));
-    else if (f == "--add-to")
-      a.add_to = v;
-    else
-      throw UsageError("unknown option '" + f + "' (see --help)");
-  }
-  for (int d : a.r.devices)
-    if (d < 1) throw UsageError("--devices: counts must be >= 1");
-  for (auto* l : {&a.r.dp, &a.r.tp, &a.r.pp, &a.r.cp, &a.r.num_model_chunks, &a.r.micro_batch,
-                  &a.r.grad_accum, &a.weak})
-    for (int x : *l)
-      if (x < 1) throw UsageError("sizes, chunks, batches and --weak-scaling counts must be >= 1");
-  for (double b : a.r.dp_bucket_mb)
-    if (b <= 0) throw UsageError("--bucket-mb: sizes must be > 0");
-  if (a.cmd != "plan" && a.cmd != "compare" && !a.positional.empty())
-    throw UsageError("unexpected argument '" + a.positional[0] + "' (see --help)");
-  if (a.cmd == "plan" && !a.positional.empty())
-    throw UsageError("unexpected argument '" + a.positional[0] + "' (see --help)");
-  return a;
+  };
+}
+Check zero_list(std::vector<int>* dst) {
+  return [=](const std::string& v) {
+    *dst = parse_list<int>("--zero", v);
+    for (int z : *dst)
+      if (z > 3) throw UsageError("--zero: " + std::to_string(z) + " is not one of 0,1,2,3");
+  };
+}
+Check bucket_list(std::vector<double>* dst) {
+  return [=](const std::string& v) {
+    *dst = parse_list<double>("--bucket-mb", v);
+    for (double b : *dst)
+      if (b <= 0) throw UsageError("--bucket-mb: sizes must be > 0");
+  };
+}
+Check sizes_list(std::vector<long>* dst) {
+  return [=](const std::string& v) { *dst = parse_list<long>("--sizes", v); };
+}
+Check act_ckpt_list(std::vector<std::string>* dst) {
+  return [=](const std::string& v) {
+    *dst = split(v, ',');
+    for (const auto& s : *dst)
+      if (s != "none" && s != "selective" && s != "full")
+        throw UsageError("--act-ckpt: '" + s + "' is not one of none, selective, full");
+  };
 }
 
 Config base_config(const Args& a) {
@@ -323,74 +207,182 @@ int run_plan(const Args& a, const std::vector<std::string>& argv, std::ostream& 
   return write_plan(cands, base, cl, o, out) > 0 ? 0 : 3;
 }
 
+int run_calibrate(const Args& a, const std::vector<std::string>& argv, std::ostream& out) {
+  CalibrateOptions o;
+  o.base = base_config(a);
+  std::vector<int> ranks = a.r.devices.empty() ? std::vector<int>{1, 2, 4} : a.r.devices;
+  o.ranges = ranges_from(a, o.base, ranks);
+  o.out = a.out;
+  o.name = a.name;
+  o.op_seconds = a.op_seconds;
+  o.coll_seconds = a.coll_seconds;
+  if (!a.sizes.empty()) o.sizes = a.sizes;
+  o.command = joined(argv);
+  o.add_to = a.add_to;
+  return calibrate(o, out);
+}
+
+int run_calibrate_gpu(const Args& a, const std::vector<std::string>& argv, std::ostream& out) {
+  if (a.cluster.empty() || a.out.empty())
+    throw UsageError("calibrate-gpu: give --cluster BASE.yaml (a kind: gpu file) and --out FILE");
+  calibrate_gpu(a.cluster, a.out, a.bench, joined(argv), out, a.nccl_intra, a.nccl_inter,
+                a.attn_bench);
+  return 0;
+}
+
+int run_compare(const Args& a, const std::vector<std::string>& dirs, std::ostream& out) {
+  if (a.cluster.empty()) throw UsageError("compare: give --cluster FILE");
+  const Cluster cl = load_cluster(a.cluster);
+  const auto rows = compare_runs(dirs, cl);
+  const std::string dir =
+      !a.out.empty() ? a.out : (fs::path(dirs[0]).parent_path() / "compare").string();
+  write_compare(rows, cl, dir, out);
+  out << "written: " << dir << "/compare.md, compare.csv, compare.json\n";
+  return 0;
+}
+
+// `published` and `mpt-fit`: the reference tables in the source tree unless given.
+int run_reference(const std::string& cmd, const Args& a, std::ostream& out) {
+  const std::string src = SCALETRAIN_SOURCE_DIR;
+  const std::string cdir = !a.clusters_dir.empty() ? a.clusters_dir : src + "/configs/clusters";
+  const std::string ref = src + "/analysis/reference/";
+  if (cmd == "published") {
+    const auto rows =
+        read_published(!a.benchmarks.empty() ? a.benchmarks : ref + "torchtitan_llama3.csv",
+                       !a.models.empty() ? a.models : ref + "torchtitan_llama3_models.csv");
+    write_published(predict_published(rows, cdir), out);
+    return 0;
+  }
+  const auto rows = read_mpt_rows(!a.benchmarks.empty() ? a.benchmarks : ref + "mpt_benchmarks.csv",
+                                  !a.models.empty() ? a.models : ref + "mpt_models.csv");
+  const auto groups = mpt_fit(rows, {{"h100_80gb", cdir + "/h100-sxm-80gb.yaml"},
+                                     {"a100_80gb", cdir + "/a100-sxm-80gb.yaml"},
+                                     {"a100_40gb", cdir + "/a100-sxm-40gb.yaml"}});
+  write_mpt_fit(groups, a.out, out);
+  return 0;
+}
+
 }  // namespace
 
 int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  using cli::checked;
+  using cli::flag;
+  using cli::text;
   try {
-    if (args.empty()) {
-      err << kUsage;
-      return 2;
-    }
-    if (args[0] == "-h" || args[0] == "--help" ||
-        (args.size() == 2 && (args[1] == "-h" || args[1] == "--help"))) {
-      out << kUsage;
-      return 0;
-    }
-    const Args a = parse(args);
-    if (a.cmd == "plan") return run_plan(a, args, out);
-    if (a.cmd == "calibrate") {
-      CalibrateOptions o;
-      o.base = base_config(a);
-      std::vector<int> ranks = a.r.devices.empty() ? std::vector<int>{1, 2, 4} : a.r.devices;
-      o.ranges = ranges_from(a, o.base, ranks);
-      o.out = a.out;
-      o.name = a.name;
-      o.op_seconds = a.op_seconds;
-      o.coll_seconds = a.coll_seconds;
-      if (!a.sizes.empty()) o.sizes = a.sizes;
-      o.command = joined(args);
-      o.add_to = a.add_to;
-      return calibrate(o, out);
-    }
-    if (a.cmd == "calibrate-gpu") {
-      if (a.cluster.empty() || a.out.empty())
-        throw UsageError(
-            "calibrate-gpu: give --cluster BASE.yaml (a kind: gpu file) and --out FILE");
-      calibrate_gpu(a.cluster, a.out, a.bench, joined(args), out, a.nccl_intra, a.nccl_inter,
-                    a.attn_bench);
-      return 0;
-    }
-    if (a.cmd == "compare") {
-      if (a.cluster.empty()) throw UsageError("compare: give --cluster FILE");
-      if (a.positional.empty()) throw UsageError("compare: give one or more run folders");
-      const Cluster cl = load_cluster(a.cluster);
-      const auto rows = compare_runs(a.positional, cl);
-      const std::string dir =
-          !a.out.empty() ? a.out : (fs::path(a.positional[0]).parent_path() / "compare").string();
-      write_compare(rows, cl, dir, out);
-      out << "written: " << dir << "/compare.md, compare.csv, compare.json\n";
-      return 0;
-    }
-    const std::string src = SCALETRAIN_SOURCE_DIR;
-    const std::string cdir = !a.clusters_dir.empty() ? a.clusters_dir : src + "/configs/clusters";
-    if (a.cmd == "published") {
-      const auto rows = read_published(
-          !a.benchmarks.empty() ? a.benchmarks : src + "/analysis/reference/torchtitan_llama3.csv",
-          !a.models.empty() ? a.models : src + "/analysis/reference/torchtitan_llama3_models.csv");
-      write_published(predict_published(rows, cdir), out);
-      return 0;
-    }
-    // mpt-fit
-    const std::string bench =
-        !a.benchmarks.empty() ? a.benchmarks : src + "/analysis/reference/mpt_benchmarks.csv";
-    const std::string models =
-        !a.models.empty() ? a.models : src + "/analysis/reference/mpt_models.csv";
-    const auto rows = read_mpt_rows(bench, models);
-    const auto groups = mpt_fit(rows, {{"h100_80gb", cdir + "/h100-sxm-80gb.yaml"},
-                                       {"a100_80gb", cdir + "/a100-sxm-80gb.yaml"},
-                                       {"a100_40gb", cdir + "/a100-sxm-40gb.yaml"}});
-    write_mpt_fit(groups, a.out, out);
-    return 0;
+    Args a;
+    // The option groups and the sub-commands: an option is one entry of its
+    // group (its value checked as it is stored), a sub-command one add().
+    // clang-format off
+    cli::po::options_description model_o("model (as the trainer takes it)");
+    model_o.add_options()
+        ("config", text(&a.config, "F.yaml"),
+         "run config or model preset file (default: configs/default.yaml)")
+        ("set", cli::po::value(&a.sets)->composing()->value_name("section.key=value"),
+         "any config key, repeatable (e.g. model.preset=llama-7b)");
+    cli::po::options_description knobs_o(
+        "knobs (comma-separated lists; a knob left out keeps the config's value)");
+    knobs_o.add_options()
+        ("devices", checked("N,...", counts("--devices", &a.r.devices)),
+         "devices (ranks) to plan for; calibrate: rank counts to measure")
+        ("dp", checked("N,...", counts("--dp", &a.r.dp)),
+         "data-parallel sizes (default: every power of two dividing the device count)")
+        ("tp", checked("N,...", counts("--tp", &a.r.tp)), "tensor-parallel sizes (likewise)")
+        ("pp", checked("N,...", counts("--pp", &a.r.pp)), "pipeline-parallel sizes (likewise)")
+        ("cp", checked("N,...", counts("--cp", &a.r.cp)), "context-parallel sizes (likewise)")
+        ("sp", checked("0,1", sp_list(&a.r.sp)), "sequence parallelism (tried with tp > 1 only)")
+        ("zero", checked("0,1,2,3", zero_list(&a.r.zero_stage)), "ZeRO stages")
+        ("chunks", checked("1,2", counts("--chunks", &a.r.num_model_chunks)),
+         "model chunks per pipeline stage (interleaved when > 1)")
+        ("micro-batch", checked("B,...", counts("--micro-batch", &a.r.micro_batch)),
+         "sequences per micro-batch")
+        ("grad-accum", checked("M,...", counts("--grad-accum", &a.r.grad_accum)),
+         "micro-batches per step")
+        ("global-batch", checked("G", one_int("--global-batch", &a.global_batch, 1)),
+         "fix the global batch (sequences): grad_accum = G / (dp * micro_batch)")
+        ("bucket-mb", checked("X,...", bucket_list(&a.r.dp_bucket_mb)),
+         "gradient bucket sizes (MiB)")
+        ("act-ckpt", checked("none,selective,full", act_ckpt_list(&a.r.act_ckpt)),
+         "activation checkpointing");
+    cli::po::options_description plan_o("plan outputs");
+    plan_o.add_options()
+        ("cluster", text(&a.cluster, "FILE"), "cluster file (configs/clusters/*.yaml)")
+        ("devices-per-node", checked("N", one_int("--devices-per-node", &a.devices_per_node, 1)),
+         "override the cluster file's devices per node")
+        ("top", checked("K", one_int("--top", &a.top, 1)),
+         "layouts in the table and the campaign (default 10)")
+        ("near", checked("K", one_int("--near", &a.near, 0)),
+         "predicted-infeasible layouts nearest the limit added to the campaign (default 2)")
+        ("out", text(&a.out, "DIR"),
+         "output folder (default results/plans/plan-<model>-<cluster>-<UTC time>)")
+        ("campaign-name", text(&a.campaign_name, "NAME"),
+         "name in campaign.yaml (default plan-<model>-<devices>)")
+        ("campaign-steps", checked("N", one_int("--campaign-steps", &a.campaign_steps, 1)),
+         "steps per campaign job (default 20)")
+        ("weak-scaling", checked("N,...", counts("--weak-scaling", &a.weak)),
+         "also project weak scaling over these sizes at the per-device batch "
+         "micro_batch x grad_accum (weak_scaling.md/.csv/.json/.svg)")
+        ("no-plots", flag(&a.plots, false), "tables only");
+    cli::po::options_description calibrate_o("calibrate options");
+    calibrate_o.add_options()
+        ("out", text(&a.out, "FILE.yaml"),
+         "cluster file to write (e.g. configs/clusters/cpu-local.yaml)")
+        ("name", text(&a.name, "NAME"), "cluster name (default cpu-local)")
+        ("op-seconds", checked("S", seconds("--op-seconds", &a.op_seconds)),
+         "timing budget per kernel call shape (default 0.05)")
+        ("coll-seconds", checked("S", seconds("--coll-seconds", &a.coll_seconds)),
+         "timing budget per collective and size (default 0.2)")
+        ("sizes", checked("B,...", sizes_list(&a.sizes)),
+         "collective message sizes in bytes (default 4K,64K,1M,4M,16M)")
+        ("add-to", text(&a.add_to, "FILE.yaml"),
+         "time only the kernel calls FILE lacks (another model's shapes), keep its "
+         "collectives; write the union to --out");
+    cli::po::options_description gpu_o("calibrate-gpu options");
+    gpu_o.add_options()
+        ("cluster", text(&a.cluster, "BASE.yaml"), "the kind: gpu cluster file to start from")
+        ("out", text(&a.out, "FILE.yaml"), "cluster file to write")
+        ("bench", text(&a.bench, "PATH"), "GEMM benchmark (default scaletrain-bench-gemm on PATH)")
+        ("attn-bench", text(&a.attn_bench, "PATH"),
+         "measure rates.attention with it (scaletrain-bench-attention)")
+        ("nccl-intra", text(&a.nccl_intra, "CMD"),
+         "nccl-tests command inside one node (e.g. 'all_reduce_perf -b 1M -e 8G -f 2 -g 8'): "
+         "its busbw rows become rates.busbw_intra")
+        ("nccl-inter", text(&a.nccl_inter, "CMD"),
+         "the same across nodes (an mpirun of it): rates.busbw_inter");
+    cli::po::options_description compare_o("options");
+    compare_o.add_options()
+        ("cluster", text(&a.cluster, "FILE"), "cluster file the plan used")
+        ("out", text(&a.out, "DIR"), "output folder (default <first RUN_DIR's parent>/compare)");
+    cli::po::options_description ref_o("reference tables (default: analysis/reference/)");
+    ref_o.add_options()
+        ("benchmarks", text(&a.benchmarks, "CSV"), "published benchmark rows")
+        ("models", text(&a.models, "CSV"), "their models")
+        ("clusters", text(&a.clusters_dir, "DIR"), "cluster files (default configs/clusters)");
+    cli::po::options_description fit_o("options");
+    fit_o.add_options()
+        ("out", text(&a.out, "DIR"), "output folder");
+
+    cli::Program p("scaletrain-plan", kFooter);
+    p.add({"plan", "", "every layout of the knob ranges: feasible or not, memory, step time",
+           0, 0, {&plan_o, &model_o, &knobs_o},
+           [&](const auto&) { return run_plan(a, args, out); }});
+    p.add({"calibrate", "", "measure this machine's kernels and collectives into a cluster file",
+           0, 0, {&calibrate_o, &model_o, &knobs_o},
+           [&](const auto&) { return run_calibrate(a, args, out); }});
+    p.add({"compare", "RUN_DIR...", "predicted against measured runs",
+           1, cli::kMany, {&compare_o},
+           [&](const auto& dirs) { return run_compare(a, dirs, out); }});
+    p.add({"mpt-fit", "", "the planner against the published MPT tables",
+           0, 0, {&ref_o, &fit_o},
+           [&](const auto&) { return run_reference("mpt-fit", a, out); }});
+    p.add({"published", "", "the planner against torchtitan's published Llama 3 rows",
+           0, 0, {&ref_o},
+           [&](const auto&) { return run_reference("published", a, out); }});
+    p.add({"calibrate-gpu", "", "a GPU cluster file from the GEMM benchmark and nccl-tests",
+           0, 0, {&gpu_o},
+           [&](const auto&) { return run_calibrate_gpu(a, args, out); }});
+    // clang-format on
+    p.default_command("plan");
+    return p.main(args, out, err);
   } catch (const UsageError& e) {
     err << "scaletrain-plan: error: " << e.what() << "\n";
     return 2;
