@@ -4,7 +4,7 @@
 // takes it as model.init_from. The full tensors are read through the
 // checkpoint loader's resharding (lib/checkpoint), whatever layout wrote
 // them; the format and the name/RoPE mapping are lib/convert's.
-// docs/convert.md.
+// Its command line is lib/cli's, as scaletrain-analyze's and scaletrain-plan's. docs/convert.md.
 //
 //   scaletrain-convert export --from RUN|CHECKPOINTS|STEP --out DIR [--dtype fp32|bf16]
 //                             [--config F.yaml] [--set key=value ...] [--shard-mb N]
@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.hpp"
+#include "cli/subcommands.hpp"
 #include "config/config.hpp"
 #include "config/schema.hpp"
 #include "convert/hf_llama.hpp"
@@ -28,17 +28,15 @@
 #include "core/util.hpp"
 #include "tensor/dtype.hpp"
 
-namespace po = boost::program_options;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace st {
 namespace {
 
-const char* kUsage =
-    "usage: scaletrain-convert export --from PATH --out DIR [--dtype fp32|bf16] [--config F.yaml]\n"
-    "                                 [--set key=value ...] [--shard-mb N]\n"
-    "       scaletrain-convert check DIR --config F.yaml [--set key=value ...]\n";
+const char* kFooter =
+    "exit codes: 0 ok, 1 internal error, 2 bad input (the message names the option, file or\n"
+    "  tensor); docs/convert.md describes the folder and the mapping\n";
 
 // The committed step folder PATH names: a step folder, a checkpoints folder
 // (its newest good step) or a run folder (its checkpoints/).
@@ -191,58 +189,54 @@ int run_check(const std::string& dir, const std::string& config,
   return 0;
 }
 
-int main_impl(int argc, char** argv) {
-  if (argc < 2) throw UsageError(std::string("no sub-command given\n") + kUsage);
-  const std::string cmd = argv[1];
-  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-    std::cout << kUsage;
-    return 0;
-  }
-  if (cmd != "export" && cmd != "check")
-    throw UsageError("unknown sub-command '" + cmd + "' (valid: export, check)\n" + kUsage);
+int main_impl(const std::vector<std::string>& args) {
+  using cli::checked;
+  using cli::text;
   std::string from, out, dtype = "fp32", config;
-  std::vector<std::string> sets, pos;
+  std::vector<std::string> sets;
   double shard_mb = 5000;
-  po::options_description desc("scaletrain-convert " + cmd + " options");
-  desc.add_options()("help,h", "show this help")(
-      "from", po::value(&from), "export: a run folder, a checkpoints folder or a step folder")(
-      "out,o", po::value(&out), "export: the folder to write (new or empty)")(
-      "dtype", po::value(&dtype)->default_value("fp32"),
-      "export: fp32 or bf16 (rounded to nearest even)")(
-      "shard-mb", po::value(&shard_mb)->default_value(5000),
-      "export: at most this many MB (1e6 bytes) of tensor data per safetensors file")(
-      "config", po::value(&config), "the run's config (export: default the run's run.json)")(
-      "set", po::value(&sets)->composing(), "a config override key=value (repeatable)")(
-      "path", po::value(&pos)->composing(), "check: the Hugging Face folder");
-  po::positional_options_description p;
-  p.add("path", -1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc - 1, argv + 1).options(desc).positional(p).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + "\n" + kUsage);
-  }
-  if (vm.count("help")) {
-    std::cout << kUsage << desc << "\n";
-    return 0;
-  }
-  if (cmd == "export") {
-    if (!pos.empty()) throw UsageError("export takes no positional argument ('" + pos[0] + "')");
-    if (from.empty()) throw UsageError("export: --from is required\n" + std::string(kUsage));
-    return run_export(from, out, dtype, config, sets, shard_mb);
-  }
-  if (pos.size() != 1) throw UsageError("check: give exactly one folder\n" + std::string(kUsage));
-  if (config.empty() && sets.empty())
-    throw UsageError("check: --config (the model the folder must match) is required");
-  return run_check(pos[0], config, sets);
+  // clang-format off
+  cli::po::options_description export_o("export options");
+  export_o.add_options()
+      ("from", text(&from, "PATH"),
+       "a run folder, a checkpoints folder (its newest good step) or a step_N folder")
+      ("out", text(&out, "DIR"), "the folder to write (new or empty)")
+      ("dtype", text(&dtype, "fp32|bf16"), "tensor dtype (default fp32; bf16 rounds to nearest even)")
+      ("shard-mb", checked("MB", [&shard_mb](const std::string& v) {
+         char* end = nullptr;
+         shard_mb = std::strtod(v.c_str(), &end);
+         if (v.empty() || *end || !(shard_mb > 0))
+           throw UsageError("--shard-mb: '" + v + "' is not a size in MB > 0");
+       }),
+       "at most this many MB (1e6 bytes) of tensor data per safetensors file (default 5000)");
+  cli::po::options_description model_o("model (export: default the run's run.json)");
+  model_o.add_options()
+      ("config", text(&config, "F.yaml"), "run config or model preset file")
+      ("set", cli::po::value(&sets)->composing()->value_name("section.key=value"),
+       "any config key, repeatable (e.g. model.n_layers=32)");
+  cli::Program p("scaletrain-convert", kFooter);
+  p.add({"export", "", "a committed checkpoint to a Hugging Face Llama folder (safetensors)",
+         0, 0, {&export_o, &model_o},
+         [&](const auto&) {
+           if (from.empty()) throw UsageError("export: --from is required");
+           return run_export(from, out, dtype, config, sets, shard_mb);
+         }});
+  p.add({"check", "DIR", "a Hugging Face Llama folder against a model config (model.init_from)",
+         1, 1, {&model_o},
+         [&](const auto& dirs) {
+           if (config.empty() && sets.empty())
+             throw UsageError("check: --config (the model the folder must match) is required");
+           return run_check(dirs[0], config, sets);
+         }});
+  // clang-format on
+  return p.main(args, std::cout, std::cerr);
 }
 }  // namespace
 }  // namespace st
 
 int main(int argc, char** argv) {
   try {
-    return st::main_impl(argc, argv);
+    return st::main_impl(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const st::UsageError& e) {
     std::cerr << "scaletrain-convert: " << e.what() << "\n";
     return 2;

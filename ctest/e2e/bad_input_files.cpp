@@ -525,7 +525,8 @@ Case init_row(std::string name, std::function<void(const std::string& hf)> damag
         damage(hf);
         return trainer(1, quick(x.dir + "/out") + " --set model.init_from=" + hf);
       },
-      std::move(expect), 2, [](Ctx& x, const RunResult&) {
+      std::move(expect), 2,
+      [](Ctx& x, const RunResult&) {
         return fs::exists(x.dir + "/out") ? "the run folder was created" : "";
       });
 }
@@ -536,11 +537,11 @@ std::vector<Case> convert_rows() {
                [](const std::string& hf) {
                  edit_json(hf + "/config.json", [](nlohmann::json& j) { j["hidden_size"] = 128; });
                },
-               {"model.init_from", "/hf/config.json", "hidden_size is 128",
-                "model.d_model is 64"}),
+               {"model.init_from", "/hf/config.json", "hidden_size is 128", "model.d_model is 64"}),
       init_row("init_from safetensors file truncated",
                [](const std::string& hf) {
-                 fs::resize_file(hf + "/model.safetensors", fs::file_size(hf + "/model.safetensors") / 2);
+                 fs::resize_file(hf + "/model.safetensors",
+                                 fs::file_size(hf + "/model.safetensors") / 2);
                },
                {"model.init_from", "/hf/model.safetensors", "truncated"}),
       init_row("init_from tensor missing from the index",
@@ -572,7 +573,13 @@ std::vector<Case> convert_rows() {
             return convert("export --from " + x.fixture + " --out " + x.dir + "/hf --dtype fp16");
           },
           {"--dtype", "'fp16'", "fp32 or bf16"}),
-      row("export onto a folder that holds files",
+      row("export with a misspelt option",
+          [](Ctx& x) {
+            return convert("export --from " + x.fixture + " --out " + x.dir + "/hf --dtyp bf16");
+          },
+          {"unknown option '--dtyp'", "did you mean '--dtype'"}),
+      row(
+          "export onto a folder that holds files",
           [](Ctx& x) {
             put(x.dir + "/keep.txt", "mine");
             return convert("export --from " + x.fixture + " --out " + x.dir);
@@ -594,8 +601,8 @@ std::vector<Case> convert_rows() {
 
 std::vector<Case> file_cases() {
   std::vector<Case> all;
-  for (auto part : {data_rows(), checkpoint_rows(), run_folder_rows(), analyze_rows(),
-                    convert_rows()})
+  for (auto part :
+       {data_rows(), checkpoint_rows(), run_folder_rows(), analyze_rows(), convert_rows()})
     all.insert(all.end(), part.begin(), part.end());
   return all;
 }
