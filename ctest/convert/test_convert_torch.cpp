@@ -105,6 +105,9 @@ TEST(Convert, ExportMatchesTorchAndRoundTripsBitExact) {
   // Several shards and the index (0.1 MB per file for a 0.4 MB model).
   EXPECT_TRUE(fs::exists(d + "/fp32/model-00001-of-00005.safetensors"));
   EXPECT_TRUE(fs::exists(d + "/fp32/model.safetensors.index.json"));
+  // `check` accepts the export for the run's model.
+  const auto chk = run_cmd(convert_bin() + " check " + d + "/fp32" + kModel);
+  EXPECT_EQ(chk.exit_code, 0) << chk.output;
 
   if (why.empty()) {
     const double ref =

@@ -573,6 +573,11 @@ std::vector<Case> convert_rows() {
             return convert("export --from " + x.fixture + " --out " + x.dir + "/hf --dtype fp16");
           },
           {"--dtype", "'fp16'", "fp32 or bf16"}),
+      row("check a folder against another model",
+          [](Ctx& x) {
+            return convert("check " + hf_folder(x) + tiny() + " --set model.n_layers=3");
+          },
+          {"/hf/config.json", "num_hidden_layers is 2", "model.n_layers is 3"}),
       row("export with a misspelt option",
           [](Ctx& x) {
             return convert("export --from " + x.fixture + " --out " + x.dir + "/hf --dtyp bf16");
