@@ -15,9 +15,11 @@ add_library(st_analysis
   ${CMAKE_CURRENT_LIST_DIR}/analyze/trace.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/trace_cli.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/hang.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/analyze/export_cli.cpp
   ${CMAKE_CURRENT_LIST_DIR}/analyze/cli.cpp)
 target_include_directories(st_analysis PUBLIC ${CMAKE_CURRENT_LIST_DIR})
-target_link_libraries(st_analysis PUBLIC st_telemetry st_metrics st_cli st_core Threads::Threads)
+target_link_libraries(st_analysis PUBLIC st_telemetry st_tensorboard st_metrics st_cli st_core
+  Threads::Threads)
 
 add_executable(scaletrain-analyze ${CMAKE_CURRENT_LIST_DIR}/analyze/main.cpp)
 target_link_libraries(scaletrain-analyze PRIVATE st_analysis)

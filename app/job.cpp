@@ -18,6 +18,7 @@
 #include "cpu_peak.hpp"
 #include "engine/train_state.hpp"
 #include "host_memory.hpp"
+#include "live_tensorboard.hpp"
 #include "model/model.hpp"
 #include "prediction.hpp"
 #include "runtime/flight_recorder.hpp"
@@ -261,6 +262,7 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
     fs::create_directories(j.out + "/telemetry");
     if (j.cfg.runtime.flight_recorder > 0) fs::create_directories(j.out + "/flight");
     if (rank == 0) j.run_lock = RunFolderLock::acquire(j.out, rt.slurm().job_id);
+    open_tensorboard(j);
   } catch (const UsageError& e) {
     setup_error = e.what();
   } catch (const fs::filesystem_error& e) {
@@ -297,6 +299,7 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
                    j.run_id};
   if (rank == 0) write_run_json(j.out + "/run.json", j.info);
   if (rank == 0) add_prediction(j.out + "/run.json", j.cfg, rt.world_size());
+  start_tensorboard(j);
   j.tel.open(telemetry::rank_telemetry_path(j.out, rank), telemetry_header(j.info));
   record_clock(j, 0, "start");
 

@@ -20,6 +20,7 @@
 #include "runtime/run_lock.hpp"
 #include "runtime/runtime.hpp"
 #include "telemetry/writer.hpp"
+#include "tensorboard/tensorboard.hpp"
 
 namespace st {
 
@@ -39,6 +40,8 @@ struct Job {
   double peak = 0;  // FLOP/s per rank MFU is reported against
   std::string peak_source;
   RunInfo info{};
+  // Rank 0, runtime.tensorboard: fed by tel, so it outlives it (declared first).
+  std::unique_ptr<tensorboard::LiveWriter> tb;
   TelemetryWriter tel;
   std::unique_ptr<Checkpointer> ckpt;
   long start_step = 1;  // after a resume, the checkpoint's step + 1

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "core/log.hpp"
+#include "core/ranges.hpp"
 #include "core/span_log.hpp"
 #include "core/util.hpp"
 #include "job.hpp"
@@ -102,15 +103,8 @@ struct Progress {
   }
 };
 
-// A host phase of the step as a span of the trace (runtime.trace).
-struct Phase {
-  const char* name;
-  double t0;
-  explicit Phase(const char* n) : name(n), t0(spans::epoch_now()) {}
-  ~Phase() {
-    if (spans::on()) spans::add({name, "host", t0, spans::epoch_now()});
-  }
-};
+// A host phase of the step: its trace span and its profiler range (NVTX on CUDA).
+using spans::Phase;
 
 // The checkpoint of this step (due by the interval, or a signal: an
 // emergency save). Returns the seconds the loop waited (the stall); the
@@ -135,6 +129,7 @@ double checkpoint_step(Job& j, long step, double sig) {
 double train_step(Job& j, long step, Progress& progress, long last) {
   Engine& engine = *j.engine;
   MpiCommunicator& world = *j.world;
+  const ranges::Scope step_range(ranges::step_name(step));  // the profiler's outer range
   engine.begin_step();
   j.be->ops().take_paths();  // what ran since the last record (an evaluation) is not this step's
   const std::vector<Communicator*> comms = engine.comms();
@@ -222,12 +217,24 @@ int run_training(Runtime& rt, Config cfg) {
   if (j.start_step > last) log0("nothing to do: checkpoint is at step ", j.start_step - 1);
   long step = j.start_step;
   spans::take();  // start-up's collectives are not a step's
-  for (; step <= last; ++step)
-    if (train_step(j, step, progress, last) > 0) {
+  // runtime.profile_steps: the device profiler captures exactly those steps.
+  ranges::set_sink(j.be->ranges());
+  ranges::CaptureWindow capture(
+      ranges::parse_step_window("runtime.profile_steps", j.cfg.runtime.profile_steps));
+  if (!j.cfg.runtime.profile_steps.empty() && !ranges::sink())
+    log0("runtime.profile_steps: no device profiler on ", j.be->name(),
+         " ranks; the trace records (runtime.trace) hold the same phases");
+  for (; step <= last; ++step) {
+    capture.begin_step(step);
+    const double sig = train_step(j, step, progress, last);
+    capture.end_step(step);
+    if (sig > 0) {
       exit_code = kExitPreempted;
       ++step;
       break;
     }
+  }
+  capture.finish();
   const long steps_done = step - 1;
   // Drain the background save before reporting.
   double t_drain = wall_time();

@@ -18,6 +18,9 @@ PACKAGES=(
   libgtest-dev googletest
   # the default run's real text: the King James Bible (public domain), see scripts/prepare-corpus.sh
   bible-kjv
+  # TensorBoard event files (lib/tensorboard: the Event/Summary messages; the
+  # read-back test parses them with python3-protobuf)
+  libprotobuf-dev protobuf-compiler python3-protobuf
   # analysis plots
   gnuplot-nox libgnuplot-iostream-dev libboost-iostreams-dev libboost-system-dev libboost-filesystem-dev
   # reference tests (independent implementation, checkpoint inspection)

@@ -29,7 +29,7 @@ double parse_num(const std::string& flag, const std::string& v) {
 // Where every option lands; the option groups below bind to it.
 struct Args {
   Options opt;
-  std::string out_dir, window = "back-half", steps;
+  std::string out_dir, window = "back-half", steps, tensorboard;
   int64_t warmup = 1;
   bool warmup_set = false, plots = true, group = false;
 };
@@ -161,6 +161,11 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
         ("steps", text(&a.steps, "A..B"), "steps to draw (either side may be empty; default all)")
         ("out", text(&a.out_dir, "DIR"), "output folder (default DIR/analysis)");
 
+    cli::po::options_description export_o("options");
+    export_o.add_options()
+        ("tensorboard", text(&a.tensorboard, "OUT"),
+         "write TensorBoard event files, one sub-folder of OUT per run (required)");
+
     cli::Program p("scaletrain-analyze", "exit codes: 0 ok, 1 internal error, 2 bad input\n");
     p.add({"run", "DIR", "one run's report (throughput, MFU/HFU, parts, stragglers, checkpoints)",
            1, 1, {&report_o},
@@ -177,6 +182,9 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     p.add({"hang", "DIR", "which collective a hung job waited in, and for whom",
            1, 1, {},
            [&](const auto& pos) { return hang_cli(pos[0], out); }});
+    p.add({"export", "RUN...", "TensorBoard event files of finished runs or campaigns",
+           1, cli::kMany, {&export_o},
+           [&](const auto& pos) { return export_cli(pos, a.tensorboard, out); }});
     // clang-format on
     return p.main(args, out, err);
   } catch (const UsageError& e) {

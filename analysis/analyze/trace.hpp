@@ -57,6 +57,9 @@ std::vector<std::string> write_trace_outputs(const Timeline& t, const std::strin
 int trace_cli(const std::string& dir, const std::string& out_dir, const std::string& steps,
               std::ostream& out, std::ostream& err);
 int hang_cli(const std::string& dir, std::ostream& out);
+// `export --tensorboard OUT RUN...` (export_cli.cpp) once cli.cpp has parsed
+// it: `runs` are run or campaign folders, `tb` the --tensorboard folder.
+int export_cli(const std::vector<std::string>& runs, const std::string& tb, std::ostream& out);
 
 // The hang report of a run folder (its flight/ dumps and run.json) as
 // markdown; the first line names the collective and the ranks.

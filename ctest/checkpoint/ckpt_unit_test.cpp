@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "checkpoint/checkpoint.hpp"
-#include "checkpoint/crc32c.hpp"
+#include "core/crc32c.hpp"
 #include "test_state.hpp"
 
 namespace fs = std::filesystem;

@@ -19,6 +19,8 @@
 //    freed: an MPI attribute with a delete callback drops it then, so a
 //    group made later at the same address gets its own. communicator()
 //    only looks them up.
+//  - ranges: NVTX ranges of the phases and the profiler's capture window
+//    (nvtx_ranges.hpp; the names and nesting come from core/ranges.hpp).
 #include <unistd.h>
 
 #include <cstdio>
@@ -33,6 +35,7 @@
 #include "kernels/cuda/host/device_peak.hpp"
 #include "kernels/cuda/host/supports.hpp"
 #include "kernels/cuda/nccl_communicator.hpp"
+#include "kernels/cuda/nvtx_ranges.hpp"
 #include "scaletrain/seam_hash.hpp"
 
 namespace st::cuda {
@@ -166,6 +169,9 @@ class CudaBackend final : public Backend {
     return std::nullopt;
   }
 
+  // NVTX ranges and the profiler's capture window (nvtx_ranges.hpp).
+  ranges::Sink* ranges() override { return &nvtx_; }
+
  private:
   struct Entry {
     MPI_Comm key;
@@ -200,6 +206,7 @@ class CudaBackend final : public Backend {
   ncclComm_t world_ = nullptr;  // the parent of every split (process lifetime)
   bool hooked_ = false;
   int keyval_ = MPI_KEYVAL_INVALID;
+  NvtxRanges nvtx_;
 };
 }  // namespace
 }  // namespace st::cuda

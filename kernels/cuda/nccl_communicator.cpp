@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/ranges.hpp"
 #include "core/util.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/host/nccl_memory.hpp"
@@ -208,6 +209,8 @@ NcclCommunicator::~NcclCommunicator() {
 
 CommHandle NcclCommunicator::launch(Stream& after, CollKind k, int64_t bytes, const char* what,
                                     const std::function<void()>& enqueue) {
+  // The profiler's range of this collective: op, group and bytes (core/ranges.hpp).
+  const ranges::Scope range(ranges::collective_name(what, name(), bytes));
   check_async(what);
   auto c = std::make_shared<Coll>(k, bytes, what);
   ready_->record(after);

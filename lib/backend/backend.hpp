@@ -21,6 +21,7 @@
 
 #include "comm/communicator.hpp"
 #include "config/config.hpp"
+#include "core/ranges.hpp"
 #include "kernels/ops.hpp"
 #include "tensor/device.hpp"
 
@@ -72,6 +73,9 @@ class Backend {
   // False for a backend that records instead of computing (lib/record): the
   // model then skips drawing initial values on the host.
   virtual bool computes() const { return true; }
+  // The profiler's ranges and capture (core/ranges.hpp): NVTX and
+  // cudaProfilerStart/Stop on CUDA; nullptr where there is no device profiler.
+  virtual ranges::Sink* ranges() { return nullptr; }
 };
 
 Backend& cpu_backend(bool strict = false);

@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "checkpoint/checkpoint.hpp"
-#include "checkpoint/crc32c.hpp"
 #include "checkpoint/index.hpp"
 #include "checkpoint/rank_file.hpp"
 #include "comm/mpi_communicator.hpp"
+#include "core/crc32c.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"

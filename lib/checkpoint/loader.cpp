@@ -6,10 +6,10 @@
 #include <map>
 
 #include "checkpoint/checkpoint.hpp"
-#include "checkpoint/crc32c.hpp"
 #include "checkpoint/h5.hpp"
 #include "checkpoint/index.hpp"
 #include "checkpoint/rank_file.hpp"
+#include "core/crc32c.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"

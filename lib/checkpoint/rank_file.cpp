@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "checkpoint/crc32c.hpp"
 #include "checkpoint/h5.hpp"
+#include "core/crc32c.hpp"
 #include "core/error.hpp"
 
 namespace st::ckpt {

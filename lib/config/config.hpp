@@ -98,6 +98,8 @@ struct RuntimeCfg {
   std::string attention_backward = "fast";  // fast|deterministic (CUDA: cuDNN or block kernels)
   std::string trace = "collectives";        // off|phases|collectives: telemetry trace records
   int flight_recorder = 256;                // collectives kept per communicator; 0 = off
+  bool tensorboard = true;                  // rank 0 writes <out>/tensorboard/ event files
+  std::string profile_steps;                // A-B: the CUDA profiler's capture window; "" = off
 };
 
 struct Config {

@@ -201,6 +201,15 @@ std::vector<Key> build() {
       num(F(runtime, flight_recorder), 0, 1 << 20,
           "collectives each communicator keeps for the flight recorder, written to "
           "<runtime.out>/flight/ when the job ends abnormally; 0 = off"),
+      any(F(runtime, tensorboard),
+          "rank 0 writes TensorBoard event files of the telemetry (loss, lr, rates, MFU, step "
+          "parts, memory, checkpoints) to <runtime.out>/tensorboard/ as the run goes "
+          "(docs/tensorboard.md); needs a build with protobuf (SCALETRAIN_TENSORBOARD), "
+          "without it the log says none are written"),
+      any(F(runtime, profile_steps),
+          "steps A-B (1-based, inclusive; e.g. 10-12) between cudaProfilerStart and "
+          "cudaProfilerStop, for `nsys profile --capture-range=cudaProfilerApi` "
+          "(docs/cuda.md); empty = off; CPU ranks ignore it"),
   };
 }
 #undef F

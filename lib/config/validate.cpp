@@ -5,6 +5,7 @@
 
 #include "config/schema.hpp"
 #include "core/error.hpp"
+#include "core/ranges.hpp"
 
 namespace st {
 namespace config_detail {
@@ -116,6 +117,11 @@ void validate(const Config& c) {
   if (c.checkpoint.keep_last_n < 1)
     throw UsageError(kv("checkpoint.keep_last_n", c.checkpoint.keep_last_n) +
                      " must be >= 1 (the last good checkpoint is never removed)");
+  if (const auto w = ranges::parse_step_window("runtime.profile_steps", c.runtime.profile_steps);
+      !w.empty() && w.first > long(c.train.steps))
+    throw UsageError("runtime.profile_steps: '" + c.runtime.profile_steps +
+                     "' starts after the last step (" + kv("train.steps", c.train.steps) +
+                     "); nothing would be captured");
   if (c.runtime.name.empty() || c.runtime.name.find('/') != std::string::npos)
     throw UsageError("runtime.name: '" + c.runtime.name +
                      "' is not a valid run name; use a non-empty name without '/'");

@@ -144,6 +144,11 @@ void Model::Impl::ensure_rope(int64_t Tg) {
   rope_T = Tg;
 }
 
+namespace {
+// The forward and backward phases' one name: trace span and profiler range.
+const char* phase_name(bool fwd) { return fwd ? "fwd" : "bwd"; }
+}  // namespace
+
 void Model::Impl::span_begin(bool fwd) {
   Span sp;
   for (auto* e : {&sp.iv.a, &sp.iv.b}) {
@@ -158,6 +163,8 @@ void Model::Impl::span_begin(bool fwd) {
   sp.iv.begin(cs());
   sp.mb = fwd ? fwd_calls++ : bwd_calls++;
   if (::st::spans::on()) sp.h0 = ::st::spans::epoch_now();
+  // The device profiler's range (NVTX on CUDA), named as the trace span.
+  if (auto* r = ::st::ranges::sink()) r->push(phase_name(fwd));
   pending.push_back(std::move(sp));
 }
 
@@ -167,7 +174,8 @@ void Model::Impl::span_end() {
   // The trace's span: host times of the enqueue, which on the inline CPU
   // device are when the work ran (on a GPU, when it was issued).
   if (::st::spans::on())
-    ::st::spans::add({sp.fwd ? "fwd" : "bwd", "compute", sp.h0, ::st::spans::epoch_now(), sp.mb});
+    ::st::spans::add({phase_name(sp.fwd), "compute", sp.h0, ::st::spans::epoch_now(), sp.mb});
+  if (auto* r = ::st::ranges::sink()) r->pop();
 }
 
 // ---- construction ----

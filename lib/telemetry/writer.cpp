@@ -53,6 +53,7 @@ void TelemetryWriter::write_line(const nlohmann::json& j) {
   s += '\n';
   std::fwrite(s.data(), 1, s.size(), f_);
   std::fflush(f_);
+  if (observer_) observer_(j);
 }
 
 void TelemetryWriter::step(nlohmann::json record) {

@@ -4,6 +4,7 @@
 // documented there throws st::Error instead of being written.
 #pragma once
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -28,10 +29,15 @@ class TelemetryWriter {
   // Thread-safe: the checkpoint writer thread records events too.
   void event(const std::string& name, long step, nlohmann::json extra = nlohmann::json::object());
   void close();
+  // Called with every record after it is written, under the writer's lock
+  // (rank 0's live TensorBoard output: lib/tensorboard). Set it once, before
+  // the first step; it must not throw.
+  void set_observer(std::function<void(const nlohmann::json&)> f) { observer_ = std::move(f); }
 
  private:
   void write_line(const nlohmann::json& j);
   std::FILE* f_ = nullptr;
   std::mutex mu_;
+  std::function<void(const nlohmann::json&)> observer_;
 };
 }  // namespace st

@@ -1,5 +1,5 @@
 // Implementation of crc32c.hpp: hardware (SSE4.2) and table paths.
-#include "checkpoint/crc32c.hpp"
+#include "core/crc32c.hpp"
 
 #include <array>
 #include <cerrno>

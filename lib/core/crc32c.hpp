@@ -1,5 +1,6 @@
 // CRC32C (Castagnoli, the iSCSI/ext4 polynomial 0x1EDC6F41, reflected): the
-// checksum stored with every checkpoint dataset. Streaming: feed pieces in
+// checksum stored with every checkpoint dataset, and the one TensorBoard's
+// record framing masks (lib/tensorboard). In core so both can use it. Streaming: feed pieces in
 // order with crc32c_update, starting from 0. Uses the SSE4.2 crc32
 // instruction when the CPU has it, a table otherwise; both give the same value.
 #pragma once
