@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <map>
 
+#include "convert/hf_llama.hpp"
 #include "core/util.hpp"
 #include "metrics/metrics.hpp"
 #include "parallel/mesh.hpp"
@@ -70,6 +71,16 @@ void print_dry_run(const Runtime& rt, const Config& cfg) {
   std::printf("global batch      %ld sequences x %d tokens = %ld tokens\n", long(gb),
               cfg.model.seq_len, long(gb * cfg.model.seq_len));
   std::printf("FLOPs per step    %.4g model (MPT 3x fwd), %.4g hardware\n", flops_step, hw_step);
+  // What scaletrain-convert export writes for this shape (docs/convert.md).
+  const uint64_t shard = 5'000'000'000ull;  // its default --shard-mb 5000
+  const uint64_t hf16 = hf::export_bytes(cfg.model, "BF16", shard),
+                 hf32 = hf::export_bytes(cfg.model, "F32", shard);
+  std::printf(
+      "HF export         %s bf16 (%llu bytes, %zu file(s)), %s fp32 (%llu bytes, %zu "
+      "file(s)): safetensors headers + parameters + index + config.json, 5 GB shards\n",
+      human_bytes(double(hf16)).c_str(), (unsigned long long)hf16,
+      hf::plan_shards(cfg.model, "BF16", shard).size(), human_bytes(double(hf32)).c_str(),
+      (unsigned long long)hf32, hf::plan_shards(cfg.model, "F32", shard).size());
   std::printf(
       "# mesh and peak memory per rank (recorded, the first rank of each stage; act_ckpt=%s, "
       "micro_batch %d, grad_accum %d; total includes buffers and workspace)\n",

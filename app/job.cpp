@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "convert/hf_llama.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/span_log.hpp"
 #include "core/util.hpp"
 #include "cpu_peak.hpp"
+#include "engine/train_state.hpp"
 #include "host_memory.hpp"
 #include "live_tensorboard.hpp"
 #include "model/model.hpp"
@@ -100,6 +102,34 @@ void pick_peak(Job& j) {
        " GFLOP/s per thread");
 }
 
+// model.init_from: the folder's config.json and every tensor header against
+// the model (UsageError naming the file and tensor); reads no weights.
+void check_init_from(const ModelCfg& m) {
+  if (m.init_from.empty()) return;
+  try {
+    hf::Folder f(m.init_from, m);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("model.init_from: ") + e.what());
+  }
+}
+
+// The initial weights from a Hugging Face folder: every rank reads the rows
+// of the pieces it holds (the sharding a resume reads), then the compute
+// copies are refreshed. The moments stay zero, as in a fresh run.
+void init_from(Job& j) {
+  const double t0 = wall_time();
+  std::string err;
+  try {
+    const hf::Folder f(j.cfg.model.init_from, j.cfg.model);
+    init_params(j.engine->state(), [&f](std::vector<ShardView>& v) { f.read(v); });
+  } catch (const UsageError& e) {
+    err = std::string("model.init_from: ") + e.what();
+  }
+  agree_on_setup(*j.world, err);
+  j.engine->after_restore();
+  log0("initial weights from ", j.cfg.model.init_from, " in ", wall_time() - t0, " s");
+}
+
 // Resume first (any layout may have written the checkpoint).
 void resume(Job& j, const std::string& ckpt_dir) {
   std::string err;
@@ -111,7 +141,10 @@ void resume(Job& j, const std::string& ckpt_dir) {
   }
   if (err.empty()) err = check_checkpoint_dir(ckpt_dir, from.has_value(), j.rt->rank());
   agree_on_setup(*j.world, err);
-  if (!from) return;
+  if (!from) {
+    if (!j.cfg.model.init_from.empty()) init_from(j);
+    return;
+  }
   const double tr = wall_time();
   long at = 0;
   try {
@@ -234,6 +267,7 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
     // The ids of the first global batch now (nothing is written yet); each
     // later step checks its own batch (loader.check_step) before reading it.
     check_windows(*src, j.cfg.model.seq_len, 0, uint64_t(global_batch(j.cfg)));
+    check_init_from(j.cfg.model);  // its headers against the model, before anything is written
     j.evaluator = Evaluator::make(j.cfg, par.dp, j.mesh->coords().dp);
     if (!src->format().empty()) j.cfg.data.format = src->format();  // auto -> detected, run.json
     fs::create_directories(j.out + "/telemetry");

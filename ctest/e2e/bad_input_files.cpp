@@ -500,11 +500,114 @@ std::vector<Case> analyze_rows() {
   };
 }
 
+// scaletrain-convert beside the trainer, under a timeout.
+std::string convert(const std::string& args) {
+  return "timeout -k 10 120 " + (fs::path(bin()).parent_path() / "scaletrain-convert").string() +
+         " " + args;
+}
+
+// The fixture's step 6 exported to x.dir/hf (fp32, one model.safetensors).
+std::string hf_folder(Ctx& x) {
+  const std::string hf = x.dir + "/hf";
+  const RunResult r = run_cmd(convert("export --from " + x.fixture + kStep6 + " --out " + hf));
+  if (r.exit_code != 0) return "/export-failed: " + r.output;
+  return hf;
+}
+
+// A run started from a damaged Hugging Face folder: refused before its run
+// folder exists.
+Case init_row(std::string name, std::function<void(const std::string& hf)> damage,
+              std::vector<std::string> expect) {
+  return row(
+      std::move(name),
+      [damage](Ctx& x) {
+        const std::string hf = hf_folder(x);
+        damage(hf);
+        return trainer(1, quick(x.dir + "/out") + " --set model.init_from=" + hf);
+      },
+      std::move(expect), 2,
+      [](Ctx& x, const RunResult&) {
+        return fs::exists(x.dir + "/out") ? "the run folder was created" : "";
+      });
+}
+
+std::vector<Case> convert_rows() {
+  return {
+      init_row("init_from folder of another shape",
+               [](const std::string& hf) {
+                 edit_json(hf + "/config.json", [](nlohmann::json& j) { j["hidden_size"] = 128; });
+               },
+               {"model.init_from", "/hf/config.json", "hidden_size is 128", "model.d_model is 64"}),
+      init_row("init_from safetensors file truncated",
+               [](const std::string& hf) {
+                 fs::resize_file(hf + "/model.safetensors",
+                                 fs::file_size(hf + "/model.safetensors") / 2);
+               },
+               {"model.init_from", "/hf/model.safetensors", "truncated"}),
+      init_row("init_from tensor missing from the index",
+               [](const std::string& hf) {
+                 edit_json(hf + "/model.safetensors.index.json", [](nlohmann::json& j) {
+                   j["weight_map"].erase("model.layers.1.mlp.up_proj.weight");
+                 });
+               },
+               {"model.init_from", "model.safetensors.index.json",
+                "tensor 'model.layers.1.mlp.up_proj.weight'", "layers.1.feed_forward.w3.weight",
+                "is missing", "[128,64]"}),
+      init_row("init_from tensor of another dtype",
+               [](const std::string& hf) {
+                 // Same byte count: the F32 embedding relabelled I32.
+                 std::string b = slurp(hf + "/model.safetensors");
+                 const auto at = b.find("\"dtype\":\"F32\"");
+                 if (at != std::string::npos) b.replace(at, 13, "\"dtype\":\"I32\"");
+                 put(hf + "/model.safetensors", b);
+               },
+               {"model.init_from", "/hf/model.safetensors", "has dtype I32",
+                "expected F32, BF16 or F16"}),
+      row("init_from folder that does not exist",
+          [](Ctx& x) {
+            return trainer(1, quick(x.dir + "/out") + " --set model.init_from=" + x.dir + "/nope");
+          },
+          {"model.init_from", "/nope' is not a folder"}),
+      row("export with an unknown dtype",
+          [](Ctx& x) {
+            return convert("export --from " + x.fixture + " --out " + x.dir + "/hf --dtype fp16");
+          },
+          {"--dtype", "'fp16'", "fp32 or bf16"}),
+      row("check a folder against another model",
+          [](Ctx& x) {
+            return convert("check " + hf_folder(x) + tiny() + " --set model.n_layers=3");
+          },
+          {"/hf/config.json", "num_hidden_layers is 2", "model.n_layers is 3"}),
+      row("export with a misspelt option",
+          [](Ctx& x) {
+            return convert("export --from " + x.fixture + " --out " + x.dir + "/hf --dtyp bf16");
+          },
+          {"unknown option '--dtyp'", "did you mean '--dtype'"}),
+      row(
+          "export onto a folder that holds files",
+          [](Ctx& x) {
+            put(x.dir + "/keep.txt", "mine");
+            return convert("export --from " + x.fixture + " --out " + x.dir);
+          },
+          {"--out", "not an empty folder"}, 2,
+          [](Ctx& x, const RunResult&) {
+            return slurp(x.dir + "/keep.txt") == "mine" ? "" : "keep.txt changed";
+          }),
+      row("export with a config of another model",
+          [](Ctx& x) {
+            return convert("export --from " + x.fixture + " --out " + x.dir + "/hf" + tiny() +
+                           " --set model.n_layers=3");
+          },
+          {"holds the model", "\"n_layers\":2", "\"n_layers\":3"}),
+  };
+}
+
 }  // namespace
 
 std::vector<Case> file_cases() {
   std::vector<Case> all;
-  for (auto part : {data_rows(), checkpoint_rows(), run_folder_rows(), analyze_rows()})
+  for (auto part :
+       {data_rows(), checkpoint_rows(), run_folder_rows(), analyze_rows(), convert_rows()})
     all.insert(all.end(), part.begin(), part.end());
   return all;
 }

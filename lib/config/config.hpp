@@ -23,6 +23,7 @@ struct ModelCfg {
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   double init_std = 0.02;
+  std::string init_from;  // Hugging Face Llama folder of initial weights ("" = draw them)
 };
 
 struct ParallelCfg {

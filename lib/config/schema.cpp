@@ -82,6 +82,11 @@ std::vector<Key> build() {
       num(F(model, rope_theta), 1, 1e9, "RoPE base frequency"),
       num(F(model, norm_eps), 1e-12, 0.1, "RMSNorm epsilon"),
       num(F(model, init_std), 0, 1, "std of the normal initialization of weights"),
+      any(F(model, init_from),
+          "initial weights from a Hugging Face Llama folder (config.json and safetensors, "
+          "e.g. written by scaletrain-convert export) instead of drawing them: its shape must "
+          "be the model keys', each rank reads only the slices it holds (docs/convert.md); a "
+          "resumed checkpoint takes precedence; empty = draw with init_std"),
       // parallel: Megatron's names; the mesh is pp x dp x cp x tp.
       num(F(parallel, dp), 0, 1 << 24, "data-parallel size; 0 = world / (tp*pp*cp)"),
       num(F(parallel, tp), 1, 4096, "tensor-parallel size"),

@@ -2,6 +2,7 @@
 #include "engine/train_state.hpp"
 
 #include <filesystem>
+#include <functional>
 
 #include "checkpoint/checkpoint.hpp"
 #include "core/error.hpp"
@@ -112,7 +113,14 @@ std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string
   return r;
 }
 
-long restore(StateTable& t, const Config& cfg, const std::string& step_dir) {
+namespace {
+// Fills the master weights (and, with `moments`, the AdamW moments) of every
+// piece of `t` through `read`, which fills a batch of views in host memory
+// and returns the step it read. Replicated pieces are read in shares and
+// all-gathered over the replica group; on a device that is not
+// host-accessible, through host staging buffers of about 1 GiB a batch.
+long fill_pieces(StateTable& t, bool moments,
+                 const std::function<long(std::vector<ShardView>&)>& read) {
   std::vector<ShardView> want;
   // Replicated pieces with replicas: this replica's rows, gathered below.
   struct Gather {
@@ -125,7 +133,9 @@ long restore(StateTable& t, const Config& cfg, const std::string& step_dir) {
   for (StatePiece& p : t.pieces) {
     const int64_t rows = p.len / p.row();
     const auto [lo, hi] = share ? my_rows(t, p) : std::pair<int64_t, int64_t>{0, rows};
-    for (const auto& [prefix, data] : tensors_of(p)) {
+    auto tensors = tensors_of(p);
+    if (!moments) tensors.resize(1);
+    for (const auto& [prefix, data] : tensors) {
       if (hi > lo) want.push_back(rows_of(prefix, p, data, lo, hi));
       if (!share) continue;
       Gather g{data, {}, lo * p.row()};
@@ -136,25 +146,19 @@ long restore(StateTable& t, const Config& cfg, const std::string& step_dir) {
       gathers.push_back(std::move(g));
     }
   }
-  // Check the model shape first, for a clear message instead of a missing tensor.
-  json idx = json::parse(read_file(step_dir + "/index.json"));
-  json saved = idx.value("scalars", json::object()).value("model", json());
-  if (!saved.is_null() && saved != model_fingerprint(cfg.model))
-    throw UsageError("checkpoint '" + step_dir + "' holds a different model (" + saved.dump() +
-                     ") than the config (" + model_fingerprint(cfg.model).dump() +
-                     "); set checkpoint.resume=none or point checkpoint.dir elsewhere");
   Device* dev = t.device;
   long step = -1;
   if (!dev || dev->host_accessible()) {
     if (dev) dev->synchronize();
-    LoadResult r = load(step_dir, want, -1);
-    step = r.scalars.value("step", r.step);
+    step = read(want);
   } else {
     // Device memory: load into host staging buffers, a batch of about 1 GiB
     // at a time, and copy each batch up.
     constexpr size_t kBatchBytes = size_t(1) << 30;
     size_t i = 0;
-    while (i < want.size() || step < 0) {
+    bool first = true;
+    while (i < want.size() || first) {
+      first = false;
       std::vector<ShardView> batch;
       std::vector<std::vector<float>> host;
       std::vector<float*> dst;
@@ -168,12 +172,12 @@ long restore(StateTable& t, const Config& cfg, const std::string& step_dir) {
         batch.push_back(std::move(v));
         bytes += n * sizeof(float);
       }
-      LoadResult r = load(step_dir, batch, -1);
-      step = r.scalars.value("step", r.step);
+      step = read(batch);
       for (size_t k = 0; k < batch.size(); ++k)
         dev->copy_from_host(dst[k], host[k].data(), host[k].size() * sizeof(float),
                             dev->compute_stream());
-      if (want.empty()) break;
+      // The staging buffers die with this batch: the copies must be done.
+      dev->synchronize();
     }
   }
   if (!gathers.empty()) {
@@ -184,5 +188,27 @@ long restore(StateTable& t, const Config& cfg, const std::string& step_dir) {
   }
   if (dev) dev->synchronize();
   return step;
+}
+}  // namespace
+
+long restore(StateTable& t, const Config& cfg, const std::string& step_dir) {
+  // Check the model shape first, for a clear message instead of a missing tensor.
+  json idx = json::parse(read_file(step_dir + "/index.json"));
+  json saved = idx.value("scalars", json::object()).value("model", json());
+  if (!saved.is_null() && saved != model_fingerprint(cfg.model))
+    throw UsageError("checkpoint '" + step_dir + "' holds a different model (" + saved.dump() +
+                     ") than the config (" + model_fingerprint(cfg.model).dump() +
+                     "); set checkpoint.resume=none or point checkpoint.dir elsewhere");
+  return fill_pieces(t, true, [&](std::vector<ShardView>& batch) {
+    LoadResult r = load(step_dir, batch, -1);
+    return long(r.scalars.value("step", r.step));
+  });
+}
+
+void init_params(StateTable& t, const std::function<void(std::vector<ShardView>&)>& read) {
+  fill_pieces(t, false, [&](std::vector<ShardView>& batch) {
+    read(batch);
+    return 0L;
+  });
 }
 }  // namespace st

@@ -14,6 +14,7 @@
 // The loader reads any hyperslab from any set of saved shards (and
 // flat <-> N-D for older checkpoints), so any layout resumes from any other.
 #pragma once
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -49,4 +50,13 @@ std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string
 // step the checkpoint was taken at. Throws UsageError when the checkpoint
 // belongs to another model shape.
 long restore(StateTable& t, const Config& cfg, const std::string& step_dir);
+
+// Fills the master weights of every piece of `t` (not the moments) through
+// `read`, which fills a batch of views (name "params/NAME", global shape,
+// offset, box; host memory) from another source of whole tensors: the
+// rows each rank reads, the replicas' shares and their all-gather are those
+// of restore(). model.init_from reads a Hugging Face folder through it.
+// Collective like restore(); the caller refreshes the compute copies
+// (Engine::after_restore).
+void init_params(StateTable& t, const std::function<void(std::vector<ShardView>&)>& read);
 }  // namespace st
