@@ -152,7 +152,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   using cli::checked;
   using cli::flag;
   using cli::text;
-  try {
+  return cli::guarded("scaletrain-analyze", err, [&] {
     Args a;
     // The option groups and the sub-commands: an option is one entry of its
     // group (its value checked as it is stored), a sub-command one add().
@@ -214,13 +214,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
            [&](const auto& pos) { return export_cli(pos, a.tensorboard, out); }});
     // clang-format on
     return p.main(args, out, err);
-  } catch (const UsageError& e) {
-    err << "scaletrain-analyze: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    err << "scaletrain-analyze: internal error: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }
 
 }  // namespace st::analysis

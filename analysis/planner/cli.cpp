@@ -3,11 +3,13 @@
 #include "planner/cli.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <sstream>
 
 #include "cli/subcommands.hpp"
+#include "config/layout_tools.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "plan/cluster.hpp"
@@ -66,7 +68,14 @@ struct Args {
   std::vector<long> sizes;
   std::vector<int> weak;
   long global_batch = 0;
+  double weak_batch = 0;  // --weak-batch (0: micro_batch x grad_accum)
 };
+
+std::string fx_text(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
 
 // Option values: each parses, checks and stores its text, naming the flag
 // when it refuses it.
@@ -89,12 +98,12 @@ Check one_int(const char* flag, T* dst, long lo) {
     *dst = T(l[0]);
   };
 }
-Check seconds(const char* flag, double* dst) {
+Check seconds(const char* flag, double* dst, const char* what = "seconds") {
   return [=](const std::string& v) {
     const auto l = parse_list<double>(flag, v);
     if (l.size() != 1 || l[0] <= 0)
-      throw UsageError(std::string(flag) + ": expected one positive number of seconds, got '" + v +
-                       "'");
+      throw UsageError(std::string(flag) + ": expected one positive number of " + what + ", got '" +
+                       v + "'");
     *dst = l[0];
   };
 }
@@ -128,6 +137,14 @@ Check bucket_list(std::vector<double>* dst) {
 Check sizes_list(std::vector<long>* dst) {
   return [=](const std::string& v) { *dst = parse_list<long>("--sizes", v); };
 }
+Check split_list(std::vector<std::string>* dst) {
+  return [=](const std::string& v) {
+    *dst = split(v, ',');
+    for (const auto& s : *dst)
+      if (s != "even" && s != "ends" && s != "config")
+        throw UsageError("--pipeline-split: '" + s + "' is not one of even, ends, config");
+  };
+}
 Check act_ckpt_list(std::vector<std::string>* dst) {
   return [=](const std::string& v) {
     *dst = split(v, ',');
@@ -137,14 +154,18 @@ Check act_ckpt_list(std::vector<std::string>* dst) {
   };
 }
 
-Config base_config(const Args& a) {
+// The model and the --set keys; `checked`: with the trainer's cross-field
+// rules. A plan loads unchecked: its knobs (--grad-accum, --pp, ...) apply
+// to every layout first, and each layout is then validated once
+// (enumerate_layouts), so a --set that only the knobs make valid is no error.
+Config base_config(const Args& a, bool checked) {
   std::string cfg = a.config;
   if (cfg.empty()) cfg = std::string(SCALETRAIN_SOURCE_DIR) + "/configs/default.yaml";
   // The planner reads no data, so no data key may refuse a plan (a
   // vocabulary beyond a uint16 token file's, a file that is not here).
   std::vector<std::string> sets = a.sets;
   sets.push_back("data.source=synthetic");
-  return load_config(cfg, sets);
+  return checked ? load_config(cfg, sets) : load_config_unchecked(cfg, sets);
 }
 
 // Knob ranges: the flags, else the config's own values.
@@ -158,8 +179,23 @@ KnobRanges ranges_from(const Args& a, const Config& base, const std::vector<int>
   if (!a.r.grad_accum.empty()) r.grad_accum = a.r.grad_accum;
   if (!a.r.dp_bucket_mb.empty()) r.dp_bucket_mb = a.r.dp_bucket_mb;
   if (!a.r.act_ckpt.empty()) r.act_ckpt = a.r.act_ckpt;
+  if (!a.r.pipeline_split.empty()) r.pipeline_split = a.r.pipeline_split;
   r.global_batch = a.global_batch;
   return r;
+}
+
+// Knobs first, then the rules once: when the trainer's config rules refuse
+// every layout the --set config and the knobs make, the plan is bad input,
+// and the first refusal names the key and what is valid.
+void require_a_valid_layout(const std::vector<Candidate>& cands) {
+  if (cands.empty()) return;
+  for (const Candidate& c : cands)
+    if (c.reason.empty() || c.timed) return;
+  const std::string& why = cands.front().reason;
+  const auto colon = why.find(": ");
+  throw UsageError("the config rules refuse every one of the " + std::to_string(cands.size()) +
+                   " layouts of --set and the knobs; the first (" + cands.front().name() +
+                   "): " + (colon == std::string::npos ? why : why.substr(colon + 2)));
 }
 
 std::string joined(const std::vector<std::string>& args) {
@@ -174,7 +210,7 @@ int run_plan(const Args& a, const std::vector<std::string>& argv, std::ostream& 
     throw UsageError("plan: give --devices N[,N...] (or --weak-scaling N,...)");
   Cluster cl = load_cluster(a.cluster);
   if (a.devices_per_node > 0) cl.devices_per_node = a.devices_per_node;
-  const Config base = base_config(a);
+  const Config base = base_config(a, false);
   ReportOptions o;
   o.top = a.top;
   o.near = a.near;
@@ -186,16 +222,29 @@ int run_plan(const Args& a, const std::vector<std::string>& argv, std::ostream& 
                              : "results/plans/plan-" + base.model.name + "-" + cl.name + "-" +
                                    timestamp_compact();
   std::vector<Candidate> cands;
-  if (!a.r.devices.empty()) cands = plan_space(base, ranges_from(a, base, a.r.devices), cl);
+  if (!a.r.devices.empty()) {
+    cands = plan_space(base, ranges_from(a, base, a.r.devices), cl);
+    require_a_valid_layout(cands);
+  }
   if (!a.weak.empty()) {
-    // Weak scaling: the per-device batch of the base (or first given) micro-batch x grad_accum.
+    // Weak scaling: a fixed batch per device, --weak-batch sequences (a
+    // fraction where one sequence spans model-parallel ranks), else the base
+    // (or first given) micro_batch x grad_accum.
     const KnobRanges r0 = ranges_from(a, base, {});
-    const long per_device = long(r0.micro_batch.front()) * r0.grad_accum.front();
+    const double per_device =
+        a.weak_batch > 0 ? a.weak_batch : double(r0.micro_batch.front()) * r0.grad_accum.front();
     std::vector<Candidate> weak;
     for (int n : a.weak) {
+      const double g = per_device * n;
+      if (g < 1 || g != std::floor(g))
+        throw UsageError("--weak-scaling " + std::to_string(n) + ": a batch of " +
+                         fx_text(per_device) + " sequences per device makes " + fx_text(g) +
+                         " sequences; give sizes (or --weak-batch) whose product is a whole "
+                         "number >= 1");
       KnobRanges r = ranges_from(a, base, {n});
-      r.global_batch = per_device * n;
+      r.global_batch = long(g);
       auto c = plan_space(base, r, cl);
+      require_a_valid_layout(c);
       weak.insert(weak.end(), c.begin(), c.end());
     }
     ReportOptions wo = o;
@@ -209,7 +258,7 @@ int run_plan(const Args& a, const std::vector<std::string>& argv, std::ostream& 
 
 int run_calibrate(const Args& a, const std::vector<std::string>& argv, std::ostream& out) {
   CalibrateOptions o;
-  o.base = base_config(a);
+  o.base = base_config(a, true);
   std::vector<int> ranks = a.r.devices.empty() ? std::vector<int>{1, 2, 4} : a.r.devices;
   o.ranges = ranges_from(a, o.base, ranks);
   o.out = a.out;
@@ -268,7 +317,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   using cli::checked;
   using cli::flag;
   using cli::text;
-  try {
+  return cli::guarded("scaletrain-plan", err, [&] {
     Args a;
     // The option groups and the sub-commands: an option is one entry of its
     // group (its value checked as it is stored), a sub-command one add().
@@ -302,7 +351,11 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
         ("bucket-mb", checked("X,...", bucket_list(&a.r.dp_bucket_mb)),
          "gradient bucket sizes (MiB)")
         ("act-ckpt", checked("none,selective,full", act_ckpt_list(&a.r.act_ckpt)),
-         "activation checkpointing");
+         "activation checkpointing")
+        ("pipeline-split", checked("even,ends,config", split_list(&a.r.pipeline_split)),
+         "layers per pipeline chunk (pp > 1): even; ends = first and last chunk one layer "
+         "fewer for the embedding and the head (e.g. 7,8*14,7); config = "
+         "parallel.pipeline_layers as set (default: config when it is set, else even,ends)");
     cli::po::options_description plan_o("plan outputs");
     plan_o.add_options()
         ("cluster", text(&a.cluster, "FILE"), "cluster file (configs/clusters/*.yaml)")
@@ -321,6 +374,9 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
         ("weak-scaling", checked("N,...", counts("--weak-scaling", &a.weak)),
          "also project weak scaling over these sizes at the per-device batch "
          "micro_batch x grad_accum (weak_scaling.md/.csv/.json/.svg)")
+        ("weak-batch", checked("S", seconds("--weak-batch", &a.weak_batch, "sequences")),
+         "weak scaling's sequences per device per step, a fraction allowed (0.125 at seq "
+         "8192: 1024 tokens per device; default micro_batch x grad_accum)")
         ("no-plots", flag(&a.plots, false), "tables only");
     cli::po::options_description calibrate_o("calibrate options");
     calibrate_o.add_options()
@@ -383,13 +439,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     // clang-format on
     p.default_command("plan");
     return p.main(args, out, err);
-  } catch (const UsageError& e) {
-    err << "scaletrain-plan: error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    err << "scaletrain-plan: internal error: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }
 
 }  // namespace st::plan

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -75,6 +76,9 @@ json cand_json(const Candidate& c, int rank) {
             {"micro_batch", c.cfg.train.micro_batch},
             {"grad_accum", c.cfg.train.grad_accum},
             {"act_ckpt", c.cfg.train.act_ckpt},
+            {"pipeline_split", c.split},
+            {"pipeline_layers", p.pipeline_layers},
+            {"chunk_layers", c.chunk_layers()},
             {"feasible", c.feasible},
             {"reason", c.reason},
             {"runs_on_this_trainer", c.not_runnable.empty()},
@@ -100,6 +104,12 @@ std::string time_parts(const StepPrediction& t) {
     if (c->total > 0) o << ", " << n << " " << ms(c->exposed) << "/" << ms(c->total);
   o << ", optim " << ms(t.optimizer);
   return o.str();
+}
+// The pipeline split as shown: "–" without a pipeline, else its kind and
+// the layers of each chunk ("ends 7,8*14,7").
+std::string split_text(const Candidate& c) {
+  if (c.cfg.parallel.pp == 1) return "–";
+  return c.split + " " + c.chunk_layers();
 }
 std::string mem_parts(const MemoryEstimate& m) {
   return "w " + gib(m.peak.weights) + ", g " + gib(m.peak.grads) + ", o " + gib(m.peak.optim) +
@@ -226,7 +236,10 @@ std::string campaign_yaml(const std::vector<const Candidate*>& layouts, const Co
       << ", parallel.dp_bucket_mb=" << p.dp_bucket_mb
       << ", train.micro_batch=" << c->cfg.train.micro_batch
       << ", train.grad_accum=" << c->cfg.train.grad_accum
-      << ", train.act_ckpt=" << c->cfg.train.act_ckpt << "]\n";
+      << ", train.act_ckpt=" << c->cfg.train.act_ckpt
+      << (p.pipeline_layers.empty() ? ""
+                                    : ", \"parallel.pipeline_layers=" + p.pipeline_layers + "\"")
+      << "]\n";
   }
   return o.str();
 }
@@ -255,19 +268,22 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
         "Time parts are per step; communication as exposed/total ms. Both come from step 1 of "
         "the layout run by the trainer's own engine on the recording backend (the first rank of "
         "every stage), priced on the cluster file.\n\n";
-  md << "| # | layout | devices | peak GiB | margin GiB | step ms | tokens/s | "
+  md << "Ranked within each device count (--top per count). Pipeline split: the layers of each "
+        "model chunk in forward order (parallel.pipeline_layers).\n\n";
+  md << "| # | layout | devices | pipeline split | peak GiB | margin GiB | step ms | tokens/s | "
         "tok/s/device | MFU % | HFU % | memory parts | time parts "
-        "|\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  int shown = 0;
+        "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  int shown = 0, shown_devices = -1;
   bool dagger = false;
   for (const Candidate* cp : sum.top) {
     const Candidate& c = *cp;
+    if (c.devices != shown_devices) shown = 0, shown_devices = c.devices;
     ++shown;
     dagger = dagger || !c.not_runnable.empty();
     md << "| " << shown << " | " << c.name() << (c.not_runnable.empty() ? "" : " (†)") << " | "
-       << c.devices << " | " << gib(c.mem.peak.total()) << " | " << gib(c.margin()) << " | "
-       << ms(c.time.step) << " | " << fx(c.time.tokens_per_s, 1) << " | "
-       << fx(c.time.tokens_per_s_device, 1) << " | " << fx(100 * c.time.mfu, 1) << " | "
+       << c.devices << " | " << split_text(c) << " | " << gib(c.mem.peak.total()) << " | "
+       << gib(c.margin()) << " | " << ms(c.time.step) << " | " << fx(c.time.tokens_per_s, 1)
+       << " | " << fx(c.time.tokens_per_s_device, 1) << " | " << fx(100 * c.time.mfu, 1) << " | "
        << fx(100 * c.time.hfu, 1) << " | " << mem_parts(c.mem) << " | " << time_parts(c.time)
        << " |\n";
   }
@@ -299,7 +315,7 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
       "cp_exposed_s,zero_exposed_s,other_s,optimizer_s,tokens_per_s,tokens_per_s_device,mfu,hfu";
   const size_t n_timed = size_t(std::count(timed_cols.begin(), timed_cols.end(), ',')) + 1;
   csv << "rank,name,devices,dp,tp,pp,cp,sp,zero_stage,num_model_chunks,dp_bucket_mb,micro_batch,"
-         "grad_accum,act_ckpt,feasible,reason,"
+         "grad_accum,act_ckpt,pipeline_split,chunk_layers,feasible,reason,"
       << timed_cols << '\n';
   json j;
   j["model"] = {{"name", base.model.name},
@@ -322,7 +338,8 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
                {"num_model_chunks", base.parallel.num_model_chunks},
                {"micro_batch", base.train.micro_batch},
                {"grad_accum", base.train.grad_accum},
-               {"act_ckpt", base.train.act_ckpt}};
+               {"act_ckpt", base.train.act_ckpt},
+               {"pipeline_layers", base.parallel.pipeline_layers}};
   j["command"] = o.command;
   j["counts"] = {{"layouts", cands.size()},
                  {"feasible", feasible},
@@ -340,7 +357,8 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
     csv << rank << ',' << c.name() << ',' << c.devices << ',' << p.dp << ',' << p.tp << ',' << p.pp
         << ',' << p.cp << ',' << int(p.sp) << ',' << p.zero_stage << ',' << p.num_model_chunks
         << ',' << p.dp_bucket_mb << ',' << c.cfg.train.micro_batch << ',' << c.cfg.train.grad_accum
-        << ',' << c.cfg.train.act_ckpt << ',' << int(c.feasible) << ",\"" << reason << "\"";
+        << ',' << c.cfg.train.act_ckpt << ',' << c.split << ",\"" << c.chunk_layers() << "\","
+        << int(c.feasible) << ",\"" << reason << "\"";
     if (c.timed) {
       const auto& m = c.mem.peak;
       const auto& t = c.time;
@@ -391,52 +409,113 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
   std::vector<WeakPoint> pts = weak_points(cands, sizes);
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
-  std::ostringstream md, csv, dat;
-  md << "# Weak-scaling projection on " << cl.name
-     << "\n\nPer size: the fastest predicted-feasible "
-        "layout at the same per-device batch; efficiency = tokens/s per device against the "
-        "smallest size's.\n\n| devices | nodes | best layout | step ms | tokens/s | tok/s/device | "
-        "efficiency | MFU % | peak GiB | exposed comm ms "
-        "|\n|---|---|---|---|---|---|---|---|---|---|\n";
-  csv << "devices,nodes,layout,step_s,tokens_per_s,tokens_per_s_device,efficiency,mfu,peak_bytes,"
-         "exposed_comm_s\n";
-  dat << "# devices tok_s_device efficiency\n";
+  if (ec) throw UsageError("--out " + o.out_dir + ": cannot create: " + ec.message());
+  // The step's parts per scale: compute, the bubble, each group's exposed
+  // communication, the optimizer (they add up to the step).
+  struct Part {
+    const char* name;
+    double (*get)(const StepPrediction&);
+  };
+  const Part parts[] = {
+      {"compute", [](const StepPrediction& t) { return t.compute(); }},
+      {"bubble", [](const StepPrediction& t) { return t.bubble; }},
+      {"tp", [](const StepPrediction& t) { return t.tp.exposed; }},
+      {"cp", [](const StepPrediction& t) { return t.cp.exposed; }},
+      {"pp", [](const StepPrediction& t) { return t.pp.exposed; }},
+      {"dp", [](const StepPrediction& t) { return t.dp.exposed; }},
+      {"zero", [](const StepPrediction& t) { return t.zero.exposed; }},
+      {"other", [](const StepPrediction& t) { return t.other.exposed; }},
+      {"optimizer", [](const StepPrediction& t) { return t.optimizer; }},
+  };
+  std::ostringstream md, csv, dat, bd;
+  md << "# Weak-scaling projection on " << cl.name << "\n\n"
+     << "Per size: the fastest predicted-feasible layout at the same per-device batch; "
+        "efficiency = tokens/s per device against the smallest feasible size's. Step parts "
+        "in ms: compute (GEMM, attention, elementwise, recompute), the pipeline bubble, the "
+        "exposed communication of each group (tp, cp, pp, dp gradients, ZeRO gathers, other: "
+        "loss and norm) and the optimizer.\n\n"
+     << "| devices | nodes | best layout | pipeline split | global batch | step ms |";
+  for (const Part& p : parts) md << " " << p.name << " |";
+  md << " tokens/s | tok/s/device | MFU % | peak GiB | efficiency |\n|";
+  for (size_t i = 0; i < 11 + std::size(parts); ++i) md << "---|";
+  md << "\n";
+  csv << "devices,nodes,layout,pipeline_split,chunk_layers,dp,tp,pp,cp,sp,zero_stage,"
+         "num_model_chunks,micro_batch,grad_accum,global_batch,step_s";
+  for (const Part& p : parts) csv << ',' << p.name << "_s";
+  csv << ",tokens_per_s,tokens_per_s_device,mfu,peak_bytes,efficiency\n";
+  const size_t n_cols = 21 + std::size(parts);
+  dat << "# devices tok_s_device efficiency mfu\n";
+  bd << "# devices";
+  for (const Part& p : parts) bd << ' ' << p.name << "_ms";
+  bd << '\n';
   json j = json::array();
   for (const auto& w : pts) {
     const int nodes = (w.devices + cl.devices_per_node - 1) / cl.devices_per_node;
     if (!w.best) {
-      md << "| " << w.devices << " | " << nodes << " | none feasible | | | | | | | |\n";
-      csv << w.devices << ',' << nodes << ",,,,,,,,\n";
+      md << "| " << w.devices << " | " << nodes << " | none feasible |";
+      for (size_t i = 3; i < 11 + std::size(parts); ++i) md << " |";
+      md << "\n";
+      csv << w.devices << ',' << nodes << std::string(n_cols - 2, ',') << '\n';
       j.push_back({{"devices", w.devices}, {"feasible", false}});
       continue;
     }
-    const auto& t = w.best->time;
-    md << "| " << w.devices << " | " << nodes << " | " << w.best->name() << " | " << ms(t.step)
-       << " | " << fx(t.tokens_per_s, 0) << " | " << fx(t.tokens_per_s_device, 1) << " | "
-       << fx(w.efficiency, 3) << " | " << fx(100 * t.mfu, 1) << " | "
-       << gib(w.best->mem.peak.total()) << " | " << ms(t.exposed_comm()) << " |\n";
-    csv << w.devices << ',' << nodes << ',' << w.best->name() << ',' << t.step << ','
-        << t.tokens_per_s << ',' << t.tokens_per_s_device << ',' << w.efficiency << ',' << t.mfu
-        << ',' << w.best->mem.peak.total() << ',' << t.exposed_comm() << '\n';
-    dat << w.devices << ' ' << t.tokens_per_s_device << ' ' << w.efficiency << '\n';
-    json e = cand_json(*w.best, 0);
+    const Candidate& c = *w.best;
+    const auto& t = c.time;
+    const auto& p = c.cfg.parallel;
+    const long global = long(p.dp) * c.cfg.train.micro_batch * c.cfg.train.grad_accum;
+    md << "| " << w.devices << " | " << nodes << " | " << c.name() << " | " << split_text(c)
+       << " | " << global << " | " << ms(t.step) << " |";
+    for (const Part& pt : parts) md << " " << ms(pt.get(t)) << " |";
+    md << " " << fx(t.tokens_per_s, 0) << " | " << fx(t.tokens_per_s_device, 1) << " | "
+       << fx(100 * t.mfu, 1) << " | " << gib(c.mem.peak.total()) << " | " << fx(w.efficiency, 3)
+       << " |\n";
+    csv << w.devices << ',' << nodes << ',' << c.name() << ',' << c.split << ",\""
+        << c.chunk_layers() << "\"," << p.dp << ',' << p.tp << ',' << p.pp << ',' << p.cp << ','
+        << int(p.sp) << ',' << p.zero_stage << ',' << p.num_model_chunks << ','
+        << c.cfg.train.micro_batch << ',' << c.cfg.train.grad_accum << ',' << global << ','
+        << t.step;
+    for (const Part& pt : parts) csv << ',' << pt.get(t);
+    csv << ',' << t.tokens_per_s << ',' << t.tokens_per_s_device << ',' << t.mfu << ','
+        << c.mem.peak.total() << ',' << w.efficiency << '\n';
+    dat << w.devices << ' ' << t.tokens_per_s_device << ' ' << w.efficiency << ' ' << t.mfu << '\n';
+    bd << w.devices;
+    for (const Part& pt : parts) bd << ' ' << pt.get(t) * 1e3;
+    bd << '\n';
+    json e = cand_json(c, 0);
     e["efficiency"] = w.efficiency;
+    e["global_batch"] = global;
     j.push_back(e);
   }
   write_file_atomic((fs::path(o.out_dir) / "weak_scaling.md").string(), md.str());
   write_file_atomic((fs::path(o.out_dir) / "weak_scaling.csv").string(), csv.str());
   write_file_atomic((fs::path(o.out_dir) / "weak_scaling.json").string(), j.dump(1) + "\n");
   if (o.plots) {
-    analysis::Plot p{
-        "weak_scaling", "Predicted weak scaling: tokens/s per device and efficiency", dat.str(),
-        "set xlabel 'devices'\nset ylabel 'tokens/s per device'\nset y2label 'efficiency'\n"
+    // Devices on a log axis (one node to thousands); every value axis from 0.
+    analysis::Plot a{
+        "weak_scaling", "Predicted weak scaling: tokens/s per device, efficiency and MFU",
+        dat.str(),
+        "set xlabel 'devices'\nset ylabel 'tokens/s per device'\nset y2label 'efficiency, MFU'\n"
         "set logscale x 2\nset yrange [0:*]\nset ytics nomirror\nset y2tics\nset y2range "
-        "[0:1.1]\nset key bottom "
-        "left\n"
+        "[0:1.1]\nset key bottom left\n"
         "plot 'weak_scaling.dat' u 1:2 w lp pt 7 t 'tokens/s per device', '' u 1:3 axes x1y2 w lp "
-        "pt 5 t 'efficiency'\n"};
-    const std::string why = analysis::render_plot(o.out_dir, p, analysis::find_gnuplot());
-    if (!why.empty()) out << "plot weak_scaling.svg not made: " << why << "\n";
+        "pt 5 t 'efficiency', '' u 1:4 axes x1y2 w lp pt 9 t 'MFU'\n"};
+    std::string stack = "plot ";
+    // Stacked: each curve is the sum of the parts up to it.
+    std::string sum;
+    for (size_t i = 0; i < std::size(parts); ++i) {
+      sum += (sum.empty() ? "$" : "+$") + std::to_string(i + 2);
+      stack = stack + (i ? ", \\\n  " : "") + "'weak_scaling_parts.dat' u 1:(" + sum +
+              ") w lp t '" + (i ? "+ " : "") + parts[i].name + "'";
+    }
+    analysis::Plot b{"weak_scaling_parts", "Predicted step parts per scale (stacked)", bd.str(),
+                     "set xlabel 'devices'\nset ylabel 'ms per step (cumulative)'\n"
+                     "set logscale x 2\nset yrange [0:*]\nset key outside right\n" +
+                         stack + "\n"};
+    const std::string gp = analysis::find_gnuplot();
+    for (const auto& pl : {a, b}) {
+      const std::string why = analysis::render_plot(o.out_dir, pl, gp);
+      if (!why.empty()) out << "plot " << pl.name << ".svg not made: " << why << "\n";
+    }
   }
   out << md.str();
   return pts;

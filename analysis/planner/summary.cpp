@@ -2,6 +2,7 @@
 #include "planner/summary.hpp"
 
 #include <algorithm>
+#include <set>
 
 namespace st::plan {
 
@@ -24,15 +25,29 @@ PlanSummary summarize_plan(const std::vector<Candidate>& cands, int top, int nea
     }
     ++s.why[k];
   }
-  for (const Candidate& c : cands)
-    if (c.feasible && int(s.top.size()) < top) s.top.push_back(&c);
-  const int n_near = s.feasible == 0 ? std::max(near, 3) : near;
-  for (const Candidate& c : cands)
-    if (!c.feasible && c.timed && int(s.nearest.size()) < n_near) s.nearest.push_back(&c);
+  // Per device count, smallest first: the first `top` feasible and the
+  // nearest over the limit (cands are ranked across all counts).
+  std::set<int> counts;
+  for (const Candidate& c : cands) counts.insert(c.devices);
+  std::vector<const Candidate*> near_all;
+  for (int n : counts) {
+    int k = 0;
+    for (const Candidate& c : cands)
+      if (c.devices == n && c.feasible && k < top) s.top.push_back(&c), ++k;
+    int feasible_n = 0;
+    for (const Candidate& c : cands) feasible_n += c.devices == n && c.feasible;
+    const int n_near = feasible_n == 0 ? std::max(near, 3) : near;
+    k = 0;
+    for (const Candidate& c : cands)
+      if (c.devices == n && !c.feasible && c.timed && k < n_near) {
+        s.nearest.push_back(&c), ++k;
+        if (k <= near) near_all.push_back(&c);
+      }
+  }
   for (const Candidate* c : s.top)
     if (c->not_runnable.empty()) s.campaign.push_back(c);
-  for (size_t i = 0; i < s.nearest.size() && int(i) < near; ++i)
-    if (s.nearest[i]->not_runnable.empty()) s.campaign.push_back(s.nearest[i]);
+  for (const Candidate* c : near_all)
+    if (c->not_runnable.empty()) s.campaign.push_back(c);
   return s;
 }
 

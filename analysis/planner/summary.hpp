@@ -15,10 +15,13 @@ namespace st::plan {
 struct PlanSummary {
   int feasible = 0, over = 0, invalid = 0;  // timed and fitting, timed and over, untimed
   std::map<std::string, int> why;           // refusal reason (grouped) -> layouts
-  std::vector<const Candidate*> top;        // the first `top` feasible, in rank order
-  // Over the limit, nearest first: `near` of them, at least 3 when none fits.
+  // Per device count (smallest first), the first `top` feasible in rank
+  // order: --top ranks within each device count.
+  std::vector<const Candidate*> top;
+  // Over the limit, per device count, nearest first: `near` of them, at
+  // least 3 for a count where none fits.
   std::vector<const Candidate*> nearest;
-  // The runnable ones of `top`, then of the first `near` of `nearest`.
+  // The runnable ones of `top`, then of the first `near` of `nearest` per count.
   std::vector<const Candidate*> campaign;
 };
 

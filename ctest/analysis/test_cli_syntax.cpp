@@ -13,6 +13,7 @@
 #include "analyze/cli.hpp"
 #include "analyze/synth.hpp"
 #include "cli/subcommands.hpp"
+#include "core/error.hpp"
 #include "planner/cli.hpp"
 #include "scaletrain/build_config.hpp"
 #include "tmpdir.hpp"
@@ -55,6 +56,26 @@ TEST(CliSyntax, SuggestsTheNearestOption) {
   EXPECT_EQ(st::cli::suggest_option("--wndow", known), "--window");
   EXPECT_EQ(st::cli::suggest_option("--win", known), "--window");  // a shortened name
   EXPECT_EQ(st::cli::suggest_option("--frobnicate", known), "");
+}
+
+// Both tools map errors through one helper: bad input exit 2, anything else
+// exit 1, each prefixed with the program's name.
+TEST(CliSyntax, OneErrorMappingForBothTools) {
+  std::ostringstream e;
+  EXPECT_EQ(st::cli::guarded("prog", e, [] { return 7; }), 7);
+  EXPECT_EQ(e.str(), "");
+  EXPECT_EQ(st::cli::guarded("prog", e, []() -> int { throw st::UsageError("bad key"); }), 2);
+  EXPECT_EQ(e.str(), "prog: error: bad key\n");
+  e.str("");
+  EXPECT_EQ(st::cli::guarded("prog", e, []() -> int { throw std::runtime_error("boom"); }), 1);
+  EXPECT_EQ(e.str(), "prog: internal error: boom\n");
+  // The tools' own bad input, through it.
+  const auto a = analyze({"run", "/nonexistent-run-dir"});
+  EXPECT_EQ(a.rc, 2);
+  EXPECT_EQ(a.err.rfind("scaletrain-analyze: error: ", 0), 0u) << a.err;
+  const auto p = plan({"--devices", "8"});
+  EXPECT_EQ(p.rc, 2);
+  EXPECT_EQ(p.err.rfind("scaletrain-plan: error: ", 0), 0u) << p.err;
 }
 
 TEST(CliSyntax, AnalyzeRunEqualsAndSpaceFormsAgree) {

@@ -21,12 +21,14 @@ Candidate fits(int devices, double tps) {
 }
 Candidate over(double excess) {
   Candidate c;
+  c.devices = 8;
   c.timed = true;
   c.reason = "memory: over by " + std::to_string(excess);
   return c;
 }
 Candidate invalid(const std::string& why) {
   Candidate c;
+  c.devices = 8;
   c.reason = why;
   return c;
 }
@@ -82,4 +84,24 @@ TEST(PlanSummary, WeakScalingPoints) {
   EXPECT_EQ(w[1].best, &v[2]);
   EXPECT_DOUBLE_EQ(w[1].efficiency, 0.9);  // 90 tokens/s/device against 100
   EXPECT_EQ(w[2].best, nullptr);
+}
+
+// --top ranks within each device count: the candidates are ranked across all
+// counts (the 64-device layouts' tokens/s are higher), yet each count keeps
+// its own top K, smallest count first, and its own nearest over the limit.
+TEST(PlanSummary, TopRanksWithinEachDeviceCount) {
+  std::vector<Candidate> v = {fits(64, 6400), fits(64, 6000), fits(64, 5000), fits(8, 900),
+                              fits(8, 800),   fits(8, 700),   over(1),        over(2)};
+  v[6].devices = 8;
+  v[7].devices = 64;
+  const auto s = st::plan::summarize_plan(v, 2, 1);
+  ASSERT_EQ(s.top.size(), 4u);
+  EXPECT_EQ(s.top[0], &v[3]);
+  EXPECT_EQ(s.top[1], &v[4]);
+  EXPECT_EQ(s.top[2], &v[0]);
+  EXPECT_EQ(s.top[3], &v[1]);
+  ASSERT_EQ(s.nearest.size(), 2u);  // one per count
+  EXPECT_EQ(s.nearest[0], &v[6]);
+  EXPECT_EQ(s.nearest[1], &v[7]);
+  EXPECT_EQ(s.campaign.size(), 6u);
 }

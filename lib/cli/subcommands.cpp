@@ -57,6 +57,18 @@ po::typed_value<std::string>* checked(const char* name,
   return po::value<std::string>()->value_name(name)->notifier(std::move(check));
 }
 
+int guarded(const std::string& prog, std::ostream& err, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    err << prog << ": error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    err << prog << ": internal error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
 std::string suggest_option(const std::string& given, const std::vector<std::string>& known) {
   std::string best, prefix;
   size_t best_d = SIZE_MAX;

@@ -64,6 +64,11 @@ po::typed_value<std::string>* text(std::string* dst, const char* name);
 po::typed_value<std::string>* checked(const char* name,
                                       std::function<void(const std::string&)> check);
 
+// A tool's cli_main body, run with its errors mapped to the exit codes every
+// analysis tool uses: UsageError (bad input) -> "PROG: error: ..." and 2, any
+// other exception -> "PROG: internal error: ..." and 1; else body's status.
+int guarded(const std::string& prog, std::ostream& err, const std::function<int()>& body);
+
 // "did you mean" for an unknown option: the closest of `known` ("--no-plots")
 // within a typo's distance, or "" (exposed for the tests).
 std::string suggest_option(const std::string& given, const std::vector<std::string>& known);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "config/layout_tools.hpp"
 #include "config/schema.hpp"
 #include "config/yaml_text.hpp"
 #include "core/error.hpp"
@@ -186,7 +187,8 @@ std::string preset_dir() {
   return "configs/models";
 }
 
-Config load_config(const std::string& yaml_path, const std::vector<std::string>& overrides) {
+Config load_config_unchecked(const std::string& yaml_path,
+                             const std::vector<std::string>& overrides) {
   // Split the overrides first: a bad line is reported before any file is read.
   struct Ov {
     const Key* key;
@@ -245,6 +247,11 @@ Config load_config(const std::string& yaml_path, const std::vector<std::string>&
   }
   cfg.config_path = yaml_path;
   cfg.overrides = overrides;
+  return cfg;
+}
+
+Config load_config(const std::string& yaml_path, const std::vector<std::string>& overrides) {
+  Config cfg = load_config_unchecked(yaml_path, overrides);
   validate(cfg);
   return cfg;
 }

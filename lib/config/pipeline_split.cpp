@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "config/layout_tools.hpp"
 #include "core/error.hpp"
 
 namespace st {
@@ -24,8 +25,10 @@ std::string trim(const std::string& s) {
   return s.substr(a, b - a);
 }
 
+}  // namespace
+
 // "15,16,16,16,15" -> "15,16*3,15" (runs of 3 or more).
-std::string compact(const std::vector<int>& v) {
+std::string pipeline_layers_spec(const std::vector<int>& v) {
   std::string s;
   for (size_t i = 0; i < v.size();) {
     size_t j = i;
@@ -40,6 +43,9 @@ std::string compact(const std::vector<int>& v) {
   }
   return s;
 }
+
+namespace {
+std::string compact(const std::vector<int>& v) { return pipeline_layers_spec(v); }
 
 // A split of n layers into k parts that differ by at most one, the extra
 // layers on the middle parts first (the first and last stage also hold the
@@ -87,6 +93,18 @@ std::vector<int> parse(const std::string& spec) {
 }
 
 }  // namespace
+
+std::vector<int> pipeline_split_ends(int n_layers, int chunks) {
+  if (chunks < 2) return {n_layers};
+  // The embedding and the head (with the loss) count as one layer each, on
+  // the first and the last model chunk: n + 2 units split evenly.
+  std::vector<int> v = balanced(n_layers + 2, chunks);
+  --v.front();
+  --v.back();
+  for (int x : v)
+    if (x < 1) return {};
+  return v;
+}
 
 std::vector<int> pipeline_layer_counts(const Config& cfg) {
   const auto& p = cfg.parallel;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "config/layout_tools.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 
@@ -35,23 +36,116 @@ KnobRanges default_ranges(const Config& base, const std::vector<int>& devices) {
   r.grad_accum = {base.train.grad_accum};
   r.dp_bucket_mb = {base.parallel.dp_bucket_mb};
   r.act_ckpt = {base.train.act_ckpt};
+  r.pipeline_split = base.parallel.pipeline_layers.empty()
+                         ? std::vector<std::string>{"even", "ends"}
+                         : std::vector<std::string>{"config"};
   return r;
 }
 
 std::string Candidate::name() const {
   const auto& p = cfg.parallel;
-  char b[200];
-  std::snprintf(b, sizeof b, "dp%d-tp%d-pp%d-cp%d%s-z%d%s-mb%d-ga%d-b%g-%s", p.dp, p.tp, p.pp, p.cp,
-                p.sp ? "-sp" : "", p.zero_stage,
+  char b[240];
+  std::snprintf(b, sizeof b, "dp%d-tp%d-pp%d%s-cp%d%s-z%d%s-mb%d-ga%d-b%g-%s", p.dp, p.tp, p.pp,
+                split == "even" ? "" : ("-" + split).c_str(), p.cp, p.sp ? "-sp" : "", p.zero_stage,
                 p.num_model_chunks > 1 ? ("-v" + std::to_string(p.num_model_chunks)).c_str() : "",
                 cfg.train.micro_batch, cfg.train.grad_accum, p.dp_bucket_mb,
                 cfg.train.act_ckpt.c_str());
   return b;
 }
 
+std::string Candidate::chunk_layers() const {
+  try {
+    return pipeline_layers_spec(pipeline_layer_counts(cfg));
+  } catch (const UsageError&) {
+    return "";
+  }
+}
+
+namespace {
+
+// The pipeline splits to try for pp * chunks model chunks: (kind,
+// parallel.pipeline_layers) pairs, the ends split left out where it equals
+// the even one (one chunk, or two) or leaves a chunk empty.
+std::vector<std::pair<std::string, std::string>> splits_for(const Config& base, int pp, int v,
+                                                            const std::vector<std::string>& kinds) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const int n = base.model.n_layers, k = pp * v;
+  for (const std::string& kind : or_default(kinds, std::string("even"))) {
+    if (kind == "even") {
+      out.push_back({kind, ""});
+    } else if (kind == "config") {
+      out.push_back({kind, base.parallel.pipeline_layers});
+    } else if (kind == "ends") {
+      const std::vector<int> c = pipeline_split_ends(n, k);
+      if (c.empty() || std::all_of(c.begin(), c.end(), [&](int x) { return x == c.front(); }))
+        continue;
+      out.push_back({kind, pipeline_layers_spec(c)});
+    } else {
+      throw UsageError("--pipeline-split: '" + kind + "' is not one of even, ends, config");
+    }
+  }
+  if (out.empty()) out.push_back({"even", ""});
+  return out;
+}
+
+// One layout: the base with the knobs applied, then the trainer's rules run
+// once on the result (the CPU engine's complete layout support first; the
+// device's limits next).
+Candidate make_candidate(const Config& base, int W, const ParallelCfg& p, int mb, int ga,
+                         const std::string& ck, const std::string& split, long global_batch,
+                         const std::string& device) {
+  Candidate c;
+  c.devices = W;
+  c.split = split;
+  c.cfg = base;
+  // Planning needs no token file: its checks are not the layout's.
+  c.cfg.data.source = "synthetic";
+  c.cfg.parallel = p;
+  c.cfg.train.micro_batch = mb;
+  c.cfg.train.act_ckpt = ck;
+  if (global_batch > 0) {
+    const long per = long(p.dp) * mb;
+    ga = int(global_batch / per);
+    if (global_batch % per != 0 || ga < 1) {
+      c.cfg.train.grad_accum = 1;
+      c.reason = "divisibility: global batch " + std::to_string(global_batch) +
+                 " is not a multiple of dp*micro_batch = " + std::to_string(per);
+      return c;
+    }
+  }
+  c.cfg.train.grad_accum = ga;
+  c.cfg.runtime.device = "cpu";
+  c.cfg.train.precision = "fp32";
+  c.cfg.parallel.grad_reduce_dtype = "fp32";
+  try {
+    validate_config(c.cfg);
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    c.reason =
+        (m.find("not supported") != std::string::npos ? "unsupported: " : "divisibility: ") + m;
+    return c;
+  }
+  if (device == "cuda") {
+    c.cfg.runtime.device = "cuda";
+    c.cfg.train.precision = "bf16";
+    c.cfg.parallel.grad_reduce_dtype = base.parallel.grad_reduce_dtype;
+    try {
+      validate_config(c.cfg);
+    } catch (const UsageError& e) {
+      c.not_runnable = e.what();
+    }
+  }
+  c.feasible = true;  // until sized
+  return c;
+}
+
+}  // namespace
+
 std::vector<Candidate> enumerate_layouts(const Config& base, const KnobRanges& r,
                                          const std::string& device) {
   std::vector<Candidate> out;
+  const auto zs = or_default(r.zero_stage, 0);
+  const auto buckets = or_default(r.dp_bucket_mb, 25.0);
   for (int W : r.devices) {
     if (W < 1) throw UsageError("--devices: " + std::to_string(W) + " is not a positive count");
     const auto all = pow2_divisors(W);
@@ -62,71 +156,29 @@ std::vector<Candidate> enumerate_layouts(const Config& base, const KnobRanges& r
             if (long(dp) * tp * pp * cp != W) continue;
             for (int sp : or_default(r.sp, 0)) {
               if (sp && tp < 2) continue;  // sequence parallelism runs on the tp group
-              for (int z : or_default(r.zero_stage, 0)) {
-                if (dp * cp == 1 && z != or_default(r.zero_stage, 0).front()) continue;
+              for (int z : zs) {
+                if (dp * cp == 1 && z != zs.front()) continue;
                 for (int v : or_default(r.num_model_chunks, 1)) {
                   if (pp == 1 && v != 1) continue;  // chunks need a pipeline
-                  for (int mb : or_default(r.micro_batch, 1))
-                    for (int ga0 :
-                         r.global_batch > 0 ? std::vector<int>{0} : or_default(r.grad_accum, 1))
-                      for (double bucket : or_default(r.dp_bucket_mb, 25.0)) {
-                        if (dp * cp == 1 && bucket != or_default(r.dp_bucket_mb, 25.0).front())
-                          continue;  // no gradient reduction: the bucket size changes nothing
-                        for (const std::string& ck : or_default(r.act_ckpt, std::string("none"))) {
-                          Candidate c;
-                          c.devices = W;
-                          c.cfg = base;
-                          // Planning needs no token file: its checks are not the layout's.
-                          c.cfg.data.source = "synthetic";
-                          auto& p = c.cfg.parallel;
+                  // One stage holds every layer: no split to choose.
+                  const auto splits =
+                      pp == 1 ? std::vector<std::pair<std::string, std::string>>{{"even", ""}}
+                              : splits_for(base, pp, v, r.pipeline_split);
+                  for (const auto& [split, layers] : splits)
+                    for (int mb : or_default(r.micro_batch, 1))
+                      for (int ga :
+                           r.global_batch > 0 ? std::vector<int>{0} : or_default(r.grad_accum, 1))
+                        for (double bucket : buckets) {
+                          // No gradient reduction: the bucket size changes nothing.
+                          if (dp * cp == 1 && bucket != buckets.front()) continue;
+                          ParallelCfg p = base.parallel;
                           p.dp = dp, p.tp = tp, p.pp = pp, p.cp = cp, p.sp = sp != 0;
                           p.zero_stage = z, p.num_model_chunks = v, p.dp_bucket_mb = bucket;
-                          c.cfg.train.micro_batch = mb;
-                          c.cfg.train.act_ckpt = ck;
-                          int ga = ga0;
-                          if (r.global_batch > 0) {
-                            const long per = long(dp) * mb;
-                            ga = int(r.global_batch / per);
-                            if (r.global_batch % per != 0 || ga < 1) {
-                              c.cfg.train.grad_accum = 1;
-                              c.reason =
-                                  "divisibility: global batch " + std::to_string(r.global_batch) +
-                                  " is not a multiple of dp*micro_batch = " + std::to_string(per);
-                              out.push_back(std::move(c));
-                              continue;
-                            }
-                          }
-                          c.cfg.train.grad_accum = ga;
-                          // The trainer's own rules, with the CPU engine's
-                          // (complete) layout support; the device's limits next.
-                          c.cfg.runtime.device = "cpu";
-                          c.cfg.train.precision = "fp32";
-                          c.cfg.parallel.grad_reduce_dtype = "fp32";
-                          try {
-                            validate_config(c.cfg);
-                          } catch (const UsageError& e) {
-                            const std::string m = e.what();
-                            c.reason =
-                                (m.find("not supported") != std::string::npos ? "unsupported: "
-                                                                              : "divisibility: ") +
-                                m;
-                            out.push_back(std::move(c));
-                            continue;
-                          }
-                          if (device == "cuda") {
-                            c.cfg.runtime.device = "cuda";
-                            c.cfg.train.precision = "bf16";
-                            c.cfg.parallel.grad_reduce_dtype = base.parallel.grad_reduce_dtype;
-                            try {
-                              validate_config(c.cfg);
-                            } catch (const UsageError& e) {
-                              c.not_runnable = e.what();
-                            }
-                          }
-                          c.feasible = true;  // until sized
-                          out.push_back(std::move(c));
+                          p.pipeline_layers = layers;
+                          for (const std::string& ck : or_default(r.act_ckpt, std::string("none")))
+                            out.push_back(make_candidate(base, W, p, mb, ga, ck, split,
+                                                         r.global_batch, device));
                         }
-                      }
                 }
               }
             }

@@ -23,16 +23,25 @@ struct KnobRanges {
   std::vector<int> zero_stage, num_model_chunks, micro_batch, grad_accum;
   std::vector<double> dp_bucket_mb;
   std::vector<std::string> act_ckpt;
+  // How the layers split over the pipeline's model chunks (pp > 1), each one
+  // a parallel.pipeline_layers value: "even" (the key unset: n_layers /
+  // (pp * chunks) each), "ends" (pipeline_split_ends: the first and the last
+  // chunk one layer fewer, for the embedding and the head), "config" (the
+  // base config's own parallel.pipeline_layers).
+  std::vector<std::string> pipeline_split;
   // > 0: the global batch in sequences is fixed; grad_accum = global / (dp *
   // micro_batch) (grad_accum's range is then ignored).
   long global_batch = 0;
 };
-// The ranges from the base config's own values where a knob is not given.
+// The ranges from the base config's own values where a knob is not given
+// (pipeline_split: "config" when the base sets parallel.pipeline_layers, else
+// both "even" and "ends").
 KnobRanges default_ranges(const Config& base, const std::vector<int>& devices);
 
 struct Candidate {
   Config cfg;  // the layout (parallel.*, train.micro_batch/grad_accum/act_ckpt set)
   int devices = 0;
+  std::string split = "even";  // KnobRanges::pipeline_split entry (cfg.parallel.pipeline_layers)
   bool feasible = false;
   std::string reason;    // why not: "divisibility: ...", "memory: ...", "unsupported: ..."
   MemoryEstimate mem;    // worst stage (when the layout is valid)
@@ -44,7 +53,12 @@ struct Candidate {
   // they accept it (today every valid layout: what a device runs is its
   // backend's answer at run time, lib/backend).
   std::string not_runnable;
-  std::string name() const;  // e.g. "dp4-tp2-pp1-cp1-z1-mb2-ga4-b25-none"
+  // e.g. "dp4-tp2-pp1-cp1-z1-mb2-ga4-b25-none"; "-ends" after the pp part
+  // for that split ("dp1-tp8-pp16-ends-cp1-sp-...").
+  std::string name() const;
+  // The layers of each model chunk as parallel.pipeline_layers text
+  // ("7,8*14,7"; "8*16" for the even split), "" when the split is invalid.
+  std::string chunk_layers() const;
   double margin() const { return available - mem.peak.total(); }
 };
 

@@ -91,8 +91,9 @@ def main():
     if per <= 0 or n % per:
         die(f"{opts['name']}: {n} devices are not a multiple of tp*pp*cp = {per}")
     want = dict(base, dp=n // per)
+    # pipeline_layers: the job's own split, not another the planner tried
     knobs = ("dp", "tp", "pp", "cp", "sp", "zero_stage", "num_model_chunks", "micro_batch",
-             "grad_accum", "act_ckpt")
+             "grad_accum", "act_ckpt", "pipeline_layers")
     mine = [l for l in plan["layouts"] if all(l[k] == want[k] for k in knobs)]
     if not mine:
         die(f"{opts['name']}: the planner has no row for the job's layout {describe(want)}")
