@@ -32,6 +32,7 @@ runs=(
   "llama3-405b|--set model.n_layers=126 --set model.d_model=16384 --set model.n_heads=128 --set model.n_kv_heads=8 --set model.ffn_hidden=53248 $vocab|--tp 8 --pp 8,16 --cp 1 --sp 1 --zero 1 --chunks 1,2 --micro-batch 1 --act-ckpt full|0.125"
 )
 load() { cut -d' ' -f1 /proc/loadavg; }
+load_start=$(load)
 {
   echo "# Weak-scaling projections: 8B, 70B and 405B shapes, 8 to 16,384 H100s"
   echo
@@ -84,8 +85,12 @@ done
 rm -f "$out/.cpu"
 {
   echo
-  echo "Wall time at a 1-minute load above 2 measures the machine's load as much as the planner;"
-  echo "the CPU seconds do not. The commands (from the repository root, the build's"
+  echo "Machine load (1-minute): $load_start at the start, $(load) at the end, on $(nproc) cores$(
+    awk -v a="$load_start" -v n="$(nproc)" 'BEGIN { if (a > n) print " (busy machine)" }')."
+  echo
+  echo "The predictions do not depend on the load (the planner computes, it does not time)."
+  echo "Wall time at a load above the core count measures the load as much as the planner; the"
+  echo "CPU seconds do not. The commands (from the repository root, the build's"
   echo "analysis/scaletrain-plan):"
   echo
   printf '%s' "$cmds"
