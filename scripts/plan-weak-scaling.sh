@@ -18,7 +18,10 @@ if [[ $# -ne 2 ]]; then
 fi
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
-out=$2
+# Run from the repository root with paths relative to it, so the outputs
+# (commands, cluster paths) name no checkout's absolute path.
+out=$(realpath -m --relative-to="$src" "$2")
+cd "$src"
 plan=$build/analysis/scaletrain-plan
 [[ -x $plan ]] || { echo "$0: no $plan (build the scaletrain-plan target)" >&2; exit 2; }
 mkdir -p "$out"
@@ -57,7 +60,7 @@ timed() {
   mkdir -p "$dir"
   l0=$(load)
   t0=$(date +%s.%N)
-  /usr/bin/time -f "%U %S" -o "$out/.cpu" "$plan" --cluster "$src/$cluster" "$@" --out "$dir" \
+  /usr/bin/time -f "%U %S" -o "$out/.cpu" "$plan" --cluster "$cluster" "$@" --out "$dir" \
     >"$dir/plan.log" 2>&1 || {
     echo "$0: $name failed:" >&2
     tail -20 "$dir/plan.log" >&2
