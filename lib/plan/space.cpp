@@ -70,7 +70,9 @@ std::vector<std::pair<std::string, std::string>> splits_for(const Config& base, 
                                                             const std::vector<std::string>& kinds) {
   std::vector<std::pair<std::string, std::string>> out;
   const int n = base.model.n_layers, k = pp * v;
-  for (const std::string& kind : or_default(kinds, std::string("even"))) {
+  // No split asked for: the config's own (its key, else even).
+  const std::string own = base.parallel.pipeline_layers.empty() ? "even" : "config";
+  for (const std::string& kind : or_default(kinds, own)) {
     if (kind == "even") {
       out.push_back({kind, ""});
     } else if (kind == "config") {

@@ -27,7 +27,8 @@ struct KnobRanges {
   // a parallel.pipeline_layers value: "even" (the key unset: n_layers /
   // (pp * chunks) each), "ends" (pipeline_split_ends: the first and the last
   // chunk one layer fewer, for the embedding and the head), "config" (the
-  // base config's own parallel.pipeline_layers).
+  // base config's own parallel.pipeline_layers). Empty: the base's own
+  // ("config" when it sets the key, else "even").
   std::vector<std::string> pipeline_split;
   // > 0: the global batch in sequences is fixed; grad_accum = global / (dp *
   // micro_batch) (grad_accum's range is then ignored).
