@@ -48,6 +48,7 @@ json time_json(const StepPrediction& t) {
           {"elementwise", t.elementwise},
           {"recompute", t.recompute},
           {"bubble", t.bubble},
+          {"imbalance", t.imbalance},
           {"optimizer", t.optimizer},
           {"dp", cp(t.dp)},
           {"tp", cp(t.tp)},
@@ -97,6 +98,7 @@ std::string time_parts(const StepPrediction& t) {
   o << "gemm " << ms(t.gemm) << ", attn " << ms(t.attention) << ", elem " << ms(t.elementwise);
   if (t.recompute > 0) o << " (recompute " << ms(t.recompute) << ")";
   if (t.bubble > 0) o << ", bubble " << ms(t.bubble);
+  if (t.imbalance > 0) o << ", first/last-stage imbalance " << ms(t.imbalance);
   const std::pair<const char*, const CommPart*> parts[] = {{"dp", &t.dp},     {"tp", &t.tp},
                                                            {"pp", &t.pp},     {"cp", &t.cp},
                                                            {"zero", &t.zero}, {"other", &t.other}};

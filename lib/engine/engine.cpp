@@ -49,8 +49,21 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
     const int base = base_.back(), chunk = int(c);
     ModelHooks hooks;
     hooks.grad_ready = [this, base](int i) { sync_->grad_ready(base + i); };
-    hooks.before_layer = [this, chunk](int l) { sync_->finish_param_sync(chunk, l); };
-    hooks.after_layer = [this](int l) { sync_->release_params(l); };
+    // The embedding (layer -1) and the head and loss (layer n_layers) are
+    // the stage's own work outside its layers: a range of the backend's
+    // inside the schedule op's (engine_pipeline.cpp), so the recording tags
+    // them (the planner reports the imbalance they cause apart).
+    const int L = cfg.model.n_layers;
+    hooks.before_layer = [this, chunk, L](int l) {
+      if (l < 0 || l >= L)
+        if (auto* r = be_.ranges()) r->push(l < 0 ? "embedding" : "head and loss");
+      sync_->finish_param_sync(chunk, l);
+    };
+    hooks.after_layer = [this, L](int l) {
+      sync_->release_params(l);
+      if (l < 0 || l >= L)
+        if (auto* r = be_.ranges()) r->pop();
+    };
     chunks_.back()->set_hooks(std::move(hooks));
   }
   ckpt_mode_ = parse_act_ckpt(cfg.train.act_ckpt);

@@ -21,8 +21,11 @@
 // deadlock a ring of stages that all send before they receive. Every stage
 // walks forward ops and backward ops in the same (chunk, micro) order
 // (pipeline_schedule), so sends and receives pair up in order.
+#include <string>
+
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
+#include "core/ranges.hpp"
 #include "core/util.hpp"
 #include "engine/engine.hpp"
 #include "parallel/pipeline.hpp"
@@ -32,6 +35,28 @@ namespace st {
 namespace {
 int colours(int P) { return P % 2 == 0 ? 2 : 3; }
 int colour(int s, int P) { return P % 2 == 0 ? s % 2 : (s == P - 1 ? 2 : s % 2); }
+
+// A range of the backend's own (Backend::ranges()) for one schedule op:
+// NVTX on CUDA; on the recording backend a segment of the timeline, which
+// the planner replays op by op (lib/record/record_backend.hpp).
+class OpRange {
+ public:
+  OpRange(ranges::Sink* s, const PipeOp& op, int chunks) : s_(s) {
+    if (!s_) return;
+    std::string n =
+        "micro-batch " + std::to_string(op.micro) + (op.forward ? " forward" : " backward");
+    if (chunks > 1) n += " chunk " + std::to_string(op.chunk);
+    s_->push(n.c_str());
+  }
+  ~OpRange() {
+    if (s_) s_->pop();
+  }
+  OpRange(const OpRange&) = delete;
+  OpRange& operator=(const OpRange&) = delete;
+
+ private:
+  ranges::Sink* s_;
+};
 }  // namespace
 
 void Engine::make_pp_links() {
@@ -88,11 +113,14 @@ double Engine::run_schedule(long step, const DataLoader& loader, StepOut& o) {
   }
   MicroBatch mb;
   for (const PipeOp& op : ops) {
+    const OpRange range(be_.ranges(), op, v);
     const bool more_forward = bwd_at[size_t(op.micro * v + op.chunk)] < last_fwd;
     Model& model = *chunks_[size_t(op.chunk)];
     const int vs = op.chunk * P + s;
     const bool first = vs == 0, last = vs == P * v - 1;
-    load(loader, step, op.micro, mb, o);
+    // A micro-batch is loaded for its forward (every op has the same shape:
+    // the backward's boundary size reads the last one loaded).
+    if (op.forward) load(loader, step, op.micro, mb, o);
     const int64_t nb = model.boundary_elems(mb.B, mb.T);
     if (op.forward) {
       Tensor in;

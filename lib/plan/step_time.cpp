@@ -9,9 +9,19 @@
 // behind the backward, ZeRO-3 prefetches behind the previous layer), and
 // what it waits for on the compute stream blocks (tp / sp collectives, the
 // cp ring). The stages run together: a pipeline op's receive starts once the
-// neighbouring stage has finished the op that sends it, so the bubble comes
-// out of the dependencies. Ops of a schedule longer than the recording
+// neighbouring stage has issued the send of the op that sends it (a
+// transfer starts when both sides have posted it), so the bubble comes out
+// of the dependencies. Each op is its own segment of the record, from its
+// start to its send; what follows the last op (the gradient reductions'
+// waits, the norm and loss, the optimizer) is the step's end, which no
+// other stage waits for. Ops of a schedule longer than the recording
 // replay the recorded segment of the same kind (recorded_step.hpp).
+// The critical stage's idle time in receives is split in two by a second
+// replay, of the even pipeline: no stage carries its edge work (the first
+// stage's embedding, the last one's head and loss) and every stage's ops
+// take as long as the critical stage's own. Its idle there is the
+// schedule's own bubble; what the real replay adds is the stages'
+// imbalance (the edge work, an uneven layer split).
 #include <algorithm>
 #include <array>
 #include <map>
@@ -73,6 +83,7 @@ struct Timeline {
   std::vector<Coll> colls;          // distinct collectives
   std::vector<int32_t> ref, alloc;  // per item: index in ops / colls; allocs
   std::vector<Cls> cls;
+  std::vector<uint8_t> edge;  // the stage's own work (embedding, head, loss)
   std::vector<int32_t> lane;  // clock of the item: a stream, or a communicator
   int lanes = 0, compute = 0;
   std::vector<std::pair<size_t, size_t>> seg;  // item range of each segment
@@ -93,6 +104,7 @@ std::shared_ptr<const Timeline> build_timeline(const StageRecord& r, const Confi
   o->ref.assign(n, -1);
   o->alloc.assign(n, -1);
   o->cls.assign(n, kNone);
+  o->edge.assign(n, 0);
   o->lane.resize(n);
   o->seg.assign(size_t(s.segments), {0, 0});
   o->head_end = n;
@@ -105,6 +117,7 @@ std::shared_ptr<const Timeline> build_timeline(const StageRecord& r, const Confi
   for (size_t i = 0; i < n; ++i) {
     const Item& it = s.items[i];
     o->lane[i] = it.stream;
+    o->edge[i] = it.edge;
     if (it.segment >= 0) {
       auto& sg = o->seg[size_t(it.segment)];
       if (sg.second == 0) sg.first = i;
@@ -141,6 +154,11 @@ std::shared_ptr<const Timeline> build_timeline(const StageRecord& r, const Confi
   }
   o->lanes = int(lanes.size());
   if (!o->seg.empty()) o->tail_begin = o->seg.back().second;
+  // The replay walks the start, the segments and the end: nothing may lie
+  // between two ops.
+  for (size_t i = o->head_end; i < o->tail_begin; ++i)
+    ST_CHECK(s.items[i].segment >= 0, "recorded step of stage ", r.stage, ": item ", i,
+             " lies between two pipeline ops, outside every segment");
   return o;
 }
 
@@ -149,10 +167,10 @@ struct Priced {
   std::shared_ptr<const StageRecord> rec;
   std::shared_ptr<const Timeline> tl;
   std::vector<double> dur;
-  // Runs of kernels and copies on one clock within one segment, replayed as
-  // one step: the run starting at item i ends at run_end[i], takes
-  // run_dur[i] and adds run_part[i] to the compute parts (gemm, attention,
-  // elementwise, optimizer).
+  // Runs of kernels and copies on one clock within one segment (all edge
+  // work or none), replayed as one step: the run starting at item i ends at
+  // run_end[i], takes run_dur[i] and adds run_part[i] to the compute parts
+  // (gemm, attention, elementwise, optimizer).
   std::vector<uint32_t> run_end;
   std::vector<double> run_dur;
   std::vector<std::array<double, 4>> run_part;
@@ -192,7 +210,7 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
   for (size_t i = 0; i < items.size();) {
     size_t j = i;
     while (j < items.size() && plain(j) && t.lane[j] == t.lane[i] &&
-           items[j].segment == items[i].segment) {
+           items[j].segment == items[i].segment && t.edge[j] == t.edge[i]) {
       o.run_dur[i] += o.dur[j];
       o.run_part[i][size_t(t.cls[j])] += o.dur[j];
       ++j;
@@ -213,27 +231,27 @@ struct Replay {
   double host = 0;
   size_t op = 0, pos = 0;  // next op (ops.size(): the tail) and item within it
   bool head = true, finished = false, recv_used = false;
+  double sent = -1;  // when the op's send was issued (-1: none yet)
+  // The stage's own work in its ops (not edge work): the compute stream's
+  // kernels and copies and the collectives it runs inline, in seconds.
+  double work = 0;
+  double scale = 1;  // every item's duration times this (the even replay)
   // Parts.
   double part[kNone + 1] = {};  // compute seconds by class (kernels, copies)
   double total[kNone + 1] = {}, exposed[kNone + 1] = {}, bubble = 0;
   int64_t pp_recv_wait = -1;  // a pipeline receive's wait: split into pp and bubble
 };
 
-}  // namespace
-
-StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
+// Every stage replayed over the full schedule, together. `scale` empty: as
+// recorded; else the even pipeline: no stage carries edge work (embedding,
+// head, loss) and stage s's other items take scale[s] times as long, so
+// every stage's ops take as long as one stage's.
+std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& priced,
+                                  const std::vector<int>& stand_in, const std::vector<int>& slot,
+                                  const std::vector<double>& scale) {
+  const bool edge = scale.empty();
   const auto& p = cfg.parallel;
-  const auto& m = cfg.model;
   const int P = p.pp, v = p.num_model_chunks, M = cfg.train.grad_accum, V = P * v;
-  const int world = p.dp * p.tp * p.pp * p.cp;
-  std::vector<Priced> priced;
-  std::vector<int> stand_in(static_cast<size_t>(P)), slot(static_cast<size_t>(P), -1);
-  for (int s = 0; s < P; ++s) {
-    stand_in[size_t(s)] = stand_in_stage(cfg, s);
-    if (stand_in[size_t(s)] != s) continue;
-    slot[size_t(s)] = int(priced.size());
-    priced.push_back(price(stage_record(cfg, s), cfg, cl));
-  }
   const int Mr = priced[0].rec->micro;
   // The recorded micro-batch an op of the full schedule replays: the first
   // and the last are their own (set-up of the step, the gradient
@@ -261,11 +279,13 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
       ST_CHECK(t >= 0, "recorded step: no segment for a pipeline op");
       r.tmpl.push_back(t);
     }
+    if (!edge) r.scale = scale[size_t(s)];
     r.clock.assign(size_t(r.pr->tl->lanes), 0);
     r.done.assign(r.pr->dur.size(), 0);
     r.cause.assign(r.pr->dur.size(), kNone);
   }
   const double unknown = -1;
+  // When each op's send was issued: its neighbour's receive starts then.
   std::vector<double> fin_f(size_t(M * V), unknown), fin_b(size_t(M * V), unknown);
 
   // Runs item i of stage r; false when it waits for another stage.
@@ -274,20 +294,24 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
     const Item& it = pr.rec->step.items[i];
     const int32_t L = pr.tl->lane[i];
     double& lane = r.clock[size_t(L)];
+    const double dur = edge || !pr.tl->edge[i] ? r.scale * pr.dur[i] : 0.0;
+    const bool own = !pr.tl->edge[i] && !r.head && r.op < r.ops.size();
     switch (it.kind) {
       case Item::Kernel:
       case Item::Copy: {
         const double st = std::max(lane, r.host);
-        lane = st + pr.dur[i];
+        lane = st + dur;
         r.done[i] = lane;
-        r.part[pr.tl->cls[i]] += pr.dur[i];
+        r.part[pr.tl->cls[i]] += dur;
+        if (own && L == pr.tl->compute) r.work += dur;
         r.cause[i] = pr.tl->cls[i];
         return true;
       }
       case Item::Coll: {
         double st = std::max(lane, r.host);
         if (it.stream != L) st = std::max(st, r.clock[size_t(it.stream)]);
-        if (first_recv_pending && pr.rec->step.collectives[size_t(it.ref)].recv) {
+        const record::CollCall& c = pr.rec->step.collectives[size_t(it.ref)];
+        if (first_recv_pending && c.recv) {
           const PipeOp& o = r.ops[r.op];
           const int vs = o.chunk * P + s;
           const double dep =
@@ -296,10 +320,14 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
           st = std::max(st, dep);
           used_recv = true;
           r.pp_recv_wait = int64_t(i);
+        } else if (!c.recv && r.sent < 0 && pr.tl->cls[i] == kPp && r.op < r.ops.size() &&
+                   !r.head) {
+          r.sent = st;  // the op's send: its neighbour may receive from now
         }
-        lane = st + pr.dur[i];
+        lane = st + dur;
         r.done[i] = lane;
-        r.total[pr.tl->cls[i]] += pr.dur[i];
+        r.total[pr.tl->cls[i]] += dur;
+        if (own && it.stream == pr.tl->compute && pr.tl->cls[i] != kPp) r.work += dur;
         r.cause[i] = pr.tl->cls[i];
         return true;
       }
@@ -316,7 +344,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
         if (jump > 0) {
           const Cls c = r.cause[j];
           if (int64_t(j) == r.pp_recv_wait) {
-            const double x = std::min(jump, pr.dur[j]);
+            const double x = std::min(jump, edge || !pr.tl->edge[j] ? r.scale * pr.dur[j] : 0.0);
             r.exposed[kPp] += x;
             r.bubble += jump - x;
           } else if (c != kNone && c >= kDp) {
@@ -353,9 +381,15 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
         while (b + r.pos < e) {
           const size_t i = b + r.pos;
           if (pr.run_end[i] > i + 1) {  // a run of kernels and copies on one clock
-            double& lane = r.clock[size_t(pr.tl->lane[i])];
-            lane = std::max(lane, r.host) + pr.run_dur[i];
-            for (int k = 0; k < 4; ++k) r.part[k] += pr.run_part[i][size_t(k)];
+            if (edge || !pr.tl->edge[i]) {
+              const double d = r.scale * pr.run_dur[i];
+              double& lane = r.clock[size_t(pr.tl->lane[i])];
+              lane = std::max(lane, r.host) + d;
+              for (int k = 0; k < 4; ++k) r.part[k] += r.scale * pr.run_part[i][size_t(k)];
+              if (!pr.tl->edge[i] && !r.head && r.op < r.ops.size() &&
+                  pr.tl->lane[i] == pr.tl->compute)
+                r.work += d;
+            }
             r.pos = pr.run_end[i] - b;
             progress = true;
             continue;
@@ -370,34 +404,57 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
           progress = true;
         }
         if (stalled) break;
-        // The op is done: its finish time is the compute stream's.
         if (r.head) {
           r.head = false;
         } else if (r.op < r.ops.size()) {
+          // The op is done; without a send of its own (the last virtual
+          // stage's forward, the first's backward: nobody receives it) its
+          // finish is the compute stream's.
           const PipeOp& o = r.ops[r.op];
           const int vs = o.chunk * P + s;
           (o.forward ? fin_f : fin_b)[size_t(o.micro * V + vs)] =
-              std::max(r.clock[size_t(pr.tl->compute)], r.host);
+              r.sent >= 0 ? r.sent : std::max(r.clock[size_t(pr.tl->compute)], r.host);
           ++r.op;
         } else {
           r.finished = true;
         }
         r.pos = 0;
         r.recv_used = false;
+        r.sent = -1;
         progress = true;
       }
     }
   }
   for (int s = 0; s < P; ++s)
     ST_CHECK(rp[size_t(s)].finished, "pipeline replay stalled at stage ", s);
+  return rp;
+}
+
+double end_of(const Replay& r) {
+  double t = r.host;
+  for (double c : r.clock) t = std::max(t, c);
+  return t;
+}
+
+}  // namespace
+
+StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
+  const auto& p = cfg.parallel;
+  const auto& m = cfg.model;
+  const int P = p.pp, M = cfg.train.grad_accum;
+  const int world = p.dp * p.tp * p.pp * p.cp;
+  std::vector<Priced> priced;
+  std::vector<int> stand_in(static_cast<size_t>(P)), slot(static_cast<size_t>(P), -1);
+  for (int s = 0; s < P; ++s) {
+    stand_in[size_t(s)] = stand_in_stage(cfg, s);
+    if (stand_in[size_t(s)] != s) continue;
+    slot[size_t(s)] = int(priced.size());
+    priced.push_back(price(stage_record(cfg, s), cfg, cl));
+  }
+  const std::vector<Replay> rp = replay_stages(cfg, priced, stand_in, slot, {});
 
   // The critical stage: the one that ends last.
   int crit = 0;
-  auto end_of = [&](const Replay& r) {
-    double t = r.host;
-    for (double c : r.clock) t = std::max(t, c);
-    return t;
-  };
   for (int s = 1; s < P; ++s)
     if (end_of(rp[size_t(s)]) > end_of(rp[size_t(crit)])) crit = s;
   const Replay& c = rp[size_t(crit)];
@@ -406,7 +463,19 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   r.attention = c.part[kAttn];
   r.elementwise = c.part[kElem];
   r.optimizer = c.part[kOptim];
+  // Its idle time in receives: the schedule's own bubble (its idle in the
+  // even pipeline, where every stage's ops take as long as its own and none
+  // carries embedding, head or loss) and what the stages' unequal work (the
+  // edge work, an uneven layer split) adds to it.
   r.bubble = c.bubble;
+  if (P > 1) {
+    std::vector<double> scale(static_cast<size_t>(P), 1.0);
+    for (int s = 0; s < P; ++s)
+      if (rp[size_t(s)].work > 0) scale[size_t(s)] = c.work / rp[size_t(s)].work;
+    const std::vector<Replay> even = replay_stages(cfg, priced, stand_in, slot, scale);
+    r.bubble = std::min(c.bubble, even[size_t(crit)].bubble);
+    r.imbalance = c.bubble - r.bubble;
+  }
   CommPart* parts[] = {&r.dp, &r.tp, &r.pp, &r.cp, &r.zero, &r.other};
   for (int k = kDp; k <= kOther; ++k) {
     parts[k - kDp]->total = c.total[k];

@@ -1,9 +1,10 @@
 // The step-time model: one training step of cfg's layout on a cluster, split
 // into compute (GEMMs, attention, elementwise, recomputation), the pipeline
-// bubble, communication per group (total and exposed: dp gradient buckets
-// overlapped with backward, tp/sp collectives and the cp ring inline, pp
-// messages, ZeRO parameter gathers, the loss and norm reductions) and the
-// optimizer; then tokens/s, MFU and HFU by scaletrain-analyze's formulas.
+// bubble and the first and last stages' imbalance, communication per group
+// (total and exposed: dp gradient buckets overlapped with backward, tp/sp
+// collectives and the cp ring inline, pp messages, ZeRO parameter gathers,
+// the loss and norm reductions) and the optimizer; then tokens/s, MFU and
+// HFU by scaletrain-analyze's formulas.
 //
 // Compute prices every kernel call of ops.hpp: on a CPU cluster the time
 // calibrate measured for that call (times the slowdown of the ranks sharing
@@ -31,8 +32,13 @@ struct CommPart {
 struct StepPrediction {
   // Compute on the critical stage per step (all micro-batches).
   double gemm = 0, attention = 0, elementwise = 0;
-  double recompute = 0;                  // share of the three above spent recomputing (act_ckpt)
-  double bubble = 0;                     // pipeline idle time of the critical stage
+  double recompute = 0;  // share of the three above spent recomputing (act_ckpt)
+  // The critical stage's idle time in pipeline receives (beyond the
+  // messages themselves): bubble is the schedule's own (its idle when every
+  // stage's ops take as long as its own and none carries embedding, head or
+  // loss), imbalance what the stages' unequal work adds to it (the first
+  // and last stages' embedding, head and loss; an uneven layer split).
+  double bubble = 0, imbalance = 0;
   CommPart dp, tp, pp, cp, zero, other;  // zero: ZeRO parameter gathers; other: loss / norm
   double optimizer = 0;
   double step = 0;

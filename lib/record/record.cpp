@@ -24,15 +24,24 @@ int32_t Recording::stream_id(const std::string& name) {
 }
 
 void Recording::push(Item::Kind k, const std::string& stream, int64_t ref) {
-  items_.push_back(Item{k, stream_id(stream), segment_, ref});
-  issued_ = true;
+  items_.push_back(Item{k, edge_, stream_id(stream), open_ ? segment_ : -1, ref});
 }
 
 void Recording::begin_segment() {
   std::lock_guard<std::mutex> g(mu_);
-  if (!issued_ && segment_ >= 0) return;
+  ST_CHECK(!open_, "recording: segment ", segment_, " is still open");
   ++segment_;
-  issued_ = false;
+  open_ = true;
+}
+
+void Recording::end_segment() {
+  std::lock_guard<std::mutex> g(mu_);
+  open_ = false;
+}
+
+void Recording::set_edge(bool on) {
+  std::lock_guard<std::mutex> g(mu_);
+  edge_ = on;
 }
 
 int64_t Recording::mark(const std::string& stream) {
@@ -121,7 +130,8 @@ void Recording::clear() {
     copies_.clear();
     items_.clear();
     segment_ = -1;
-    issued_ = false;
+    open_ = false;
+    edge_ = false;
     pending_alloc_ = 0;
     last_coll_ = -1;
     allocations_ = 0;

@@ -128,8 +128,9 @@ struct Item {
     HostWait,  // the host waits for item `ref`
   };
   Kind kind = Kernel;
+  bool edge = false;  // issued inside an edge range (the stage's own work: embedding, head, loss)
   int32_t stream = 0;
-  int32_t segment = -1;  // begin_segment() count - 1 (-1: before the first)
+  int32_t segment = -1;  // the open segment (begin_segment() count - 1); -1: outside every segment
   int64_t ref = -1;
 };
 
@@ -145,11 +146,16 @@ class Recording {
   bool flight() const { return flight_; }
   void set_phase(std::string p);
   const std::string& phase() const { return phase_; }
-  // Starts the next segment of the timeline (one per pipeline op: the step
-  // runner calls it as each op loads its micro-batch) unless nothing was
-  // issued since the last call.
+  // Opens the next segment of the timeline (one per pipeline schedule op:
+  // the engine opens a range around each, RecordBackend::ranges()) and
+  // closes it: items issued outside every segment are the step's start
+  // (before the first) and its end (after the last).
   void begin_segment();
+  void end_segment();
   int segments() const { return segment_ + 1; }
+  // Items issued while `on` are tagged edge: the stage's own work outside
+  // its layers (the first stage's embedding, the last one's head and loss).
+  void set_edge(bool on);
 
   // Ordering (record.cpp's streams, events and handles): the item index of
   // an event recorded on `stream`, a stream's wait for an item, a host wait.
@@ -191,7 +197,7 @@ class Recording {
   std::vector<Item> items_;
   std::vector<std::string> streams_;
   int32_t segment_ = -1;
-  bool issued_ = false;  // an item since begin_segment()
+  bool open_ = false, edge_ = false;  // a segment is open; edge items
   int64_t pending_alloc_ = 0, last_coll_ = -1;
   int32_t stream_id(const std::string& name);                       // mu_ held
   void push(Item::Kind k, const std::string& stream, int64_t ref);  // mu_ held

@@ -5,6 +5,24 @@
 
 namespace st::record {
 
+void RecordRanges::push(const char* name) {
+  if (depth_ == 0) {
+    rec_.begin_segment();
+    rec_.set_phase(name);
+  } else if (depth_ == 1) {
+    rec_.set_edge(true);
+  }
+  ++depth_;
+}
+
+void RecordRanges::pop() {
+  ST_CHECK(depth_ > 0, "recording ranges: pop without a push");
+  if (--depth_ == 0)
+    rec_.end_segment();
+  else if (depth_ == 1)
+    rec_.set_edge(false);
+}
+
 RecordBackend::RecordBackend() : dev_(rec_), ops_(make_record_ops(rec_)) {}
 
 std::vector<Communicator*> RecordBackend::make_communicators(

@@ -9,9 +9,28 @@
 #include <string>
 
 #include "backend/backend.hpp"
+#include "core/ranges.hpp"
 #include "record/record.hpp"
 
 namespace st::record {
+
+// The recording backend's ranges (Backend::ranges(), opened by the engine
+// only: the process's profiler sink is another one) are the timeline's
+// structure: an outermost range is a segment (the engine opens one around
+// each pipeline schedule op, named for it, which becomes the phase label),
+// and a range directly inside it marks its items edge (the stage's own
+// work outside its layers: embedding, head and loss).
+class RecordRanges final : public ranges::Sink {
+ public:
+  explicit RecordRanges(Recording& rec) : rec_(rec) {}
+  void push(const char* name) override;
+  void pop() override;
+  void capture(bool) override {}
+
+ private:
+  Recording& rec_;
+  int depth_ = 0;
+};
 
 class RecordBackend final : public Backend {
  public:
@@ -28,6 +47,7 @@ class RecordBackend final : public Backend {
   Communicator& communicator(Communicator& group) override;
   std::optional<DevicePeak> peak(const Config&) override { return std::nullopt; }
   bool computes() const override { return false; }
+  ranges::Sink* ranges() override { return &ranges_; }
 
   // The communicator named `name` of `size` ranks in which this process is
   // `rank` (the same object for the same name; a different shape is an error).
@@ -38,6 +58,7 @@ class RecordBackend final : public Backend {
   Recording rec_;
   RecordDevice dev_;
   std::unique_ptr<Ops> ops_;
+  RecordRanges ranges_{rec_};
   std::map<std::string, std::unique_ptr<RecordCommunicator>> groups_;
 };
 

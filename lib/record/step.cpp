@@ -12,22 +12,15 @@
 namespace st::record {
 namespace {
 
-// Constant tokens, and the phase label "micro-batch k" when micro-batch k is
-// loaded (sample index / rows per micro-step, for step 1); each load starts a
-// segment of the timeline (the engine loads once per pipeline op).
-class LabelSource final : public TokenSource {
+// Constant tokens. The timeline's segments and their phase labels come
+// from the engine's ranges (RecordRanges), not from the loads: the engine
+// loads a micro-batch on its forward op only.
+class ConstantSource final : public TokenSource {
  public:
-  LabelSource(Recording& rec, int64_t rows_per_micro) : rec_(rec), rows_(rows_per_micro) {}
-  void sample(uint64_t index, int seq_len, int32_t* out) const override {
+  void sample(uint64_t, int seq_len, int32_t* out) const override {
     for (int i = 0; i <= seq_len; ++i) out[i] = 0;
-    rec_.begin_segment();
-    rec_.set_phase("micro-batch " + std::to_string(int64_t(index) / rows_));
   }
   std::string describe() const override { return "recording (constant tokens)"; }
-
- private:
-  Recording& rec_;
-  int64_t rows_;
 };
 
 }  // namespace
@@ -50,9 +43,8 @@ RankStep record_step(const Config& cfg, int rank) {
   out.rank = rank;
   out.at = mesh.coords();
   out.setup = rec.memory();
-  const int64_t rows = int64_t(cfg.train.micro_batch) * p.dp;
-  DataLoader loader(std::make_unique<LabelSource>(rec, rows), cfg.model.seq_len,
-                    cfg.train.micro_batch, cfg.train.grad_accum, p.dp, out.at.dp);
+  DataLoader loader(std::make_unique<ConstantSource>(), cfg.model.seq_len, cfg.train.micro_batch,
+                    cfg.train.grad_accum, p.dp, out.at.dp);
   rec.clear();
   engine.begin_step();
   const StepOut so = engine.forward_backward(1, loader);

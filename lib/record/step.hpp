@@ -21,16 +21,19 @@ struct RankStep {
   MeshCoords at;
   MemoryStats setup;  // live bytes once the engine is built (weights, masters, moments)
   MemoryStats step;   // live bytes at the step's end, and the step's peaks
-  PeakAt peak;        // where the step's total peaked ("micro-batch k": the last one loaded)
+  PeakAt peak;        // where the step's total peaked (phase "micro-batch k forward": the op)
   std::vector<KernelCall> kernels;
   std::vector<CollCall> collectives;
   std::vector<CopyCall> copies;
   std::vector<Item> items;  // the step's timeline (record.hpp)
   std::vector<std::string> streams;
-  // Segments of the timeline, one per micro-batch loaded: with pp == 1 the
-  // forward and backward of micro-batch k; with pp > 1 the k-th op of the
-  // stage's pipeline_schedule (parallel/pipeline.hpp). Items before the
-  // first (-1) are the step's start, those after the last its end.
+  // Segments of the timeline, one per op of the stage's pipeline_schedule
+  // (parallel/pipeline.hpp; pp == 1: the forward and the backward of each
+  // micro-batch), each from the op's start to its end (its send issued).
+  // Items outside every segment (-1) are the step's start (before the
+  // first) and its end (after the last: the gradient reductions' waits, the
+  // norm, the loss, the optimizer). Items tagged edge are the first and last
+  // stages' own work (embedding, head, loss).
   int segments = 0;
 };
 
