@@ -69,6 +69,7 @@ nlohmann::json time_part(const Config& cfg) {
               {"elementwise", p.elementwise},
               {"recompute", p.recompute},
               {"bubble", p.bubble},
+              {"imbalance", p.imbalance},
               {"comm_exposed", p.exposed_comm()},
               {"optimizer", p.optimizer}}},
             {"tokens_per_s", p.tokens_per_s},

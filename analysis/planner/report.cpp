@@ -313,7 +313,8 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
   // The columns of a timed layout; an untimed one leaves exactly these empty.
   const std::string timed_cols =
       "peak_bytes,weights,grads,optim,activations,buffers,workspace,margin_bytes,step_s,gemm_s,"
-      "attention_s,elementwise_s,recompute_s,bubble_s,dp_exposed_s,tp_exposed_s,pp_exposed_s,"
+      "attention_s,elementwise_s,recompute_s,bubble_s,imbalance_s,dp_exposed_s,tp_exposed_s,pp_"
+      "exposed_s,"
       "cp_exposed_s,zero_exposed_s,other_s,optimizer_s,tokens_per_s,tokens_per_s_device,mfu,hfu";
   const size_t n_timed = size_t(std::count(timed_cols.begin(), timed_cols.end(), ',')) + 1;
   csv << "rank,name,devices,dp,tp,pp,cp,sp,zero_stage,num_model_chunks,dp_bucket_mb,micro_batch,"
@@ -367,10 +368,10 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
       csv << ',' << m.total() << ',' << m.weights << ',' << m.grads << ',' << m.optim << ','
           << m.activations << ',' << m.buffers << ',' << m.workspace << ',' << c.margin() << ','
           << t.step << ',' << t.gemm << ',' << t.attention << ',' << t.elementwise << ','
-          << t.recompute << ',' << t.bubble << ',' << t.dp.exposed << ',' << t.tp.exposed << ','
-          << t.pp.exposed << ',' << t.cp.exposed << ',' << t.zero.exposed << ',' << t.other.exposed
-          << ',' << t.optimizer << ',' << t.tokens_per_s << ',' << t.tokens_per_s_device << ','
-          << t.mfu << ',' << t.hfu;
+          << t.recompute << ',' << t.bubble << ',' << t.imbalance << ',' << t.dp.exposed << ','
+          << t.tp.exposed << ',' << t.pp.exposed << ',' << t.cp.exposed << ',' << t.zero.exposed
+          << ',' << t.other.exposed << ',' << t.optimizer << ',' << t.tokens_per_s << ','
+          << t.tokens_per_s_device << ',' << t.mfu << ',' << t.hfu;
     } else {
       csv << std::string(n_timed, ',');
     }
@@ -412,7 +413,8 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) throw UsageError("--out " + o.out_dir + ": cannot create: " + ec.message());
-  // The step's parts per scale: compute, the bubble, each group's exposed
+  // The step's parts per scale: compute, the bubble, the first/last-stage
+  // imbalance, each group's exposed
   // communication, the optimizer (they add up to the step).
   struct Part {
     const char* name;
@@ -421,6 +423,7 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
   const Part parts[] = {
       {"compute", [](const StepPrediction& t) { return t.compute(); }},
       {"bubble", [](const StepPrediction& t) { return t.bubble; }},
+      {"imbalance", [](const StepPrediction& t) { return t.imbalance; }},
       {"tp", [](const StepPrediction& t) { return t.tp.exposed; }},
       {"cp", [](const StepPrediction& t) { return t.cp.exposed; }},
       {"pp", [](const StepPrediction& t) { return t.pp.exposed; }},
@@ -434,7 +437,8 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
      << "Per size: the fastest predicted-feasible layout at the same per-device batch; "
         "efficiency = tokens/s per device against the smallest feasible size's. Step parts "
         "in ms: compute (GEMM, attention, elementwise, recompute), the pipeline bubble, the "
-        "exposed communication of each group (tp, cp, pp, dp gradients, ZeRO gathers, other: "
+        "first/last-stage imbalance (embedding, head and loss, an uneven split), the exposed "
+        "communication of each group (tp, cp, pp, dp gradients, ZeRO gathers, other: "
         "loss and norm) and the optimizer.\n\n"
      << "| devices | nodes | best layout | pipeline split | global batch | step ms |";
   for (const Part& p : parts) md << " " << p.name << " |";

@@ -117,7 +117,8 @@ Step time from `st::plan::predict_step` on a cluster file: `cluster` (its
 path: `$SCALETRAIN_CLUSTER_FILE`, else for `runtime.device=cpu` the source
 tree's `configs/clusters/cpu-local.yaml`), `step_s`, `parts_s` (`gemm`,
 `attention`, `elementwise`, `recompute` (share of the three before),
-`bubble`, `comm_exposed`, `optimizer`), `tokens_per_s`, `mfu` (fraction, at
+`bubble`, `imbalance` (the pipeline's first/last-stage excess: embedding,
+head and loss, an uneven split), `comm_exposed`, `optimizer`), `tokens_per_s`, `mfu` (fraction, at
 the cluster file's peak) and `peak_flops` (that peak); or, when there is no
 cluster file or it lacks the measurements this layout needs, `absent` with
 the reason (nothing is invented). `scaletrain-analyze run` prints them
