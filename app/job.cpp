@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 namespace st {
 
 void record_clock(Job& j, long step, const char* when) {
-  const ClockOffset c = measure_clock_offset(*j.world);
+  const ClockOffset c = measure_clock_offset(*j.world, *j.node);
   flight::set_clock_offset(c.offset_s, c.error_s);
   j.tel.event(
       "clock", step,

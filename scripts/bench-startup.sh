@@ -12,6 +12,10 @@
 #   commit_s  the step-1 checkpoint's write and commit (ckpt_commit's
 #             write_s, slowest rank)
 #   load      /proc/loadavg's 1-minute figure before and after
+#   idle      the share of the machine's CPU time that was idle in the 2 s
+#             before the run (/proc/stat): the load average lags by a minute,
+#             so after a large run it still shows that run while the machine
+#             is already quiet; this shows what the next run started on
 # With the BUILD trainer, run.json's `startup` phases (slowest rank's wall,
 # mean CPU per rank) are printed below each run. CPU seconds are what a
 # loaded machine does not inflate; wall times on a shared machine measure
@@ -30,20 +34,34 @@ trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cd "$here"
 
+idle_share() {  # idle CPU share over the next 2 s, in percent
+  local a b
+  a=($(head -1 /proc/stat)); sleep 2; b=($(head -1 /proc/stat))
+  local tot=0 i
+  for i in 1 2 3 4 5 6 7 8; do tot=$((tot + b[i] - a[i])); done
+  echo $(( tot > 0 ? 100 * (b[4] - a[4] + b[5] - a[5]) / tot : 0 ))
+}
+
 one() {  # label binary ranks
   local label=$1 bin=$2 n=$3 out=$work/run-$1-$3
-  local l0 t0 t1 l1
+  local l0 t0 t1 l1 idle
+  idle=$(idle_share)
   l0=$(cut -d' ' -f1 /proc/loadavg)
   t0=$(date +%s.%N)
   /usr/bin/time -f "%U %S" -o "$work/time" mpirun --oversubscribe --bind-to none -np "$n" \
     "$bin" --config configs/models/tiny.yaml --set train.steps=2 \
     --set runtime.cpu_peak_gflops=50 --set checkpoint.interval=1 --set checkpoint.keep_last_n=1 \
-    --out "$out" >"$out.log" 2>&1 || { echo "FAIL: $label $n ranks"; tail -20 "$out.log"; exit 1; }
+    --out "$out" >"$out.log" 2>&1 || {
+    # A failed run still prints what its telemetry holds (a job that trained
+    # and then failed at exit, e.g. in MPI_Finalize, has its first step).
+    echo "FAIL: $label $n ranks (exit status $?):"; tail -20 "$out.log" | sed 's/^/    /'
+    failed=1
+  }
   t1=$(date +%s.%N)
   l1=$(cut -d' ' -f1 /proc/loadavg)
-  python3 - "$out" "$t0" "$t1" "$work/time" "$label" "$n" "$l0" "$l1" <<'PY'
+  python3 - "$out" "$t0" "$t1" "$work/time" "$label" "$n" "$l0" "$l1" "$idle" <<'PY'
 import glob, json, sys
-out, t0, t1, tf, label, n, l0, l1 = sys.argv[1:]
+out, t0, t1, tf, label, n, l0, l1, idle = sys.argv[1:]
 t0, t1, n = float(t0), float(t1), int(n)
 first, last, commit = 0.0, 0.0, 0.0
 for f in glob.glob(out + "/telemetry/rank_*.jsonl"):
@@ -56,20 +74,24 @@ for f in glob.glob(out + "/telemetry/rank_*.jsonl"):
             commit = max(commit, r.get("write_s", 0.0))
 u, s = (float(x) for x in open(tf).read().split()[-2:])
 print(f"{label:7s} {n:5d} {first - t0:9.2f} {t1 - last:8.2f} {u + s:8.1f} {(u + s) / n:8.3f} "
-      f"{commit:9.2f}   {l0}/{l1}")
-try:
-    st = json.load(open(out + "/run.json"))["startup"]
-    print("        phases (slowest wall s / mean CPU s): " + ", ".join(
-        f"{p['name']} {p['wall_s']:.2f}/{p['cpu_s_mean']:.3f}" for p in st["phases"]))
-except (KeyError, FileNotFoundError):
-    pass
+      f"{commit:9.2f}   {l0}/{l1}  {idle}%")
+for key in ("startup", "exit"):
+    try:
+        st = json.load(open(out + "/run.json"))[key]
+        print(f"        {key} phases (slowest wall s / mean CPU s): " + ", ".join(
+            f"{p['name']} {p['wall_s']:.2f}/{p['cpu_s_mean']:.3f}" for p in st["phases"]))
+    except (KeyError, FileNotFoundError, ValueError):
+        pass
 PY
   rm -rf "$out"
 }
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)"
-printf '%-7s %5s %9s %8s %8s %8s %9s   %s\n' binary ranks first_s exit_s cpu_s cpu/rank commit_s load1
+printf '%-7s %5s %9s %8s %8s %8s %9s   %s  %s\n' binary ranks first_s exit_s cpu_s cpu/rank commit_s \
+  load1 idle
+failed=0
 for n in "$@"; do
   [[ $before != - ]] && one before "$before" "$n"
   one after "$after" "$n"
 done
+exit $failed

@@ -193,6 +193,43 @@ TEST(CheckpointMpi, SyncSaveCommitsBeforeReturn) {
   EXPECT_NE(t.find("\"bandwidth_Bps\""), std::string::npos);
 }
 
+// The step folder is fsynced once per host (not once per rank), by one of
+// its ranks, after every rank's file is written and before rank 0 commits.
+TEST(CheckpointMpi, OneFolderFsyncPerHostBeforeTheCommit) {
+  std::string dir = fresh_dir("dirsync");
+  DirGuard guard{dir};
+  // Times on this host's monotonic clock (the ranks share one host here).
+  double t_written = 0, t_synced = 0, t_index = 0;
+  int synced = 0;
+  auto o = opts(dir, CkptMode::kSync);
+  o.test_hook = [&](const std::string& ph, long) {
+    if (ph == "written") t_written = wall_time();
+    if (ph == "folder_synced") {
+      ++synced;
+      t_synced = wall_time();
+    }
+    if (ph == "index_written") t_index = wall_time();
+  };
+  MpiCommunicator world(MPI_COMM_WORLD, "world", 600);
+  const int leader = world.split_host("host")->rank() == 0 ? 1 : 0;
+  {
+    Checkpointer c(world, o, nullptr);
+    auto v = layout(world_(), rank_(), true);
+    fill(v, 4);
+    EXPECT_TRUE(c.save(4, state_of(v, 4, rank_())).committed);
+  }
+  double sums[2] = {double(synced), double(leader)};
+  world.all_reduce_sum(sums, 2);
+  // The last file written, the first and the last folder fsync, the index.
+  double m[4] = {t_written, synced ? -t_synced : -1e300, synced ? t_synced : 0, t_index};
+  world.all_reduce_max(m, 4);
+  EXPECT_EQ(sums[0], sums[1]) << "one step-folder fsync per host";
+  EXPECT_EQ(synced, leader) << "rank " << rank_() << ": the host's lowest rank fsyncs";
+  EXPECT_LE(m[0], -m[1]) << "a folder fsync before every rank's file was written";
+  EXPECT_LE(m[2], m[3]) << "rank 0 wrote the index before a host's folder fsync";
+  EXPECT_TRUE(fs::exists(dir + "/step_00000004/index.json"));
+}
+
 TEST(CheckpointMpi, RetentionKeepsLastN) {
   std::string dir = fresh_dir("retain");
   DirGuard guard{dir};

@@ -32,7 +32,9 @@ struct CheckpointOptions {
   nlohmann::json layout = nlohmann::json::object();  // mesh/layout recorded in index.json
   // Test hook, called on the thread doing the work at these phases:
   // "dataset" (after each dataset is written), "written" (rank file written and
-  // fsynced, before the vote), "index_written" (rank 0, before the rename),
+  // fsynced, before the vote), "folder_synced" (one rank per host, once every
+  // rank's file is written: the step folder fsynced, before rank 0 may
+  // commit), "index_written" (rank 0, before the rename),
   // "renamed" (rank 0, before `latest` moves). Leave empty in production.
   std::function<void(const std::string& phase, long step)> test_hook;
 };
@@ -94,7 +96,8 @@ class Checkpointer {
   std::unique_ptr<MpiCommunicator> comm_;  // private: the vote's message order
   int rank_ = 0, size_ = 1;
   bool threaded_vote_ = true;
-  bool broken_ = false;  // a vote timed out: the private communicator is unusable
+  bool host_leader_ = true;  // the lowest rank of its host: fsyncs the step folder
+  bool broken_ = false;      // a vote timed out: the private communicator is unusable
   bool finalized_ = false;
   CheckpointOptions opt_;
   TelemetryWriter* tel_ = nullptr;

@@ -67,23 +67,24 @@ void validate(const CkptState& s) {
   std::set<std::string> seen;
   for (const auto& t : s.tensors) {
     ST_INTERNAL_CHECK(!t.name.empty() && t.name.front() != '/' && t.name.back() != '/',
-                   "checkpoint tensor name '", t.name,
-                   "' must be non-empty, without leading or trailing '/'");
+                      "checkpoint tensor name '", t.name,
+                      "' must be non-empty, without leading or trailing '/'");
     ST_INTERNAL_CHECK(t.name.rfind("_meta", 0) != 0, "checkpoint tensor name '", t.name,
-                   "': the prefix _meta is reserved");
+                      "': the prefix _meta is reserved");
     ST_INTERNAL_CHECK(seen.insert(t.name).second, "checkpoint tensor '", t.name,
-                   "' appears twice on this rank (one shard per tensor per rank)");
+                      "' appears twice on this rank (one shard per tensor per rank)");
     size_t nd = t.global_shape.size();
-    ST_INTERNAL_CHECK(nd >= 1 && t.offset.size() == nd && t.shape.size() == nd, "checkpoint tensor '",
-                   t.name, "': global_shape, offset and shape need the same rank >= 1 (got ", nd,
-                   ", ", t.offset.size(), ", ", t.shape.size(), ")");
+    ST_INTERNAL_CHECK(nd >= 1 && t.offset.size() == nd && t.shape.size() == nd,
+                      "checkpoint tensor '", t.name,
+                      "': global_shape, offset and shape need the same rank >= 1 (got ", nd, ", ",
+                      t.offset.size(), ", ", t.shape.size(), ")");
     for (size_t i = 0; i < nd; ++i)
       ST_INTERNAL_CHECK(
           t.offset[i] >= 0 && t.shape[i] >= 0 && t.offset[i] + t.shape[i] <= t.global_shape[i],
           "checkpoint tensor '", t.name, "': dim ", i, " offset ", t.offset[i], " + shape ",
           t.shape[i], " exceeds global ", t.global_shape[i]);
     ST_INTERNAL_CHECK(t.data != nullptr || ckpt::numel(t.shape) == 0, "checkpoint tensor '", t.name,
-                   "': data is null");
+                      "': data is null");
   }
 }
 }  // namespace
@@ -113,6 +114,7 @@ Checkpointer::Checkpointer(const MpiCommunicator& world, const CheckpointOptions
   comm_ = world.dup("checkpoint");
   rank_ = comm_->rank();
   size_ = comm_->size();
+  host_leader_ = comm_->split_host("checkpoint host")->rank() == 0;
   if (rank_ == 0) {
     std::error_code ec;
     fs::create_directories(opt_.dir, ec);
@@ -247,7 +249,6 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
       // The whole file's checksum, so a reader can refuse a damaged file
       // before HDF5 parses any of it (read back from the page cache).
       jb.file_crc = crc32c_file(path, jb.file_bytes);
-      fsync_dir(jb.tmp_dir);
       hook("written");
     } catch (const std::exception& e) {
       jb.error = e.what();
@@ -272,8 +273,11 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
   return st;
 }
 
-// The vote: every rank says whether it wrote its file; when all did, rank 0
-// gathers the shard lists and commits; then it broadcasts the decision.
+// The vote: every rank says whether it wrote (and fsynced) its file; when all
+// did, one rank per host fsyncs the step folder (its entries for that host's
+// files: one folder fsync per host, not one per rank), then rank 0 gathers
+// the shard lists (so the gather completes after every host's fsync) and
+// commits; then it broadcasts the decision.
 // Returns the error ("" when committed). A timeout marks the communicator
 // broken: no further checkpoints from this run.
 std::string Checkpointer::vote(Job& j) {
@@ -290,6 +294,10 @@ std::string Checkpointer::vote(Job& j) {
   std::string error;
   int decision = 0;
   if (first_bad == INT_MAX) {
+    if (host_leader_) {
+      fsync_dir(j.tmp_dir);
+      if (opt_.test_hook) opt_.test_hook("folder_synced", j.step);
+    }
     const nlohmann::json me = {{"rank", rank_},
                                {"file", ckpt::rank_file_name(rank_)},
                                {"bytes", j.bytes},

@@ -155,6 +155,14 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::split(int color, int key,
   return c;
 }
 
+std::unique_ptr<MpiCommunicator> MpiCommunicator::split_host(const std::string& name) const {
+  MPI_Comm sub;
+  ST_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &sub));
+  auto c = std::make_unique<MpiCommunicator>(sub, name, timeout_s_);
+  if (dev_) c->bind(*dev_);
+  return c;
+}
+
 std::unique_ptr<MpiCommunicator> MpiCommunicator::dup(const std::string& name) const {
   MPI_Comm d;
   ST_MPI_CHECK(MPI_Comm_dup(comm_, &d));

@@ -22,6 +22,8 @@ class MpiCommunicator final : public HostGroup {
   ~MpiCommunicator() override;
   // A sub-communicator of ranks sharing `color`, ordered by `key`.
   std::unique_ptr<MpiCommunicator> split(int color, int key, const std::string& name) const;
+  // The members that share this one's host (memory), in this group's order.
+  std::unique_ptr<MpiCommunicator> split_host(const std::string& name) const;
   std::unique_ptr<MpiCommunicator> dup(const std::string& name) const;
   std::unique_ptr<HostGroup> dup_group(const std::string& name) const override { return dup(name); }
 

@@ -4,11 +4,13 @@
 #include <omp.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -95,7 +97,8 @@ Runtime::Runtime(int* argc, char*** argv) {
   log_set_rank(rank_);
 
   MPI_Comm local;
-  ST_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
+  ST_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
   MPI_Comm_rank(local, &local_rank_);
   MPI_Comm_size(local, &local_size_);
   MPI_Comm_free(&local);
@@ -135,11 +138,32 @@ Runtime::Runtime(int* argc, char*** argv) {
   }
 }
 
+namespace {
+// Every thread of this process to the lowest priority (nice 19; threads made
+// later inherit it). At MPI_Finalize each rank sends the launcher's PMIx
+// server (mpirun) a "finalize" message and waits at most 2 s for its
+// answer (PMIx_Finalize's fixed timer); a rank that exits without the
+// answer counts as one that never finalized ("exiting improperly", exit
+// status 1) when the launcher sees its exit first. With hundreds of ranks
+// on a few cores the ranks' own teardown and waits took the cores, the
+// launcher answered too late, and 256-rank runs failed after training.
+// At nice 19 the ranks leave the cores to the launcher (nice 0).
+void yield_cores_to_launcher() {
+  std::error_code ec;
+  for (const auto& t : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    const int tid = std::atoi(t.path().filename().c_str());
+    if (tid > 0) (void)::setpriority(PRIO_PROCESS, id_t(tid), 19);
+  }
+}
+}  // namespace
+
 Runtime::~Runtime() {
   int fin = 0;
   MPI_Finalized(&fin);
+  if (fin) return;
+  if (local_size_ > usable_cores()) yield_cores_to_launcher();
   const CoarseTimerSlack slack;
-  if (!fin) MPI_Finalize();
+  MPI_Finalize();
 }
 
 std::string Runtime::mpi_version() const {
@@ -172,10 +196,14 @@ int pending_signal() { return g_signal.load(); }
 
 const char* signal_name(int sig) {
   switch (sig) {
-    case SIGTERM: return "SIGTERM";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGINT: return "SIGINT";
-    default: return "signal";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGINT:
+      return "SIGINT";
+    default:
+      return "signal";
   }
 }
 

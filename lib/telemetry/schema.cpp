@@ -210,11 +210,14 @@ const std::vector<EventSpec>& event_specs() {
        "SIGTERM, SIGINT or SIGUSR1 reached the ranks; an emergency checkpoint follows",
        {{"signal", Ftype::String, "`SIGTERM`, `SIGINT` or `SIGUSR1`"}}},
       {"clock",
-       "the ranks measured their clocks against rank 0's (MPI ping-pongs, best of 8), at the "
+       "the ranks measured their clocks against rank 0's (MPI ping-pongs, best of 8, by one "
+       "rank per host along a binomial tree; a host's other ranks share its figures), at the "
        "start (`step` 0) and at the end of the run",
        {{"offset_s", Ftype::Float, "add to this rank's times for rank 0's clock"},
-        {"error_s", Ftype::Float, "bound on the offset's error (half the best round trip)"},
-        {"rtt_s", Ftype::Float, "the best round trip"},
+        {"error_s", Ftype::Float,
+         "bound on the offset's error (half the best round trip, summed over the hops to "
+         "rank 0)"},
+        {"rtt_s", Ftype::Float, "the best round trip of the host's last hop"},
         {"when", Ftype::String, "`start` or `end`"}}},
       {"nan_skip",
        "loss or gradient norm not finite; the update was skipped",
