@@ -204,8 +204,9 @@ fi
 # Release the runs one at a time: each once the 1-minute load is at most
 # --max-load (or after --load-wait seconds, then marked), the load recorded
 # before and after it. A run is BUSY when the load before it exceeded
-# --max-load, or the load after it exceeded --max-load plus the CPU the run
-# itself was given (its nodes x --node-cpu).
+# --max-load, or the load after it exceeded --max-load plus what the run
+# itself adds (its ranks x --node-cpu: a rank is runnable, so counted, while
+# its node is not throttled).
 printf 'run\tjob\tnodes\tstart_utc\tload_before\tend_utc\tload_after\tverdict\n' >"$study/load.tsv"
 busy=0
 state() { squeue -h -j "$1" -o %T 2>/dev/null || true; }
@@ -213,6 +214,7 @@ for i in "${!all_names[@]}"; do
   dir=${all_names[$i]} id=${all_ids[$i]}
   run=$(basename "$dir")
   nodes=$(sed -E 's/^[a-z-]*-n([0-9]+)-.*/\1/' <<<"$run")
+  ranks=$(sed -E 's/^.*-r0*([0-9]+)-[a-z]$/\1/' <<<"$run")
   for ((w = 0; w < load_wait; w += 2)); do above "$(load1)" "$max_load" || break; sleep 2; done
   before=$(load1) t0=$(date -u +%H:%M:%S)
   scontrol release "$id"
@@ -223,7 +225,7 @@ for i in "${!all_names[@]}"; do
     sleep 1
   done
   after=$(load1) t1=$(date -u +%H:%M:%S)
-  allowed=$(awk -v m="$max_load" -v n="$nodes" -v c="$node_cpu" 'BEGIN { print m + n * c }')
+  allowed=$(awk -v m="$max_load" -v n="$ranks" -v c="$node_cpu" 'BEGIN { print m + n * c }')
   verdict=ok
   if above "$before" "$max_load" || above "$after" "$allowed"; then verdict=BUSY busy=1; fi
   [[ -f $dir/run.json ]] || verdict=FAILED
@@ -258,9 +260,9 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "## Machine load per run (scripts/multinode-study.sh)"
   echo
   if ((busy)); then
-    echo "**BUSY: at least one run below started above the 1-minute load its cores can serve ($max_load) or ended above it plus its own CPU quota; its figures measure the machine, not the cluster. Do not publish them.**"
+    echo "**BUSY: at least one run below started above the 1-minute load its cores can serve ($max_load) or ended above it plus its own share (ranks x $node_cpu); its figures measure the machine, not the cluster. Do not publish them.**"
   else
-    echo "Every run started at a 1-minute load of at most $max_load (the VM's $(getconf _NPROCESSORS_ONLN) cores) and ended at most that plus its own CPU quota (nodes x $node_cpu)."
+    echo "Every run started at a 1-minute load of at most $max_load (the VM's $(getconf _NPROCESSORS_ONLN) cores) and ended at most that plus its own share (ranks x $node_cpu)."
   fi
   echo
   echo "| run | job | nodes | start (UTC) | load before | end (UTC) | load after | verdict |"
@@ -272,6 +274,31 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "## Predicted against measured (scaletrain-plan compare, cluster.yaml calibrated on this emulated cluster)"
   echo
   tail -n +2 "$study/compare/compare.md"
+  echo
+  echo "Per run against issue 33's targets (step time within 15%, exposed communication within 30%):"
+  echo
+  awk -F, 'NR > 1 {
+      n++; s = $11 < 0 ? -$11 : $11; if (s <= 0.15) ok++
+      if ($15 > 0.001) { m++; e = $14 / $15 - 1; if (e < 0) e = -e; if (e <= 0.30) eok++ }
+    } END {
+      printf "- step time within 15%%: %d of %d runs\n", ok, n
+      printf "- exposed communication within 30%%: %d of %d runs that measured some\n", eok, m
+    }' "$study/compare/compare.csv"
+  echo
+  echo "## Repeats (measured step time, slowest rank, median of the steady-state window)"
+  echo
+  echo "| point | runs | step ms | spread (max/min - 1) |"
+  echo "|---|---|---|---|"
+  awk -F, 'NR > 1 {
+      p = $1; sub(/-[a-z]$/, "", p)
+      if (!(p in n)) order[++k] = p
+      n[p]++; ms[p] = ms[p] (n[p] > 1 ? ", " : "") sprintf("%.0f", $10 * 1e3)
+      if (!(p in lo) || $10 < lo[p]) lo[p] = $10
+      if (!(p in hi) || $10 > hi[p]) hi[p] = $10
+    } END {
+      for (i = 1; i <= k; i++) { p = order[i]
+        printf "| %s | %d | %s | %.1f%% |\n", p, n[p], ms[p], 100 * (hi[p] / lo[p] - 1) }
+    }' "$study/compare/compare.csv"
   echo
   echo "Re-predict these runs with the current planner (one command, from the repository root):"
   echo
