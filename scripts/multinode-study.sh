@@ -129,7 +129,7 @@ if [[ -z $cluster ]]; then
   bash scripts/emucluster.sh exec "$cdir" node1 \
     "SCALETRAIN_MPIEXEC='$cdir/bin/mpiexec-nodes' SCALETRAIN_MPIEXEC_NODE='$cdir/bin/mpiexec-node1' \
      '$plan' calibrate --config configs/models/$model.yaml --set model.seq_len=$seq --devices $devs \
-     --micro-batch $mb --zero 0 --coll-seconds 1 --name emucluster-cpu --out '$cluster'"
+     --micro-batch $mb --zero 0 --coll-seconds 0.5 --name emucluster-cpu --out '$cluster'"
   # The calibration ran on an emulated node: say so, and how its probes were placed.
   sed -i "s|^notes: .*|notes: \"measured by scaletrain-plan calibrate inside node1 of scripts/emucluster.sh (4 emulated nodes on a $(getconf _NPROCESSORS_ONLN)-core VM, $node_cpu CPU quota and $bw tbf links per node); collectives with inter_node true: one rank per node over the links; false: ranks inside node1 (shared memory); concurrency: ranks inside node1 sharing its quota\"|" "$cluster"
   # Node size for plan_check: the study's largest (compare predicts each run at its own).

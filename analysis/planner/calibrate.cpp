@@ -266,7 +266,8 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
   // Launchers: SCALETRAIN_MPIEXEC (default mpiexec); with
   // SCALETRAIN_MPIEXEC_NODE as well, the first is taken to place one rank per
   // node (its collectives are inter_node) and the second every rank on one
-  // node (collectives inside a node, and the slowdown of ranks sharing it).
+  // node (collectives inside a node, and the slowdown of ranks sharing it;
+  // rank counts up to the node's cores).
   const std::string across = env("SCALETRAIN_MPIEXEC").value_or("mpiexec");
   const std::string on_node = env("SCALETRAIN_MPIEXEC_NODE").value_or("");
   struct Launch {
@@ -282,7 +283,8 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
   std::map<std::tuple<std::string, int, int>, std::vector<std::pair<double, double>>> pts;
   for (const Launch& l : launches)
     for (int r : o.ranges.devices) {
-      if (r < 2) continue;
+      // On one node: up to its cores (more ranks than cores is no layout).
+      if (r < 2 || (l.inter == 0 && r > c.cores_per_node)) continue;
       std::ostringstream args;
       args << "--sizes " << sizes << " --seconds " << o.coll_seconds;
       // Under a CPU quota the collectives are timed beside a computing thread:
