@@ -245,6 +245,7 @@ for c in "${camps[@]}"; do runs+=("$c"/runs/*/); done
 
 echo "== predicted against measured"
 cp "$cluster" "$study/cluster.yaml"
+sed -i "s|--out '$cluster'|--out $study/cluster.yaml|; s|--out $cluster|--out $study/cluster.yaml|" "$study/cluster.yaml"
 "$plan" compare --cluster "$study/cluster.yaml" "${runs[@]}" --out "$study/compare"
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 {
