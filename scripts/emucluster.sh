@@ -17,7 +17,11 @@
 #                      on cgroup v2 it enables the cpu controller for the root's children
 #        emucluster.sh start DIR [--nodes N] [--cpus C] [--bandwidth RATE]
 #                      [--node-bandwidth NAME=RATE]... [--node-cpu NAME=FRACTION]...
-#                      [--prefix node] [--owner PID] [--no-slurm]
+#                      [--prefix node] [--owner PID] [--no-slurm] [--weight W]
+#                      --weight: the cluster cgroup's CPU weight (v2 cpu.weight
+#                      1..10000, v1 cpu.shares = W*1024/100; default 100 = the
+#                      kernel's): a high one keeps the nodes' quotas served while
+#                      other work on the host runs at a low priority (nice 19)
 #                      writes DIR/env (source it: SLURM_CONF, PATH, MPI's TCP
 #                      subnet), DIR/hostfile and DIR/bin/emu-rsh (mpirun's
 #                      plm_rsh_agent: runs a command inside a node, like ssh)
@@ -101,6 +105,13 @@ cg_quota() {  # cg_quota DIR USEC|none: CPU time per 100 ms period
     echo "${2/none/-1}" >"$1/cpu.cfs_quota_us"
   else
     echo "${2/none/max} 100000" >"$1/cpu.max"
+  fi
+}
+cg_weight() {  # cg_weight DIR W: CPU weight against the cgroup's siblings (v2 scale)
+  if ((CG_VER == 1)); then
+    echo $(($2 * 1024 / 100)) >"$1/cpu.shares"
+  else
+    echo "$2" >"$1/cpu.weight"
   fi
 }
 cg_busy() {  # cg_busy DIR: a live process in it
@@ -374,7 +385,7 @@ CONF
 }
 
 cmd_start() {
-  local nodes=4 cpus=4 bw="" owner="" slurm=1 prefix=node i kv bws=() cpus_of=()
+  local nodes=4 cpus=4 bw="" owner="" slurm=1 prefix=node i kv bws=() cpus_of=() weight=
   dir=$1
   shift
   while (($#)); do
@@ -387,12 +398,15 @@ cmd_start() {
       --prefix) prefix=$2; shift 2 ;;
       --owner) owner=$2; shift 2 ;;
       --no-slurm) slurm=0; shift ;;
+      --weight) weight=$2; shift 2 ;;
       *) die "unknown option '$1' (see the usage at the top of $SELF)" ;;
     esac
   done
   [[ $nodes =~ ^[1-9][0-9]?$ ]] || die "--nodes '$nodes': expected 1..99"
   [[ $cpus =~ ^[1-9][0-9]*$ ]] || die "--cpus '$cpus': expected a positive number"
   [[ $prefix =~ ^[a-z][a-z0-9-]*$ ]] || die "--prefix '$prefix': expected a lower-case hostname prefix"
+  [[ -z $weight || ($weight =~ ^[1-9][0-9]*$ && $weight -le 10000) ]] ||
+    die "--weight '$weight': expected a CPU weight 1..10000 (100 is the kernel's default)"
   local why
   if [[ $slurm == 1 ]]; then why=$(cmd_check) || die "not usable here: $why"; else why=$(cmd_check --no-slurm) || die "not usable here: $why"; fi
   mkdir -p "$dir"
@@ -412,6 +426,7 @@ cmd_start() {
   ip addr add "$subnet.1/24" dev "$bridge"
   ip link set "$bridge" up
   cg_make "$cgroup"
+  if [[ -n $weight ]]; then cg_weight "$cgroup" "$weight"; fi
   {
     printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n'
     printf '%s %s emuctl\n' "$subnet.1" "$(hostname -s)"

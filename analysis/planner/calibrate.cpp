@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "core/util.hpp"
@@ -37,8 +38,8 @@ std::string shell_quote(const std::string& s) {
 }
 
 // Runs the probe at `ranks` and returns its stdout; UsageError with its output on failure.
-std::string run_probe(int ranks, const std::string& args, std::ostream& log) {
-  const std::string mpiexec = env("SCALETRAIN_MPIEXEC").value_or("mpiexec");
+std::string run_probe(int ranks, const std::string& args, std::ostream& log,
+                      const std::string& mpiexec) {
   const std::string probe = probe_path();
   std::error_code ec;
   if (!fs::exists(probe, ec))
@@ -61,7 +62,7 @@ std::string run_probe(int ranks, const std::string& args, std::ostream& log) {
   if (rc != 0)
     throw UsageError("calibrate: the MPI probe failed at " + std::to_string(ranks) +
                      " ranks (exit status " + std::to_string(rc) +
-                     "; set SCALETRAIN_MPIEXEC "
+                     "; set SCALETRAIN_MPIEXEC / SCALETRAIN_MPIEXEC_NODE "
                      "to your launcher):\n" +
                      out);
   return out;
@@ -76,6 +77,48 @@ std::string cpu_model() {
       if (c != std::string::npos) return line.substr(c + 2);
     }
   return "cpu";
+}
+
+// The CPU quota of this process's cgroup, in CPUs (the smallest along the
+// path to the root; cgroup v2 cpu.max, v1 cpu.cfs_quota_us / cfs_period_us),
+// and where it was read; 0 when none is set.
+std::pair<double, std::string> cgroup_cpu_quota() {
+  std::ifstream f("/proc/self/cgroup");
+  std::string line;
+  double best = 0;
+  std::string where;
+  auto consider = [&](double cpus, const std::string& file) {
+    if (cpus > 0 && (best == 0 || cpus < best)) best = cpus, where = file;
+  };
+  while (std::getline(f, line)) {
+    const auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string ctl = line.substr(a + 1, b - a - 1);
+    fs::path path = line.substr(b + 1);
+    const bool v2 = line.substr(0, a) == "0" && ctl.empty();
+    bool v1 = false;
+    for (const auto& c : split(ctl, ',')) v1 = v1 || c == "cpu";
+    if (!v1 && !v2) continue;
+    const fs::path base = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/" + ctl;
+    for (;;) {
+      const fs::path d = base / path.relative_path();
+      if (v2) {
+        std::ifstream m(d / "cpu.max");
+        std::string q;
+        double period = 0;
+        if (m >> q >> period && q != "max" && period > 0)
+          consider(std::stod(q) / period, (d / "cpu.max").string());
+      } else {
+        std::ifstream q(d / "cpu.cfs_quota_us"), p(d / "cpu.cfs_period_us");
+        double quota = 0, period = 0;
+        if (q >> quota && p >> period && quota > 0 && period > 0)
+          consider(quota / period, (d / "cpu.cfs_quota_us").string());
+      }
+      if (path == path.root_path() || path.empty()) break;
+      path = path.parent_path();
+    }
+  }
+  return {best, where};
 }
 
 double mem_total_bytes() {
@@ -170,11 +213,36 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
     c.peak_flops = g.flops() / time_op(g, 1.0, true);
     c.peak_source = "measured sgemm 768^3 by calibrate (fastest repetition)";
   }
+  // Under a cgroup CPU quota (an emulated node of scripts/emucluster.sh, a
+  // container's CPU limit) a call shorter than the quota's share of a 100 ms
+  // period runs at full speed, while a whole step runs at the quota: each
+  // call is priced at its CPU time over the quota (never below its wall
+  // time), and the slowdown a back-to-back loop measures is recorded beside
+  // it as the check.
+  const auto [quota, quota_file] = cgroup_cpu_quota();
   size_t done = 0;
   for (const auto& [key, op] : ops) {
-    c.op_seconds[key] = time_op(op, o.op_seconds);
+    double cpu = 0;
+    const double wall = time_op(op, o.op_seconds, false, &cpu);
+    c.op_seconds[key] = quota > 0 ? std::max(wall, cpu / quota) : wall;
     if (++done % 50 == 0)
       log << "calibrate: timed " << done << "/" << ops.size() << "\n" << std::flush;
+  }
+  {
+    const double slow = sustained_slowdown(2.0);
+    std::ostringstream q;
+    q << slow;
+    c.meta["sustained_slowdown"] =
+        q.str() + " (a 256^3 sgemm back to back for 2 s against 5 ms bursts after 250 ms idle)";
+    if (quota > 0) {
+      std::ostringstream v;
+      v << quota << " CPU (" << quota_file << "): kernel calls priced at CPU time / " << quota
+        << ", collectives timed beside a computing thread (probe --busy 1)";
+      c.meta["cpu_quota"] = v.str();
+    }
+    log << "calibrate: sustained/burst speed " << slow << ", CPU quota "
+        << (quota > 0 ? std::to_string(quota) + " (" + quota_file + ")" : std::string("none"))
+        << "\n";
   }
 
   // The compute mix of one block (first valid layout's shapes) for the
@@ -195,45 +263,72 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
   c.concurrency[1] = 1.0;
   std::string sizes;
   for (long s : o.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
-  std::map<std::pair<std::string, int>, std::vector<std::pair<double, double>>> pts;
-  std::ostringstream raw;
-  for (int r : o.ranges.devices) {
-    if (r < 2) continue;
-    std::ostringstream args;
-    args << "--sizes " << sizes << " --seconds " << o.coll_seconds << " --ops "
-         << shell_quote(mix_keys);
-    const std::string text = run_probe(r, args.str(), log);
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream ls(line);
-      std::string tag;
-      ls >> tag;
-      if (tag == "coll") {
-        std::string kind;
-        int n = 0;
-        double bytes = 0, sec = 0;
-        if (ls >> kind >> n >> bytes >> sec) pts[{kind, n}].push_back({bytes, sec});
-        raw << line << "\n";
-      } else if (tag == "compute") {
-        int n = 0;
-        double sec = 0;
-        if (ls >> n >> sec) c.concurrency[n] = sec;  // the probe's ratio, measured back to back
+  // Launchers: SCALETRAIN_MPIEXEC (default mpiexec); with
+  // SCALETRAIN_MPIEXEC_NODE as well, the first is taken to place one rank per
+  // node (its collectives are inter_node) and the second every rank on one
+  // node (collectives inside a node, and the slowdown of ranks sharing it;
+  // rank counts up to the node's cores).
+  const std::string across = env("SCALETRAIN_MPIEXEC").value_or("mpiexec");
+  const std::string on_node = env("SCALETRAIN_MPIEXEC_NODE").value_or("");
+  struct Launch {
+    std::string mpiexec;
+    int inter;  // MeasuredCollective::inter_node
+    bool ops;   // measures the slowdown of shared cores
+  };
+  std::vector<Launch> launches;
+  if (on_node.empty())
+    launches.push_back({across, -1, true});
+  else
+    launches = {{across, 1, false}, {on_node, 0, true}};
+  std::map<std::tuple<std::string, int, int>, std::vector<std::pair<double, double>>> pts;
+  for (const Launch& l : launches)
+    for (int r : o.ranges.devices) {
+      // On one node: up to its cores (more ranks than cores is no layout).
+      if (r < 2 || (l.inter == 0 && r > c.cores_per_node)) continue;
+      std::ostringstream args;
+      args << "--sizes " << sizes << " --seconds " << o.coll_seconds;
+      // Under a CPU quota the collectives are timed beside a computing thread:
+      // a step's gradient reductions run while its backward keeps the node's
+      // quota spent (see the probe's --busy).
+      if (quota > 0) args << " --busy 1";
+      if (l.ops) args << " --ops " << shell_quote(mix_keys);
+      const std::string text = run_probe(r, args.str(), log, l.mpiexec);
+      std::istringstream in(text);
+      std::string line;
+      while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::string tag;
+        ls >> tag;
+        if (tag == "coll") {
+          std::string kind;
+          int n = 0;
+          double bytes = 0, sec = 0;
+          if (ls >> kind >> n >> bytes >> sec) pts[{kind, n, l.inter}].push_back({bytes, sec});
+        } else if (tag == "compute") {
+          int n = 0;
+          double sec = 0;
+          if (ls >> n >> sec) c.concurrency[n] = sec;  // the probe's ratio, measured back to back
+        }
       }
     }
-  }
   for (auto& [key, p] : pts) {
     MeasuredCollective m;
-    m.kind = key.first;
-    m.ranks = key.second;
+    m.kind = std::get<0>(key);
+    m.ranks = std::get<1>(key);
+    m.inter_node = std::get<2>(key);
     m.fit = fit_alpha_beta(p);
     c.collectives.push_back(m);
   }
-  // Links: the point-to-point fit at the smallest rank count measured.
-  for (const auto& m : c.collectives)
-    if (m.kind == "p2p" && (c.intra.bandwidth == 0 || m.ranks == 2)) c.intra = m.fit;
+  // Links: the point-to-point fit at the smallest rank count measured, on
+  // each side of the node boundary.
+  for (const auto& m : c.collectives) {
+    if (m.kind != "p2p") continue;
+    if (m.inter_node != 1 && (c.intra.bandwidth == 0 || m.ranks == 2)) c.intra = m.fit;
+    if (m.inter_node != 0 && (c.inter.bandwidth == 0 || m.ranks == 2)) c.inter = m.fit;
+  }
+  if (c.intra.bandwidth == 0) c.intra = c.inter;
   if (c.intra.bandwidth == 0) c.intra = {10e9, 1e-6};  // one rank only: nothing measured
-  c.inter = c.intra;
+  if (c.inter.bandwidth == 0) c.inter = c.intra;
   c.notes = "measured by scaletrain-plan calibrate; one node, " + std::to_string(c.cores_per_node) +
             " cores, ranks " + std::to_string(max_ranks) + " at most";
   c.meta["date"] = iso_time_utc();

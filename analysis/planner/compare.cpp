@@ -92,15 +92,21 @@ std::vector<CompareRow> compare_runs(const std::vector<std::string>& dirs, const
     for (int st = 0; st < cfg.parallel.pp; ++st) stage.push_back(estimate_memory(cfg, st));
     const int per_stage = cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp;
     double worst = -1;
-    std::vector<double> exposed;
+    std::vector<double> exposed, compute, other;
     for (size_t k = 0; k < run.ranks.size(); ++k) {
       int64_t peak = 0;
-      std::vector<double> ex;
+      std::vector<double> ex, cm, ot;
       for (const auto& st : run.ranks[k].steps) {
         peak = std::max(peak, st.mem_peak_bytes);
-        if (st.step >= s.win_first && st.step <= s.win_last) ex.push_back(st.comm_exposed_s);
+        if (st.step < s.win_first || st.step > s.win_last) continue;
+        ex.push_back(st.comm_exposed_s);
+        cm.push_back(st.fwd_s + st.bwd_s + st.optim_s);
+        ot.push_back(st.step_s - st.fwd_s - st.bwd_s - st.optim_s - st.comm_exposed_s - st.data_s -
+                     st.ckpt_stall_s);
       }
       exposed.push_back(median(ex));
+      compute.push_back(median(cm));
+      other.push_back(median(ot));
       const double pred = stage[size_t(int(k) / per_stage)].peak.total();
       const double e = peak > 0 ? std::abs(pred / double(peak) - 1) : 0;
       if (e > worst) {
@@ -109,8 +115,22 @@ std::vector<CompareRow> compare_runs(const std::vector<std::string>& dirs, const
         r.mem_meas = double(peak);
       }
     }
-    r.exposed_meas = exposed.empty() ? 0 : *std::max_element(exposed.begin(), exposed.end());
-    const StepPrediction t = predict_step(cfg, cl);
+    auto largest = [](const std::vector<double>& v) {
+      return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+    };
+    r.exposed_meas = largest(exposed);
+    r.compute_meas = largest(compute);
+    r.other_meas = largest(other);
+    // The run's node size and placement, from run.json's hosts.
+    Cluster at = cl;
+    for (const auto& h : run.info.hosts) {
+      r.ranks_per_node = std::max(r.ranks_per_node, int(h.ranks.size()));
+      for (size_t i = 1; i < h.ranks.size(); ++i)
+        if (h.ranks[i] != h.ranks[i - 1] + 1 || h.ranks[0] % int(h.ranks.size()) != 0)
+          r.block_placement = false;
+    }
+    if (r.ranks_per_node > 0) at.devices_per_node = r.ranks_per_node;
+    const StepPrediction t = predict_step(cfg, at);
     r.step_pred = t.step;
     const auto& ri = run.info;
     // The run's own measured GEMM rate scales the cluster's compute only when
@@ -118,13 +138,15 @@ std::vector<CompareRow> compare_runs(const std::vector<std::string>& dirs, const
     // bf16 run's rate would mix two kernels' speeds).
     const std::string measured = cl.precision == "bf16" ? "measured bf16 GEMM" : "measured sgemm";
     if (!cl.gpu() && ri.peak_flops > 0 && ri.peak_source.rfind(measured, 0) == 0) {
-      Cluster at_run = cl;
+      Cluster at_run = at;
       at_run.concurrency = {
-          {std::min(r.ranks, cl.devices_per_node), cl.peak_flops / ri.peak_flops}};
+          {std::min(r.ranks, at.devices_per_node), cl.peak_flops / ri.peak_flops}};
       r.step_pred_rt = predict_step(cfg, at_run).step;
     }
     r.step_meas = s.step_p50;
     r.exposed_pred = t.exposed_comm();
+    r.compute_pred = t.compute() + t.optimizer;
+    r.bubble_pred = t.bubble;
     r.tok_s_pred = t.tokens_per_s;
     r.tok_s_meas = s.tok_s;
     r.mfu_pred = t.mfu * 100;
@@ -156,32 +178,45 @@ void write_compare(const std::vector<CompareRow>& rows, const Cluster& cl,
   };
   std::ostringstream md, csv;
   md << "# Predicted against measured\n\ncluster file: `" << cl.path << "` (" << cl.name
-     << ")\n\n| run | layout | ranks | memory pred MiB | memory meas MiB | error | step pred ms | "
+     << "); each run predicted at its own ranks per node (run.json hosts)\n\n| run | layout | "
+        "ranks | per node | memory pred MiB | memory meas MiB | error | step pred ms | "
         "step meas ms | error | step pred at run speed ms | error | exposed comm pred ms | "
-        "meas ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  csv << "run,layout,ranks,mem_pred_bytes,mem_meas_bytes,mem_err,step_pred_s,step_meas_s,step_err,"
-         "step_pred_run_speed_s,step_run_speed_err,"
-         "exposed_pred_s,exposed_meas_s,tok_s_pred,tok_s_meas,mfu_pred_pct,mfu_meas_pct\n";
+        "meas ms | error | compute pred ms | meas ms | bubble pred ms | rest meas ms "
+        "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  csv << "run,layout,ranks,ranks_per_node,block_placement,mem_pred_bytes,mem_meas_bytes,mem_err,"
+         "step_pred_s,step_meas_s,step_err,step_pred_run_speed_s,step_run_speed_err,"
+         "exposed_pred_s,exposed_meas_s,exposed_err,compute_pred_s,compute_meas_s,bubble_pred_s,"
+         "rest_meas_s,tok_s_pred,tok_s_meas,mfu_pred_pct,mfu_meas_pct\n";
   json j;
   j["cluster"] = cl.path;
   j["runs"] = json::array();
+  int unplaced = 0;
   for (const auto& r : rows) {
-    md << "| " << r.run << " | " << r.layout << " | " << r.ranks << " | "
+    unplaced += r.block_placement ? 0 : 1;
+    md << "| " << r.run << " | " << r.layout << " | " << r.ranks << " | " << r.ranks_per_node
+       << (r.block_placement ? "" : " (by node: not predictable)") << " | "
        << f(r.mem_pred / 1048576, 1) << " | " << f(r.mem_meas / 1048576, 1) << " | "
        << f(100 * r.mem_err(), 1) << "% | " << f(r.step_pred * 1e3, 1) << " | "
        << f(r.step_meas * 1e3, 1) << " | " << f(100 * r.step_err(), 1) << "% | "
        << (r.step_pred_rt > 0
                ? f(r.step_pred_rt * 1e3, 1) + " | " + f(100 * r.step_rt_err(), 1) + "%"
                : std::string("- | -"))
-       << " | " << f(r.exposed_pred * 1e3, 1) << " | " << f(r.exposed_meas * 1e3, 1) << " |\n";
-    csv << r.run << "," << r.layout << "," << r.ranks << "," << r.mem_pred << "," << r.mem_meas
-        << "," << r.mem_err() << "," << r.step_pred << "," << r.step_meas << "," << r.step_err()
-        << "," << r.step_pred_rt << "," << r.step_rt_err() << "," << r.exposed_pred << ","
-        << r.exposed_meas << "," << r.tok_s_pred << "," << r.tok_s_meas << "," << r.mfu_pred << ","
-        << r.mfu_meas << "\n";
+       << " | " << f(r.exposed_pred * 1e3, 1) << " | " << f(r.exposed_meas * 1e3, 1) << " | "
+       << (r.exposed_meas > 0 ? f(100 * r.exposed_err(), 1) + "%" : std::string("-")) << " | "
+       << f(r.compute_pred * 1e3, 1) << " | " << f(r.compute_meas * 1e3, 1) << " | "
+       << f(r.bubble_pred * 1e3, 1) << " | " << f(r.other_meas * 1e3, 1) << " |\n";
+    csv << r.run << "," << r.layout << "," << r.ranks << "," << r.ranks_per_node << ","
+        << (r.block_placement ? 1 : 0) << "," << r.mem_pred << "," << r.mem_meas << ","
+        << r.mem_err() << "," << r.step_pred << "," << r.step_meas << "," << r.step_err() << ","
+        << r.step_pred_rt << "," << r.step_rt_err() << "," << r.exposed_pred << ","
+        << r.exposed_meas << "," << r.exposed_err() << "," << r.compute_pred << ","
+        << r.compute_meas << "," << r.bubble_pred << "," << r.other_meas << "," << r.tok_s_pred
+        << "," << r.tok_s_meas << "," << r.mfu_pred << "," << r.mfu_meas << "\n";
     j["runs"].push_back({{"run", r.run},
                          {"layout", r.layout},
                          {"ranks", r.ranks},
+                         {"ranks_per_node", r.ranks_per_node},
+                         {"block_placement", r.block_placement},
                          {"mem_pred_bytes", r.mem_pred},
                          {"mem_meas_bytes", r.mem_meas},
                          {"mem_err", r.mem_err()},
@@ -192,6 +227,11 @@ void write_compare(const std::vector<CompareRow>& rows, const Cluster& cl,
                          {"step_run_speed_err", r.step_rt_err()},
                          {"exposed_pred_s", r.exposed_pred},
                          {"exposed_meas_s", r.exposed_meas},
+                         {"exposed_err", r.exposed_err()},
+                         {"compute_pred_s", r.compute_pred},
+                         {"compute_meas_s", r.compute_meas},
+                         {"bubble_pred_s", r.bubble_pred},
+                         {"rest_meas_s", r.other_meas},
                          {"tok_s_pred", r.tok_s_pred},
                          {"tok_s_meas", r.tok_s_meas},
                          {"mfu_pred_pct", r.mfu_pred},
@@ -204,6 +244,11 @@ void write_compare(const std::vector<CompareRow>& rows, const Cluster& cl,
     md << "; at each run's measured speed (" << rt_n << " runs) " << f(100 * rt_ape / rt_n, 1)
        << "%";
   md << "\n";
+  if (unplaced > 0)
+    md << "\n"
+       << unplaced
+       << " run(s) placed their ranks by node (not in consecutive blocks): the planner places "
+          "ranks in blocks of the node size, so their prediction is the block placement's.\n";
   j["memory_mape"] = mem_ape / n;
   j["step_mape_run_speed"] = rt_n > 0 ? rt_ape / rt_n : 0.0;
   j["memory_max_abs_err"] = mem_max;

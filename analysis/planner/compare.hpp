@@ -13,6 +13,13 @@
 // calibrated kernel times scaled by the calibrated peak over the run's, in
 // place of the calibrated slowdown of shared cores. On a machine whose
 // background load drifts, that separates the model's error from the drift.
+// Each run is predicted on the cluster with the run's own node size (the
+// most ranks run.json's "hosts" put on one node); a run whose ranks were not
+// placed in consecutive blocks (mpirun --rank-by node) is flagged, since the
+// planner places ranks in blocks. The step's parts are set side by side:
+// compute (fwd + bwd + optimizer), exposed communication and the rest of the
+// step (measured: step - compute - exposed - data - checkpoint stall, the
+// pipeline bubble and waits; predicted: the bubble).
 #pragma once
 #include <ostream>
 #include <string>
@@ -29,10 +36,15 @@ struct CompareRow {
   double mem_pred = 0, mem_meas = 0;    // bytes, worst rank (tracked by the trainer)
   double step_pred = 0, step_meas = 0;  // seconds
   double step_pred_rt = 0;              // at the run's measured speed (0: not measured)
+  int ranks_per_node = 0;               // the most ranks on one host (the node size predicted with)
+  bool block_placement = true;          // every host's ranks consecutive, as the planner assumes
   double exposed_pred = 0, exposed_meas = 0;
+  double compute_pred = 0, compute_meas = 0;  // fwd + bwd + optimizer, critical rank
+  double bubble_pred = 0, other_meas = 0;     // bubble; measured: the step's unexplained rest
   double tok_s_pred = 0, tok_s_meas = 0, mfu_pred = 0, mfu_meas = 0;
   double mem_err() const { return mem_meas > 0 ? mem_pred / mem_meas - 1 : 0; }
   double step_err() const { return step_meas > 0 ? step_pred / step_meas - 1 : 0; }
+  double exposed_err() const { return exposed_meas > 0 ? exposed_pred / exposed_meas - 1 : 0; }
   double step_rt_err() const {
     return step_meas > 0 && step_pred_rt > 0 ? step_pred_rt / step_meas - 1 : 0;
   }

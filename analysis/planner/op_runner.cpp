@@ -4,10 +4,13 @@
 #include "planner/op_runner.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <random>
+#include <thread>
 
 #include "core/util.hpp"
 #include "kernels/ops.hpp"
@@ -221,22 +224,49 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-double time_calls(const std::function<void()>& f0, double min_seconds, bool fastest = false) {
+// Seconds of this process's CPU time (every thread), the clock a cgroup CPU
+// quota counts.
+double process_cpu_time() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Median (fastest with `fastest`) wall seconds of one call; its median CPU
+// seconds into *cpu when given.
+double time_calls(const std::function<void()>& f0, double min_seconds, bool fastest = false,
+                  double* cpu = nullptr) {
   Stream& st = cpu_device().compute_stream();
   auto f = [&] {
     f0();
     st.synchronize();
   };
   f();  // warm-up: first touch of the buffers, library set-up
-  std::vector<double> t;
+  std::vector<double> t, c;
   const double end = wall_time() + min_seconds;
   while (t.size() < 3 || wall_time() < end) {
+    const double c0 = cpu ? process_cpu_time() : 0;
     const double t0 = wall_time();
     f();
     t.push_back(wall_time() - t0);
+    if (cpu) c.push_back(process_cpu_time() - c0);
     if (t.size() > 100000) break;
   }
+  if (cpu) *cpu = median(c);
   return fastest ? *std::min_element(t.begin(), t.end()) : median(t);
+}
+// Mean wall seconds of one call of `f` over back-to-back calls filling at
+// least `window` seconds (at least one call).
+double mean_seconds(const std::function<void()>& f, double window) {
+  const double t0 = wall_time();
+  long n = 0;
+  double t = 0;
+  do {
+    f();
+    ++n;
+    t = wall_time() - t0;
+  } while (t < window);
+  return t / double(n);
 }
 }  // namespace
 
@@ -246,24 +276,59 @@ double time_calls(const std::function<void()>& f0, double min_seconds, bool fast
 // loop that repeats one call.
 constexpr double kColdBytes = 96.0 * (1 << 20);
 
-double time_op(const Op& op, double min_seconds, bool fastest) {
-  if (fastest) return time_calls(harness(op), min_seconds, true);  // a peak: hot is the point
+double time_op(const Op& op, double min_seconds, bool fastest, double* cpu_seconds) {
+  if (fastest) return time_calls(harness(op), min_seconds, true, cpu_seconds);  // hot: a peak
   const double bytes = std::max(1.0, op.elements() * 4);
   const int n = int(std::clamp(std::ceil(kColdBytes / bytes), 1.0, 32.0));
   std::vector<std::function<void()>> copies;
   for (int i = 0; i < n; ++i) copies.push_back(harness(op));
   size_t k = 0;
-  return time_calls([&] { copies[k++ % copies.size()](); }, min_seconds);
+  return time_calls([&] { copies[k++ % copies.size()](); }, min_seconds, false, cpu_seconds);
 }
 
 double time_ops_pass(const std::vector<Op>& ops, double min_seconds) {
   std::vector<std::function<void()>> fs;
   for (const Op& o : ops) fs.push_back(harness(o));
-  return time_calls(
-      [&] {
-        for (auto& f : fs) f();
-      },
-      min_seconds);
+  Stream& st = cpu_device().compute_stream();
+  auto pass = [&] {
+    for (auto& f : fs) f();
+    st.synchronize();
+  };
+  pass();  // warm-up
+  return mean_seconds(pass, min_seconds);
+}
+
+namespace {
+// The hot call of sustained_slowdown and compute_until: a 256^3 sgemm.
+Op hot_gemm() {
+  Op g;
+  g.kind = OpKind::Gemm;
+  g.s[0] = g.s[1] = g.s[2] = 256;
+  return g;
+}
+}  // namespace
+
+double sustained_slowdown(double seconds) {
+  const std::function<void()> f0 = harness(hot_gemm());
+  Stream& st = cpu_device().compute_stream();
+  auto call = [&] {
+    f0();
+    st.synchronize();
+  };
+  call();  // warm-up
+  auto per_call = [&](double window) { return mean_seconds(call, window); };
+  std::vector<double> burst;
+  for (int k = 0; k < 8; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // the quota refills
+    burst.push_back(per_call(0.005));
+  }
+  const double sustained = per_call(seconds);
+  return sustained / median(burst);
+}
+
+void compute_until(const std::atomic<bool>& stop) {
+  const std::function<void()> f = harness(hot_gemm());
+  while (!stop.load(std::memory_order_relaxed)) f();
 }
 
 }  // namespace st::plan

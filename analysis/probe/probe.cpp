@@ -11,12 +11,15 @@
 //   compute <ranks> <ratio>                    (every rank at once / rank 0 alone)
 //
 //   mpiexec -n N scaletrain-plan-probe [--sizes B,B,...] [--seconds S] [--ops "KEY;KEY"]
+//                                      [--busy 1]   (collectives beside a computing thread)
 #include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/mpi_communicator.hpp"
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> sizes = {4096, 65536, 1 << 20, 4 << 20, 16 << 20};
     double seconds = 0.2;
     std::string ops;
+    bool busy = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (i + 1 >= argc) throw st::UsageError(a + ": needs a value");
@@ -95,8 +99,11 @@ int main(int argc, char** argv) {
         seconds = std::stod(v);
       } else if (a == "--ops") {
         ops = v;
+      } else if (a == "--busy") {
+        busy = v == "1";
       } else {
-        throw st::UsageError("unknown option '" + a + "' (valid: --sizes, --seconds, --ops)");
+        throw st::UsageError("unknown option '" + a +
+                             "' (valid: --sizes, --seconds, --ops, --busy)");
       }
     }
     MpiCommunicator w(MPI_COMM_WORLD, "world", 600.0);
@@ -105,6 +112,14 @@ int main(int argc, char** argv) {
     auto out = [&](const char* kind, int64_t bytes, double s) {
       if (r == 0) std::printf("coll %s %d %lld %.9g\n", kind, n, (long long)bytes, s);
     };
+    // --busy 1: a second thread computes while the collectives are timed, so
+    // they meet a node whose cores (and CPU quota) the step's compute keeps
+    // busy: on the default CPU device a collective progresses only inside the
+    // compute thread's MPI calls, and under a quota only while the node is
+    // not throttled.
+    std::atomic<bool> stop{false};
+    std::thread load;
+    if (busy && n > 1) load = std::thread([&] { st::plan::compute_until(stop); });
     if (n > 1) {
       // The engine's device collectives on the CPU device's stream (each
       // waited for, as a blocking use in the step would be).
@@ -137,15 +152,19 @@ int main(int argc, char** argv) {
             }));
       }
     }
+    stop = true;
+    if (load.joinable()) load.join();
     if (!ops.empty()) {
       // The slowdown of ranks sharing the node's cores: rank 0 alone (the
       // others sleep, not spinning in MPI), then every rank at once, back to
       // back, three times; the median ratio, so that a machine whose
-      // background load drifts is measured against itself.
+      // background load drifts is measured against itself. Each is the mean
+      // pass over a second or more, so that a CPU quota is paid in both, as
+      // a whole step pays it.
       std::vector<st::plan::Op> list;
       for (const auto& k : st::split(ops, ';'))
         if (!k.empty()) list.push_back(st::plan::parse_op_key(k, "--ops"));
-      const double window = std::max(seconds, 0.5);
+      const double window = std::max(seconds, 1.0);  // ten CFS periods and more
       std::vector<double> ratios;
       for (int rep = 0; rep < 3; ++rep) {
         double alone = 0;

@@ -155,6 +155,55 @@ TEST(PlanRates, IntraAndInterNodeFractionsApartOrOneForBoth) {
       st::plan::load_cluster(temp_file(st::plan::cluster_to_yaml(one))).eff.network_intra_given);
 }
 
+TEST(PlanRates, MeasuredCollectivesPricedOnTheirSideOfTheNodeBoundary) {
+  // A CPU file calibrated with one probe across nodes and one inside a node
+  // (calibrate with SCALETRAIN_MPIEXEC_NODE): a group that crosses nodes is
+  // priced by the inter_node fit, one inside a node by the other, each at
+  // latency + bytes / bandwidth; a fit without the key serves both sides.
+  const std::string file = R"(name: c
+device: cpu
+kind: cpu
+peak_tflops: 0.1
+memory_gib: 4
+devices_per_node: 2
+cores_per_node: 2
+threads_per_rank: 1
+intra_node: {bandwidth_gbps: 2, latency_us: 5}
+collectives:
+  - {kind: all_reduce, ranks: 2, latency_us: 100, bandwidth_gbps: 0.1, inter_node: true}
+  - {kind: all_reduce, ranks: 2, latency_us: 10, bandwidth_gbps: 1, inter_node: false}
+  - {kind: p2p, ranks: 2, latency_us: 50, bandwidth_gbps: 0.5}
+ops:
+  "add 1024": 1e-06
+)";
+  const Cluster c = st::plan::load_cluster(temp_file(file));
+  const double B = 1e8;
+  EXPECT_NEAR(st::plan::collective_seconds({st::CollKind::AllReduce}, B, 2, true, c, 1),
+              100e-6 + B / 0.1e9, 1e-12);
+  EXPECT_NEAR(st::plan::collective_seconds({st::CollKind::AllReduce}, B, 2, false, c, 2),
+              10e-6 + B / 1e9, 1e-12);
+  for (bool inter : {false, true})
+    EXPECT_NEAR(st::plan::collective_seconds({st::CollKind::SendRecv}, B, 2, inter, c, 1),
+                50e-6 + B / 0.5e9, 1e-12);
+  // The writer keeps the flags (and leaves the unflagged fit unflagged).
+  const Cluster back = st::plan::load_cluster(temp_file(st::plan::cluster_to_yaml(c)));
+  ASSERT_EQ(back.collectives.size(), 3u);
+  int flags[3] = {0, 0, 0};
+  for (const auto& m : back.collectives) flags[m.inter_node + 1] += 1;
+  EXPECT_EQ(flags[0], 1);  // unsaid
+  EXPECT_EQ(flags[1], 1);  // inside
+  EXPECT_EQ(flags[2], 1);  // across
+  std::string bad = file;
+  bad.replace(bad.find("inter_node: true"), 16, "inter_node: yes");
+  try {
+    st::plan::load_cluster(temp_file(bad));
+    ADD_FAILURE() << "inter_node: yes accepted";
+  } catch (const st::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("inter_node"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("true|false"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PlanRates, BadTablesNameFileAndKey) {
   auto error = [](const std::string& text) -> std::string {
     try {

@@ -35,9 +35,11 @@ netns_of() { readlink "/proc/$1/ns/net" 2>/dev/null; }
 # --- 1. this host's cgroups ----------------------------------------------------
 d=$work/host
 echo /sys/fs/cgroup >"$d.fs"
-$emu start "$d" --nodes 2 --no-slurm --node-cpu node1=0.2 --owner $$ || { fail "start"; exit 1; }
+$emu start "$d" --nodes 2 --no-slurm --node-cpu node1=0.2 --weight 5000 --owner $$ || { fail "start"; exit 1; }
 ver=$(val "$d" cgver) cg=$(val "$d" cgroup) hostver=$ver
 echo "host: cgroup v$ver, cluster cgroup $cg"
+if [[ $ver == 1 ]]; then w=$(cat "$cg/cpu.shares"); want=51200; else w=$(cat "$cg/cpu.weight"); want=5000; fi
+[[ $w == "$want" ]] || fail "cluster CPU weight '$w' after --weight 5000, expected '$want'"
 if [[ $ver == 1 ]]; then quota=$(cat "$cg/n1/cpu.cfs_quota_us"); want=20000; else
   quota=$(cat "$cg/n1/cpu.max"); want="20000 100000"; fi
 [[ $quota == "$want" ]] || fail "node1 quota '$quota', expected '$want'"
@@ -65,9 +67,12 @@ echo "cpuset cpu io memory pids" >"$fs/cgroup.controllers"
 d=$work/fake
 echo "$fs" >"$d.fs"
 export EMUCLUSTER_CGROUP_FS=$fs
-$emu start "$d" --nodes 2 --no-slurm --node-cpu node2=0.5 --owner $$ || { fail "v2 start"; exit 1; }
+$emu start "$d" --nodes 2 --no-slurm --node-cpu node2=0.5 --weight 300 --owner $$ || { fail "v2 start"; exit 1; }
 ver=$(val "$d" cgver) cg=$(val "$d" cgroup) tag=$(val "$d" tag)
 [[ $ver == 2 && $cg == "$fs/scaletrain-emu-$tag" ]] || fail "v2 tree: cgver '$ver', cgroup '$cg'"
+[[ $(cat "$cg/cpu.weight") == 300 ]] || fail "v2 cpu.weight '$(cat "$cg/cpu.weight")' after --weight 300"
+out=$($emu start "$work/bad" --nodes 1 --no-slurm --weight 0 2>&1) && fail "--weight 0 accepted"
+[[ $out == *"--weight '0'"*"1..10000"* ]] || fail "--weight 0 said: $out"
 grep -qw cpu "$fs/cgroup.subtree_control" || fail "the root's subtree_control lacks +cpu"
 grep -qw cpu "$cg/cgroup.subtree_control" || fail "the cluster's subtree_control lacks +cpu"
 [[ $(cat "$cg/n2/cpu.max") == "50000 100000" ]] || fail "node2 cpu.max '$(cat "$cg/n2/cpu.max")'"

@@ -246,8 +246,10 @@ Cluster load_cluster(const std::string& path) {
           ": 'collectives' must be a list of {kind, ranks, latency_us, bandwidth_gbps}");
     for (size_t i = 0; i < n.size(); ++i) {
       const Section e(path, "collectives[" + std::to_string(i) + "]", n[i],
-                      {"kind", "ranks", "latency_us", "bandwidth_gbps"});
+                      {"kind", "ranks", "latency_us", "bandwidth_gbps", "inter_node"});
       MeasuredCollective m;
+      if (e.has("inter_node"))
+        m.inter_node = e.str("inter_node", "", true, {"true", "false"}) == "true" ? 1 : 0;
       m.kind = e.str("kind", "", true,
                      {"all_reduce", "reduce_scatter", "all_gather", "ring_shift", "p2p"});
       m.ranks = int(e.num("ranks", 0, true, 2, 1 << 20));
@@ -308,6 +310,9 @@ std::string cluster_to_yaml(const Cluster& c) {
     for (const auto& m : c.collectives)
       o << "\n  - {kind: " << m.kind << ", ranks: " << m.ranks
         << ", latency_us: " << m.fit.latency * 1e6 << ", bandwidth_gbps: " << m.fit.bandwidth / 1e9
+        << (m.inter_node < 0 ? ""
+            : m.inter_node   ? ", inter_node: true"
+                             : ", inter_node: false")
         << "}";
   }
   if (!c.rates.empty()) {

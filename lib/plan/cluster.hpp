@@ -26,6 +26,7 @@ struct Link {
 struct MeasuredCollective {
   std::string kind;  // all_reduce, reduce_scatter, all_gather, ring_shift, p2p
   int ranks = 0;
+  int inter_node = -1;  // 1: one rank per node, across the links; 0: inside one node; -1: unsaid
   Link fit;
 };
 

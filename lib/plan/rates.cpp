@@ -160,11 +160,17 @@ double collective_seconds(CollPrice kind, double bytes, int ranks, bool inter, c
     return {k * row.bus(int(r)), k * row.steps(int(r))};
   };
   // Measured fits (CPU clusters): the same kind at the nearest group size,
-  // rescaled by the ring factors.
+  // rescaled by the ring factors; one measured on the same side of the node
+  // boundary (inter_node) before one that is not.
   const std::string name = kind.name();
   const MeasuredCollective* best = nullptr;
+  auto side = [&](const MeasuredCollective& m) {
+    return m.inter_node < 0 || m.inter_node == inter;
+  };
   for (const auto& m : cl.collectives)
-    if (m.kind == name && (!best || std::abs(m.ranks - ranks) < std::abs(best->ranks - ranks)))
+    if (m.kind == name &&
+        (!best || (side(m) && !side(*best)) ||
+         (side(m) == side(*best) && std::abs(m.ranks - ranks) < std::abs(best->ranks - ranks))))
       best = &m;
   if (best) {
     const auto [bw_m, lat_m] = ring(best->ranks);
