@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -169,4 +170,72 @@ TEST(AnalyzeCampaign, OptimalIntervalForThreeMtbfsThroughTheCli) {
   std::ostringstream o2, e2;
   EXPECT_EQ(cli_main({"campaign", s.dir, "--no-plots", "--mtbf", "soon"}, o2, e2), 2);
   EXPECT_NE(e2.str().find("--mtbf: invalid value 'soon'"), std::string::npos) << e2.str();
+}
+
+// A checkpoint study (2 sizes x no checkpoint and two intervals x 2 repeats)
+// holds one weak-scaling series: the checkpointed layouts are the study's
+// points. The campaign header used to list "weak scaling" once per
+// interval x mode (8 times in results/ckpt-overhead-tiny-cpu-20261202).
+TEST(AnalyzeCampaign, CheckpointVariantsAreNotScalingSeriesOfTheirOwn) {
+  TmpDir t;
+  std::vector<std::string> args = {"campaign"};
+  std::vector<RunSummary> runs;
+  for (int world : {1, 2})
+    for (int interval : {0, 5, 10})
+      for (int rep : {1, 2}) {
+        SynthSpec s;
+        s.dir = t / ("c/runs/n" + std::to_string(world) + "-i" + std::to_string(interval) + "-" +
+                     std::to_string(rep));
+        s.world = world;
+        s.ranks_per_host = 2;
+        s.steps = 30;
+        s.ckpt_interval = interval;
+        write_synthetic_run(s);
+        runs.push_back(analyse(s.dir));
+        args.push_back(s.dir);
+      }
+  const Campaign c = build_campaign(runs, false);
+  EXPECT_EQ(c.points.size(), 6u);
+  ASSERT_EQ(c.series.size(), 3u);
+  const auto shown = scaling_series(c);
+  ASSERT_EQ(shown.size(), 1u);
+  EXPECT_EQ(shown[0]->kind, "weak");
+  EXPECT_EQ(shown[0]->layout.find("ckpt"), std::string::npos) << shown[0]->layout;
+  for (const auto& s : c.series)
+    EXPECT_EQ(s.ckpt_variant, s.layout.find("ckpt") != std::string::npos) << s.layout;
+  // The study still has every checkpointed point.
+  EXPECT_EQ(checkpoint_study(c, c.mtbf_s, "").points.size(), 4u);
+
+  for (const char* a : {"--no-plots", "--out"}) args.push_back(a);
+  args.push_back(t / "c/analysis");
+  std::ostringstream o, e;
+  ASSERT_EQ(cli_main(args, o, e), 0) << e.str();
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(o.str(), "weak scaling"), 1u) << o.str();
+  std::ifstream rf(t / "c/analysis/report.md");
+  std::stringstream report;
+  report << rf.rdbuf();
+  EXPECT_EQ(count(report.str(), "weak scaling, base"), 1u) << report.str();
+  std::ifstream jf(t / "c/analysis/campaign.json");
+  const auto j = nlohmann::json::parse(jf);
+  int variants = 0;
+  for (const auto& s : j.at("series")) variants += s.at("checkpoint_variant").get<bool>() ? 1 : 0;
+  EXPECT_EQ(variants, 2);
+
+  // The campaign folder's README (slurm/campaigns/report.py) names the one series.
+  const char* src = std::getenv("SCALETRAIN_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "SCALETRAIN_SOURCE_DIR is set by ctest";
+  const std::string cmd =
+      std::string("python3 '") + src + "/slurm/campaigns/report.py' '" + (t / "c") + "' 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream mf(t / "c/README.md");
+  std::string line, row;
+  while (std::getline(mf, line))
+    if (line.rfind("| scaling series |", 0) == 0) row = line;
+  EXPECT_EQ(count(row, "weak scaling"), 1u) << row;
+  EXPECT_NE(row.find("over 1, 2 rank(s)"), std::string::npos) << row;
 }
