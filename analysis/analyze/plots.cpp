@@ -309,7 +309,7 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
   out.push_back(
       {"step_breakdown", "Median step in parts per point", bd.str(),
        "set label 1 'checkpoint stall: per step on average; exposed communication split by the "
-       "host waits of each part (comm_wait_s)' at screen 0.01, screen 0.02 font ',8'\n"
+       "host waits of each part (comm_wait_s)' at screen 0.01, screen 0.02 font ',8' noenhanced\n"
        "set bmargin 5\nset style data histograms\nset style histogram rowstacked\nset style fill "
        "solid 0.8 border -1\nset boxwidth 0.7\nset ylabel 'seconds per step'\nset yrange [0:*]\n"
        "set xtics rotate by 45 right noenhanced font ',9'\nset key outside right top\n"
@@ -355,9 +355,9 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
     }
     std::string mem_plot =
         any_cap ? "'' u ($0+0.1):5 w boxes axes x1y2 lc rgb '#ff7f0e' t 'peak memory', '' u "
-                  "($0+0.3):($7>=0?$7:0) w boxes axes x1y2 lc rgb '#2ca02c' t 'headroom "
-                  "(capacity - peak)', '' u ($0+0.3):($7<0?$7:1/0) w boxes axes x1y2 lc rgb "
-                  "'#d62728' t 'over capacity'"
+                  "($0+0.3):($7>=0?$7:1/0) w boxes axes x1y2 lc rgb '#2ca02c' t 'headroom "
+                  "(capacity - peak)', '' u ($0+0.3):($7<0?-$7:1/0) w boxes axes x1y2 lc rgb "
+                  "'#d62728' t 'over capacity (peak - capacity)'"
                 : "'' u ($0+0.2):5 w boxes axes x1y2 lc rgb '#ff7f0e' t 'peak memory (no capacity "
                   "in run.json: headroom unknown)'";
     const std::string bw = any_cap ? "0.2" : "0.4";
@@ -367,8 +367,8 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
              (any_cap ? "headroom" : "peak"),
          md.str(),
          "set style fill solid 0.6 border -1\nset boxwidth " + bw +
-             " absolute\nset yrange [0:*]\nset y2range [" + (any_cap ? "*" : "0") +
-             ":*]\nset ylabel 'MFU (%)'\nset y2label 'GiB per device (peak: max over ranks; "
+             " absolute\nset yrange [0:*]\nset y2range [0:*]\nset lmargin 16\nset bmargin 8\nset "
+             "ylabel 'MFU (%)'\nset y2label 'GiB per device (peak: max over ranks; "
              "capacity: run.json)'\nset ytics nomirror\nset y2tics\nset xtics rotate by 30 right "
              "noenhanced\nset key outside right top\nset label 10 '" +
              q(peak_note) +

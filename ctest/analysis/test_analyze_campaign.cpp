@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "analyze/campaign.hpp"
 #include "analyze/ckpt_study.hpp"
 #include "analyze/cli.hpp"
+#include "analyze/plots.hpp"
 #include "analyze/synth.hpp"
 #include "core/error.hpp"
 #include "tmpdir.hpp"
@@ -238,4 +240,62 @@ TEST(AnalyzeCampaign, CheckpointVariantsAreNotScalingSeriesOfTheirOwn) {
     if (line.rfind("| scaling series |", 0) == 0) row = line;
   EXPECT_EQ(count(row, "weak scaling"), 1u) << row;
   EXPECT_NE(row.find("over 1, 2 rank(s)"), std::string::npos) << row;
+}
+
+// An MFU sweep (two layouts at one size) draws each layout's memory headroom:
+// the capacity run.json records less the peak, NaN where a run records none.
+TEST(AnalyzeCampaign, MfuSweepShowsMemoryHeadroom) {
+  TmpDir t;
+  std::vector<RunSummary> runs;
+  const int64_t cap = int64_t(80) << 30;
+  for (int mb : {2, 4}) {
+    SynthSpec s;
+    s.dir = t / ("runs/mb" + std::to_string(mb));
+    s.world = 8;
+    s.micro_batch = mb;
+    s.global_batch_tokens = int64_t(8) * 4 * s.seq_len;  // one batch: a sweep, not a series
+    s.steps = 30;
+    write_synthetic_run(s);
+    if (mb == 4) {  // the other run predates the field
+      std::ifstream in(s.dir + "/run.json");
+      auto j = nlohmann::json::parse(in);
+      j["device"]["memory_capacity_bytes"] = cap;
+      j["device"]["memory_capacity_source"] = "total memory of cuda:0";
+      std::ofstream(s.dir + "/run.json") << j.dump(1);
+    }
+    runs.push_back(analyse(s.dir));
+  }
+  EXPECT_EQ(runs[1].mem_capacity_bytes, cap);
+  EXPECT_EQ(runs[0].mem_capacity_bytes, -1);
+  const Campaign c = build_campaign(runs, false);
+  std::vector<Plot> plots = campaign_plots(c);
+  const auto it = std::find_if(plots.begin(), plots.end(),
+                               [](const Plot& p) { return p.name == "mfu_by_layout"; });
+  ASSERT_NE(it, plots.end());
+  EXPECT_NE(it->script.find("headroom (capacity - peak)"), std::string::npos) << it->script;
+  std::istringstream d(it->data);
+  std::string line;
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(d, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    std::vector<std::string> cells;
+    for (std::string x; ls >> x;) cells.push_back(x);
+    rows.push_back(cells);
+  }
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.size(), 7u);
+    if (r[0].find("mb4") != std::string::npos) {
+      const double peak = std::stod(r[4]), capg = std::stod(r[5]), head = std::stod(r[6]);
+      EXPECT_DOUBLE_EQ(capg, 80.0);
+      EXPECT_NEAR(head, capg - peak, 1e-9);
+      EXPECT_GT(peak, 0);
+    } else {
+      EXPECT_EQ(r[5], "NaN") << "no capacity recorded";
+    }
+  }
+  const std::string gp = find_gnuplot();
+  if (gp.empty()) GTEST_SKIP() << "gnuplot not on PATH";
+  EXPECT_EQ(render_plot(t.p.string(), *it, gp), "");
 }
