@@ -109,7 +109,9 @@ std::string memory_verdict(const plan::MemParts& m, int rank, const AddressSpace
   return os.str();
 }
 
-std::string check_host_memory(const Config& cfg, const Runtime& rt, MpiCommunicator& node) {
+std::string check_host_memory(const Config& cfg, const Runtime& rt, MpiCommunicator& node,
+                              int64_t* share_per_rank) {
+  if (share_per_rank) *share_per_rank = -1;
   if (cfg.runtime.device != "cpu") return "";
   // The estimate depends only on the rank's pipeline stage: the host's first
   // rank records each stage present on it once and shares the parts, so
@@ -140,6 +142,8 @@ std::string check_host_memory(const Config& cfg, const Runtime& rt, MpiCommunica
   for (int r : ranks_here) need_host += stage_parts(mesh_coords(r, dims).pp).total();
   std::string avail_what;
   const int64_t avail = host_memory_available(&avail_what);
+  if (share_per_rank && avail >= 0 && !ranks_here.empty())
+    *share_per_rank = avail / int64_t(ranks_here.size());
   return memory_verdict(stage_parts(mesh_coords(rt.rank(), dims).pp), rt.rank(), address_space(),
                         need_host, int(ranks_here.size()), rt.host(), avail, avail_what);
 }

@@ -44,7 +44,11 @@ std::string memory_verdict(const plan::MemParts& need, int rank, const AddressSp
 // Collective over `node` (the ranks of this host; its rank 0 records the
 // stages present here and shares the estimates). "" when the ranks of this
 // host fit (runtime.device=cpu; GPU memory is the CUDA engine's check),
-// else memory_verdict's message.
-std::string check_host_memory(const Config& cfg, const Runtime& rt, MpiCommunicator& node);
+// else memory_verdict's message. *share_per_rank (when given; CPU ranks
+// only, else -1): the bytes available on this host over its ranks, the
+// capacity a CPU rank's memory is measured against (run.json
+// device.memory_capacity_bytes).
+std::string check_host_memory(const Config& cfg, const Runtime& rt, MpiCommunicator& node,
+                              int64_t* share_per_rank = nullptr);
 
 }  // namespace st

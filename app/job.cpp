@@ -254,7 +254,8 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
 
   // A model beyond this host's memory or a rank's address space is refused
   // before anything is opened or written.
-  agree_on_setup(*j.world, check_host_memory(j.cfg, rt, *j.node));
+  int64_t host_share = -1;
+  agree_on_setup(*j.world, check_host_memory(j.cfg, rt, *j.node, &host_share));
   clock.mark("host_memory");
 
   // Setup that can fail on bad input: data first (a missing or bad token file).
@@ -309,7 +310,10 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
                    j.be->device().name(),
                    j.be->device().id(),
                    j.be->ops().describe(),
-                   j.run_id};
+                   j.run_id,
+                   -1,
+                   ""};
+  set_memory_capacity(j.info, j.be->device(), host_share, rt);
   if (rank == 0) write_run_json(j.out + "/run.json", j.info);
   if (rank == 0) add_prediction(j.out + "/run.json", j.cfg, rt.world_size());
   clock.mark("run_json");  // rank 0: run.json and the prediction (a recorded step)

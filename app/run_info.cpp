@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -99,6 +100,25 @@ ProcessTimes process_times() {
 }
 }  // namespace
 
+void set_memory_capacity(RunInfo& info, const Device& dev, int64_t host_share, const Runtime& rt) {
+  if (const int64_t cap = dev.capacity_bytes(); cap > 0) {
+    info.mem_capacity = cap;
+    info.mem_capacity_source = "total memory of " + dev.id();
+    return;
+  }
+  info.mem_capacity = host_share;
+  if (host_share < 0) {
+    info.mem_capacity_source = "unknown (neither MemAvailable nor a cgroup limit could be read)";
+    return;
+  }
+  size_t here = 1;
+  for (const auto& [host, ranks] : rt.hosts())
+    if (host == rt.host()) here = std::max<size_t>(1, ranks.size());
+  info.mem_capacity_source = "memory available to the job on " + rt.host() +
+                             " at start (MemAvailable, cgroup memory.max) over its " +
+                             std::to_string(here) + " rank(s)";
+}
+
 json telemetry_header(const RunInfo& info) {
   const Runtime& rt = *info.rt;
   const Config& c = *info.cfg;
@@ -168,7 +188,9 @@ void write_run_json(const std::string& path, const RunInfo& info) {
         {"precision_choice", c.train.precision_choice},
         {"peak_flops", info.peak_flops},
         {"peak_source", info.peak_source},
-        {"threads_per_rank", info.threads}}},
+        {"threads_per_rank", info.threads},
+        {"memory_capacity_bytes", info.mem_capacity},
+        {"memory_capacity_source", info.mem_capacity_source}}},
       {"versions",
        {{"mpi", rt.mpi_version()},
         {"hdf5", std::to_string(h5maj) + "." + std::to_string(h5min) + "." + std::to_string(h5rel)},

@@ -1,6 +1,10 @@
 // Implementation of step_record.hpp.
 #include "step_record.hpp"
 
+#include <map>
+#include <string>
+
+#include "telemetry/schema.hpp"
 #include "trainer.hpp"
 
 using nlohmann::json;
@@ -27,6 +31,26 @@ json collective_stats(MpiCommunicator& world, const std::vector<Communicator*>& 
 }
 
 namespace {
+// Seconds the host blocked in waits on `world`'s and `comms`' collectives
+// since their last reset_stats, by part of the step (comm_part): the step
+// record's `comm_wait_s`, every part present.
+json comm_waits(MpiCommunicator& world, const std::vector<Communicator*>& comms) {
+  std::map<std::string, double> part;
+  for (const auto& n : telemetry::comm_part_names()) part[n] = 0;
+  std::vector<Communicator*> all = {&world};
+  for (Communicator* g : comms)
+    if (g != &world) all.push_back(g);
+  for (Communicator* g : all)
+    for (int k = 0; k < int(CollKind::kCount); ++k) {
+      const CollStats s = g->stats(CollKind(k));
+      part[comm_part(g->axis().axis, CollKind(k), false)] += s.wait_s;
+      part[comm_part(g->axis().axis, CollKind(k), true)] += s.host_s;
+    }
+  json j = json::object();
+  for (const auto& [n, v] : part) j[n] = v;
+  return j;
+}
+
 // What the ops ran since the last step (kernels/ops.hpp OpPaths): the
 // step record's `paths`, `{}` when the backend does not count.
 json op_paths(Ops& ops) {
@@ -63,6 +87,7 @@ json step_record(const StepTimes& t, const Config& cfg, MpiCommunicator& world,
           {"comm_exposed_s", t.exposed_s},
           {"comm_bucket_s", t.fb.async_total_s},
           {"comm", comm},
+          {"comm_wait_s", comm_waits(world, comms)},
           {"kernel_s", kernel},
           {"paths", op_paths(be.ops())},
           {"ckpt_stall_s", t.ckpt_stall_s},

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "analyze/prediction.hpp"
@@ -33,6 +34,14 @@ std::string layout_text(const RunSummary& r) {
   if (r.ckpt_interval > 0) os << " ckpt " << r.ckpt_mode << "/" << r.ckpt_interval;
   if (r.ckpt_load_s > 0) os << " resumed";  // a restore run is not a repeat of a fresh start
   return os.str();
+}
+
+// The layout without its checkpoint setting (a checkpoint study varies it).
+std::string base_layout_text(const RunSummary& r) {
+  RunSummary b;
+  b.tp = r.tp, b.pp = r.pp, b.cp = r.cp, b.zero_stage = r.zero_stage, b.act_ckpt = r.act_ckpt;
+  b.micro_batch = r.micro_batch, b.precision = r.precision;
+  return layout_text(b);
 }
 
 // What repeats share: the layout and the size.
@@ -80,7 +89,8 @@ Point make_point(const std::vector<RunSummary>& runs, const std::vector<size_t>&
   p.nodes = f.nodes;
   p.runs = idx;
   std::vector<double> tok, tokg, mfu, hfu, step, step_tokg, step_mfu, comp, exp, data, stall, other;
-  std::vector<double> ptok, pmfu;
+  std::vector<double> ptok, pmfu, unattr;
+  std::array<std::vector<double>, 6> parts;
   for (size_t i : idx) {
     const RunSummary& r = runs[i];
     tok.push_back(r.tok_s);
@@ -104,7 +114,13 @@ Point make_point(const std::vector<RunSummary>& runs, const std::vector<size_t>&
     data.push_back(d);
     stall.push_back(st);
     other.push_back(std::max(0.0, r.step_p50 - c - e - d));
+    for (size_t k = 0; k < parts.size(); ++k) parts[k].push_back(r.step_p50 * r.comm_part_share[k]);
+    unattr.push_back(r.step_p50 * r.comm_unattributed_share);
     p.mem_peak_bytes = std::max(p.mem_peak_bytes, r.mem_peak_bytes);
+    if (r.mem_capacity_bytes > 0)
+      p.mem_capacity_bytes = p.mem_capacity_bytes < 0
+                                 ? r.mem_capacity_bytes
+                                 : std::min(p.mem_capacity_bytes, r.mem_capacity_bytes);
     const PredictionCheck pc = check_prediction(r);
     for (const auto& row : pc.rows) {
       if (row.what == "tokens/s") ptok.push_back(row.predicted / std::max(1, r.gpus));
@@ -124,6 +140,17 @@ Point make_point(const std::vector<RunSummary>& runs, const std::vector<size_t>&
   p.pred_mfu = median(pmfu);
   p.compute_s = median(comp);
   p.comm_exposed_s = median(exp);
+  // The parts as medians need not sum to the median total: scale them to it.
+  double part_sum = 0;
+  for (size_t k = 0; k < parts.size(); ++k) part_sum += p.comm_part_s[k] = median(parts[k]);
+  p.comm_unattributed_s = median(unattr);
+  part_sum += p.comm_unattributed_s;
+  if (part_sum > 0) {
+    for (double& v : p.comm_part_s) v *= p.comm_exposed_s / part_sum;
+    p.comm_unattributed_s *= p.comm_exposed_s / part_sum;
+  } else {
+    p.comm_unattributed_s = p.comm_exposed_s;
+  }
   p.data_s = median(data);
   p.ckpt_stall_s = median(stall);
   p.other_s = median(other);
@@ -253,8 +280,20 @@ Campaign build_campaign(std::vector<RunSummary> runs, bool group_by_model, doubl
     if (!series_pts.count(k)) series_order.push_back(k);
     series_pts[k].push_back(pi);
   }
+  // Layouts (without their checkpoint setting) that some point runs without
+  // checkpoints: their checkpointed variants are the checkpoint study's.
+  std::set<std::string> has_plain;
+  for (const auto& p : c.points) {
+    const RunSummary& r = c.runs[p.runs.front()];
+    if (r.ckpt_interval == 0 && r.ckpt_load_s == 0)
+      has_plain.insert(model_key(r) + base_layout_text(r));
+  }
   for (const auto& k : series_order) {
     const auto& pts = series_pts[k];
+    const RunSummary& r0 = c.runs[c.points[pts.front()].runs.front()];
+    const bool variant = (r0.ckpt_interval > 0 || r0.ckpt_load_s > 0) &&
+                         has_plain.count(model_key(r0) + base_layout_text(r0));
+    const size_t first = c.series.size();
     std::map<int, int> at;
     for (size_t pi : pts) ++at[c.points[pi].gpus];
     bool clash = false;
@@ -266,8 +305,16 @@ Campaign build_campaign(std::vector<RunSummary> runs, bool group_by_model, doubl
     } else {
       c.series.push_back(make_series(c, pts));
     }
+    for (size_t si = first; si < c.series.size(); ++si) c.series[si].ckpt_variant = variant;
   }
   return c;
+}
+
+std::vector<const Series*> scaling_series(const Campaign& c) {
+  std::vector<const Series*> out;
+  for (const auto& s : c.series)
+    if (!s.ckpt_variant) out.push_back(&s);
+  return out;
 }
 
 }  // namespace st::analysis

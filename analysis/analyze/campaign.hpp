@@ -28,12 +28,22 @@ struct Point {
   double pred_tok_s_gpu = 0, pred_mfu = 0;
   // breakdown of the median step (seconds, medians over repeats)
   double compute_s = 0, comm_exposed_s = 0, data_s = 0, ckpt_stall_s = 0, other_s = 0;
-  int64_t mem_peak_bytes = 0;  // max over repeats
+  // comm_exposed_s in parts (RunSummary::comm_part_share order: tp, cp, pp,
+  // dp, zero, other) and what no wait explains; they sum to comm_exposed_s.
+  std::array<double, 6> comm_part_s{};
+  double comm_unattributed_s = 0;
+  int64_t mem_peak_bytes = 0;       // max over repeats
+  int64_t mem_capacity_bytes = -1;  // min over repeats that recorded it (-1: none did)
 };
 
 struct Series {
   std::string model, layout;
   std::string kind;  // "weak" (per-GPU batch fixed), "strong" (global batch fixed), "single"
+  // A checkpoint study's variant (its runs checkpoint or resume, and the
+  // campaign holds the same layout without checkpoints): its points belong
+  // to the checkpoint study (ckpt_study.hpp), the scaling reports and plots
+  // show the series without checkpoints instead.
+  bool ckpt_variant = false;
   int base_gpus = 0;
   std::vector<size_t> points;      // indices into Campaign::points, ascending size
   std::vector<Spread> efficiency;  // same order: tok/s(N) / (tok/s(base) * N/base), medians;
@@ -55,6 +65,10 @@ struct Campaign {
   std::vector<double> mtbf_s = {6 * 3600.0, 24 * 3600.0, 7 * 86400.0};
   std::string storage_json;
 };
+
+// The series a report shows as scaling series: every one but the
+// checkpoint study's variants.
+std::vector<const Series*> scaling_series(const Campaign& c);
 
 // Builds points and scaling series. Without group_by_model, runs of different
 // models are refused (UsageError naming the runs). peak_override > 0 is the

@@ -115,7 +115,12 @@ int report(const std::string& cmd, const std::vector<std::string>& pos, Args& a,
     }
     w = write_campaign_outputs(c, out_dir, a.plots);
     for (auto& x : c.warnings) err << "warning: " << x << "\n";
-    for (auto& s : c.series) {
+    size_t variants = 0;
+    for (const auto& s : c.series) variants += s.ckpt_variant ? 1 : 0;
+    if (variants > 0)
+      out << variants << " checkpointed variant(s) of a layout: in the checkpoint study\n";
+    for (const Series* sp : scaling_series(c)) {
+      const Series& s = *sp;
       out << s.model << ", " << s.layout << " (" << s.kind << (s.kind == "single" ? "" : " scaling")
           << ", base " << s.base_gpus << " ranks):";
       for (size_t k = 0; k < s.points.size(); ++k) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "analyze/stats.hpp"
 #include "core/util.hpp"
 
 namespace st::analysis {
@@ -21,6 +22,12 @@ std::string q(const std::string& s) {
   std::string o;
   for (char c : s) o += c == '\'' ? std::string("''") : std::string(1, c);
   return o;
+}
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(6);
+  os << v;
+  return os.str();
 }
 std::string svg_head(const Plot& p) {
   return "set terminal svg size 900,500 dynamic font 'sans,11'\nset output '" + p.name +
@@ -87,34 +94,83 @@ std::vector<Plot> run_plots(const RunSummary& s) {
         "plot 'rank_skew.dat' u 1:3:2:6:5 w candlesticks whiskerbars lc rgb '#1f77b4' t "
         "'min/p25/p75/max', \\\n  '' u 1:4:4:4:4 w candlesticks lc rgb 'black' t 'median'\n";
   } else {
-    // Many ranks: grouped by host (hosts in name order), each host's ranks
-    // sorted by median busy time, slowest first; hosts alternate colours.
+    // Many ranks: a rank x step heat map, no per-rank whisker. Rows are
+    // ranks grouped by host (hosts in name order), each host's ranks sorted
+    // by median busy time, slowest first; the colour is a rank's busy time
+    // at a step against that step's median over ranks (a straggler is a red
+    // row, a slow step a column that stays white).
     std::map<std::string, std::vector<const RankStat*>> by_host;
     for (const auto& r : s.ranks) by_host[r.host].push_back(&r);
-    std::ostringstream gd;
-    gd << "# position host_index rank min p25 median p75 max\n";
-    std::ostringstream tics;
-    size_t pos = 0, hi = 0;
+    std::map<int64_t, std::vector<double>> at_step;
+    for (const auto& r : s.ranks)
+      for (const auto& [st, v] : r.busy_steps) at_step[st].push_back(v);
+    std::map<int64_t, double> step_med;
+    for (auto& [st, v] : at_step) step_med[st] = median(v);
+    // At most 32 columns: a long window's steps in blocks of consecutive
+    // steps, each cell the mean over its block.
+    std::vector<int64_t> steps;
+    for (const auto& [st, m] : step_med) steps.push_back(st);
+    const size_t per = std::max<size_t>(1, (steps.size() + 31) / 32);
+    std::map<int64_t, int64_t> block_of;  // step -> its block's first step
+    for (size_t i = 0; i < steps.size(); ++i) block_of[steps[i]] = steps[i - i % per];
+    std::ostringstream gd, tics;
+    gd << "# heat map, one scan line per rank: step (first of a block of " << per
+       << " step(s)) row rank host_index busy_s busy_vs_step_median_pct (means over the "
+          "block; NaN: the rank has no record of it)\n";
+    size_t row = 0, hi = 0, cols = 0;
+    double worst = 1;
     const size_t every = std::max<size_t>(1, by_host.size() / 16);
+    const size_t rank_tics = by_host.size() < 4 ? std::max<size_t>(1, nr / 8) : 0;
     for (auto& [h, rs] : by_host) {
       std::sort(rs.begin(), rs.end(),
                 [](const RankStat* a, const RankStat* b) { return a->busy_med > b->busy_med; });
-      if (hi % every == 0) tics << (tics.tellp() > 0 ? ", " : "") << "'" << h << "' " << pos;
-      for (const RankStat* r : rs)
-        gd << pos++ << ' ' << hi << ' ' << r->rank << ' ' << r->busy_min << ' ' << r->busy_p25
-           << ' ' << r->busy_med << ' ' << r->busy_p75 << ' ' << r->busy_max << '\n';
+      if (hi % every == 0) tics << (tics.tellp() > 0 ? ", " : "") << "'" << q(h) << "' " << row;
+      for (const RankStat* r : rs) {
+        if (rank_tics && row % rank_tics == rank_tics / 2)
+          tics << ", 'rank " << r->rank << "' " << row << " 1";
+        std::map<int64_t, std::pair<double, double>> sum;  // block -> (busy, rel) sums
+        std::map<int64_t, int> n;
+        for (const auto& [st, v] : r->busy_steps) {
+          const double med = step_med[st];
+          if (med <= 0) continue;
+          auto& c = sum[block_of[st]];
+          c.first += v;
+          c.second += 100 * (v / med - 1);
+          ++n[block_of[st]];
+        }
+        cols = 0;
+        for (size_t i = 0; i < steps.size(); i += per, ++cols) {
+          gd << steps[i] << ' ' << row << ' ' << r->rank << ' ' << hi << ' ';
+          if (!n.count(steps[i])) {
+            gd << "NaN NaN\n";
+            continue;
+          }
+          const double k = n[steps[i]], rel = sum[steps[i]].second / k;
+          worst = std::max(worst, std::abs(rel));
+          gd << sum[steps[i]].first / k << ' ' << rel << '\n';
+        }
+        gd << '\n';
+        ++row;
+      }
       ++hi;
     }
-    b.title = "Per-rank busy time over the window: ranks grouped by host, sorted by median";
+    const double cb = std::min(worst, 50.0);
+    // Up to 8192 cells, each a rectangle (crisp); beyond, one embedded image
+    // (viewers smooth it) keeps the file small.
+    const bool pixels = row * cols <= 8192;
+    b.title = "Per-rank busy time per step (step - exposed comm) against the step's median over " +
+              std::to_string(nr) + " ranks";
     b.data = gd.str();
-    b.script =
-        "set xlabel 'ranks, grouped by host (each host slowest first)'\n"
-        "set ylabel 'busy seconds (step - exposed comm)'\nset xrange [-1:" +
-        std::to_string(pos) + "]\nset xtics rotate by 45 right (" + tics.str() +
-        ")\nset key top right\nset style fill solid 0.4 noborder\n"
-        "plot 'rank_skew.dat' u 1:5:4:8:7:(int($2)%2==0?0x1f77b4:0xff7f0e) w "
-        "candlesticks lc rgb variable t 'min/p25/p75/max (hosts alternate colour)', "
-        "\\\n  '' u 1:6 w p pt 7 ps 0.3 lc rgb 'black' t 'median'\n";
+    b.script = "set xlabel 'step (steady-state window" +
+               (per > 1 ? ", blocks of " + std::to_string(per) + " steps" : std::string()) +
+               ")'\nset ylabel 'ranks, grouped by host (each host slowest first)'\nset yrange [" +
+               num(row - 0.5) + ":-0.5]\nset ytics (" + tics.str() + ") font ',8'\n" +
+               (cols <= 16 ? "set xtics " + std::to_string(per) + "\n" : std::string()) +
+               "unset grid\nset cblabel 'busy time vs the step median (%)'\nset cbrange [" +
+               num(-cb) + ":" + num(cb) +
+               "]\nset palette defined (-1 '#2166ac', 0 '#f7f7f7', 1 '#b2182b')\n"
+               "plot 'rank_skew.dat' u 1:2:6 w image" +
+               (pixels ? " pixels" : "") + " notitle\n";
   }
   out.push_back(b);
   return out;
@@ -134,12 +190,6 @@ double node_mark(const Campaign& c) {
   return std::sqrt(double(one) * double(multi));
 }
 
-std::string num(double v) {
-  std::ostringstream os;
-  os.precision(6);
-  os << v;
-  return os.str();
-}
 }  // namespace
 
 std::vector<Plot> campaign_plots(const Campaign& c) {
@@ -165,16 +215,8 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
        "pred_tok_s_gpu pred_mfu_pct nodes repeats\n";
   bool any_pred = false, any_scaling = false;
   // The scaling plots: in a checkpoint study, the series without
-  // checkpoints (the checkpointed ones have their own plots); else all.
-  std::vector<const Series*> shown;
-  for (const auto& se : c.series) {
-    const RunSummary& r = c.runs[c.points[se.points.front()].runs.front()];
-    if (r.ckpt_interval == 0 && r.ckpt_load_s == 0) shown.push_back(&se);
-  }
-  if (shown.empty() || shown.size() == c.series.size()) {
-    shown.clear();
-    for (const auto& se : c.series) shown.push_back(&se);
-  }
+  // checkpoints (the checkpointed ones have their own plots).
+  const std::vector<const Series*> shown = scaling_series(c);
   for (const Series* sp : shown) {
     const Series& se = *sp;
     any_scaling = any_scaling || se.kind != "single";
@@ -239,10 +281,14 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
                    x + "set ylabel 'efficiency'\nset yrange [0:1.15]\n" +
                        plot_cmd("scaling_efficiency", 8, false, true, 0)});
 
-  // The median step in parts, one stacked bar per point.
+  // The median step in parts, one stacked bar per point; exposed
+  // communication split by part of the step (tp, cp, pp, dp, ZeRO, host
+  // reductions) from the step records' comm_wait_s.
   std::ostringstream bd;
-  bd << "# label compute_s exposed_comm_s data_s ckpt_stall_s other_s "
-        "(other: bubble, waits and what no phase timer covers)\n";
+  bd << "# label compute_s exposed_tp_s exposed_cp_s exposed_pp_s exposed_dp_s exposed_zero_s "
+        "exposed_host_reductions_s exposed_unattributed_s data_s ckpt_stall_s other_s "
+        "(exposed_*: the median step's exposed communication by part, summing to it; other: "
+        "bubble, waits and what no phase timer covers)\n";
   for (const auto& p : c.points) {
     std::string label =
         std::to_string(p.gpus) + (p.nodes > 1 ? "r/" + std::to_string(p.nodes) + "n" : "r");
@@ -251,25 +297,29 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
       label += " " + r0.ckpt_mode + "/" + std::to_string(r0.ckpt_interval);
     else if (r0.ckpt_load_s > 0)
       label += " restore";
-    else if (c.series.size() > 1)
+    else if (shown.size() > 1)
       label += " " + p.layout;
     for (char& ch : label)
       if (ch == ' ') ch = '_';
-    bd << '"' << label << "\" " << p.compute_s << ' ' << p.comm_exposed_s << ' ' << p.data_s << ' '
-       << p.ckpt_stall_s << ' ' << p.other_s << '\n';
+    bd << '"' << label << "\" " << p.compute_s;
+    for (double v : p.comm_part_s) bd << ' ' << v;
+    bd << ' ' << p.comm_unattributed_s << ' ' << p.data_s << ' ' << p.ckpt_stall_s << ' '
+       << p.other_s << '\n';
   }
   out.push_back(
       {"step_breakdown", "Median step in parts per point", bd.str(),
-       "set label 1 'checkpoint stall: per step on average; exposed communication is one number "
-       "in the step records (not split by tp/dp/pp/ZeRO)' at screen 0.01, screen 0.02 font ',8'\n"
+       "set label 1 'checkpoint stall: per step on average; exposed communication split by the "
+       "host waits of each part (comm_wait_s)' at screen 0.01, screen 0.02 font ',8' noenhanced\n"
        "set bmargin 5\nset style data histograms\nset style histogram rowstacked\nset style fill "
-       "solid 0.8 "
-       "border -1\nset boxwidth 0.7\nset ylabel 'seconds per step'\nset yrange [0:*]\n"
+       "solid 0.8 border -1\nset boxwidth 0.7\nset ylabel 'seconds per step'\nset yrange [0:*]\n"
        "set xtics rotate by 45 right noenhanced font ',9'\nset key outside right top\n"
-       "plot 'step_breakdown.dat' u 2:xtic(1) t 'compute' lc rgb '#1f77b4', '' u 3 t 'exposed "
-       "communication' lc rgb '#d62728', '' u 4 t 'data' lc rgb '#2ca02c', '' u 5 t "
-       "'checkpoint stall' lc rgb '#ff7f0e', '' u 6 t 'other (bubble, waits)' lc rgb "
-       "'#bbbbbb'\n"});
+       "plot 'step_breakdown.dat' u 2:xtic(1) t 'compute' lc rgb '#1f77b4', \\\n"
+       "  '' u 3 t 'exposed tp' lc rgb '#d62728', '' u 4 t 'exposed cp' lc rgb '#e377c2', \\\n"
+       "  '' u 5 t 'exposed pp' lc rgb '#9467bd', '' u 6 t 'exposed dp' lc rgb '#8c564b', \\\n"
+       "  '' u 7 t 'exposed ZeRO' lc rgb '#17becf', '' u 8 t 'exposed host reductions' lc rgb "
+       "'#bcbd22', \\\n  '' u 9 t 'exposed, unattributed' lc rgb '#7f7f7f', '' u 10 t 'data' lc "
+       "rgb '#2ca02c', \\\n  '' u 11 t 'checkpoint stall' lc rgb '#ff7f0e', '' u 12 t 'other "
+       "(bubble, waits)' lc rgb '#dddddd'\n"});
 
   // An MFU sweep: several layouts at one size get one bar each, with the
   // peak memory beside it.
@@ -281,26 +331,51 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
   bool sweep = false;
   for (auto& [g, n] : layouts_at) sweep = sweep || n > 1;
   if (sweep) {
+    // Headroom: the device's memory capacity (run.json) less the peak; a
+    // point without a recorded capacity shows its peak only.
     std::ostringstream md;
-    md << "# label mfu_med mfu_lo mfu_hi peak_mem_gib\n";
+    md << "# label mfu_med mfu_lo mfu_hi peak_mem_gib capacity_gib headroom_gib (capacity, "
+          "headroom: NaN when run.json records no device.memory_capacity_bytes)\n";
+    bool any_cap = false;
+    const double gib = double(1ull << 30);
     for (const Point* p : swept) {
       std::string label = std::to_string(p->gpus) + "r_" + p->layout;
       for (char& ch : label)
         if (ch == ' ') ch = '_';
+      const double peak = double(p->mem_peak_bytes) / gib;
       md << '"' << label << "\" " << p->mfu.med << ' ' << p->mfu.lo << ' ' << p->mfu.hi << ' '
-         << double(p->mem_peak_bytes) / double(1ull << 30) << '\n';
+         << peak << ' ';
+      if (p->mem_capacity_bytes > 0) {
+        any_cap = true;
+        const double cap = double(p->mem_capacity_bytes) / gib;
+        md << cap << ' ' << cap - peak << '\n';
+      } else {
+        md << "NaN NaN\n";
+      }
     }
+    std::string mem_plot =
+        any_cap ? "'' u ($0+0.1):5 w boxes axes x1y2 lc rgb '#ff7f0e' t 'peak memory', '' u "
+                  "($0+0.3):($7>=0?$7:1/0) w boxes axes x1y2 lc rgb '#2ca02c' t 'headroom "
+                  "(capacity - peak)', '' u ($0+0.3):($7<0?-$7:1/0) w boxes axes x1y2 lc rgb "
+                  "'#d62728' t 'over capacity (peak - capacity)'"
+                : "'' u ($0+0.2):5 w boxes axes x1y2 lc rgb '#ff7f0e' t 'peak memory (no capacity "
+                  "in run.json: headroom unknown)'";
+    const std::string bw = any_cap ? "0.2" : "0.4";
     out.push_back(
-        {"mfu_by_layout", "MFU per layout (bars: min-max over repeats) and peak memory", md.str(),
-         "set style fill solid 0.6 border -1\nset boxwidth 0.4 absolute\nset yrange [0:*]\n"
-         "set y2range [0:*]\nset ylabel 'MFU (%)'\nset y2label 'peak memory (GiB, max "
-         "over ranks)'\nset ytics nomirror\nset y2tics\nset xtics rotate by 30 right "
-         "noenhanced\nset key outside right top\nset label 10 '" +
+        {"mfu_by_layout",
+         std::string("MFU per layout (bars: min-max over repeats) and memory ") +
+             (any_cap ? "headroom" : "peak"),
+         md.str(),
+         "set style fill solid 0.6 border -1\nset boxwidth " + bw +
+             " absolute\nset yrange [0:*]\nset y2range [0:*]\nset lmargin 16\nset bmargin 8\nset "
+             "ylabel 'MFU (%)'\nset y2label 'GiB per device (peak: max over ranks; "
+             "capacity: run.json)'\nset ytics nomirror\nset y2tics\nset xtics rotate by 30 right "
+             "noenhanced\nset key outside right top\nset label 10 '" +
              q(peak_note) +
              "' at screen 0.01, screen 0.02 font ',8'\n"
              "plot 'mfu_by_layout.dat' u ($0-0.2):2:3:4:(0.4):xtic(1) w boxerrorbars lc rgb "
-             "'#1f77b4' t 'MFU', '' u ($0+0.2):5 w boxes axes x1y2 lc rgb '#ff7f0e' t "
-             "'peak memory'\n"});
+             "'#1f77b4' t 'MFU', " +
+             mem_plot + "\n"});
   }
   return out;
 }

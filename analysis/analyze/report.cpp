@@ -13,6 +13,7 @@
 #include "analyze/prediction.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
+#include "telemetry/schema.hpp"
 
 namespace st::analysis {
 namespace {
@@ -74,6 +75,14 @@ std::string csv_quote(const std::string& s) {
   return o + "\"";
 }
 
+// Exposed communication by part (telemetry::comm_part_names order) and what
+// no wait explains: summary.json's and campaign.json's comm_exposed_parts.
+nlohmann::json parts_json(const std::array<double, 6>& part, double unattributed) {
+  nlohmann::json j = nlohmann::json::object();
+  for (size_t k = 0; k < part.size(); ++k) j[telemetry::comm_part_names()[k]] = part[k];
+  j["unattributed"] = unattributed;
+  return j;
+}
 }  // namespace
 
 nlohmann::json run_to_json(const RunSummary& s) {
@@ -111,10 +120,13 @@ nlohmann::json run_to_json(const RunSummary& s) {
   j["hfu_pct"] = s.hfu;
   j["model_tflops_per_gpu"] = s.model_tflops_gpu;
   j["mem_peak_bytes"] = s.mem_peak_bytes;
+  j["mem_capacity_bytes"] = s.mem_capacity_bytes;
+  j["mem_capacity_source"] = s.mem_capacity_source;
   j["shares"] = {{"comm", s.comm_share},
                  {"comm_exposed", s.comm_exposed_share},
                  {"data", s.data_share},
                  {"compute", s.compute_share}};
+  j["shares"]["comm_exposed_parts"] = parts_json(s.comm_part_share, s.comm_unattributed_share);
   nlohmann::json cost = nlohmann::json::array();
   for (const auto& c : s.ckpt_cost)
     cost.push_back({{"step", c.step},
@@ -210,9 +222,20 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
     << " |\n| sequences/s | " << f(s.seq_s, 3) << " |\n";
   o << "| MFU / HFU | " << f(s.mfu) << "% / " << f(s.hfu) << "% |\n";
   o << "| model FLOP/s per GPU | " << flops_text(s.model_tflops_gpu * 1e12) << " |\n";
-  o << "| peak memory (max over ranks) | " << human_bytes(double(s.mem_peak_bytes)) << " |\n";
+  o << "| peak memory (max over ranks) | " << human_bytes(double(s.mem_peak_bytes));
+  if (s.mem_capacity_bytes > 0)
+    o << " of " << human_bytes(double(s.mem_capacity_bytes)) << " (headroom "
+      << human_bytes(double(s.mem_capacity_bytes - s.mem_peak_bytes))
+      << "; capacity: " << s.mem_capacity_source << ")";
+  o << " |\n";
   o << "| comm share (total / exposed) | " << pct(s.comm_share) << " / "
     << pct(s.comm_exposed_share) << " |\n";
+  {
+    o << "| exposed comm by part |";
+    for (size_t k = 0; k < s.comm_part_share.size(); ++k)
+      o << " " << telemetry::comm_part_names()[k] << " " << pct(s.comm_part_share[k]);
+    o << " unattributed " << pct(s.comm_unattributed_share) << " |\n";
+  }
   o << "| data / compute share | " << pct(s.data_share) << " / " << pct(s.compute_share) << " |\n";
   if (!s.loss.empty())
     o << "| training loss first / last | " << f(s.loss.front().second, 4) << " (step "
@@ -404,15 +427,21 @@ std::string campaign_markdown(const Campaign& c, const Written& w) {
        "median over the repeats with [min, max]; tok/s per device also gives p10-p90 over the "
        "steady-state steps of all repeats. Efficiency = tok/s at N / (tok/s at base x N/base), "
        "medians.\n\n";
-  for (size_t si = 0; si < c.series.size(); ++si) {
-    const Series& s = c.series[si];
+  size_t variants = 0;
+  for (const auto& s : c.series) variants += s.ckpt_variant ? 1 : 0;
+  if (variants > 0)
+    o << variants << " checkpointed layout(s) of the same model and layout are the checkpoint "
+      << "study's points (below), not scaling series of their own.\n\n";
+  for (const Series* sp : scaling_series(c)) {
+    const Series& s = *sp;
     o << "## " << s.model << ", " << s.layout << ": " << s.kind
       << (s.kind == "single" ? " point"
                              : " scaling, base " + std::to_string(s.base_gpus) + " ranks")
       << "\n\n";
     o << "| ranks | nodes | repeats | T/s/device [min, max] | T/s/device p10-p90 (steps) | "
          "T/s [min, max] | MFU % [min, max] | HFU % | step (s) | Efficiency | Predicted T/s/device "
-         "| Predicted MFU % |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+         "| Predicted MFU % | Memory peak / capacity (headroom) |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (size_t k = 0; k < s.points.size(); ++k) {
       const Point& p = c.points[s.points[k]];
       o << "| " << p.gpus << " | " << p.nodes << " | " << p.runs.size() << " | "
@@ -421,7 +450,12 @@ std::string campaign_markdown(const Campaign& c, const Written& w) {
         << spread_text(p.mfu, 2) << " | " << f(p.hfu.med) << " | " << f(p.step_s.med, 4) << " | "
         << (s.kind == "single" ? std::string("-") : spread_text(s.efficiency[k], 1, 100) + "%")
         << " | " << (p.pred_tok_s_gpu > 0 ? f(p.pred_tok_s_gpu, 1) : "-") << " | "
-        << (p.pred_mfu > 0 ? f(p.pred_mfu) : "-") << " |\n";
+        << (p.pred_mfu > 0 ? f(p.pred_mfu) : "-") << " | " << human_bytes(double(p.mem_peak_bytes))
+        << (p.mem_capacity_bytes > 0
+                ? " / " + human_bytes(double(p.mem_capacity_bytes)) + " (" +
+                      human_bytes(double(p.mem_capacity_bytes - p.mem_peak_bytes)) + ")"
+                : std::string(" / -"))
+        << " |\n";
     }
     o << "\n";
   }
@@ -498,18 +532,18 @@ Written write_campaign_outputs(const Campaign& c, const std::string& out_dir, bo
                            {"data", p.data_s},
                            {"ckpt_stall", p.ckpt_stall_s},
                            {"other", p.other_s}}},
-                         {"mem_peak_bytes", p.mem_peak_bytes}};
+                         {"mem_peak_bytes", p.mem_peak_bytes},
+                         {"mem_capacity_bytes", p.mem_capacity_bytes}};
+    jp["breakdown_s"]["comm_exposed_parts"] = parts_json(p.comm_part_s, p.comm_unattributed_s);
     jp["runs"] = nlohmann::json::array();
     for (size_t i : p.runs) jp["runs"].push_back(c.runs[i].dir);
     j["points"].push_back(jp);
   }
   j["series"] = nlohmann::json::array();
   for (auto& s : c.series) {
-    nlohmann::json js = {{"model", s.model},
-                         {"layout", s.layout},
-                         {"kind", s.kind},
-                         {"base_gpus", s.base_gpus},
-                         {"points", s.points}};
+    nlohmann::json js = {{"model", s.model},         {"layout", s.layout},
+                         {"kind", s.kind},           {"checkpoint_variant", s.ckpt_variant},
+                         {"base_gpus", s.base_gpus}, {"points", s.points}};
     js["efficiency"] = nlohmann::json::array();
     js["efficiency_min"] = nlohmann::json::array();
     js["efficiency_max"] = nlohmann::json::array();

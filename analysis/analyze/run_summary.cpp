@@ -92,6 +92,8 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
   s.precision = ri.precision;
   s.precision_choice = ri.precision_choice;
   s.act_ckpt = ri.act_ckpt;
+  s.mem_capacity_bytes = ri.mem_capacity_bytes;
+  s.mem_capacity_source = ri.mem_capacity_source;
   s.sharding = ri.zero_stage > 0 ? "ZeRO-" + std::to_string(ri.zero_stage) : "none";
   s.gpus = ri.world_size;
   s.seq_len = ri.seq_len;
@@ -256,6 +258,7 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
 
   // Shares over the window, all analysed ranks.
   double sum_step = 0, sum_comm = 0, sum_exp = 0, sum_data = 0, sum_comp = 0;
+  std::array<double, 6> wait{};
   for (int r : good)
     for (auto& st : run.ranks[r].steps)
       if (win.count(st.step)) {
@@ -264,12 +267,23 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
         sum_exp += st.comm_exposed_s;
         sum_data += st.data_s;
         sum_comp += st.fwd_s + st.bwd_s + st.optim_s;
+        for (size_t k = 0; k < wait.size(); ++k) wait[k] += st.comm_wait[k];
       }
   if (sum_step > 0) {
+    // tp (0) and cp (1) wait inside the forward and backward: exposed, not compute.
+    const double in_compute = std::min(sum_comp, wait[0] + wait[1]);
+    const double scale = wait[0] + wait[1] > 0 ? in_compute / (wait[0] + wait[1]) : 0;
+    s.comm_part_share[0] = wait[0] * scale / sum_step;
+    s.comm_part_share[1] = wait[1] * scale / sum_step;
+    // comm_exposed_s over pp, dp, zero, other in proportion to their waits.
+    const double rest = wait[2] + wait[3] + wait[4] + wait[5];
+    for (size_t k = 2; k < wait.size(); ++k)
+      s.comm_part_share[k] = rest > 0 ? sum_exp * (wait[k] / rest) / sum_step : 0;
+    s.comm_unattributed_share = rest > 0 ? 0 : sum_exp / sum_step;
     s.comm_share = sum_comm / sum_step;
-    s.comm_exposed_share = sum_exp / sum_step;
+    s.comm_exposed_share = (sum_exp + in_compute) / sum_step;
     s.data_share = sum_data / sum_step;
-    s.compute_share = sum_comp / sum_step;
+    s.compute_share = (sum_comp - in_compute) / sum_step;
   }
 
   // Checkpoints: steps named by events, else steps that recorded a stall.

@@ -3,6 +3,7 @@
 // from a run folder loaded by the telemetry reader. Pure computation: the
 // writers (report.hpp) and plots (plots.hpp) take a RunSummary.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -41,6 +42,7 @@ struct RankStat {
   double busy_min = 0, busy_p25 = 0, busy_p75 = 0, busy_max = 0;
   double data_share = 0, compute_share = 0, comm_share = 0;
   double dist = 0;  // (busy_med - median over ranks) / median over ranks
+  std::vector<std::pair<int64_t, double>> busy_steps;  // (window step, busy s): the heat map
 };
 struct HostStat {
   std::string host;
@@ -84,7 +86,20 @@ struct RunSummary {
   double mfu = 0, hfu = 0, model_tflops_gpu = 0;  // mfu/hfu in percent
   // memory and shares (window, all ranks)
   int64_t mem_peak_bytes = 0;
+  // what the device's memory is measured against (run.json
+  // device.memory_capacity_bytes; -1: not recorded)
+  int64_t mem_capacity_bytes = -1;
+  std::string mem_capacity_source;
+  // Exposed communication = comm_exposed_s plus the tp/cp waits inside the
+  // forward and backward (taken out of compute); split by part of the step
+  // (telemetry::comm_part_names order: tp, cp, pp, dp, zero, other) from the
+  // step records' comm_wait_s: tp and cp as measured, comm_exposed_s over
+  // pp/dp/zero/other in proportion to their waits; what no wait explains
+  // (records without comm_wait_s, GPU streams) is comm_unattributed_share.
+  // The parts and the unattributed share sum to comm_exposed_share.
   double comm_share = 0, comm_exposed_share = 0, data_share = 0, compute_share = 0;
+  std::array<double, 6> comm_part_share{};
+  double comm_unattributed_share = 0;
   // checkpoints
   std::vector<int64_t> ckpt_steps;
   double total_step_s = 0;

@@ -46,10 +46,12 @@ void compute_stragglers(const telemetry::RunTelemetry& run, const std::vector<in
   for (int r : ranks) {
     const auto& rt = run.ranks[r];
     std::vector<double> step, busy, data, comp, comm;
+    std::vector<std::pair<int64_t, double>> busy_steps;
     for (auto& st : rt.steps) {
       if (!window.count(st.step)) continue;
       step.push_back(st.step_s);
       busy.push_back(st.step_s - st.comm_exposed_s);
+      busy_steps.emplace_back(st.step, busy.back());
       const double d = st.step_s > 0 ? st.step_s : 1.0;
       data.push_back(st.data_s / d);
       comp.push_back((st.fwd_s + st.bwd_s + st.optim_s) / d);
@@ -67,6 +69,7 @@ void compute_stragglers(const telemetry::RunTelemetry& run, const std::vector<in
     rs.data_share = median(data);
     rs.compute_share = median(comp);
     rs.comm_share = median(comm);
+    rs.busy_steps = std::move(busy_steps);
     by_host[rs.host].push_back(int(s.ranks.size()));
     s.ranks.push_back(rs);
   }

@@ -113,7 +113,7 @@ void write_synthetic_run(const SynthSpec& s) {
   for (int b = 0; b < s.world; b += s.ranks_per_host) {
     nlohmann::json rr = nlohmann::json::array();
     for (int r = b; r < std::min(s.world, b + s.ranks_per_host); ++r) rr.push_back(r);
-    hosts.push_back({{"name", "node" + std::to_string(b / s.ranks_per_host)}, {"ranks", rr}});
+    hosts.push_back({{"host", "node" + std::to_string(b / s.ranks_per_host)}, {"ranks", rr}});
   }
   nlohmann::json run = {{"schema", "scaletrain.run/1"},
                         {"name", s.model_name + "-n" + std::to_string(s.world)},

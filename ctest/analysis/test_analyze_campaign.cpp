@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -13,6 +15,7 @@
 #include "analyze/campaign.hpp"
 #include "analyze/ckpt_study.hpp"
 #include "analyze/cli.hpp"
+#include "analyze/plots.hpp"
 #include "analyze/synth.hpp"
 #include "core/error.hpp"
 #include "tmpdir.hpp"
@@ -169,4 +172,130 @@ TEST(AnalyzeCampaign, OptimalIntervalForThreeMtbfsThroughTheCli) {
   std::ostringstream o2, e2;
   EXPECT_EQ(cli_main({"campaign", s.dir, "--no-plots", "--mtbf", "soon"}, o2, e2), 2);
   EXPECT_NE(e2.str().find("--mtbf: invalid value 'soon'"), std::string::npos) << e2.str();
+}
+
+// A checkpoint study (2 sizes x no checkpoint and two intervals x 2 repeats)
+// holds one weak-scaling series: the checkpointed layouts are the study's
+// points. The campaign header used to list "weak scaling" once per
+// interval x mode (8 times in results/ckpt-overhead-tiny-cpu-20261202).
+TEST(AnalyzeCampaign, CheckpointVariantsAreNotScalingSeriesOfTheirOwn) {
+  TmpDir t;
+  std::vector<std::string> args = {"campaign"};
+  std::vector<RunSummary> runs;
+  for (int world : {1, 2})
+    for (int interval : {0, 5, 10})
+      for (int rep : {1, 2}) {
+        SynthSpec s;
+        s.dir = t / ("c/runs/n" + std::to_string(world) + "-i" + std::to_string(interval) + "-" +
+                     std::to_string(rep));
+        s.world = world;
+        s.ranks_per_host = 2;
+        s.steps = 30;
+        s.ckpt_interval = interval;
+        write_synthetic_run(s);
+        runs.push_back(analyse(s.dir));
+        args.push_back(s.dir);
+      }
+  const Campaign c = build_campaign(runs, false);
+  EXPECT_EQ(c.points.size(), 6u);
+  ASSERT_EQ(c.series.size(), 3u);
+  const auto shown = scaling_series(c);
+  ASSERT_EQ(shown.size(), 1u);
+  EXPECT_EQ(shown[0]->kind, "weak");
+  EXPECT_EQ(shown[0]->layout.find("ckpt"), std::string::npos) << shown[0]->layout;
+  for (const auto& s : c.series)
+    EXPECT_EQ(s.ckpt_variant, s.layout.find("ckpt") != std::string::npos) << s.layout;
+  // The study still has every checkpointed point.
+  EXPECT_EQ(checkpoint_study(c, c.mtbf_s, "").points.size(), 4u);
+
+  for (const char* a : {"--no-plots", "--out"}) args.push_back(a);
+  args.push_back(t / "c/analysis");
+  std::ostringstream o, e;
+  ASSERT_EQ(cli_main(args, o, e), 0) << e.str();
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(o.str(), "weak scaling"), 1u) << o.str();
+  std::ifstream rf(t / "c/analysis/report.md");
+  std::stringstream report;
+  report << rf.rdbuf();
+  EXPECT_EQ(count(report.str(), "weak scaling, base"), 1u) << report.str();
+  std::ifstream jf(t / "c/analysis/campaign.json");
+  const auto j = nlohmann::json::parse(jf);
+  int variants = 0;
+  for (const auto& s : j.at("series")) variants += s.at("checkpoint_variant").get<bool>() ? 1 : 0;
+  EXPECT_EQ(variants, 2);
+
+  // The campaign folder's README (slurm/campaigns/report.py) names the one series.
+  const char* src = std::getenv("SCALETRAIN_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "SCALETRAIN_SOURCE_DIR is set by ctest";
+  const std::string cmd =
+      std::string("python3 '") + src + "/slurm/campaigns/report.py' '" + (t / "c") + "' 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream mf(t / "c/README.md");
+  std::string line, row;
+  while (std::getline(mf, line))
+    if (line.rfind("| scaling series |", 0) == 0) row = line;
+  EXPECT_EQ(count(row, "weak scaling"), 1u) << row;
+  EXPECT_NE(row.find("over 1, 2 rank(s)"), std::string::npos) << row;
+}
+
+// An MFU sweep (two layouts at one size) draws each layout's memory headroom:
+// the capacity run.json records less the peak, NaN where a run records none.
+TEST(AnalyzeCampaign, MfuSweepShowsMemoryHeadroom) {
+  TmpDir t;
+  std::vector<RunSummary> runs;
+  const int64_t cap = int64_t(80) << 30;
+  for (int mb : {2, 4}) {
+    SynthSpec s;
+    s.dir = t / ("runs/mb" + std::to_string(mb));
+    s.world = 8;
+    s.micro_batch = mb;
+    s.global_batch_tokens = int64_t(8) * 4 * s.seq_len;  // one batch: a sweep, not a series
+    s.steps = 30;
+    write_synthetic_run(s);
+    if (mb == 4) {  // the other run predates the field
+      std::ifstream in(s.dir + "/run.json");
+      auto j = nlohmann::json::parse(in);
+      j["device"]["memory_capacity_bytes"] = cap;
+      j["device"]["memory_capacity_source"] = "total memory of cuda:0";
+      std::ofstream(s.dir + "/run.json") << j.dump(1);
+    }
+    runs.push_back(analyse(s.dir));
+  }
+  EXPECT_EQ(runs[1].mem_capacity_bytes, cap);
+  EXPECT_EQ(runs[0].mem_capacity_bytes, -1);
+  const Campaign c = build_campaign(runs, false);
+  std::vector<Plot> plots = campaign_plots(c);
+  const auto it = std::find_if(plots.begin(), plots.end(),
+                               [](const Plot& p) { return p.name == "mfu_by_layout"; });
+  ASSERT_NE(it, plots.end());
+  EXPECT_NE(it->script.find("headroom (capacity - peak)"), std::string::npos) << it->script;
+  std::istringstream d(it->data);
+  std::string line;
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(d, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    std::vector<std::string> cells;
+    for (std::string x; ls >> x;) cells.push_back(x);
+    rows.push_back(cells);
+  }
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) {
+    ASSERT_EQ(r.size(), 7u);
+    if (r[0].find("mb4") != std::string::npos) {
+      const double peak = std::stod(r[4]), capg = std::stod(r[5]), head = std::stod(r[6]);
+      EXPECT_DOUBLE_EQ(capg, 80.0);
+      EXPECT_NEAR(head, capg - peak, 1e-9);
+      EXPECT_GT(peak, 0);
+    } else {
+      EXPECT_EQ(r[5], "NaN") << "no capacity recorded";
+    }
+  }
+  const std::string gp = find_gnuplot();
+  if (gp.empty()) GTEST_SKIP() << "gnuplot not on PATH";
+  EXPECT_EQ(render_plot(t.p.string(), *it, gp), "");
 }

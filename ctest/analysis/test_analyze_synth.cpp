@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "analyze/campaign.hpp"
 #include "analyze/cli.hpp"
+#include "analyze/plots.hpp"
 #include "analyze/synth.hpp"
 #include "metrics/metrics.hpp"
 #include "tmpdir.hpp"
@@ -174,4 +177,66 @@ TEST(AnalyzeSynth, CliWritesEveryOutput) {
   unsetenv("SCALETRAIN_GNUPLOT");
   EXPECT_TRUE(std::filesystem::exists(t / "nogp/report.md"));
   EXPECT_NE(e3.str().find("skipped plot step_timeline.svg"), std::string::npos) << e3.str();
+}
+
+// Many ranks: rank_skew is a rank x step heat map (one image), not a comb of
+// one whisker per rank. A planted straggler is the row that runs hot.
+TEST(AnalyzeSynth, RankSkewAtManyRanksIsAHeatMap) {
+  TmpDir t;
+  SynthSpec s;
+  s.dir = t / "runs/run128";
+  s.world = 128;
+  s.ranks_per_host = 8;
+  s.steps = 24;
+  s.straggler_rank = 37;
+  write_synthetic_run(s);
+  const RunSummary r = analyse(s.dir);
+  const std::vector<Plot> plots = run_plots(r);
+  const auto it =
+      std::find_if(plots.begin(), plots.end(), [](const Plot& p) { return p.name == "rank_skew"; });
+  ASSERT_NE(it, plots.end());
+  EXPECT_EQ(it->script.find("candlesticks"), std::string::npos) << it->script;
+  EXPECT_EQ(it->script.find("whisker"), std::string::npos) << it->script;
+  EXPECT_NE(it->script.find("w image"), std::string::npos) << it->script;
+  // One scan line per rank, one value per window step.
+  std::istringstream d(it->data);
+  std::string line;
+  size_t rows = 0, cells = 0;
+  std::map<int, double> hottest;  // rank -> largest deviation
+  while (std::getline(d, line)) {
+    if (line.empty()) {
+      ++rows;
+      continue;
+    }
+    if (line[0] == '#') continue;
+    std::istringstream ls(line);
+    double step, row, rank, host, busy, rel;
+    ls >> step >> row >> rank >> host >> busy >> rel;
+    ++cells;
+    hottest[int(rank)] = std::max(hottest[int(rank)], rel);
+  }
+  EXPECT_EQ(rows, 128u);
+  EXPECT_EQ(cells, 128u * size_t(r.win_n));
+  const auto worst = std::max_element(hottest.begin(), hottest.end(),
+                                      [](auto& a, auto& b) { return a.second < b.second; });
+  EXPECT_EQ(worst->first, 37);
+  // Rendered: far fewer drawn paths than ranks (a whisker per rank would be
+  // at least one each).
+  const std::string gp = find_gnuplot();
+  if (gp.empty()) GTEST_SKIP() << "gnuplot not on PATH: the SVG is not rendered";
+  ASSERT_EQ(render_plot(t.p.string(), *it, gp), "");
+  std::ifstream f(t / "rank_skew.svg");
+  std::stringstream svg;
+  svg << f.rdbuf();
+  size_t paths = 0;
+  for (size_t at = svg.str().find("<path"); at != std::string::npos;
+       at = svg.str().find("<path", at + 1))
+    ++paths;
+  EXPECT_LT(paths, 128u) << "paths in rank_skew.svg";
+  // The cells: one filled rectangle each (crisp, not a smoothed image).
+  size_t cells_drawn = 0;
+  for (size_t at = svg.str().find("<polygon"); at != std::string::npos;
+       at = svg.str().find("<polygon", at + 1))
+    ++cells_drawn;
+  EXPECT_GE(cells_drawn, cells);
 }

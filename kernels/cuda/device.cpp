@@ -260,6 +260,13 @@ void CudaDevice::deallocate(void* p, size_t, MemCat) {
   if (p) cache_.free(p);
 }
 
+int64_t CudaDevice::capacity_bytes() const {
+  make_current();
+  size_t free = 0, total = 0;
+  ST_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return int64_t(total);
+}
+
 MemoryStats CudaDevice::memory() const {
   const BlockCache::Stats s = cache_.stats();
   MemoryStats m;

@@ -117,6 +117,7 @@ class CudaDevice final : public Device {
   void* allocate(size_t bytes, MemCat cat) override;
   void deallocate(void* p, size_t bytes, MemCat cat) override;
   MemoryStats memory() const override;
+  int64_t capacity_bytes() const override;  // cudaMemGetInfo's total
   void reset_peaks() override;
 
   Stream& compute_stream() override { return *compute_; }

@@ -51,6 +51,23 @@ const char* axis_name(Axis a) {
   return size_t(a) < sizeof kNames / sizeof kNames[0] ? kNames[size_t(a)] : "?";
 }
 
+const char* comm_part(Axis a, CollKind k, bool host) {
+  if (host) return "other";
+  switch (a) {
+    case Axis::Tp:
+      return "tp";
+    case Axis::Cp:
+      return "cp";
+    case Axis::Pp:
+      return "pp";
+    case Axis::Dp:
+    case Axis::DpCp:
+    case Axis::None:
+      break;
+  }
+  return k == CollKind::AllGather ? "zero" : "dp";
+}
+
 void set_wait_answer(WaitAnswer f) { g_answer.store(f); }
 
 uint64_t Communicator::next_uid() {
@@ -71,7 +88,8 @@ CommOp::CommOp(Communicator& comm, const Collective& c)
       bytes_(c.bytes),
       what_(c.what),
       seq_(c.seq),
-      ring_(comm.ring_ != nullptr) {}
+      ring_(comm.ring_ != nullptr),
+      host_(c.host) {}
 
 void CommOp::started() {
   if (ring_) flight::start(*comm_->ring_, seq_);
@@ -105,6 +123,11 @@ void Communicator::add_stat(CollKind k, int64_t bytes, double s) {
   st.seconds += s;
   st.bytes += bytes;
   st.calls += 1;
+}
+
+void Communicator::add_wait(CollKind k, bool host, double s) {
+  std::lock_guard<std::mutex> g(stats_mu_);
+  (host ? stats_[size_t(k)].host_s : stats_[size_t(k)].wait_s) += s;
 }
 
 void Communicator::join_flight(const std::vector<int>& world_ranks) {
@@ -158,12 +181,14 @@ void Communicator::poll_until(const char* what, int64_t bytes, const std::functi
 }
 
 void Communicator::wait_host(CommOp& op) {
+  const double t0 = wall_time();
   if (op.waits_itself()) {
     op.wait_self();
   } else {
     if (op.finished()) return;
     poll_until(op.what(), op.bytes(), [&op] { return op.test(); });
   }
+  add_wait(op.kind(), op.host_, wall_time() - t0);
   op.finish();
 }
 

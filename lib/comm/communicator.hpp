@@ -77,6 +77,10 @@ struct CollStats {
   double seconds = 0;
   int64_t bytes = 0;  // payload bytes per rank, nccl-tests "size" (all_reduce: buffer size)
   int64_t calls = 0;
+  // Seconds the host blocked waiting for them (CommHandle::wait, a wait on an
+  // inline stream): the exposed part on CPU ranks; 0 where a device stream
+  // waits instead. host_s: the same for blocking collectives of host values.
+  double wait_s = 0, host_s = 0;
 };
 
 enum class ReduceOp { Sum, Max };
@@ -96,6 +100,12 @@ enum class Axis : uint8_t {
   Pp,        // pipeline: the stage links (and the pp host group)
 };
 const char* axis_name(Axis a);  // "none", "tp", "cp", "dp", "dp_cp", "pp"
+// The part of a step a collective belongs to, by its group's axis (the
+// planner's parts, lib/plan/time_model.hpp): "tp", "cp", "pp"; on dp/dp_cp
+// (and groups of no axis) an all_gather is "zero" (ZeRO's parameter
+// gathers), the rest "dp" (gradient reductions); the blocking collectives of
+// host values (loss, norm, votes) are "other".
+const char* comm_part(Axis a, CollKind k, bool host);
 
 struct GroupAxis {
   Axis axis = Axis::None;
@@ -184,6 +194,7 @@ class CommOp {
   const char* what_ = "";
   uint64_t seq_ = 0;
   bool ring_ = false;  // has a flight-recorder entry
+  bool host_ = false;  // a blocking collective of host values (Collective::host)
   std::atomic<bool> done_{false};
 };
 
@@ -313,6 +324,7 @@ class Communicator {
   friend class CommOp;
   CommHandle start(Collective& c, Stream* after);
   void add_stat(CollKind k, int64_t bytes, double s);
+  void add_wait(CollKind k, bool host, double s);
   static uint64_t next_uid();
   mutable std::mutex stats_mu_;
   std::array<CollStats, size_t(CollKind::kCount)> stats_{};

@@ -107,6 +107,24 @@ const Slot* slot_of(std::string_view k) {
 std::string fill_step(const std::vector<flat::Member>& ms, StepRecord& r) {
   bool have_step = false, have_step_s = false, have_tokens = false;
   for (const auto& m : ms) {
+    if (m.key == "comm_wait_s" && m.kind == flat::Kind::Object) {
+      std::vector<flat::Member> parts;
+      const std::string err = flat::parse_object(m.value, parts);
+      if (!err.empty()) return "field 'comm_wait_s': " + err;
+      for (const auto& p : parts) {
+        const auto& names = comm_part_names();
+        const auto at = std::find(names.begin(), names.end(), p.key);
+        double v = 0;
+        if (at == names.end()) continue;
+        if (p.kind != flat::Kind::Number || !flat::to_double(p.value, v) || !(v >= 0) ||
+            std::isinf(v))
+          return "field 'comm_wait_s." + std::string(p.key) +
+                 "': must be a finite duration >= 0 s, got " + shown(p.value);
+        r.comm_wait[size_t(at - names.begin())] = v;
+      }
+      r.has_comm_wait = true;
+      continue;
+    }
     const Slot* s = slot_of(m.key);
     if (!s) continue;
     if (m.kind == flat::Kind::Null) {

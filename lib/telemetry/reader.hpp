@@ -6,6 +6,7 @@
 // each problem is reported as file:line with the field and value, and the rank
 // is flagged, never silently dropped. Schema: docs/telemetry.md.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -28,6 +29,10 @@ struct StepRecord {
   int64_t tokens = 0, global_tokens = 0;
   double loss = 0, grad_norm = 0, lr = 0;
   int64_t mem_peak_bytes = 0;
+  // comm_wait_s by part, in comm_part_names() order (tp, cp, pp, dp, zero,
+  // other); all 0 in records written before the field existed.
+  std::array<double, 6> comm_wait{};
+  bool has_comm_wait = false;
   int line = 0;  // line number in the rank file (for messages)
 };
 
@@ -96,6 +101,9 @@ struct RunInfo {
   int micro_batch = 0, grad_accum = 0, zero_stage = 0;
   std::string act_ckpt = "none", precision = "fp32";
   std::string device_name, device_kind, peak_source;
+  // device.memory_capacity_bytes (-1: absent or unknown) and its source
+  int64_t mem_capacity_bytes = -1;
+  std::string mem_capacity_source;
   std::string precision_choice;  // device.precision_choice: why train.precision=auto chose
   double peak_flops = 0;         // device.peak_flops (0 when absent)
   nlohmann::json raw;            // the whole document

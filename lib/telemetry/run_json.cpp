@@ -126,6 +126,8 @@ RunInfo read_run_json(const std::string& path, std::vector<std::string>& errors)
   g("device.peak_flops", ri.peak_flops, false);
   g("device.peak_source", ri.peak_source, false);
   g("device.precision_choice", ri.precision_choice, false);
+  g("device.memory_capacity_bytes", ri.mem_capacity_bytes, false);
+  g("device.memory_capacity_source", ri.mem_capacity_source, false);
   if (ri.global_batch_tokens == 0 && ri.global_batch > 0)
     ri.global_batch_tokens = ri.global_batch * ri.seq_len;
   if (ri.global_batch == 0 && ri.global_batch_tokens > 0 && ri.seq_len > 0)

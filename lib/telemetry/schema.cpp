@@ -29,6 +29,26 @@ std::vector<Field> coll_members() {
 
 }  // namespace
 
+const std::vector<std::string>& comm_part_names() {
+  static const std::vector<std::string> n = {"tp", "cp", "pp", "dp", "zero", "other"};
+  return n;
+}
+
+namespace {
+std::vector<Field> comm_wait_members() {
+  const char* meaning[] = {"tensor (and sequence) parallel collectives",
+                           "context parallel (ring attention)",
+                           "pipeline stage links (point to point)",
+                           "data-parallel gradient reductions",
+                           "ZeRO parameter gathers (all_gather on dp/dp_cp)",
+                           "blocking reductions of host values (loss, gradient norm, signal vote)"};
+  std::vector<Field> out;
+  for (size_t i = 0; i < comm_part_names().size(); ++i)
+    out.push_back({comm_part_names()[i], Ftype::Float, meaning[i]});
+  return out;
+}
+}  // namespace
+
 const std::vector<Field>& header_fields() {
   static const std::vector<Field> f = {
       {"type", Ftype::String, "`\"header\"`"},
@@ -107,6 +127,13 @@ const std::vector<Field>& step_fields() {
       {"comm", Ftype::Object,
        "per collective kind that ran this step: `{\"s\":float,\"bytes\":int,\"calls\":int}`",
        coll_members()},
+      {"comm_wait_s", Ftype::Object,
+       "seconds this rank's host blocked waiting for collectives this step, by part of the "
+       "step (the planner's parts): what splits `comm_exposed_s` by tp / cp / pp / dp / ZeRO. "
+       "On CPU ranks the waits are the exposed communication (the tp and cp waits inside "
+       "`fwd_s`/`bwd_s`, the others in `comm_exposed_s`); on GPUs the device streams wait "
+       "instead and these stay near 0",
+       comm_wait_members()},
       {"ckpt_stall_s", Ftype::Float,
        "time the loop waited for checkpointing this step (snapshot + waiting for a previous "
        "save)"},

@@ -33,6 +33,9 @@ struct EventSpec {
   std::vector<Field> extra;  // besides the common type, event, step, t
 };
 
+// The parts of a step's communication in the step record's `comm_wait_s`
+// (tp, cp, pp, dp, zero, other: lib/comm's comm_part names them).
+const std::vector<std::string>& comm_part_names();
 const std::vector<Field>& header_fields();        // line 1 of every rank file
 const std::vector<Field>& step_fields();          // one record per step
 const std::vector<Field>& event_common_fields();  // type, event, step, t

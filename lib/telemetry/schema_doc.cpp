@@ -101,7 +101,12 @@ precision, `peak_source`: the table row, the config key, or the measured
 GEMM rate in the run's precision (fp32: the sgemm; bf16: the bf16 GEMM the
 run trains with), `precision_choice` (why `train.precision=auto` chose the
 precision, e.g. that this CPU multiplies bf16 in hardware; empty when the
-precision was set), `threads_per_rank`), `versions` (`mpi`, `hdf5`, `compute`:
+precision was set), `threads_per_rank`, `memory_capacity_bytes`: what the
+device's memory is measured against: a GPU's total memory (cudaMemGetInfo),
+or for CPU ranks the memory available to the job on rank 0's host at start
+(MemAvailable, or the cgroup's memory.max less memory.current, the smaller)
+over that host's ranks, the figure the start-up memory check uses; -1 when
+unknown; `memory_capacity_source` says which), `versions` (`mpi`, `hdf5`, `compute`:
 what the kernels run on: the fp32 GEMM's BLAS build, core and threading, and
 the bf16 GEMM's library, instruction set and implementation, or the widening
 fallback and why; `compiler`), and `slurm` (`job_id`, `job_name`, `nodelist`, `partition`,

@@ -91,6 +91,9 @@ class Device {
   virtual void* allocate(size_t bytes, MemCat cat) = 0;
   virtual void deallocate(void* p, size_t bytes, MemCat cat) = 0;
   virtual MemoryStats memory() const = 0;
+  // Bytes of memory the device has in all (a GPU's total), -1 when it has
+  // none of its own: CPU ranks share their host's (app/host_memory.hpp).
+  virtual int64_t capacity_bytes() const { return -1; }
   virtual void reset_peaks() = 0;
   // Host seconds spent in allocate/deallocate since the last call (devices
   // that time them: the CPU ones; others report 0).

@@ -72,7 +72,12 @@ def main():
     one_size = len({r["run"].get("world_size") for r in runs}) == 1
     if camp_json and not one_size:  # scaling efficiency per run, from each accepted series
         for ser in camp_json.get("series", []):
-            kinds.append(f"{ser.get('model')}: {ser.get('kind')} scaling, base {ser.get('base_gpus')} rank(s)")
+            if ser.get("checkpoint_variant"):  # a checkpoint study's point, not a series of its own
+                continue
+            sizes = ", ".join(str(g) for g in ser.get("gpus", []))
+            kind = f"{ser.get('kind')} scaling" if ser.get("kind") != "single" else "single point"
+            kinds.append(f"{ser.get('model')}, {ser.get('layout')}: {kind} over {sizes} rank(s), "
+                         f"base {ser.get('base_gpus')}")
             # efficiency per point (repeats share their point's median)
             pts = camp_json.get("points", [])
             for pi, e in zip(ser.get("points", []), ser.get("efficiency", [])):

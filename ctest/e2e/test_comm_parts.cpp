@@ -1,0 +1,113 @@
+// Exposed communication by part of the step, from real multi-rank runs: every
+// step record's `comm_wait_s` holds the host waits of tp, cp, pp, dp, zero
+// and other (docs/telemetry.md); scaletrain-analyze run splits the exposed
+// share by them, the parts summing to it. A dp2 x pp2 run waits on the pp
+// links and the dp reductions, never on tp or ZeRO; a tp2 x dp2 ZeRO-1 run
+// waits on tp, dp and ZeRO's parameter gathers, never on pp. run.json
+// records the memory capacity a CPU rank is measured against.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "run_util.hpp"
+
+namespace {
+using namespace st::test;
+using Parts = std::map<std::string, double>;
+const char* const kParts[] = {"tp", "cp", "pp", "dp", "zero", "other"};
+
+std::string analyze() { return env_or("SCALETRAIN_ANALYZE", "scaletrain-analyze"); }
+
+// Every rank's comm_wait_s summed over the steps after the first.
+Parts summed_waits(const std::string& run, int ranks) {
+  Parts sum;
+  for (int r = 0; r < ranks; ++r) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/telemetry/rank_%05d.jsonl", r);
+    std::ifstream in(run + name);
+    std::string line;
+    int steps = 0;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || j.value("type", "") != "step") continue;
+      ++steps;
+      const auto& w = j.at("comm_wait_s");
+      for (const char* p : kParts) {
+        EXPECT_TRUE(w.contains(p)) << p << " missing in " << w.dump();
+        if (j.at("step").get<int>() > 1) sum[p] += w.value(p, 0.0);
+      }
+    }
+    EXPECT_EQ(steps, 6) << run << " rank " << r;
+  }
+  return sum;
+}
+
+// The analyzer's exposed share and its parts (summary.json).
+void check_summary(const std::string& run, const std::set<std::string>& nonzero) {
+  auto r = run_cmd(analyze() + " run " + run + " --no-plots");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream f(run + "/analysis/summary.json");
+  const auto j = nlohmann::json::parse(f);
+  const auto& sh = j.at("shares");
+  const double exposed = sh.at("comm_exposed").get<double>();
+  EXPECT_GT(exposed, 0);
+  double sum = 0;
+  for (const auto& [k, v] : sh.at("comm_exposed_parts").items()) {
+    sum += v.get<double>();
+    if (nonzero.count(k)) {
+      EXPECT_GT(v.get<double>(), 0) << k << " in " << sh.dump();
+    } else if (k != "other") {  // host reductions: every layout has some
+      EXPECT_EQ(v.get<double>(), 0) << k << " in " << sh.dump();
+    }
+  }
+  EXPECT_NEAR(sum, exposed, 1e-9 * std::max(1.0, exposed)) << sh.dump();
+  EXPECT_EQ(sh.at("comm_exposed_parts").at("unattributed").get<double>(), 0) << sh.dump();
+}
+
+std::string tiny(const std::string& layout, const std::string& out) {
+  return "--config " + src_dir() + "/configs/models/tiny.yaml --set train.steps=6 " + layout +
+         " --out " + out;
+}
+}  // namespace
+
+TEST(CommParts, DpTimesPpWaitsOnPipelineAndDataParallel) {
+  const std::string dir = fresh_dir("comm_parts_pp") + "/run";
+  auto r = run_scaletrain(
+      4, tiny("--set parallel.pp=2 --set parallel.dp=2 --set train.grad_accum=2", dir));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Parts w = summed_waits(dir, 4);
+  EXPECT_GT(w.at("pp"), 0);
+  EXPECT_GT(w.at("dp"), 0);
+  EXPECT_GT(w.at("other"), 0);
+  EXPECT_EQ(w.at("tp"), 0);
+  EXPECT_EQ(w.at("cp"), 0);
+  EXPECT_EQ(w.at("zero"), 0);
+  check_summary(dir, {"pp", "dp", "other"});
+  // run.json: the host's available memory over its 4 ranks.
+  std::ifstream f(dir + "/run.json");
+  const auto j = nlohmann::json::parse(f);
+  const auto& dev = j.at("device");
+  EXPECT_GT(dev.at("memory_capacity_bytes").get<int64_t>(), 0) << dev.dump();
+  EXPECT_NE(dev.at("memory_capacity_source").get<std::string>().find("over its 4 rank(s)"),
+            std::string::npos)
+      << dev.dump();
+}
+
+TEST(CommParts, TpTimesDpZeroWaitsOnTensorDataParallelAndZero) {
+  const std::string dir = fresh_dir("comm_parts_tp") + "/run";
+  auto r = run_scaletrain(
+      4, tiny("--set parallel.tp=2 --set parallel.dp=2 --set parallel.zero_stage=1", dir));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Parts w = summed_waits(dir, 4);
+  EXPECT_GT(w.at("tp"), 0);
+  EXPECT_GT(w.at("dp"), 0);
+  EXPECT_GT(w.at("zero"), 0);
+  EXPECT_EQ(w.at("pp"), 0);
+  EXPECT_EQ(w.at("cp"), 0);
+  check_summary(dir, {"tp", "dp", "zero", "other"});
+}
