@@ -9,4 +9,4 @@ set object 1 rect from 34, graph 0 to 34, graph 1 fc rgb '#e8f0ff' fs solid 0.5 
 plot 'step_timeline.dat' u 1:2 w l lc rgb '#1f77b4' t 'step time (max over ranks)', \
   '' u 1:($6>0?$2:1/0) w p pt 7 ps 0.6 lc rgb '#d62728' t 'checkpoint step', \
   '' u 1:($4>0?$4:1/0) w impulses lc rgb '#ff7f0e' t 'ckpt stall', \
-  0.123075 w l dt 2 lc rgb 'black' t 'window median'
+  0.00318644 w l dt 2 lc rgb 'black' t 'window median'
