@@ -13,6 +13,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "core/cpu_quota.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "plan/ops.hpp"
@@ -77,48 +78,6 @@ std::string cpu_model() {
       if (c != std::string::npos) return line.substr(c + 2);
     }
   return "cpu";
-}
-
-// The CPU quota of this process's cgroup, in CPUs (the smallest along the
-// path to the root; cgroup v2 cpu.max, v1 cpu.cfs_quota_us / cfs_period_us),
-// and where it was read; 0 when none is set.
-std::pair<double, std::string> cgroup_cpu_quota() {
-  std::ifstream f("/proc/self/cgroup");
-  std::string line;
-  double best = 0;
-  std::string where;
-  auto consider = [&](double cpus, const std::string& file) {
-    if (cpus > 0 && (best == 0 || cpus < best)) best = cpus, where = file;
-  };
-  while (std::getline(f, line)) {
-    const auto a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    const std::string ctl = line.substr(a + 1, b - a - 1);
-    fs::path path = line.substr(b + 1);
-    const bool v2 = line.substr(0, a) == "0" && ctl.empty();
-    bool v1 = false;
-    for (const auto& c : split(ctl, ',')) v1 = v1 || c == "cpu";
-    if (!v1 && !v2) continue;
-    const fs::path base = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/" + ctl;
-    for (;;) {
-      const fs::path d = base / path.relative_path();
-      if (v2) {
-        std::ifstream m(d / "cpu.max");
-        std::string q;
-        double period = 0;
-        if (m >> q >> period && q != "max" && period > 0)
-          consider(std::stod(q) / period, (d / "cpu.max").string());
-      } else {
-        std::ifstream q(d / "cpu.cfs_quota_us"), p(d / "cpu.cfs_period_us");
-        double quota = 0, period = 0;
-        if (q >> quota && p >> period && quota > 0 && period > 0)
-          consider(quota / period, (d / "cpu.cfs_quota_us").string());
-      }
-      if (path == path.root_path() || path.empty()) break;
-      path = path.parent_path();
-    }
-  }
-  return {best, where};
 }
 
 double mem_total_bytes() {
@@ -219,7 +178,9 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
   // call is priced at its CPU time over the quota (never below its wall
   // time), and the slowdown a back-to-back loop measures is recorded beside
   // it as the check.
-  const auto [quota, quota_file] = cgroup_cpu_quota();
+  const CpuQuota cq = cgroup_cpu_quota();
+  const double quota = cq.cpus;
+  const std::string& quota_file = cq.where;
   size_t done = 0;
   for (const auto& [key, op] : ops) {
     double cpu = 0;

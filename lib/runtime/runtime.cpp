@@ -14,6 +14,7 @@
 #include <map>
 #include <thread>
 
+#include "core/cpu_quota.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
@@ -211,6 +212,12 @@ int usable_cores() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
   return std::max(1, int(std::thread::hardware_concurrency()));
+}
+
+double usable_cpus() {
+  static const double quota = cgroup_cpu_quota().cpus;
+  const double cores = usable_cores();
+  return quota > 0 ? std::min(cores, quota) : cores;
 }
 
 int pick_threads(int requested, int local_size) {

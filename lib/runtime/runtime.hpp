@@ -70,4 +70,8 @@ inline constexpr int kExitPreempted = 3;
 int pick_threads(int requested, int local_size);
 // CPUs this process may run on (its affinity mask; else the machine's).
 int usable_cores();
+// The CPU time its node group may use per second: usable_cores(), or less
+// where a cgroup CPU quota caps it (a container's limit, an emulated node;
+// core/cpu_quota.hpp). Ranks x threads above it are oversubscribed.
+double usable_cpus();
 }  // namespace st

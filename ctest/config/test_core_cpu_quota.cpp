@@ -1,0 +1,54 @@
+// core/cpu_quota.hpp: the smallest CPU quota on a process's cgroup path, on
+// cgroup v1 (cpu controller, maybe co-mounted) and v2 trees built in a
+// temporary folder.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/cpu_quota.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Tree : ::testing::Test {
+  fs::path root = fs::temp_directory_path() / ("st-cpu-quota-" + std::to_string(::getpid()));
+  void SetUp() override { fs::create_directories(root); }
+  void TearDown() override { fs::remove_all(root); }
+  void put(const fs::path& rel, const std::string& text) {
+    fs::create_directories((root / rel).parent_path());
+    std::ofstream(root / rel) << text;
+  }
+};
+
+TEST_F(Tree, V2SmallestAlongThePath) {
+  put("cpu.max", "max 100000\n");
+  put("emu/cpu.max", "90000 100000\n");       // 0.9
+  put("emu/n1/cpu.max", "45000 100000\n");    // 0.45: the node
+  put("emu/n1/job/cpu.max", "max 100000\n");  // none below
+  const auto q = st::cgroup_cpu_quota("0::/emu/n1/job\n", root.string());
+  EXPECT_DOUBLE_EQ(q.cpus, 0.45);
+  EXPECT_EQ(q.where, (root / "emu/n1/cpu.max").string());
+}
+
+TEST_F(Tree, V1CpuControllerCoMountedWithCpuacct) {
+  put("cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+  put("cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  put("cpu,cpuacct/emu/n2/cpu.cfs_quota_us", "150000\n");
+  put("cpu,cpuacct/emu/n2/cpu.cfs_period_us", "100000\n");
+  const auto q = st::cgroup_cpu_quota("4:memory:/x\n3:cpu,cpuacct:/emu/n2\n0::/\n", root.string());
+  EXPECT_DOUBLE_EQ(q.cpus, 1.5);
+}
+
+TEST_F(Tree, NoQuotaAnywhereIsZero) {
+  put("cpu.max", "max 100000\n");
+  put("cpu/cpu.cfs_quota_us", "-1\n");
+  put("cpu/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(st::cgroup_cpu_quota("1:cpu:/\n0::/\n", root.string()).cpus, 0);
+  EXPECT_EQ(st::cgroup_cpu_quota("", root.string()).cpus, 0);
+  EXPECT_EQ(st::cgroup_cpu_quota("garbage\n", root.string()).cpus, 0);
+}
+
+}  // namespace
