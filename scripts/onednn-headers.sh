@@ -3,13 +3,18 @@
 # onednn3_syntax test (ctest/model): `git archive TAG include`, then writes the
 # headers oneDNN's CMake would generate (dnnl_config.h, dnnl_version.h,
 # dnnl_version_hash.h) for a CPU-only OpenMP build. No network, no build of
-# oneDNN; the folder is for compiling against, never committed.
-#   scripts/onednn-headers.sh ONEDNN_REPO TAG OUT_DIR
+# oneDNN. --dnnl-hpp-only keeps only the headers <oneapi/dnnl/dnnl.hpp>
+# includes (the preprocessor's list): that is how the committed folder
+# third_party/onednn-3.7.1/include (the test's default, see its README) was made.
+#   scripts/onednn-headers.sh ONEDNN_REPO TAG OUT_DIR [--dnnl-hpp-only]
 #   cmake --preset ci -DSCALETRAIN_ONEDNN3_INCLUDE=OUT_DIR   (or the environment variable)
 set -euo pipefail
-repo=${1:?usage: onednn-headers.sh ONEDNN_REPO TAG OUT_DIR}
-tag=${2:?usage: onednn-headers.sh ONEDNN_REPO TAG OUT_DIR}
-out=${3:?usage: onednn-headers.sh ONEDNN_REPO TAG OUT_DIR}
+usage="usage: onednn-headers.sh ONEDNN_REPO TAG OUT_DIR [--dnnl-hpp-only]"
+repo=${1:?$usage}
+tag=${2:?$usage}
+out=${3:?$usage}
+only=${4:-}
+[[ -z $only || $only == --dnnl-hpp-only ]] || { echo "onednn-headers.sh: unknown option '$only'; $usage" >&2; exit 2; }
 [[ $tag =~ ^v([0-9]+)\.([0-9]+)(\.([0-9]+))?$ ]] ||
   { echo "onednn-headers.sh: tag '$tag' is not vMAJOR.MINOR[.PATCH]" >&2; exit 2; }
 major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]} patch=${BASH_REMATCH[4]:-0}
@@ -36,5 +41,12 @@ fi
 if grep -nE '@[A-Z_]+@|#cmakedefine' "$d/dnnl_config.h" "$d/dnnl_version.h"; then
   echo "onednn-headers.sh: unreplaced template lines above" >&2
   exit 1
+fi
+if [[ -n $only ]]; then
+  keep=$(echo '#include <oneapi/dnnl/dnnl.hpp>' | ${CXX:-c++} -std=c++17 -x c++ -M -I"$out" - |
+    tr ' \\' '\n\n' | sed -n "s|^$out/||p" | sort -u)
+  [[ -n $keep ]] || { echo "onednn-headers.sh: the preprocessor listed no header of $out" >&2; exit 1; }
+  find "$out" -type f | sed "s|^$out/||" | sort | comm -23 - <(echo "$keep") |
+    while read -r f; do rm "$out/$f"; done
 fi
 echo "oneDNN $major.$minor.$patch headers in $out"

@@ -9,10 +9,12 @@ rule in docs/tensorboard.md re-implemented here.
 usage: check_tensorboard.py PROTOC PROTO_DIR RUN_DIR TB_DIR [--same-as OTHER_TB_DIR]
 Prints "checked N scalars in M events: all equal" and exits 0, else 1.
 """
+import atexit
 import glob
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -35,6 +37,7 @@ def masked(data):
 
 def load_pb(protoc, proto_dir):
     out = tempfile.mkdtemp(prefix="tbpb-")
+    atexit.register(shutil.rmtree, out, True)  # the generated module's folder
     subprocess.run([protoc, "-I", proto_dir, "--python_out=" + out, "event.proto"], check=True)
     sys.path.insert(0, out)
     import event_pb2  # noqa: E402

@@ -99,6 +99,7 @@ TEST(TensorBoard, TwoRankRunLiveAndExportEqualTelemetry) {
   e = run_cmd(analyze() + " export " + run);
   EXPECT_EQ(e.exit_code, 2) << e.output;
   EXPECT_NE(e.output.find("--tensorboard OUT is required"), std::string::npos) << e.output;
+  if (!::testing::Test::HasFailure()) fs::remove_all(d);
 }
 
 TEST(TensorBoard, UnwritableLiveFolderStopsEveryRankBeforeTraining) {
@@ -126,6 +127,7 @@ TEST(TensorBoard, UnwritableLiveFolderStopsEveryRankBeforeTraining) {
   // runtime.tensorboard=false: the same folder trains.
   r = run_scaletrain(2, args(d, d + "/run") + " --set runtime.tensorboard=false");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  if (!::testing::Test::HasFailure()) fs::remove_all(d);
 }
 
 }  // namespace
