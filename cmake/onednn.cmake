@@ -7,9 +7,9 @@
 # variable when the test runs) names a oneDNN 3.x include folder that the
 # onednn3_syntax test compiles gemm_onednn.cpp against (scripts/onednn-headers.sh
 # makes one from a oneDNN checkout); without it the test uses the oneDNN 3.7.1
-# headers committed in third_party/onednn-3.7.1 (on no target's include path).
+# headers committed in ctest/model/onednn-3.7.1 (on no target's include path).
 set(SCALETRAIN_ONEDNN3_INCLUDE "$ENV{SCALETRAIN_ONEDNN3_INCLUDE}" CACHE PATH
-  "oneDNN 3.x include folder for the onednn3_syntax test (empty: third_party/onednn-3.7.1)")
+  "oneDNN 3.x include folder for the onednn3_syntax test (empty: ctest/model/onednn-3.7.1)")
 set(SCALETRAIN_HAVE_ONEDNN 0)
 set(SCALETRAIN_ONEDNN_SUMMARY "off (SCALETRAIN_ONEDNN=OFF): bf16 GEMM widened to fp32 sgemm")
 if(NOT SCALETRAIN_ONEDNN STREQUAL "OFF")

@@ -5,7 +5,7 @@
 # dnnl_version_hash.h) for a CPU-only OpenMP build. No network, no build of
 # oneDNN. --dnnl-hpp-only keeps only the headers <oneapi/dnnl/dnnl.hpp>
 # includes (the preprocessor's list): that is how the committed folder
-# third_party/onednn-3.7.1/include (the test's default, see its README) was made.
+# ctest/model/onednn-3.7.1/include (the test's default, see its README) was made.
 #   scripts/onednn-headers.sh ONEDNN_REPO TAG OUT_DIR [--dnnl-hpp-only]
 #   cmake --preset ci -DSCALETRAIN_ONEDNN3_INCLUDE=OUT_DIR   (or the environment variable)
 set -euo pipefail

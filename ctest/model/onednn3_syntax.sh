@@ -3,13 +3,13 @@
 # code path; the build itself compiles the 2.x one against the installed
 # libdnnl-dev). The folder comes from SCALETRAIN_ONEDNN3_INCLUDE (the CMake
 # cache variable, passed as $4, else the environment variable); without one,
-# the oneDNN 3.7.1 headers committed in third_party/onednn-3.7.1/include (so
+# the oneDNN 3.7.1 headers committed in ctest/model/onednn-3.7.1/include (so
 # the check runs in CI, with no network). scripts/onednn-headers.sh makes
 # such a folder for another 3.x tag.
 #   onednn3_syntax.sh CXX SOURCE_DIR GENERATED_DIR [ONEDNN3_INCLUDE]
 set -uo pipefail
 cxx=$1 src=$2 gen=$3
-inc=${4:-${SCALETRAIN_ONEDNN3_INCLUDE:-$src/third_party/onednn-3.7.1/include}}
+inc=${4:-${SCALETRAIN_ONEDNN3_INCLUDE:-$src/ctest/model/onednn-3.7.1/include}}
 v=$inc/oneapi/dnnl/dnnl_version.h
 [[ -f $v ]] || { echo "FAIL: $inc is not a oneDNN include folder ($v missing)"; exit 1; }
 major=$(awk '$2 == "DNNL_VERSION_MAJOR" {print $3}' "$v")
