@@ -633,7 +633,8 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   }
   ReplayOpts opt;
   opt.polls = !cl.async_progress();
-  const std::vector<std::vector<int>> cnt = node_stages(cfg, cl);
+  const std::vector<std::vector<int>> cnt =
+      cl.concurrency.empty() ? std::vector<std::vector<int>>{} : node_stages(cfg, cl);
   opt.busy = stages_share_nodes(cnt, cl);
   std::vector<Replay> rp = replay_stages(cfg, priced, stand_in, slot, {}, opt);
   // Stages sharing a node: replayed again at the slowdown their turns give
