@@ -198,7 +198,10 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
     if (quota > 0) {
       std::ostringstream v;
       v << quota << " CPU (" << quota_file << "): kernel calls priced at CPU time / " << quota
-        << ", collectives timed beside a computing thread (probe --busy 1)";
+        << (c.async_progress()
+                ? ", collectives timed beside a computing thread (probe --busy 1)"
+                : ", collectives timed alone (collective_progress polls: they run while the "
+                  "rank's thread waits, not beside its compute)");
       c.meta["cpu_quota"] = v.str();
     }
     log << "calibrate: sustained/burst speed " << slow << ", CPU quota "
@@ -248,10 +251,13 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
       if (r < 2 || (l.inter == 0 && r > c.cores_per_node)) continue;
       std::ostringstream args;
       args << "--sizes " << sizes << " --seconds " << o.coll_seconds;
-      // Under a CPU quota the collectives are timed beside a computing thread:
-      // a step's gradient reductions run while its backward keeps the node's
-      // quota spent (see the probe's --busy).
-      if (quota > 0) args << " --busy 1";
+      // Under a CPU quota, collectives that progress on their own
+      // (collective_progress async) are timed beside a computing thread: a
+      // step's gradient reductions run while its backward keeps the node's
+      // quota spent (see the probe's --busy). Those that progress only
+      // while the rank's thread waits (polls, the CPU device's MPI) run when
+      // it has stopped computing: timed alone.
+      if (quota > 0 && c.async_progress()) args << " --busy 1";
       if (l.ops) args << " --ops " << shell_quote(mix_keys);
       const std::string text = run_probe(r, args.str(), log, l.mpiexec);
       std::istringstream in(text);

@@ -16,7 +16,8 @@
 // Each run is predicted on the cluster with the run's own node size (the
 // most ranks run.json's "hosts" put on one node); a run whose ranks were not
 // placed in consecutive blocks (mpirun --rank-by node) is flagged, since the
-// planner places ranks in blocks. The step's parts are set side by side:
+// planner places ranks in blocks, and left out of the step time MAPE (the
+// MAPE over every run is given beside it). The step's parts are set side by side:
 // compute (fwd + bwd + optimizer), exposed communication and the rest of the
 // step (measured: step - compute - exposed - data - checkpoint stall, the
 // pipeline bubble and waits; predicted: the bubble).

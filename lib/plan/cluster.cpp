@@ -168,6 +168,7 @@ Cluster load_cluster(const std::string& path) {
                    "ops",
                    "concurrency",
                    "collectives",
+                   "collective_progress",
                    "rates",
                    "notes",
                    "calibrated"});
@@ -258,6 +259,8 @@ Cluster load_cluster(const std::string& path) {
       c.collectives.push_back(m);
     }
   }
+  if (s.has("collective_progress"))
+    c.progress = s.str("collective_progress", "", true, {"async", "polls"}) == "async" ? 1 : -1;
   c.notes = s.str("notes", "");
   if (s.has("calibrated")) {
     const YAML::Node n = s.node("calibrated");
@@ -299,6 +302,10 @@ std::string cluster_to_yaml(const Cluster& c) {
     << ", kernel_overhead_us: " << c.eff.kernel_overhead * 1e6;
   if (c.eff.network_intra_given) o << ", network_intra: " << c.eff.network_intra;
   o << "}";
+  if (c.progress != 0 || !c.gpu())
+    o << "\n# async: collectives progress beside compute; polls: only while the issuing "
+         "thread waits\ncollective_progress: "
+      << (c.async_progress() ? "async" : "polls");
   if (!c.concurrency.empty()) {
     o << "\n# compute slowdown when this many ranks share the node's cores (1 = "
          "alone)\nconcurrency:";

@@ -85,6 +85,15 @@ struct Cluster {
   std::map<std::string, double> op_seconds;
   std::map<int, double> concurrency;
   std::vector<MeasuredCollective> collectives;
+  // How a collective issued beside compute progresses (`collective_progress`):
+  // async, on its own (NCCL kernels on their stream, a progress thread), so
+  // it overlaps the compute issued after it; polls, only while the issuing
+  // thread is inside the communicator (MPI requests on the default CPU
+  // device's inline stream: the engine's tests between gradients and its
+  // waits), so it overlaps no compute and runs when the thread waits.
+  // Unsaid (0): by kind, async on gpu, polls on cpu.
+  int progress = 0;  // 1: async, -1: polls, 0: by kind
+  bool async_progress() const { return progress != 0 ? progress > 0 : gpu(); }
   Rates rates;        // GPU clusters: kernel-level rates (empty: the efficiencies' roofline)
   std::string notes;  // free text carried along
   std::map<std::string, std::string> meta;  // calibrated: date, host, command ...

@@ -12,22 +12,6 @@ namespace {
 
 constexpr double kGemmFill = 256;  // GPU GEMM: elements of K lost to pipeline fill and drain
 
-// Slowdown of one rank's compute when `ranks` share the node (calibrate's
-// measurement; linear between measured counts, proportional beyond).
-double concurrency(const Cluster& cl, int ranks) {
-  if (cl.concurrency.empty() || ranks <= 1) return 1.0;
-  auto hi = cl.concurrency.lower_bound(ranks);
-  if (hi != cl.concurrency.end() && hi->first == ranks) return hi->second;
-  if (hi == cl.concurrency.end()) {
-    const auto& [r, f] = *cl.concurrency.rbegin();
-    return f * double(ranks) / double(r);
-  }
-  if (hi == cl.concurrency.begin()) return hi->second;
-  auto lo = std::prev(hi);
-  const double w = double(ranks - lo->first) / double(hi->first - lo->first);
-  return lo->second + w * (hi->second - lo->second);
-}
-
 double log_distance(const Op& a, const Op& b) {
   double d = 0;
   for (int i = 0; i < 6; ++i)
@@ -111,8 +95,22 @@ double busbw(const std::vector<BusBw>& v, double bytes) {
 
 }  // namespace
 
+double concurrency_slowdown(const Cluster& cl, int ranks) {
+  if (cl.concurrency.empty() || ranks <= 1) return 1.0;
+  auto hi = cl.concurrency.lower_bound(ranks);
+  if (hi != cl.concurrency.end() && hi->first == ranks) return hi->second;
+  if (hi == cl.concurrency.end()) {
+    const auto& [r, f] = *cl.concurrency.rbegin();
+    return f * double(ranks) / double(r);
+  }
+  if (hi == cl.concurrency.begin()) return hi->second;
+  auto lo = std::prev(hi);
+  const double w = double(ranks - lo->first) / double(hi->first - lo->first);
+  return lo->second + w * (hi->second - lo->second);
+}
+
 double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node) {
-  if (!cl.gpu()) return measured_or_scaled(op, cl) * concurrency(cl, ranks_on_node);
+  if (!cl.gpu()) return measured_or_scaled(op, cl) * concurrency_slowdown(cl, ranks_on_node);
   const double bytes = op.elements() * (op.kind == OpKind::Adam ? 4.0 : 2.0);
   const double mem = bytes / (cl.memory_bandwidth * cl.eff.memory);
   double t = mem;

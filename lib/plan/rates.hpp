@@ -11,7 +11,12 @@
 
 namespace st::plan {
 
-// One kernel call on one rank, with `ranks_on_node` ranks sharing the node.
+// Slowdown of one rank's compute while `ranks` ranks of a node compute at
+// once (a CPU cluster's measured `concurrency`, linear between measured
+// counts, proportional beyond; 1 without the table or for one rank).
+double concurrency_slowdown(const Cluster& cl, int ranks);
+// One kernel call on one rank, with `ranks_on_node` ranks sharing the node
+// (priced at their concurrency_slowdown).
 double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node);
 // What a collective is priced as: its kind (the seam's row: ring factors,
 // communicator.hpp) and, for an exchange, whether it is the cp ring's shift

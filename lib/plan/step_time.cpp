@@ -22,8 +22,19 @@
 // take as long as the critical stage's own. Its idle there is the
 // schedule's own bubble; what the real replay adds is the stages'
 // imbalance (the edge work, an uneven layer split).
+// Two facts of the cluster shape the replay. Where collectives do not
+// progress on their own (Cluster::async_progress false: MPI requests on the
+// default CPU device, progressed only inside the issuing thread's MPI
+// calls), a collective on a communicator's clock starts no earlier than the
+// thread's next wait for a collective: the gradient buckets launched during
+// the backward overlap none of it. And where ranks of different stages
+// share a node's cores (a CPU cluster's `concurrency`), they compute at once
+// only part of the time: the replay is repeated with each stage's kernels
+// at the slowdown its node's ranks cause over its compute intervals.
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -235,11 +246,33 @@ struct Replay {
   // The stage's own work in its ops (not edge work): the compute stream's
   // kernels and copies and the collectives it runs inline, in seconds.
   double work = 0;
-  double scale = 1;  // every item's duration times this (the even replay)
+  double scale = 1;   // every item's duration times this (the even replay)
+  double cscale = 1;  // kernels and copies times this: the node's sharing (ReplayOpts)
+  // Polls: collectives issued and not yet complete, in issue order. They
+  // progress only while the issuing thread waits for a collective.
+  struct Pending {
+    size_t item;
+    double earliest;  // no progress before (a receive: its send's issue)
+    double rem;       // seconds of it left
+  };
+  std::vector<Pending> pending;
+  // The compute stream's busy intervals, when asked for (ReplayOpts::busy).
+  std::vector<std::pair<double, double>> busy;
   // Parts.
   double part[kNone + 1] = {};  // compute seconds by class (kernels, copies)
   double total[kNone + 1] = {}, exposed[kNone + 1] = {}, bubble = 0;
   int64_t pp_recv_wait = -1;  // a pipeline receive's wait: split into pp and bubble
+};
+
+// How the stages are replayed beside the prices. polls: collectives on a
+// communicator's clock progress only while the issuing thread waits for a
+// collective (Cluster::async_progress false); cscale: per stage, its
+// kernels and copies times this (ranks of other stages sharing its node);
+// busy: keep each stage's compute-stream intervals.
+struct ReplayOpts {
+  bool polls = false;
+  std::vector<double> cscale;
+  bool busy = false;
 };
 
 // Every stage replayed over the full schedule, together. `scale` empty: as
@@ -248,7 +281,7 @@ struct Replay {
 // every stage's ops take as long as one stage's.
 std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& priced,
                                   const std::vector<int>& stand_in, const std::vector<int>& slot,
-                                  const std::vector<double>& scale) {
+                                  const std::vector<double>& scale, const ReplayOpts& opt) {
   const bool edge = scale.empty();
   const auto& p = cfg.parallel;
   const int P = p.pp, v = p.num_model_chunks, M = cfg.train.grad_accum, V = P * v;
@@ -280,6 +313,7 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
       r.tmpl.push_back(t);
     }
     if (!edge) r.scale = scale[size_t(s)];
+    if (!opt.cscale.empty()) r.cscale = opt.cscale[size_t(s)];
     r.clock.assign(size_t(r.pr->tl->lanes), 0);
     r.done.assign(r.pr->dur.size(), 0);
     r.cause.assign(r.pr->dur.size(), kNone);
@@ -288,19 +322,69 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
   // When each op's send was issued: its neighbour's receive starts then.
   std::vector<double> fin_f(size_t(M * V), unknown), fin_b(size_t(M * V), unknown);
 
+  // A compute-stream interval of stage r (merged with the previous one when
+  // they touch).
+  auto note_busy = [&](Replay& r, double b, double e) {
+    if (!opt.busy || e <= b) return;
+    if (!r.busy.empty() && r.busy.back().second >= b - 1e-12)
+      r.busy.back().second = std::max(r.busy.back().second, e);
+    else
+      r.busy.push_back({b, e});
+  };
+  // Polls: the thread waits from `from` to `to`, inside the communicator:
+  // the pending collectives progress meanwhile, each communicator's in
+  // order (one after its previous one), the communicators side by side.
+  auto progress_in_wait = [&](Replay& r, double from, double to) {
+    std::map<int32_t, double> at;  // each communicator's clock in the window (-1: stalled)
+    for (Replay::Pending& q : r.pending) {
+      const int32_t L = r.pr->tl->lane[q.item];
+      const auto it = at.find(L);
+      const double c = it == at.end() ? from : it->second;
+      if (c < 0) continue;
+      const double start = std::max(c, q.earliest);
+      const double run = std::min(q.rem, std::max(0.0, to - start));
+      q.rem -= run;
+      if (q.rem > 1e-12 * (1 + run)) {
+        at[L] = -1;
+        continue;
+      }
+      q.rem = 0;
+      r.done[q.item] = start + run;
+      r.clock[size_t(L)] = std::max(r.clock[size_t(L)], start + run);
+      at[L] = start + run;
+    }
+    r.pending.erase(std::remove_if(r.pending.begin(), r.pending.end(),
+                                   [](const Replay::Pending& q) { return q.rem == 0; }),
+                    r.pending.end());
+  };
+  // Polls: a wait from `now` for pending collective j lasts until its
+  // communicator has run what was issued on it before j, and j.
+  auto completes_at = [&](const Replay& r, size_t j, double now) {
+    const int32_t L = r.pr->tl->lane[j];
+    double t = now;
+    for (const Replay::Pending& q : r.pending) {
+      if (r.pr->tl->lane[q.item] != L) continue;
+      t = std::max(t, q.earliest) + q.rem;
+      if (q.item == j) break;
+    }
+    return t;
+  };
+
   // Runs item i of stage r; false when it waits for another stage.
   auto run_item = [&](Replay& r, int s, size_t i, bool first_recv_pending, bool& used_recv) {
     const Priced& pr = *r.pr;
     const Item& it = pr.rec->step.items[i];
     const int32_t L = pr.tl->lane[i];
     double& lane = r.clock[size_t(L)];
-    const double dur = edge || !pr.tl->edge[i] ? r.scale * pr.dur[i] : 0.0;
+    double dur = edge || !pr.tl->edge[i] ? r.scale * pr.dur[i] : 0.0;
     const bool own = !pr.tl->edge[i] && !r.head && r.op < r.ops.size();
     switch (it.kind) {
       case Item::Kernel:
       case Item::Copy: {
+        dur *= r.cscale;
         const double st = std::max(lane, r.host);
         lane = st + dur;
+        if (L == pr.tl->compute) note_busy(r, st, lane);
         r.done[i] = lane;
         r.part[pr.tl->cls[i]] += dur;
         if (own && L == pr.tl->compute) r.work += dur;
@@ -324,6 +408,14 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
                    !r.head) {
           r.sent = st;  // the op's send: its neighbour may receive from now
         }
+        if (opt.polls && it.stream != L) {
+          // Issued beside compute on a thread that drives it: it moves only
+          // while the thread waits for a collective (progress_in_wait).
+          r.pending.push_back({i, st, dur});
+          r.total[pr.tl->cls[i]] += dur;
+          r.cause[i] = pr.tl->cls[i];
+          return true;
+        }
         lane = st + dur;
         r.done[i] = lane;
         r.total[pr.tl->cls[i]] += dur;
@@ -339,7 +431,16 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
       case Item::HostWait: {
         const size_t j = size_t(it.ref);
         double& t = it.kind == Item::Wait ? lane : r.host;
-        const double before = it.kind == Item::Wait ? std::max(lane, r.host) : r.host;
+        double before = it.kind == Item::Wait ? std::max(lane, r.host) : r.host;
+        if (opt.polls && pr.rec->step.items[j].kind == Item::Coll) {
+          // The thread (its compute runs inline) waits inside the
+          // communicator: what it issued progresses until j is done.
+          before = std::max(before, r.clock[size_t(pr.tl->compute)]);
+          const bool mine = std::any_of(r.pending.begin(), r.pending.end(),
+                                        [&](const Replay::Pending& q) { return q.item == j; });
+          const double until = mine ? completes_at(r, j, before) : r.done[j];
+          if (until > before) progress_in_wait(r, before, until * (1 + 1e-12));
+        }
         const double jump = r.done[j] - before;
         if (jump > 0) {
           const Cls c = r.cause[j];
@@ -382,10 +483,13 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
           const size_t i = b + r.pos;
           if (pr.run_end[i] > i + 1) {  // a run of kernels and copies on one clock
             if (edge || !pr.tl->edge[i]) {
-              const double d = r.scale * pr.run_dur[i];
+              const double d = r.scale * r.cscale * pr.run_dur[i];
               double& lane = r.clock[size_t(pr.tl->lane[i])];
-              lane = std::max(lane, r.host) + d;
-              for (int k = 0; k < 4; ++k) r.part[k] += r.scale * pr.run_part[i][size_t(k)];
+              const double b0 = std::max(lane, r.host);
+              lane = b0 + d;
+              if (pr.tl->lane[i] == pr.tl->compute) note_busy(r, b0, lane);
+              for (int k = 0; k < 4; ++k)
+                r.part[k] += r.scale * r.cscale * pr.run_part[i][size_t(k)];
               if (!pr.tl->edge[i] && !r.head && r.op < r.ops.size() &&
                   pr.tl->lane[i] == pr.tl->compute)
                 r.work += d;
@@ -416,6 +520,12 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
               r.sent >= 0 ? r.sent : std::max(r.clock[size_t(pr.tl->compute)], r.host);
           ++r.op;
         } else {
+          // Collectives never waited for in the step progress at its end.
+          if (!r.pending.empty()) {
+            double now = r.host;
+            for (double c : r.clock) now = std::max(now, c);
+            progress_in_wait(r, now, std::numeric_limits<double>::infinity());
+          }
           r.finished = true;
         }
         r.pos = 0;
@@ -436,6 +546,76 @@ double end_of(const Replay& r) {
   return t;
 }
 
+// The ranks of each pipeline stage on each node: blocks of devices_per_node
+// world ranks, pp outermost (tp, cp, dp inside a stage). cnt[n][s].
+std::vector<std::vector<int>> node_stages(const Config& cfg, const Cluster& cl) {
+  const auto& p = cfg.parallel;
+  const int inner = p.dp * p.cp * p.tp, world = inner * p.pp;
+  const int per = std::max(1, cl.devices_per_node);
+  std::vector<std::vector<int>> cnt(size_t((world + per - 1) / per),
+                                    std::vector<int>(size_t(p.pp)));
+  for (int r = 0; r < world; ++r) ++cnt[size_t(r / per)][size_t(r / inner)];
+  return cnt;
+}
+
+// Whether some node holds ranks of two stages and the cluster slows ranks
+// that compute at once (a CPU cluster's `concurrency`).
+bool stages_share_nodes(const std::vector<std::vector<int>>& cnt, const Cluster& cl) {
+  if (cl.concurrency.empty()) return false;
+  for (const auto& n : cnt)
+    if (std::count_if(n.begin(), n.end(), [](int k) { return k > 0; }) > 1) return true;
+  return false;
+}
+
+// The pipeline's stages take turns: ranks of different stages on one node
+// compute at once only part of the time, while op_seconds priced every
+// kernel at the slowdown of all the node's ranks computing at once. For
+// each stage, the slowdown its ranks see over their compute intervals of
+// replay rp (its own stage's ranks on the node in step with it, the other
+// stages' ranks while those compute), as a factor on that price: the work
+// done at rate 1/slowdown(k(t)) over the intervals, T / sum(dt / slowdown).
+// The largest over the stage's nodes.
+std::vector<double> node_sharing(const Config& cfg, const Cluster& cl,
+                                 const std::vector<std::vector<int>>& cnt,
+                                 const std::vector<Replay>& rp) {
+  const int P = cfg.parallel.pp;
+  const auto& p = cfg.parallel;
+  const int all = std::min(p.dp * p.tp * p.pp * p.cp, cl.devices_per_node);
+  const double priced = concurrency_slowdown(cl, all);
+  std::vector<double> f(size_t(P), 0.0);
+  for (const auto& node : cnt) {
+    // Breakpoints of the number of other stages' ranks computing.
+    for (int s = 0; s < P; ++s) {
+      if (node[size_t(s)] == 0) continue;
+      std::vector<std::pair<double, int>> ev;
+      for (int o = 0; o < P; ++o)
+        if (o != s && node[size_t(o)] > 0)
+          for (const auto& [b, e] : rp[size_t(o)].busy) {
+            ev.push_back({b, node[size_t(o)]});
+            ev.push_back({e, -node[size_t(o)]});
+          }
+      std::sort(ev.begin(), ev.end());
+      double T = 0, W = 0;
+      size_t k = 0;
+      int others = 0;
+      for (const auto& [b, e] : rp[size_t(s)].busy) {
+        double t = b;
+        while (k < ev.size() && ev[k].first <= t) others += ev[k++].second;
+        while (t < e) {
+          const double next = k < ev.size() ? std::min(e, ev[k].first) : e;
+          T += next - t;
+          W += (next - t) / concurrency_slowdown(cl, node[size_t(s)] + others);
+          t = next;
+          while (k < ev.size() && ev[k].first <= t) others += ev[k++].second;
+        }
+      }
+      const double eff = W > 0 ? T / W : concurrency_slowdown(cl, node[size_t(s)]);
+      f[size_t(s)] = std::max(f[size_t(s)], eff / priced);
+    }
+  }
+  return f;
+}
+
 }  // namespace
 
 StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
@@ -451,7 +631,27 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
     slot[size_t(s)] = int(priced.size());
     priced.push_back(price(stage_record(cfg, s), cfg, cl));
   }
-  const std::vector<Replay> rp = replay_stages(cfg, priced, stand_in, slot, {});
+  ReplayOpts opt;
+  opt.polls = !cl.async_progress();
+  const std::vector<std::vector<int>> cnt =
+      cl.concurrency.empty() ? std::vector<std::vector<int>>{} : node_stages(cfg, cl);
+  opt.busy = stages_share_nodes(cnt, cl);
+  std::vector<Replay> rp = replay_stages(cfg, priced, stand_in, slot, {}, opt);
+  // Stages sharing a node: replayed again at the slowdown their turns give
+  // (node_sharing) until it settles; halfway steps, as the turns move with it.
+  for (int it = 0; opt.busy && it < 20; ++it) {
+    std::vector<double> next = node_sharing(cfg, cl, cnt, rp);
+    double moved = 0;
+    for (int s = 0; s < P; ++s) {
+      const double was = opt.cscale.empty() ? 1.0 : opt.cscale[size_t(s)];
+      if (it > 0) next[size_t(s)] = 0.5 * (next[size_t(s)] + was);
+      moved = std::max(moved, std::abs(next[size_t(s)] / was - 1));
+    }
+    opt.cscale = next;
+    rp = replay_stages(cfg, priced, stand_in, slot, {}, opt);
+    if (moved < 1e-3) break;
+  }
+  opt.busy = false;
 
   // The critical stage: the one that ends last.
   int crit = 0;
@@ -472,7 +672,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
     std::vector<double> scale(static_cast<size_t>(P), 1.0);
     for (int s = 0; s < P; ++s)
       if (rp[size_t(s)].work > 0) scale[size_t(s)] = c.work / rp[size_t(s)].work;
-    const std::vector<Replay> even = replay_stages(cfg, priced, stand_in, slot, scale);
+    const std::vector<Replay> even = replay_stages(cfg, priced, stand_in, slot, scale, opt);
     r.bubble = std::min(c.bubble, even[size_t(crit)].bubble);
     r.imbalance = c.bubble - r.bubble;
   }

@@ -1,0 +1,158 @@
+// What the step-time replay overlaps, by what the cluster says of its ranks.
+// A collective progresses beside compute only where the backend drives it
+// on its own (collective_progress: async; NCCL on a GPU): there the data
+// parallel gradient buckets launched during the backward hide behind it.
+// MPI requests on the default CPU device progress only while the thread that
+// issued them waits (polls, the default of kind cpu): the same buckets are
+// exposed whole. And ranks of different pipeline stages sharing a node's
+// cores take turns, so they are slowed less than ranks that always compute
+// at once (dp peers of one stage). Expectations are relations between
+// predictions (exposed = total; slower than alone, faster than all at once),
+// never figures read back from the replay.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "core/error.hpp"
+#include "plan/cluster.hpp"
+#include "plan/rates.hpp"
+#include "plan/time_model.hpp"
+
+namespace {
+using st::Config;
+using st::plan::Cluster;
+using st::plan::StepPrediction;
+
+std::string src() {
+  const char* s = std::getenv("SCALETRAIN_SOURCE_DIR");
+  return s ? s : ".";
+}
+
+// The emulated cluster's calibration (kind cpu: measured ops, fits, the
+// slowdown of ranks sharing a node's quota), with `per_node` ranks a node.
+Cluster emu(int per_node) {
+  Cluster c = st::plan::load_cluster(src() + "/configs/clusters/emucluster-cpu.yaml");
+  c.devices_per_node = per_node;
+  return c;
+}
+
+// The multi-node study's layouts (results/multinode-cpu-*): the default
+// model at seq 128 on the CPU device.
+Config study(int dp, int pp, int micro_batch, int grad_accum) {
+  Config c =
+      st::load_config(src() + "/configs/models/default.yaml",
+                      {"model.seq_len=128", "runtime.device=cpu", "train.precision=fp32",
+                       "train.micro_batch=" + std::to_string(micro_batch),
+                       "train.grad_accum=" + std::to_string(grad_accum),
+                       "parallel.dp=" + std::to_string(dp), "parallel.pp=" + std::to_string(pp)});
+  st::validate_config(c);
+  return c;
+}
+
+TEST(PlanOverlap, ProgressIsTheClusterFilesWordDefaultByKind) {
+  EXPECT_FALSE(emu(1).async_progress());
+  const Cluster h = st::plan::load_cluster(src() + "/configs/clusters/h100-sxm-80gb.yaml");
+  EXPECT_TRUE(h.async_progress());
+  // Said in the file, it wins over the kind; a wrong value names the key.
+  const auto dir = std::filesystem::temp_directory_path() / "st_test_plan_overlap";
+  std::filesystem::create_directories(dir);
+  const std::string base =
+      "name: c\ndevice: cpu\nkind: cpu\npeak_tflops: 0.1\nmemory_gib: 4\ndevices_per_node: 2\n"
+      "cores_per_node: 2\nintra_node: {bandwidth_gbps: 1, latency_us: 10}\n"
+      "ops: {\"add 1\": 0.001}\n";
+  auto load = [&](const std::string& extra) {
+    const std::string p = (dir / "c.yaml").string();
+    std::ofstream(p) << base << extra;
+    return st::plan::load_cluster(p);
+  };
+  EXPECT_FALSE(load("").async_progress());
+  EXPECT_TRUE(load("collective_progress: async\n").async_progress());
+  EXPECT_FALSE(load("collective_progress: polls\n").async_progress());
+  try {
+    load("collective_progress: thread\n");
+    ADD_FAILURE() << "collective_progress: thread was accepted";
+  } catch (const st::UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("collective_progress"), std::string::npos) << m;
+    EXPECT_NE(m.find("async|polls"), std::string::npos) << m;
+  }
+  // Written back as read.
+  Cluster a = load("collective_progress: async\n");
+  EXPECT_NE(st::plan::cluster_to_yaml(a).find("collective_progress: async"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PlanOverlap, CpuRanksExposeTheDpAllReduceGpusHideIt) {
+  // dp 2 across two nodes, one rank each: four gradient buckets, three of
+  // them launched while the backward still runs.
+  const Config c = study(2, 1, 2, 1);
+  Cluster polls = emu(1), async = emu(1);
+  async.progress = 1;
+  const StepPrediction p = st::plan::predict_step(c, polls);
+  const StepPrediction a = st::plan::predict_step(c, async);
+  ASSERT_GT(p.dp.total, 0);
+  // The same collectives at the same prices either way.
+  EXPECT_NEAR(a.dp.total, p.dp.total, 1e-9 * p.dp.total);
+  // Polls: nothing of them overlaps the backward; the step is the compute,
+  // the optimizer, the whole reduction and the loss / norm reductions.
+  EXPECT_NEAR(p.dp.exposed, p.dp.total, 0.01 * p.dp.total);
+  EXPECT_NEAR(p.step, p.compute() + p.optimizer + p.exposed_comm(), 0.01 * p.step);
+  // Async: the buckets launched during the backward run beside it.
+  EXPECT_LT(a.dp.exposed, 0.99 * a.dp.total);
+  EXPECT_LT(a.step, p.step);
+
+  // A GPU cluster (NCCL: async by its kind): Llama-2-70B's widths, 4
+  // layers, dp 2 over NVLink, ZeRO 1: the gradient buckets hide behind the
+  // backward but the last ones.
+  Config g = st::load_config(
+      "", {"model.preset=llama-70b", "model.n_layers=4", "model.seq_len=4096",
+           "runtime.device=cuda", "train.precision=bf16", "train.act_ckpt=full",
+           "train.micro_batch=1", "train.grad_accum=1", "parallel.dp=2", "parallel.zero_stage=1"});
+  st::validate_config(g);
+  Cluster h = st::plan::load_cluster(src() + "/configs/clusters/h100-sxm-80gb.yaml");
+  h.devices_per_node = 8;
+  const StepPrediction gp = st::plan::predict_step(g, h);
+  ASSERT_GT(gp.dp.total, 0);
+  EXPECT_LT(gp.dp.exposed, 0.5 * gp.dp.total)
+      << "dp exposed " << gp.dp.exposed << " of " << gp.dp.total << " s";
+  // The same file told its collectives progress only in waits: with no
+  // other wait in the backward the buckets are exposed whole.
+  h.progress = -1;
+  const StepPrediction gq = st::plan::predict_step(g, h);
+  EXPECT_NEAR(gq.dp.total, gp.dp.total, 1e-9 * gp.dp.total);
+  EXPECT_NEAR(gq.dp.exposed, gq.dp.total, 0.01 * gq.dp.total);
+  EXPECT_GT(gq.step, gp.step);
+}
+
+TEST(PlanOverlap, StagesSharingANodeTakeTurns) {
+  const Cluster one = emu(1), two = emu(2);
+  const double both = st::plan::concurrency_slowdown(two, 2);
+  ASSERT_GT(both, 1.5);
+  // pp 2 inside one node: the stages compute at once only part of the time
+  // (the bubble, the sends), so their compute is slowed by less than both
+  // ranks computing at once, and still by more than none.
+  {
+    const Config c = study(1, 2, 1, 4);
+    const StepPrediction alone = st::plan::predict_step(c, one);
+    const StepPrediction shared = st::plan::predict_step(c, two);
+    EXPECT_GT(shared.compute(), 1.05 * alone.compute());
+    EXPECT_LT(shared.compute(), 0.97 * both * alone.compute())
+        << "compute alone " << alone.compute() << " s, on one node " << shared.compute()
+        << " s, slowdown of two at once " << both;
+  }
+  // pp 2 x dp 2, two ranks a node in blocks: each node holds the dp peers
+  // of one stage, in step with each other: always both at once.
+  {
+    const Config c = study(2, 2, 1, 4);
+    const StepPrediction alone = st::plan::predict_step(c, one);
+    const StepPrediction shared = st::plan::predict_step(c, two);
+    EXPECT_NEAR(shared.compute(), both * alone.compute(), 1e-6 * shared.compute());
+  }
+}
+
+}  // namespace
