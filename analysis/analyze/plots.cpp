@@ -435,11 +435,10 @@ std::vector<Plot> ckpt_plots(const CkptStudy& st) {
     ++bi;
   }
   out.push_back({"ckpt_cost_vs_interval",
-                 "Cost per checkpoint vs interval: C = median stall + interference of the "
-                 "checkpoints after a run's first (solid), the first checkpoint apart (dashed)",
+                 "Cost per checkpoint: C, median after each run's first (solid); first (dashed)",
                  cd.str(),
                  "set logscale x 2\nset xlabel 'checkpoint interval (steps)'\nset ylabel "
-                 "'seconds per checkpoint'\nset yrange [0:*]\nset key outside right\n" +
+                 "'seconds per checkpoint'\nset yrange [0:*]\nset key below\n" +
                      ccmd + "\n"});
 
   // Aggregate write bandwidth against ranks, beside the storage's limit.
