@@ -332,6 +332,11 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
   resume(j, ckpt_dir);
   j.ckpt = make_checkpointer(j, ckpt_dir);
   clock.mark("resume_checkpointer");
+  // The snapshot buffers now, touched: the first save paid their page faults.
+  if (j.cfg.checkpoint.interval > 0) {
+    j.ckpt->prepare(checkpoint_state(j.engine->state(), j.cfg, j.start_step - 1, 0));
+    clock.mark("checkpoint_buffers");
+  }
   return job;
 }
 

@@ -6,6 +6,23 @@
 
 namespace st::analysis {
 
+double checkpoint_cost_s(const CkptCost& c) { return c.stall_s + std::max(0.0, c.interference_s); }
+
+SteadyCkpt steady_checkpoints(const std::vector<CkptCost>& costs) {
+  SteadyCkpt s;
+  for (size_t i = 0; i < costs.size(); ++i) {
+    if (i == 0) {
+      s.has_first = true;
+      s.first_cost_s = checkpoint_cost_s(costs[i]);
+      s.first_persist_s = costs[i].persist_s;
+      continue;
+    }
+    s.cost_s.push_back(checkpoint_cost_s(costs[i]));
+    s.persist_s.push_back(costs[i].persist_s);
+  }
+  return s;
+}
+
 std::vector<CkptCost> checkpoint_costs(const telemetry::RunTelemetry& run,
                                        const std::vector<int>& ranks,
                                        const std::map<int64_t, double>& gstep,

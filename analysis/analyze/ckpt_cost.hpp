@@ -2,7 +2,9 @@
 // blocking stall (what the step waited), the background interference (the
 // step time lost, against the window's median, by the steps that ran while
 // the writer did), and the persistence time (snapshot start to commit).
-// Used by the run report and summary.json (docs/analysis.md).
+// Used by the run report and summary.json (docs/analysis.md). The cost C
+// that Young/Daly need is the steady state's: the median over a run's
+// checkpoints after its first (the first pays one-time costs, reported apart).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -20,6 +22,18 @@ struct CkptCost {
   int steps_during = 0;       // those steps
   double persist_s = 0;       // first rank's ckpt_begin to last rank's ckpt_commit
 };
+
+// One checkpoint's cost to the loop: its stall plus its background
+// interference when positive (a save cannot make the steps faster).
+double checkpoint_cost_s(const CkptCost& c);
+
+// A run's checkpoints split into its first and the steady-state ones after it.
+struct SteadyCkpt {
+  bool has_first = false;
+  double first_cost_s = 0, first_persist_s = 0;
+  std::vector<double> cost_s, persist_s;  // every checkpoint after the first, in step order
+};
+SteadyCkpt steady_checkpoints(const std::vector<CkptCost>& costs);
 
 // `gstep`: global (slowest rank) step time by step; `median`: the window's.
 // Times of the ranks' events are put on rank 0's clock with their `clock`

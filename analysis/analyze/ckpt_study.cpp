@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "analyze/ckpt_cost.hpp"
 #include "analyze/stats.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
@@ -89,8 +90,10 @@ CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
   std::map<int, std::vector<double>> restore;
   for (size_t pi = 0; pi < c.points.size(); ++pi) {
     const Point& p = c.points[pi];
-    std::vector<double> ov, ss, is, cost, persist, bw, bytes, load;
+    std::vector<double> ov, ss, is, bw, bytes, load, first_persist;
+    CkptPoint k;
     const RunSummary& f = c.runs[p.runs.front()];
+    int min_run = -1;
     for (size_t i : p.runs) {
       const RunSummary& r = c.runs[i];
       if (r.ckpt_load_s > 0) load.push_back(r.ckpt_load_s);
@@ -98,19 +101,18 @@ CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
       ss.push_back(r.ckpt_stall_share);
       is.push_back(r.ckpt_interference_share);
       ov.push_back(r.ckpt_stall_share + std::max(0.0, r.ckpt_interference_share));
-      double cs = 0, ps = 0;
-      for (const auto& k : r.ckpt_cost) {
-        cs += k.stall_s + std::max(0.0, k.interference_s);
-        ps += k.persist_s;
-      }
-      cost.push_back(cs / double(r.ckpt_cost.size()));
-      persist.push_back(ps / double(r.ckpt_cost.size()));
+      const SteadyCkpt sc = steady_checkpoints(r.ckpt_cost);
+      k.first_costs_s.push_back(sc.first_cost_s);
+      first_persist.push_back(sc.first_persist_s);
+      k.steady_cost_s.insert(k.steady_cost_s.end(), sc.cost_s.begin(), sc.cost_s.end());
+      k.steady_persist_s.insert(k.steady_persist_s.end(), sc.persist_s.begin(), sc.persist_s.end());
+      const int n = int(sc.cost_s.size());
+      min_run = min_run < 0 ? n : std::min(min_run, n);
       bw.push_back(r.ckpt_agg_bw);
       bytes.push_back(r.ckpt_agg_bytes);
     }
     for (double l : load) restore[p.gpus].push_back(l);
     if (ov.empty() || f.ckpt_interval <= 0) continue;
-    CkptPoint k;
     k.point = pi;
     k.gpus = p.gpus;
     k.interval = f.ckpt_interval;
@@ -118,26 +120,43 @@ CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
     k.overhead = spread_of(ov);
     k.stall_share = spread_of(ss);
     k.interference_share = spread_of(is);
-    k.cost_s = median(cost);
-    k.persist_s = median(persist);
+    k.first_cost_s = median(k.first_costs_s);
+    k.first_persist_s = median(first_persist);
+    k.steady_n = int(k.steady_cost_s.size());
+    k.steady_min_run = std::max(0, min_run);
+    // Without a steady checkpoint the first is all there is: C then carries
+    // the one-time costs, and the notes say so.
+    k.cost_s = k.steady_n > 0 ? median(k.steady_cost_s) : k.first_cost_s;
+    k.persist_s = k.steady_n > 0 ? median(k.steady_persist_s) : k.first_persist_s;
     k.agg_bw = median(bw);
     k.bytes = median(bytes);
     k.step_s = p.step_s.med;
+    if (k.steady_min_run < kMinSteadyCheckpoints)
+      st.notes.push_back(detail::cat(
+          k.gpus, " rank(s), ", k.mode, ", interval ", k.interval, ": ", k.steady_min_run,
+          " checkpoint(s) after the first in a run (fewer than ", kMinSteadyCheckpoints, "); ",
+          k.steady_n > 0 ? "C from few checkpoints"
+                         : "C from the first checkpoint, one-time costs included",
+          "; run more steps (train.steps >= ", (kMinSteadyCheckpoints + 1) * k.interval, ")"));
     st.points.push_back(k);
   }
   std::sort(st.points.begin(), st.points.end(), [](const CkptPoint& a, const CkptPoint& b) {
     return std::tie(a.gpus, a.mode, a.interval) < std::tie(b.gpus, b.mode, b.interval);
   });
   for (auto& [g, v] : restore) st.restore_s.push_back({g, spread_of(v)});
-  // The optimal interval per size and mode: the cost and persistence per
-  // checkpoint pooled over that size's and mode's intervals (medians).
+  // The optimal interval per size and mode: C and P are the medians over
+  // the steady-state checkpoints of every interval and repeat of that size
+  // and mode, so C does not depend on the interval the runs used.
   std::map<std::pair<int, std::string>, std::vector<const CkptPoint*>> by;
   for (const auto& k : st.points) by[{k.gpus, k.mode}].push_back(&k);
   for (const auto& [key, ks] : by) {
-    std::vector<double> cost, persist, step;
+    std::vector<double> cost, persist, first, step, pcost, ppersist;
     for (const auto* k : ks) {
-      cost.push_back(k->cost_s);
-      persist.push_back(k->persist_s);
+      cost.insert(cost.end(), k->steady_cost_s.begin(), k->steady_cost_s.end());
+      persist.insert(persist.end(), k->steady_persist_s.begin(), k->steady_persist_s.end());
+      first.insert(first.end(), k->first_costs_s.begin(), k->first_costs_s.end());
+      pcost.push_back(k->cost_s);
+      ppersist.push_back(k->persist_s);
       step.push_back(k->step_s);
     }
     double rs = 0;
@@ -148,8 +167,10 @@ CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
       o.gpus = key.first;
       o.mode = key.second;
       o.mtbf_s = m;
-      o.cost_s = median(cost);
-      o.persist_s = median(persist);
+      o.steady_n = int(cost.size());
+      o.cost_s = cost.empty() ? median(pcost) : median(cost);
+      o.persist_s = persist.empty() ? median(ppersist) : median(persist);
+      o.first_cost_s = median(first);
       o.restore_s = rs;
       o.step_s = median(step);
       o.young_s = young_interval(o.cost_s, m);

@@ -24,22 +24,38 @@ double daly_interval(double cost_s, double mtbf_s);
 double expected_waste(double interval_s, double cost_s, double persist_s, double restore_s,
                       double mtbf_s);
 
+// The checkpoints a point needs per run after its first for a steady-state C.
+inline constexpr int kMinSteadyCheckpoints = 4;
+
 struct CkptPoint {   // one (size, mode, interval) point of the study
   size_t point = 0;  // index into Campaign::points
   int gpus = 0, interval = 0;
   std::string mode;
   Spread overhead;  // (stall + interference) / step time of the run, over repeats
   Spread stall_share, interference_share;
-  double cost_s = 0;     // per checkpoint: stall + interference (median over repeats)
-  double persist_s = 0;  // per checkpoint: first snapshot to last commit
-  double agg_bw = 0;     // aggregate write bandwidth (B/s), median over repeats
-  double bytes = 0;      // every rank's bytes of one checkpoint
-  double step_s = 0;     // median step time
+  // Per checkpoint (ckpt_cost.hpp): C = stall + interference, P = first
+  // snapshot to last commit. cost_s and persist_s are the medians over the
+  // steady-state checkpoints (each run's checkpoints after its first) of
+  // every repeat; the first checkpoint of a run is reported apart (median
+  // over repeats), so C does not depend on how many checkpoints a run took.
+  double cost_s = 0, persist_s = 0;
+  double first_cost_s = 0, first_persist_s = 0;
+  std::vector<double> steady_cost_s, steady_persist_s, first_costs_s;  // pooled by the optimum
+  int steady_n = 0;        // steady checkpoints behind cost_s, over repeats
+  int steady_min_run = 0;  // the fewest in one repeat
+  double agg_bw = 0;       // aggregate write bandwidth (B/s), median over repeats
+  double bytes = 0;        // every rank's bytes of one checkpoint
+  double step_s = 0;       // median step time
 };
 struct OptimalInterval {
   int gpus = 0;
   std::string mode;
+  // cost_s, persist_s: medians over the steady-state checkpoints of every
+  // interval and repeat of this size and mode; first_cost_s: the first
+  // checkpoint's cost (median over runs), not part of C.
   double mtbf_s = 0, cost_s = 0, persist_s = 0, restore_s = 0, step_s = 0;
+  double first_cost_s = 0;
+  int steady_n = 0;
   double young_s = 0, daly_s = 0, interval_s = 0;  // interval_s: max(daly, persist)
   double steps = 0, waste = 0;                     // at interval_s
 };
@@ -53,6 +69,9 @@ struct CkptStudy {
   std::vector<std::pair<int, Spread>> restore_s;  // (ranks, load time over resumed runs)
   std::vector<OptimalInterval> optimal;
   StorageLimit storage;
+  // Points whose runs took fewer than kMinSteadyCheckpoints steady
+  // checkpoints (C from few or, with none, from the first checkpoint), in words.
+  std::vector<std::string> notes;
   bool empty() const { return points.empty(); }
 };
 

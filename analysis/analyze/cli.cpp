@@ -135,8 +135,11 @@ int report(const std::string& cmd, const std::vector<std::string>& pos, Args& a,
     const CkptStudy st = checkpoint_study(c, c.mtbf_s, c.storage_json);
     for (const auto& x : st.optimal)
       out << "optimal checkpoint interval (" << x.gpus << " ranks, " << x.mode << "): MTBF "
-          << x.mtbf_s << " s, C " << x.cost_s << " s -> Young " << x.young_s << " s, Daly "
-          << x.daly_s << " s, " << x.steps << " steps\n";
+          << x.mtbf_s << " s, C " << x.cost_s << " s (median of " << x.steady_n
+          << " steady checkpoints; first checkpoint stall " << x.first_cost_s
+          << " s, not in C) -> Young " << x.young_s << " s, Daly " << x.daly_s << " s, " << x.steps
+          << " steps\n";
+    for (const auto& n : st.notes) err << "note: " << n << "\n";
   }
   out << "wrote " << out_dir << "/report.md";
   for (auto& f : w.files) out << " " << f;

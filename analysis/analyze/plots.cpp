@@ -412,6 +412,35 @@ std::vector<Plot> ckpt_plots(const CkptStudy& st) {
                  "'overhead (% of step time)'\nset yrange [0:*]\nset key top right\n" +
                      cmd + "\n"});
 
+  // Cost per checkpoint against interval: C (the median of the steady-state
+  // checkpoints, what Young/Daly use) and the first checkpoint apart. C
+  // should not move with the interval; the first checkpoint's one-time cost
+  // would have made it do so.
+  std::ostringstream cd;
+  cd << "# per (ranks, mode) block: interval_steps C_s first_checkpoint_s steady_checkpoints\n";
+  std::string ccmd = "plot ";
+  bi = 0;
+  for (const auto& [key, ks] : by) {
+    cd << "# ranks " << key.first << " mode " << key.second << "\n";
+    for (const auto* k : ks)
+      cd << k->interval << ' ' << k->cost_s << ' ' << k->first_cost_s << ' ' << k->steady_n << '\n';
+    cd << "\n\n";
+    const std::string lab = key.second + ", " + std::to_string(key.first) + " rank(s)";
+    const std::string pt = key.second == "sync" ? "7" : "5";
+    const std::string lc = "lc " + std::to_string(bi + 1);
+    ccmd += std::string(bi ? ", \\\n  " : "") + "'ckpt_cost_vs_interval.dat' index " +
+            std::to_string(bi) + " u 1:2 w lp pt " + pt + " " + lc + " t 'C (steady), " + lab +
+            "', \\\n  'ckpt_cost_vs_interval.dat' index " + std::to_string(bi) + " u 1:3 w lp pt " +
+            pt + " dt 2 " + lc + " t 'first checkpoint, " + lab + "'";
+    ++bi;
+  }
+  out.push_back({"ckpt_cost_vs_interval",
+                 "Cost per checkpoint: C, median after each run's first (solid); first (dashed)",
+                 cd.str(),
+                 "set logscale x 2\nset xlabel 'checkpoint interval (steps)'\nset ylabel "
+                 "'seconds per checkpoint'\nset yrange [0:*]\nset key below\n" +
+                     ccmd + "\n"});
+
   // Aggregate write bandwidth against ranks, beside the storage's limit.
   std::ostringstream b;
   b << "# per mode block: ranks aggregate_write_MBps bytes_per_checkpoint\n";

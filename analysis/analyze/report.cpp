@@ -11,6 +11,7 @@
 #include "analyze/ckpt_study.hpp"
 #include "analyze/plots.hpp"
 #include "analyze/prediction.hpp"
+#include "analyze/stats.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "telemetry/schema.hpp"
@@ -269,6 +270,12 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
     o << "| **run** | " << pct(s.ckpt_stall_share, 3) << " of step time | "
       << pct(s.ckpt_interference_share, 3) << " of step time | | " << f(s.ckpt_persist_s, 3)
       << " s in all |\n";
+    const SteadyCkpt sc = steady_checkpoints(s.ckpt_cost);
+    o << "\nFirst checkpoint (step " << s.ckpt_cost.front().step << "): stall + interference "
+      << f(sc.first_cost_s, 4) << " s. Steady state (the " << sc.cost_s.size() << " after it): "
+      << (sc.cost_s.empty() ? std::string("none")
+                            : "median " + f(median(sc.cost_s), 4) + " s per checkpoint")
+      << " (the cost C of the checkpoint study).\n";
   }
   if (s.ckpt_load_s > 0)
     o << "\nRestore at start (ckpt_resume, slowest rank): " << f(s.ckpt_load_s, 3) << " s.\n";
@@ -375,16 +382,24 @@ std::string ckpt_markdown(const CkptStudy& st) {
   if (st.empty()) return "";
   std::ostringstream o;
   o << "## Checkpoint study\n\nOverhead = (stall + background interference) / step time of "
-       "the run, median [min, max] over repeats. Cost per checkpoint C = its stall plus its "
-       "interference; persistence P = first snapshot to last commit. Aggregate bandwidth = "
-       "every rank's bytes of a checkpoint / the slowest rank's write time.\n\n"
+       "the run, median [min, max] over repeats (every checkpoint of the run, the first "
+       "included). Cost of a checkpoint = its stall plus its interference; persistence = first "
+       "snapshot to last commit. C and P are the steady state's: the medians over every "
+       "checkpoint after a run's first, pooled over the repeats (steady checkpoints: how many, "
+       "and the fewest in one run). The first checkpoint of a run is reported apart (first "
+       "checkpoint stall: its cost, median over repeats); it is not part of C. Aggregate "
+       "bandwidth = every rank's bytes of a checkpoint / the slowest rank's write time, mean "
+       "over the run's checkpoints.\n\n"
     << "| ranks | mode | interval (steps) | overhead | stall | interference | C (s) | P (s) | "
-       "aggregate write | bytes per checkpoint |\n|---|---|---|---|---|---|---|---|---|---|\n";
+       "first checkpoint stall (s) | steady checkpoints (fewest per run) | aggregate write | "
+       "bytes per checkpoint |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& k : st.points)
     o << "| " << k.gpus << " | " << k.mode << " | " << k.interval << " | "
       << spread_text(k.overhead, 3, 100) << "% | " << pct(k.stall_share.med, 3) << " | "
       << pct(k.interference_share.med, 3) << " | " << f(k.cost_s, 4) << " | " << f(k.persist_s, 4)
-      << " | " << human_bytes(k.agg_bw) << "/s | " << human_bytes(k.bytes) << " |\n";
+      << " | " << f(k.first_cost_s, 4) << " | " << k.steady_n << " (" << k.steady_min_run << ") | "
+      << human_bytes(k.agg_bw) << "/s | " << human_bytes(k.bytes) << " |\n";
+  for (const auto& n : st.notes) o << "\nNote: " << n << ".\n";
   o << "\n**Storage limit:** ";
   if (st.storage.measured)
     o << human_bytes(st.storage.bandwidth) << "/s, a sequential write of "
@@ -407,13 +422,18 @@ std::string ckpt_markdown(const CkptStudy& st) {
        "(Young: T = sqrt(2CM); Daly: T = sqrt(2CM)(1 + sqrt(C/2M)/3 + C/18M) - C; an async "
        "save cannot come more often than its persistence P). See docs/analysis.md for the "
        "assumptions.\n\n"
-    << "| ranks | mode | MTBF | C (s) | P (s) | R (s) | Young | Daly | interval | steps | "
-       "expected loss |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+    << "C and P: medians over the steady-state checkpoints of every interval and repeat of "
+       "the size and mode; the first checkpoint stall (median over runs) is one-time and "
+       "left out of C.\n\n"
+    << "| ranks | mode | MTBF | C (s) | steady checkpoints | first checkpoint stall (s) | P (s) "
+       "| R (s) | Young | Daly | interval | steps | expected loss |\n"
+       "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& x : st.optimal)
     o << "| " << x.gpus << " | " << x.mode << " | " << seconds_text(x.mtbf_s) << " | "
-      << f(x.cost_s, 4) << " | " << f(x.persist_s, 4) << " | " << f(x.restore_s, 3) << " | "
-      << seconds_text(x.young_s) << " | " << seconds_text(x.daly_s) << " | "
-      << seconds_text(x.interval_s) << " | " << f(x.steps, 0) << " | " << pct(x.waste, 3) << " |\n";
+      << f(x.cost_s, 4) << " | " << x.steady_n << " | " << f(x.first_cost_s, 4) << " | "
+      << f(x.persist_s, 4) << " | " << f(x.restore_s, 3) << " | " << seconds_text(x.young_s)
+      << " | " << seconds_text(x.daly_s) << " | " << seconds_text(x.interval_s) << " | "
+      << f(x.steps, 0) << " | " << pct(x.waste, 3) << " |\n";
   o << "\n";
   return o.str();
 }
@@ -569,6 +589,8 @@ Written write_campaign_outputs(const Campaign& c, const std::string& out_dir, bo
                                {"mode", x.mode},
                                {"mtbf_s", x.mtbf_s},
                                {"cost_s", x.cost_s},
+                               {"steady_checkpoints", x.steady_n},
+                               {"first_checkpoint_cost_s", x.first_cost_s},
                                {"persist_s", x.persist_s},
                                {"restore_s", x.restore_s},
                                {"young_s", x.young_s},
@@ -584,8 +606,12 @@ Written write_campaign_outputs(const Campaign& c, const std::string& out_dir, bo
                               {"overhead", sp(k.overhead)},
                               {"cost_s", k.cost_s},
                               {"persist_s", k.persist_s},
+                              {"first_checkpoint_cost_s", k.first_cost_s},
+                              {"steady_checkpoints", k.steady_n},
+                              {"steady_checkpoints_min_per_run", k.steady_min_run},
                               {"aggregate_write_Bps", k.agg_bw},
                               {"bytes", k.bytes}});
+    ck["notes"] = study.notes;
     ck["restore_s"] = nlohmann::json::array();
     for (const auto& [g, r] : study.restore_s)
       ck["restore_s"].push_back({{"ranks", g}, {"load_s", sp(r)}});

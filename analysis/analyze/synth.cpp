@@ -15,11 +15,17 @@
 
 namespace st::analysis {
 
+double synth_ckpt_stall(const SynthSpec& s, int i) {
+  if (s.ckpt_interval <= 0 || i % s.ckpt_interval != 0) return 0;
+  const size_t k = size_t(i / s.ckpt_interval - 1);
+  return k < s.ckpt_stalls.size() ? s.ckpt_stalls[k] : s.ckpt_stall;
+}
+
 double synth_step_time(const SynthSpec& s, int i) {
   double t = s.step_s;
   if (s.straggler_rank >= 0) t += s.straggler_extra * s.step_s;
   if (s.ckpt_interval > 0) {
-    if (i % s.ckpt_interval == 0) t += s.ckpt_stall;
+    t += synth_ckpt_stall(s, i);
     if (i > s.ckpt_slow_offset && (i - s.ckpt_slow_offset) % s.ckpt_interval == 0)
       t += s.ckpt_slow_extra;
   }
@@ -65,7 +71,7 @@ void write_rank(const SynthSpec& s, int r, int64_t gbt) {
   for (int i = 1; i <= s.steps; ++i) {
     const double T = synth_step_time(s, i);
     const bool ck = s.ckpt_interval > 0 && i % s.ckpt_interval == 0;
-    const double stall = ck ? s.ckpt_stall : 0.0;
+    const double stall = synth_ckpt_stall(s, i);
     const double exposed = T - stall - data - comp;
     const double comm = exposed + 0.1 * S;
     if (ck) {

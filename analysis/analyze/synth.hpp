@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace st::analysis {
 
@@ -20,10 +21,12 @@ struct SynthSpec {
   double step_s = 1.0;              // base step time
   std::string device_name = "NVIDIA H100 80GB HBM3", device_kind = "cuda";
   std::string precision = "bf16", act_ckpt = "full";
-  double peak_flops = 0;     // device.peak_flops in run.json (0: omitted)
-  int ckpt_interval = 0;     // 0: no checkpoints
-  double ckpt_stall = 0.5;   // ckpt_stall_s on the checkpoint step (added to its step time)
-  int ckpt_slow_offset = 3;  // a later step slowed by background writing
+  double peak_flops = 0;            // device.peak_flops in run.json (0: omitted)
+  int ckpt_interval = 0;            // 0: no checkpoints
+  double ckpt_stall = 0.5;          // ckpt_stall_s on the checkpoint step (added to its step time)
+  std::vector<double> ckpt_stalls;  // per checkpoint in order, instead of ckpt_stall (beyond
+                                    // its end: ckpt_stall)
+  int ckpt_slow_offset = 3;         // a later step slowed by background writing
   double ckpt_slow_extra = 0.8;
   int straggler_rank = -1;
   double straggler_extra = 0.3;  // extra compute (fraction of step_s) on that rank
@@ -37,5 +40,7 @@ void write_synthetic_run(const SynthSpec& spec);
 // The step time of step i (1-based) every rank records, and the sum over steps.
 double synth_step_time(const SynthSpec& spec, int step);
 double synth_total_step_time(const SynthSpec& spec);
+// The stall of the checkpoint at step i (0 when step i takes none).
+double synth_ckpt_stall(const SynthSpec& spec, int step);
 
 }  // namespace st::analysis

@@ -1,7 +1,8 @@
 // Campaign analysis that knows repeats from scales (two repeats of one size
 // are one point with a spread, never a scaling series), one peak per CPU
 // campaign, and the checkpoint study's optimal interval against the
-// Young/Daly formulas for three MTBFs, through the CLI's --mtbf.
+// Young/Daly formulas for three MTBFs, through the CLI's --mtbf, with C the
+// median steady-state checkpoint cost whatever the interval.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -172,6 +173,90 @@ TEST(AnalyzeCampaign, OptimalIntervalForThreeMtbfsThroughTheCli) {
   std::ostringstream o2, e2;
   EXPECT_EQ(cli_main({"campaign", s.dir, "--no-plots", "--mtbf", "soon"}, o2, e2), 2);
   EXPECT_NE(e2.str().find("--mtbf: invalid value 'soon'"), std::string::npos) << e2.str();
+}
+
+// Young/Daly's C is the median cost of the steady-state checkpoints (every
+// one after a run's first); the first is reported apart. Stalls planted in
+// the telemetry: 0.9 s first, then 0.6, 0.10, 0.30, 0.20, 0.12, 0.25, 0.11.
+TEST(AnalyzeCampaign, YoungDalyCostIsTheMedianSteadyStall) {
+  TmpDir t;
+  SynthSpec s = one_rank(t / "runs/i5", 1.0);
+  s.steps = 40;
+  s.ckpt_interval = 5;
+  s.ckpt_stalls = {0.9, 0.6, 0.10, 0.30, 0.20, 0.12, 0.25, 0.11};
+  write_synthetic_run(s);
+  const RunSummary r = analyse(s.dir);
+  ASSERT_EQ(r.ckpt_cost.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_NEAR(r.ckpt_cost[i].stall_s, s.ckpt_stalls[i], 1e-9) << i;
+    EXPECT_NEAR(r.ckpt_cost[i].interference_s, 0, 1e-9) << i;  // commit ends the save's step
+  }
+  const Campaign c = build_campaign({r}, false);
+  const CkptStudy st = checkpoint_study(c, {3600, 86400}, "");
+  ASSERT_EQ(st.points.size(), 1u);
+  EXPECT_NEAR(st.points[0].cost_s, 0.20, 1e-9);  // median of the 7 after the first
+  EXPECT_NEAR(st.points[0].first_cost_s, 0.9, 1e-9);
+  EXPECT_EQ(st.points[0].steady_n, 7);
+  EXPECT_TRUE(st.notes.empty());
+  ASSERT_EQ(st.optimal.size(), 2u);
+  for (const auto& o : st.optimal) {
+    EXPECT_NEAR(o.cost_s, 0.20, 1e-9);
+    EXPECT_NEAR(o.first_cost_s, 0.9, 1e-9);
+    EXPECT_NEAR(o.young_s, std::sqrt(2 * 0.20 * o.mtbf_s), 1e-9);
+    EXPECT_NEAR(o.daly_s, daly_interval(0.20, o.mtbf_s), 1e-12);
+  }
+}
+
+// The same checkpoints at intervals 5 and 15 (first 0.9 s, second 0.6 s,
+// then 0.1 s each) give the same C: the one-time cost of the first save no
+// longer spreads over however many checkpoints a run took (a mean over
+// them gave 0.054 s at interval 5 and 0.123 s at interval 15 in the
+// committed study). A run with one checkpoint after its first is noted.
+TEST(AnalyzeCampaign, CostPerCheckpointDoesNotChangeWithTheInterval) {
+  TmpDir t;
+  std::vector<RunSummary> runs;
+  for (int interval : {5, 15})
+    for (int rep : {1, 2}) {
+      SynthSpec s =
+          one_rank(t / ("runs/i" + std::to_string(interval) + "-" + std::to_string(rep)), 0.01);
+      s.steps = 90;
+      s.ckpt_interval = interval;
+      s.ckpt_stall = 0.1;
+      s.ckpt_stalls = {0.9, 0.6};
+      write_synthetic_run(s);
+      runs.push_back(analyse(s.dir));
+    }
+  const Campaign c = build_campaign(runs, false);
+  const CkptStudy st = checkpoint_study(c, {86400}, "");
+  ASSERT_EQ(st.points.size(), 2u);
+  EXPECT_EQ(st.points[0].interval, 5);
+  EXPECT_EQ(st.points[1].interval, 15);
+  for (const auto& k : st.points) {
+    EXPECT_NEAR(k.cost_s, 0.1, 1e-9) << k.interval;
+    EXPECT_NEAR(k.first_cost_s, 0.9, 1e-9) << k.interval;
+  }
+  EXPECT_EQ(st.points[0].steady_n, 2 * 17);
+  EXPECT_EQ(st.points[1].steady_n, 2 * 5);
+  EXPECT_EQ(st.points[1].steady_min_run, 5);
+  EXPECT_TRUE(st.notes.empty());
+  ASSERT_EQ(st.optimal.size(), 1u);
+  EXPECT_NEAR(st.optimal[0].cost_s, 0.1, 1e-9);
+  EXPECT_NEAR(st.optimal[0].first_cost_s, 0.9, 1e-9);
+  EXPECT_NEAR(st.optimal[0].young_s, std::sqrt(2 * 0.1 * 86400), 1e-9);
+
+  // Interval 15 over 30 steps: one checkpoint after the first.
+  SynthSpec s = one_rank(t / "short/i15", 0.01);
+  s.steps = 30;
+  s.ckpt_interval = 15;
+  s.ckpt_stalls = {0.9, 0.6};
+  write_synthetic_run(s);
+  const CkptStudy few = checkpoint_study(build_campaign({analyse(s.dir)}, false), {86400}, "");
+  ASSERT_EQ(few.points.size(), 1u);
+  EXPECT_NEAR(few.points[0].cost_s, 0.6, 1e-9);
+  ASSERT_EQ(few.notes.size(), 1u);
+  EXPECT_NE(few.notes[0].find("interval 15: 1 checkpoint(s) after the first"), std::string::npos)
+      << few.notes[0];
+  EXPECT_NE(few.notes[0].find("train.steps >= 75"), std::string::npos) << few.notes[0];
 }
 
 // A checkpoint study (2 sizes x no checkpoint and two intervals x 2 repeats)

@@ -177,6 +177,7 @@ TEST(CheckpointMpi, SyncSaveCommitsBeforeReturn) {
     Checkpointer c(world, o, &tel);
     auto v = layout(world_(), rank_(), true);
     fill(v, 5);
+    EXPECT_GE(c.prepare(state_of(v, 5, rank_())), 0.0);  // the buffers before the first save
     in_save = true;
     SaveStats st = c.save(5, state_of(v, 5, rank_()));
     in_save = false;
@@ -191,6 +192,23 @@ TEST(CheckpointMpi, SyncSaveCommitsBeforeReturn) {
   EXPECT_NE(t.find("\"ckpt_begin\""), std::string::npos);
   EXPECT_NE(t.find("\"ckpt_commit\""), std::string::npos);
   EXPECT_NE(t.find("\"bandwidth_Bps\""), std::string::npos);
+  // Where the save's time went, per phase (rank 0 also commits).
+  nlohmann::json commit;
+  for (const auto& line : split(t, '\n'))
+    if (line.find("\"ckpt_commit\"") != std::string::npos) commit = nlohmann::json::parse(line);
+  ASSERT_TRUE(commit.contains("phases_s")) << t;
+  const auto& ph = commit["phases_s"];
+  std::vector<std::string> want = {"mkdir", "h5_create", "h5_datasets", "h5_close", "fsync",
+                                   "crc",   "vote",      "gather",      "decision"};
+  if (rank_() == 0)
+    for (const char* k : {"index", "rename", "latest", "retention"}) want.push_back(k);
+  double sum = 0;
+  for (const auto& k : want) {
+    ASSERT_TRUE(ph.contains(k) && ph[k].is_number()) << k << " in " << ph.dump();
+    EXPECT_GE(ph[k].get<double>(), 0.0) << k;
+    sum += ph[k].get<double>();
+  }
+  EXPECT_LE(sum, commit["write_s"].get<double>() + 1e-6) << ph.dump();
 }
 
 // The step folder is fsynced once per host (not once per rank), by one of

@@ -7,9 +7,11 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "checkpoint/checkpoint.hpp"
 #include "core/crc32c.hpp"
+#include "core/error.hpp"
 #include "test_state.hpp"
 
 namespace fs = std::filesystem;
@@ -45,6 +47,31 @@ TEST(Crc32c, KnownVectors) {
   for (size_t i = 0; i < s.size(); ++i) s[i] = char(i * 7);
   uint32_t part = crc32c_update(crc32c(s.data(), 333), s.data() + 333, s.size() - 333);
   EXPECT_EQ(part, crc32c(s.data(), s.size()));
+}
+
+// A whole file's CRC32C read in pieces of a reused buffer (the writer keeps
+// one: a fresh buffer per save cost the first saves their page faults) is
+// the CRC32C of its bytes, for a file larger than the buffer and an empty one.
+TEST(Crc32c, FileThroughAReusedBuffer) {
+  const std::string dir = fresh_dir("crcfile");
+  ASSERT_FALSE(dir.empty());
+  std::string bytes((size_t(5) << 19) + 17, '\0');  // 2.5 MiB + 17: three 1 MiB pieces
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char((i * 131) ^ (i >> 9));
+  const std::string path = dir + "/f.bin", empty = dir + "/e.bin";
+  { std::ofstream(path, std::ios::binary) << bytes; }
+  { std::ofstream(empty, std::ios::binary); }
+  std::vector<char> buf;
+  int64_t n = -1;
+  EXPECT_EQ(crc32c_file(path, n, buf), crc32c(bytes.data(), bytes.size()));
+  EXPECT_EQ(n, int64_t(bytes.size()));
+  EXPECT_EQ(buf.size(), size_t(1) << 20);  // sized once, then reused
+  const char* before = buf.data();
+  EXPECT_EQ(crc32c_file(empty, n, buf), 0u);
+  EXPECT_EQ(n, 0);
+  EXPECT_EQ(buf.data(), before);
+  EXPECT_EQ(crc32c_file(path, n), crc32c(bytes.data(), bytes.size()));  // own buffer
+  EXPECT_THROW(crc32c_file(dir + "/missing", n, buf), Error);
+  fs::remove_all(dir);
 }
 
 TEST(CheckpointNames, StepDirs) {

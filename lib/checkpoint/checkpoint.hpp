@@ -72,6 +72,11 @@ class Checkpointer {
   // Throws UsageError on malformed shards, and Error when on_error=abort and
   // this or the previous save failed.
   SaveStats save(long step, const CkptState& s);
+  // Not collective, optional, before the first save: allocates and touches
+  // the snapshot buffers for `s`'s shards and starts HDF5, so that the first
+  // save pays no first-touch page faults or library start (a start-up cost;
+  // docs/checkpoint-format.md, "The first save"). Returns the seconds taken.
+  double prepare(const CkptState& s);
   // Collective. Synchronous save regardless of mode, for the signal path (the
   // app sets a flag in its handler and calls this from the main loop).
   SaveStats emergency_save(long step, const CkptState& s);
@@ -103,6 +108,7 @@ class Checkpointer {
   TelemetryWriter* tel_ = nullptr;
   struct HostBuf;                               // a snapshot buffer (pinned on a device)
   std::vector<std::unique_ptr<HostBuf>> bufs_;  // reused across saves
+  std::vector<char> crc_buf_;  // the rank file's read-back for its CRC32C, reused (touched once)
   std::unique_ptr<Job> job_;
   mutable std::mutex mu_;  // guards last_ and pending_error_ (the writer thread sets them)
   SaveOutcome last_;

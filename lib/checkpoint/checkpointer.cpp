@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/h5.hpp"
 #include "checkpoint/index.hpp"
 #include "checkpoint/rank_file.hpp"
 #include "comm/mpi_communicator.hpp"
@@ -58,6 +59,15 @@ struct Checkpointer::Job {
   uint32_t file_crc = 0;
   std::string error;  // this rank's write error
   nlohmann::json entries;
+  // Seconds per phase of the write, vote and commit (the ckpt_commit
+  // event's phases_s): where a slow save spent its time.
+  nlohmann::json phases = nlohmann::json::object();
+  double t_lap = 0;
+  void lap(const char* phase) {
+    const double now = wall_time();
+    phases[phase] = phases.value(phase, 0.0) + (now - t_lap);
+    t_lap = now;
+  }
   bool finished = false;
   std::thread th;
 };
@@ -131,6 +141,10 @@ Checkpointer::Checkpointer(const MpiCommunicator& world, const CheckpointOptions
       }
     }
   }
+  // The read-back buffer of every save's file checksum, allocated and
+  // touched here: a fresh buffer per save cost a page fault per page (two
+  // saves of 0.1 s each on a VM before glibc kept the memory).
+  crc_buf_.assign(size_t(1) << 20, 0);
   if (!threaded_vote_ && rank_ == 0)
     log0(
         "checkpoint: MPI lacks MPI_THREAD_MULTIPLE; the commit vote runs at the next "
@@ -147,6 +161,22 @@ Checkpointer::~Checkpointer() {
   // After a vote timeout an abandoned request still refers to the
   // communicator: it is left to MPI_Finalize, not freed.
   if (broken_) (void)comm_.release();
+}
+
+double Checkpointer::prepare(const CkptState& s) {
+  ST_INTERNAL_CHECK(!finalized_, "checkpoint prepare after finalize()");
+  ST_INTERNAL_CHECK(!job_, "checkpoint prepare with a save in flight");
+  validate(s);
+  const double t0 = wall_time();
+  h5::quiet_errors();  // the library's start (its first call) happens here
+  bufs_.resize(s.tensors.size());
+  for (size_t i = 0; i < s.tensors.size(); ++i) {
+    const size_t n = size_t(ckpt::numel(s.tensors[i].shape));
+    if (!bufs_[i] || bufs_[i]->n != n || bufs_[i]->dev != s.device)
+      bufs_[i] = std::make_unique<HostBuf>(n, s.device);
+    std::memset(bufs_[i]->p, 0, n * sizeof(float));  // first touch: the page faults, now
+  }
+  return wall_time() - t0;
 }
 
 SaveStats Checkpointer::save(long step, const CkptState& s) {
@@ -235,20 +265,28 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
   st.snapshot_s = j->snapshot_s = wall_time() - t1;
 
   auto write = [this](Job& jb) {
-    jb.t_write0 = wall_time();
+    jb.t_write0 = jb.t_lap = wall_time();
     try {
       std::error_code ec;
       fs::create_directories(jb.tmp_dir, ec);
       if (ec) throw Error("cannot create '" + jb.tmp_dir + "': " + ec.message());
+      jb.lap("mkdir");
       std::string path = (fs::path(jb.tmp_dir) / ckpt::rank_file_name(rank_)).string();
       auto hook = [&](const std::string& ph) {
         if (opt_.test_hook) opt_.test_hook(ph, jb.step);
       };
+      ckpt::RankFileTimes rt;
       jb.entries = ckpt::write_rank_file(path, jb.step, rank_, size_, jb.shards, jb.scalars, jb.rng,
-                                         jb.bytes, hook);
+                                         jb.bytes, hook, &rt);
+      jb.phases["h5_create"] = rt.create_s;
+      jb.phases["h5_datasets"] = rt.datasets_s;
+      jb.phases["h5_close"] = rt.close_s;
+      jb.phases["fsync"] = rt.fsync_s;
+      jb.t_lap = wall_time();
       // The whole file's checksum, so a reader can refuse a damaged file
       // before HDF5 parses any of it (read back from the page cache).
-      jb.file_crc = crc32c_file(path, jb.file_bytes);
+      jb.file_crc = crc32c_file(path, jb.file_bytes, crc_buf_);
+      jb.lap("crc");
       hook("written");
     } catch (const std::exception& e) {
       jb.error = e.what();
@@ -289,8 +327,10 @@ std::string Checkpointer::vote(Job& j) {
                        "no further checkpoints from this run");
   };
   int first_bad = j.error.empty() ? INT_MAX : rank_;
+  j.t_lap = wall_time();
   if (!comm_->try_all_reduce_min(&first_bad, opt_.timeout_s, "checkpoint commit vote"))
     return timed_out("the commit vote");
+  j.lap("vote");
   std::string error;
   int decision = 0;
   if (first_bad == INT_MAX) {
@@ -298,6 +338,7 @@ std::string Checkpointer::vote(Job& j) {
       fsync_dir(j.tmp_dir);
       if (opt_.test_hook) opt_.test_hook("folder_synced", j.step);
     }
+    j.lap("folder_fsync");
     const nlohmann::json me = {{"rank", rank_},
                                {"file", ckpt::rank_file_name(rank_)},
                                {"bytes", j.bytes},
@@ -307,6 +348,7 @@ std::string Checkpointer::vote(Job& j) {
     std::vector<std::string> all;
     if (!comm_->try_gather(me.dump(), &all, 0, opt_.timeout_s, "checkpoint shard list gather"))
       return timed_out("gathering the shard lists");
+    j.lap("gather");
     if (rank_ == 0) error = commit(j, all, &decision);
   } else {
     error = first_bad == rank_ ? detail::cat("checkpoint step ", j.step, ": ", j.error)
@@ -317,8 +359,10 @@ std::string Checkpointer::vote(Job& j) {
     std::error_code ec;
     fs::remove_all(j.tmp_dir, ec);
   }
+  j.t_lap = wall_time();
   if (!comm_->try_broadcast(&decision, 0, opt_.timeout_s, "checkpoint commit decision"))
     return timed_out("the commit decision from rank 0");
+  j.lap("decision");
   if (decision == 1) return "";
   if (error.empty())
     error = detail::cat("checkpoint step ", j.step, ": commit failed on rank 0 (see its log)");
@@ -334,6 +378,7 @@ std::string Checkpointer::commit(Job& j, const std::vector<std::string>& lists, 
     for (const std::string& l : lists) ranks.push_back(nlohmann::json::parse(l));
     auto idx = ckpt::build_index(ranks, j.step, opt_.layout, nlohmann::json::parse(j.scalars));
     write_file_atomic((fs::path(j.tmp_dir) / "index.json").string(), idx.dump(1));
+    j.lap("index");
     if (opt_.test_hook) opt_.test_hook("index_written", j.step);
     std::error_code ec;
     // A step folder this run did not write (another run's, or one the
@@ -347,8 +392,10 @@ std::string Checkpointer::commit(Job& j, const std::vector<std::string>& lists, 
     fs::rename(j.tmp_dir, j.final_dir);
     fsync_dir(opt_.dir);
     *decision = 1;  // the rename is the commit point
+    j.lap("rename");
     if (opt_.test_hook) opt_.test_hook("renamed", j.step);
     write_file_atomic((fs::path(opt_.dir) / "latest").string(), step_dir_name(j.step) + "\n");
+    j.lap("latest");
     // Retention: keep the newest keep_last_n committed steps, and always the
     // one just written.
     if (opt_.keep_last_n > 0) {
@@ -359,6 +406,7 @@ std::string Checkpointer::commit(Job& j, const std::vector<std::string>& lists, 
         if (ec) logw("checkpoint retention: cannot remove ", steps[i].second, ": ", ec.message());
       }
     }
+    j.lap("retention");
   } catch (const std::exception& e) {
     if (!*decision) return detail::cat("checkpoint step ", j.step, ": commit failed: ", e.what());
     logw("checkpoint step ", j.step, " committed, but afterwards: ", e.what());
@@ -392,6 +440,7 @@ void Checkpointer::finish(Job& j) {
                    {"write_s", write_s},
                    {"bytes", j.bytes},
                    {"bandwidth_Bps", write_s > 0 ? double(j.bytes) / write_s : 0.0},
+                   {"phases_s", j.phases},
                    {"path", j.final_dir}});
     if (rank_ == 0)
       log0("checkpoint step ", j.step, " committed: ", j.final_dir,

@@ -12,6 +12,7 @@
 #include "checkpoint/h5.hpp"
 #include "core/crc32c.hpp"
 #include "core/error.hpp"
+#include "core/util.hpp"
 
 namespace st::ckpt {
 
@@ -39,7 +40,15 @@ void fsync_path(const std::string& path) {
 nlohmann::json write_rank_file(const std::string& path, long step, int rank, int world,
                                const std::vector<ShardOut>& shards, const std::string& scalars,
                                const std::vector<uint8_t>& rng, int64_t& bytes,
-                               const std::function<void(const std::string&)>& hook) {
+                               const std::function<void(const std::string&)>& hook,
+                               RankFileTimes* times) {
+  RankFileTimes tt;
+  double t = wall_time();
+  auto lap = [&t](double& into) {
+    const double now = wall_time();
+    into += now - t;
+    t = now;
+  };
   h5::quiet_errors();
   nlohmann::json entries = nlohmann::json::array();
   try {
@@ -49,6 +58,7 @@ nlohmann::json write_rank_file(const std::string& path, long step, int rank, int
     h5::write_attr_i64(file, "rank", {rank});
     h5::write_attr_i64(file, "world_size", {world});
     h5::write_attr_str(file, "checksum_algo", "crc32c");
+    lap(tt.create_s);
 
     h5::Handle lcpl(ST_HDF5_CHECK(H5Pcreate(H5P_LINK_CREATE)));
     ST_HDF5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
@@ -77,12 +87,16 @@ nlohmann::json write_rank_file(const std::string& path, long step, int rank, int
                     crc32c(scalars.data(), scalars.size()));
     h5::write_bytes(file, kRngDataset, rng.data(), rng.size(), crc32c(rng.data(), rng.size()));
     lcpl.reset();
+    lap(tt.datasets_s);
     ST_HDF5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL));
     file.close();
+    lap(tt.close_s);
   } catch (const std::exception& e) {
     throw Error(std::string("writing '") + path + "': " + e.what());
   }
   fsync_path(path);
+  lap(tt.fsync_s);
+  if (times) *times = tt;
   return entries;
 }
 

@@ -26,13 +26,23 @@ struct ShardOut {
   int64_t numel() const;
 };
 
+// Where write_rank_file spent its time (seconds), for the ckpt_commit event.
+struct RankFileTimes {
+  double create_s = 0;    // H5Fcreate and the file attributes
+  double datasets_s = 0;  // every dataset: create, checksum, write, attributes
+  double close_s = 0;     // H5Fflush and H5Fclose
+  double fsync_s = 0;     // fsync of the closed file
+};
+
 // Writes `path` (must not exist), closes and fsyncs it. Returns this rank's
 // index entries: [{name, global_shape, offset, shape, checksum}], and adds the
 // tensor bytes written to `bytes`. `hook("dataset")` runs after each dataset.
+// `times`, when given, receives the phases' durations.
 nlohmann::json write_rank_file(const std::string& path, long step, int rank, int world,
                                const std::vector<ShardOut>& shards, const std::string& scalars,
                                const std::vector<uint8_t>& rng, int64_t& bytes,
-                               const std::function<void(const std::string&)>& hook);
+                               const std::function<void(const std::string&)>& hook,
+                               RankFileTimes* times = nullptr);
 
 void fsync_path(const std::string& path);  // throws Error naming the file
 

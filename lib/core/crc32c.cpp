@@ -1,10 +1,12 @@
 // Implementation of crc32c.hpp: hardware (SSE4.2) and table paths.
 #include "core/crc32c.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "core/error.hpp"
@@ -63,10 +65,10 @@ uint32_t crc32c_update(uint32_t crc, const void* data, size_t n) {
   return ~sw_update(c, p, n);
 }
 
-uint32_t crc32c_file(const std::string& path, int64_t& size) {
+uint32_t crc32c_file(const std::string& path, int64_t& size, std::vector<char>& buf) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw Error("cannot read '" + path + "': " + std::strerror(errno));
-  std::vector<char> buf(size_t(16) << 20);
+  if (buf.empty()) buf.resize(size_t(1) << 20);
   uint32_t crc = 0;
   size = 0;
   size_t n;
@@ -78,5 +80,12 @@ uint32_t crc32c_file(const std::string& path, int64_t& size) {
   std::fclose(f);
   if (bad) throw Error("reading '" + path + "' failed");
   return crc;
+}
+
+uint32_t crc32c_file(const std::string& path, int64_t& size) {
+  std::error_code ec;
+  const auto len = std::filesystem::file_size(path, ec);
+  std::vector<char> buf(std::clamp<size_t>(ec ? 0 : size_t(len), 4096, size_t(1) << 20));
+  return crc32c_file(path, size, buf);
 }
 }  // namespace st

@@ -146,7 +146,9 @@ batch's ids checked, the run folder; `data.verify=full` scans here),
 `engine` (model, optimizer state, the device communicators), `peak` (the
 FLOP/s MFU is measured against; once per host), `run_json` (rank 0 writes
 run.json and records the prediction), `telemetry_open`, `clock_sync` (each
-rank's clock against rank 0's), `resume_checkpointer` and `first_step`.
+rank's clock against rank 0's), `resume_checkpointer`, `checkpoint_buffers`
+(with checkpoints on: the snapshot buffers allocated and touched and HDF5
+started, so the first save does not pay them) and `first_step`.
 `phases` lists each as `name`, `wall_s` (the slowest rank's; it includes
 waiting for the others in the phase's collectives), `cpu_s_mean` and
 `cpu_s_max` (CPU seconds per rank, all threads: what a loaded machine does

@@ -8,6 +8,9 @@
 # overhead against interval per mode, aggregate write bandwidth against ranks
 # beside that limit, restore time per size and the optimal interval for an
 # MTBF (Young/Daly, --mtbf). See docs/campaigns.md and docs/analysis.md.
+# The cost per checkpoint C is the median of each run's checkpoints after
+# its first (the first pays one-time costs): every interval needs at least
+# 4 of them, so a job runs at least 5 x the largest interval steps.
 set -euo pipefail
 # shellcheck source=slurm/campaigns/common.sh
 source "$(dirname "$0")/common.sh"
@@ -23,7 +26,9 @@ usage: $(basename "$0") [options]
   --repeats R            runs per configuration (default 1)
   --model M              preset in configs/models/ (default tiny)
   --config FILE          run config instead of the preset
-  --steps N              steps per job (default 40)
+  --steps N              steps per job (default: 40 or 5 x the largest interval, whichever
+                         is more; fewer than 5 x the largest interval is refused: C needs
+                         4 checkpoints after a run's first)
   --micro-batch B        sequences per rank per micro-batch (default 4)
   --keep-last-n K        checkpoints kept (default 2)
   --no-restore           no restore job per size
@@ -32,7 +37,7 @@ EOF2
 }
 
 intervals=5,10,20 modes=sync,async nodes_list="" ranks_list="" repeats=1 model=tiny config=""
-steps=40 micro_batch=4 keep=2 restore=1
+steps="" micro_batch=4 keep=2 restore=1
 invocation="slurm/campaigns/$(basename "$0") $(quote_args "$@")"
 while (($#)); do
   parse_common_flag "$@"
@@ -60,17 +65,29 @@ done
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || campaign_die "--repeats '$repeats': expected a positive number"
 if [[ -z $config ]]; then config=configs/models/$model.yaml; fi
 
+read -r -a ivals <<<"${intervals//,/ }"
+read -r -a mlist <<<"${modes//,/ }"
+read -r -a counts <<<"${nodes_list//,/ }${ranks_list//,/ }"
+max_iv=0
+for iv in "${ivals[@]}"; do
+  [[ $iv =~ ^[1-9][0-9]*$ ]] || campaign_die "interval '$iv': expected a positive number of steps"
+  if ((iv > max_iv)); then max_iv=$iv; fi
+done
+# C (docs/analysis.md) is the median of the checkpoints after a run's first:
+# 4 of them at the largest interval take 5 x that interval steps.
+min_steps=$((5 * max_iv))
+if [[ -z $steps ]]; then
+  steps=$((min_steps > 40 ? min_steps : 40))
+elif ! [[ $steps =~ ^[1-9][0-9]*$ ]]; then
+  campaign_die "--steps '$steps': expected a positive number"
+elif ((steps < min_steps)); then
+  campaign_die "--steps $steps gives interval $max_iv only $((steps / max_iv - 1)) checkpoint(s) after the first; the cost per checkpoint needs 4: use --steps $min_steps or more"
+fi
 campaign_init ckpt-overhead "ckpt-overhead-$model" "$invocation"
 [[ -f $config ]] || campaign_die "config '$config' not found"
 trainer_common_sets
 base=(--config "$config" --set "train.steps=$steps" --set "train.micro_batch=$micro_batch"
   --set parallel.dp=0 --set "checkpoint.keep_last_n=$keep")
-read -r -a ivals <<<"${intervals//,/ }"
-read -r -a mlist <<<"${modes//,/ }"
-read -r -a counts <<<"${nodes_list//,/ }${ranks_list//,/ }"
-for iv in "${ivals[@]}"; do
-  [[ $iv =~ ^[1-9][0-9]*$ ]] || campaign_die "interval '$iv': expected a positive number of steps"
-done
 for mode in "${mlist[@]}"; do
   [[ $mode == sync || $mode == async ]] || campaign_die "mode '$mode': expected sync or async"
 done

@@ -173,7 +173,7 @@ def main():
             out.append("`scaletrain-analyze campaign` said:\n\n```\n" + f.read().rstrip() + "\n```\n")
 
     order = ["tok_s_gpu_vs_gpus", "mfu_vs_gpus", "scaling_efficiency", "step_breakdown",
-             "mfu_by_layout", "ckpt_overhead_vs_interval", "ckpt_write_bandwidth", "ckpt_restore_time"]
+             "mfu_by_layout", "ckpt_overhead_vs_interval", "ckpt_cost_vs_interval", "ckpt_write_bandwidth", "ckpt_restore_time"]
     plots = [p + ".svg" for p in order if os.path.exists(os.path.join(camp, "analysis", p + ".svg"))]
     if plots:
         out.append("## Plots\n")

@@ -9,4 +9,4 @@ set yrange [0:*]
 set key bottom right
 plot 'ckpt_write_bandwidth.dat' index 0 u 1:2 w lp pt 7 t 'async (median over intervals and repeats)', \
   'ckpt_write_bandwidth.dat' index 1 u 1:2 w lp pt 7 t 'sync (median over intervals and repeats)', \
-  95.8754 w l dt 2 lc rgb 'black' t 'storage limit: sequential write of 2.09715 MB (dd if=/dev/zero bs=1M conv=fsync)'
+  80.078 w l dt 2 lc rgb 'black' t 'storage limit: sequential write of 2.09715 MB (dd if=/dev/zero bs=1M conv=fsync)'
