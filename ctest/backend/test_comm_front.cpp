@@ -4,8 +4,9 @@
 // (lib/comm/communicator.hpp) checks, counts and records, so the bytes, the
 // statistics and the flight-recorder entries must agree call for call:
 // every kind (all-reduce, reduce-scatter, all-gather in and out of place,
-// broadcast, exchange, send/recv, a host reduction), uneven counts, empty
-// sends (no call) and a group of one (local copies, no call). Label mpi.
+// broadcast, exchange, send/recv, a host reduction), uneven counts (one rank's
+// part empty), empty sends of every kind (no call) and a group of one (local
+// copies, no call). Label mpi.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -48,8 +49,14 @@ void script(Communicator& g, Stream& s, std::vector<float>& a, std::vector<float
   g.all_gather(a.data(), b.data(), uneven, DType::F32, s).wait();
   g.all_gather(b.data() + before, b.data(), uneven, DType::F32, s).wait();
   EXPECT_LE(total, int64_t(b.size()));
-  // broadcast from the last rank.
+  // Nothing to gather (no call), and a part of none for the first rank.
+  g.all_gather(a.data(), b.data(), zeros, DType::F32, s).wait();
+  std::vector<int64_t> first_none = uneven;
+  first_none[0] = 0;
+  g.reduce_scatter(a.data(), b.data(), first_none, DType::F32, s).wait();
+  // broadcast from the last rank, then an empty one (no call).
   g.broadcast(a.data(), 7, DType::BF16, P - 1, s).wait();
+  g.broadcast(a.data(), 0, DType::F32, 0, s).wait();
   // A ring shift (in a group of one: a local copy), then an empty one.
   g.exchange({{true, a.data(), 4, (r + 1) % P}, {false, b.data(), 4, (r + P - 1) % P}}, DType::F32,
              s)
@@ -120,11 +127,14 @@ TEST_F(CommFront, MpiAndTheRecorderCountAndRecordTheSameScript) {
   script(recd, rdev.compute_stream(), a, b);
   const Seen m = seen(mpi), r = seen(recd);
   expect_same(m, r, "group of " + std::to_string(P));
-  EXPECT_EQ(m.entries.size(), me < 2 ? 8u : 7u);  // every call that moved something
-  // What the script moves: 7 calls of the 10, by kind.
+  EXPECT_EQ(m.entries.size(), me < 2 ? 9u : 8u);  // every call that moved something
+  // What the script moves: 8 calls of the 13, by kind.
   EXPECT_EQ(m.stats[0].calls, 2);  // the device all_reduce and the host one
   EXPECT_EQ(m.stats[0].bytes, 10 * 4 + 3 * 8);
-  EXPECT_EQ(m.stats[1].calls, 1);
+  EXPECT_EQ(m.stats[1].calls, 2);  // uneven, then with a part of none
+  int64_t uneven_total = 0;
+  for (int q = 0; q < P; ++q) uneven_total += 3 + 2 * q;
+  EXPECT_EQ(m.stats[1].bytes, (2 * uneven_total - 3) * 4);
   EXPECT_EQ(m.stats[2].calls, 2);
   EXPECT_EQ(m.stats[3].bytes, 7 * 2);
   EXPECT_EQ(m.stats[4].calls, me < 2 ? 2 : 1);
@@ -133,6 +143,13 @@ TEST_F(CommFront, MpiAndTheRecorderCountAndRecordTheSameScript) {
   EXPECT_EQ(
       int64_t(rec.collectives().size()),
       m.stats[0].calls + m.stats[1].calls + m.stats[2].calls + m.stats[3].calls + m.stats[4].calls);
+  // Only the host reduction (the last call) is marked as one: the planner
+  // classes collectives by that flag, not by a stream's name.
+  ASSERT_FALSE(rec.collectives().empty());
+  for (size_t i = 0; i + 1 < rec.collectives().size(); ++i)
+    EXPECT_FALSE(rec.collectives()[i].host) << "collective " << i;
+  EXPECT_TRUE(rec.collectives().back().host);
+  EXPECT_EQ(rec.collectives().back().kind, CollKind::AllReduce);
   EXPECT_EQ(a[0], float(P));  // the all_reduce ran (and 1.0 in bf16 is exact)
 }
 

@@ -61,7 +61,7 @@ Cls kernel_class(const Op& o, record::Kernel k) {
 
 // A collective's class in the step's parts, by the axis its group spans.
 Cls coll_class(const record::CollCall& c) {
-  if (c.stream == "host") return kOther;
+  if (c.host) return kOther;
   switch (c.axis.axis) {
     case Axis::Tp:
       return kTp;
@@ -159,7 +159,7 @@ std::shared_ptr<const Timeline> build_timeline(const StageRecord& r, const Confi
       if (fresh) o->colls.push_back(tc);
       o->ref[i] = ix->second;
       o->cls[i] = coll_class(c);
-      if (c.stream != "host")
+      if (!c.host)
         o->lane[i] = lanes.emplace("comm:" + c.group, int32_t(lanes.size())).first->second;
     }
   }

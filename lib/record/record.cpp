@@ -318,6 +318,7 @@ std::shared_ptr<CommOp> RecordCommunicator::issue(const Collective& k, Stream* a
   c.ranks = size_;
   c.bytes = k.bytes;
   c.t = k.t;
+  c.host = k.host;
   c.stream = after ? after->name() : "host";
   rec_.add(std::move(c));
   auto op = std::make_shared<DoneOp>(*this, k, rec_, rec_.last_collective());

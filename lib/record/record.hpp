@@ -96,6 +96,7 @@ struct CollCall {
   std::string phase;
   int64_t after_kernel = 0;  // kernels recorded before it (its place in the step)
   bool recv = false;         // an exchange that receives (pipeline boundary tensors)
+  bool host = false;         // a blocking collective of host values (the loss, the norm, votes)
 };
 
 // A device copy (host to device, device to host, device to device, fill).
