@@ -42,6 +42,7 @@
 #include "metrics/metrics.hpp"
 #include "model/model.hpp"
 #include "parallel/pipeline.hpp"
+#include "parallel/stages.hpp"
 #include "plan/recorded_step.hpp"
 #include "plan/time_model.hpp"
 
@@ -547,14 +548,16 @@ double end_of(const Replay& r) {
 }
 
 // The ranks of each pipeline stage on each node: blocks of devices_per_node
-// world ranks, pp outermost (tp, cp, dp inside a stage). cnt[n][s].
+// world ranks, each rank's stage from the mesh's own order (mesh_coords).
+// cnt[n][s].
 std::vector<std::vector<int>> node_stages(const Config& cfg, const Cluster& cl) {
   const auto& p = cfg.parallel;
-  const int inner = p.dp * p.cp * p.tp, world = inner * p.pp;
+  const MeshDims d{p.pp, p.dp, p.cp, p.tp};
+  const int world = d.world();
   const int per = std::max(1, cl.devices_per_node);
   std::vector<std::vector<int>> cnt(size_t((world + per - 1) / per),
                                     std::vector<int>(size_t(p.pp)));
-  for (int r = 0; r < world; ++r) ++cnt[size_t(r / per)][size_t(r / inner)];
+  for (int r = 0; r < world; ++r) ++cnt[size_t(r / per)][size_t(mesh_coords(r, d).pp)];
   return cnt;
 }
 
