@@ -250,7 +250,11 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
       // On one node: up to its cores (more ranks than cores is no layout).
       if (r < 2 || (l.inter == 0 && r > c.cores_per_node)) continue;
       std::ostringstream args;
-      args << "--sizes " << sizes << " --seconds " << o.coll_seconds;
+      // Each size is timed back to back over the window (the probe's
+      // timed()); under a quota over ten of its 100 ms periods at least, so
+      // that the collective pays the quota as the step's reduction does.
+      args << "--sizes " << sizes << " --seconds "
+           << (quota > 0 ? std::max(o.coll_seconds, 1.0) : o.coll_seconds);
       // Under a CPU quota, collectives that progress on their own
       // (collective_progress async) are timed beside a computing thread: a
       // step's gradient reductions run while its backward keeps the node's

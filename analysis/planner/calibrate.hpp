@@ -23,8 +23,10 @@ struct CalibrateOptions {
   std::string out;    // cluster file to write
   std::string name = "cpu-local";
   double op_seconds = 0.05;   // per op timing budget
-  double coll_seconds = 0.2;  // per collective and size
-  std::vector<long> sizes = {4096, 65536, 1 << 20, 4 << 20, 16 << 20};
+  double coll_seconds = 0.2;  // per collective and size (1 at least under a CPU quota)
+  // Up to 32 MB: the engine's gradient buckets (parallel.bucket_mb, 25 MB by
+  // default) are priced between measured sizes, not beyond them.
+  std::vector<long> sizes = {4096, 65536, 1 << 20, 4 << 20, 16 << 20, 32 << 20};
   std::string command;  // the command line, recorded in the file
   // When set: start from this cluster file, time only the kernel calls it
   // lacks (another model's shapes) and keep its collectives and slowdowns.

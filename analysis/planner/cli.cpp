@@ -57,7 +57,7 @@ std::vector<T> parse_list(const std::string& flag, const std::string& v) {
 }
 
 struct Args {
-  std::string config, cluster, out, name = "cpu-local", campaign_name, benchmarks, models,
+  std::string config, cluster, out, name = "cpu-local", campaign_name, benchmarks, models, placement,
                                     clusters_dir, add_to, bench = "scaletrain-bench-gemm",
                                     nccl_intra, nccl_inter, attn_bench;
   std::vector<std::string> sets;
@@ -132,6 +132,13 @@ Check bucket_list(std::vector<double>* dst) {
     *dst = parse_list<double>("--bucket-mb", v);
     for (double b : *dst)
       if (b <= 0) throw UsageError("--bucket-mb: sizes must be > 0");
+  };
+}
+Check placement_word(std::string* dst) {
+  return [=](const std::string& v) {
+    if (v != "block" && v != "cyclic")
+      throw UsageError("--placement: '" + v + "' is not one of block, cyclic");
+    *dst = v;
   };
 }
 Check sizes_list(std::vector<long>* dst) {
@@ -210,6 +217,7 @@ int run_plan(const Args& a, const std::vector<std::string>& argv, std::ostream& 
     throw UsageError("plan: give --devices N[,N...] (or --weak-scaling N,...)");
   Cluster cl = load_cluster(a.cluster);
   if (a.devices_per_node > 0) cl.devices_per_node = a.devices_per_node;
+  if (!a.placement.empty()) cl.placement = a.placement;
   const Config base = base_config(a, false);
   ReportOptions o;
   o.top = a.top;
@@ -361,6 +369,9 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
         ("cluster", text(&a.cluster, "FILE"), "cluster file (configs/clusters/*.yaml)")
         ("devices-per-node", checked("N", one_int("--devices-per-node", &a.devices_per_node, 1)),
          "override the cluster file's devices per node")
+        ("placement", checked("block|cyclic", placement_word(&a.placement)),
+         "override the cluster file's rank placement: block (devices-per-node consecutive "
+         "ranks a node) or cyclic (round robin over the nodes, srun --distribution=cyclic)")
         ("top", checked("K", one_int("--top", &a.top, 1)),
          "layouts in the table and the campaign (default 10)")
         ("near", checked("K", one_int("--near", &a.near, 0)),

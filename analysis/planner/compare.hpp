@@ -13,11 +13,12 @@
 // calibrated kernel times scaled by the calibrated peak over the run's, in
 // place of the calibrated slowdown of shared cores. On a machine whose
 // background load drifts, that separates the model's error from the drift.
-// Each run is predicted on the cluster with the run's own node size (the
-// most ranks run.json's "hosts" put on one node); a run whose ranks were not
-// placed in consecutive blocks (mpirun --rank-by node) is flagged, since the
-// planner places ranks in blocks, and left out of the step time MAPE (the
-// MAPE over every run is given beside it). The step's parts are set side by side:
+// Each run is predicted on the cluster with its ranks on the nodes they ran
+// on (run.json's "hosts": Cluster::rank_node, so a group crosses nodes in the
+// prediction where it crossed in the run, whatever the placement) and the
+// run's own node size (the most ranks on one host); a run whose ranks were
+// not in consecutive blocks (mpirun --rank-by node) is marked in the table.
+// The step's parts are set side by side:
 // compute (fwd + bwd + optimizer), exposed communication and the rest of the
 // step (measured: step - compute - exposed - data - checkpoint stall, the
 // pipeline bubble and waits; predicted: the bubble).
@@ -38,7 +39,7 @@ struct CompareRow {
   double step_pred = 0, step_meas = 0;  // seconds
   double step_pred_rt = 0;              // at the run's measured speed (0: not measured)
   int ranks_per_node = 0;               // the most ranks on one host (the node size predicted with)
-  bool block_placement = true;          // every host's ranks consecutive, as the planner assumes
+  bool block_placement = true;          // every host's ranks consecutive (the plan's default)
   double exposed_pred = 0, exposed_meas = 0;
   double compute_pred = 0, compute_meas = 0;  // fwd + bwd + optimizer, critical rank
   double bubble_pred = 0, other_meas = 0;     // bubble; measured: the step's unexplained rest

@@ -7,7 +7,7 @@
 // message sizes; and, with every rank computing at once, one pass over a list of ops (ops.hpp
 // keys), so calibrate can tell how much slower a rank computes when the node's cores are shared.
 // Rank 0 prints one line per measurement:
-//   coll <kind> <ranks> <bytes> <seconds>      (median over repetitions)
+//   coll <kind> <ranks> <bytes> <seconds>      (mean over calls back to back)
 //   compute <ranks> <ratio>                    (every rank at once / rank 0 alone)
 //
 //   mpiexec -n N scaletrain-plan-probe [--sizes B,B,...] [--seconds S] [--ops "KEY;KEY"]
@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -36,11 +37,6 @@ using st::MpiCommunicator;
 using st::poll_wait;
 using st::PollPolicy;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // Waits for a one-float message from rank 0 by polling with sleeps, so the
 // waiting rank leaves its core to the one that computes (a blocking MPI
 // receive spins).
@@ -59,25 +55,28 @@ void quiet_recv(MpiCommunicator& w, int tag) {
   w.recv(&x, 1, 0, tag);
 }
 
-// Times `f` on every rank in lock step (a barrier before each repetition);
-// the repetition's time is the slowest rank's.
+// Times `f` on every rank back to back, as a step's reductions follow each
+// other: one call to warm up and size the pass, then as many calls as fill
+// `seconds` (3 at least) with no barrier between them; the pass's time is
+// the slowest rank's, over the calls. A mean over a window of many CFS
+// periods pays a CPU quota (and a shaped link's token bucket) as a whole
+// step pays it, where a median of single calls after a barrier meets the
+// quota and the bucket refilled.
 template <typename F>
 double timed(MpiCommunicator& w, double seconds, F f) {
-  f();  // warm-up
-  std::vector<double> t;
-  const double end = st::wall_time() + seconds;
-  for (;;) {
-    w.barrier();
-    const double t0 = st::wall_time();
-    f();
-    double dt = st::wall_time() - t0;
-    w.all_reduce_max(&dt, 1);
-    t.push_back(dt);
-    double stop = (t.size() >= 5 && st::wall_time() > end) || t.size() >= 2000 ? 1 : 0;
-    w.all_reduce_max(&stop, 1);  // every rank leaves together
-    if (stop > 0) break;
-  }
-  return median(t);
+  w.barrier();
+  double t0 = st::wall_time();
+  f();
+  double first = st::wall_time() - t0;
+  w.all_reduce_max(&first, 1);
+  double reps = std::clamp(std::ceil(seconds / std::max(first, 1e-6)), 3.0, 20000.0);
+  w.all_reduce_max(&reps, 1);  // every rank makes the same calls
+  w.barrier();
+  t0 = st::wall_time();
+  for (int i = 0; i < int(reps); ++i) f();
+  double dt = st::wall_time() - t0;
+  w.all_reduce_max(&dt, 1);
+  return dt / reps;
 }
 }  // namespace
 

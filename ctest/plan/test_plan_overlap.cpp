@@ -155,4 +155,50 @@ TEST(PlanOverlap, StagesSharingANodeTakeTurns) {
   }
 }
 
+// Placement decides which groups cross nodes. pp 2 x dp 2, two ranks a
+// node: in blocks (ranks 0,1 | 2,3) each node holds one stage's dp peers,
+// so the dp all-reduce stays inside a node and the pipeline's sends cross;
+// round robin (0,2 | 1,3: srun --distribution=cyclic, mpirun --rank-by node)
+// each node holds a whole pipeline, so the sends stay inside and the dp
+// all-reduce crosses. The same placement said rank by rank (compare's
+// run.json hosts) predicts the same step as the cluster's word.
+TEST(PlanOverlap, PlacementDecidesWhichGroupsCrossNodes) {
+  const Config c = study(2, 2, 1, 4);
+  Cluster block = emu(2), cyclic = emu(2), hosts = emu(2);
+  cyclic.placement = "cyclic";
+  hosts.rank_node = {0, 1, 0, 1};
+  EXPECT_EQ(block.node_of(2, 4), 1);
+  EXPECT_EQ(cyclic.node_of(2, 4), 0);
+  EXPECT_EQ(cyclic.node_of(3, 4), 1);
+  const StepPrediction b = st::plan::predict_step(c, block);
+  const StepPrediction y = st::plan::predict_step(c, cyclic);
+  const StepPrediction h = st::plan::predict_step(c, hosts);
+  ASSERT_GT(b.dp.total, 0);
+  // The same 2-rank all-reduce, priced by the inter-node fit instead of
+  // the one inside a node: slower on the emulated cluster's shaped links.
+  EXPECT_GT(y.dp.total, 2 * b.dp.total) << "dp in blocks " << b.dp.total << " s, round robin "
+                                        << y.dp.total << " s";
+  EXPECT_GT(y.step, b.step);
+  EXPECT_NEAR(h.step, y.step, 1e-9 * y.step);
+  EXPECT_NEAR(h.dp.total, y.dp.total, 1e-9 * y.dp.total);
+  // Each node now holds both stages: they take turns, slowed by less than
+  // both at once (in blocks: always both at once).
+  EXPECT_LT(y.compute(), 0.97 * b.compute());
+  // The placement is a cluster-file word: read, checked, written back.
+  const auto dir = std::filesystem::temp_directory_path() / "st_test_plan_placement";
+  std::filesystem::create_directories(dir);
+  const std::string p = (dir / "c.yaml").string();
+  std::ofstream(p) << st::plan::cluster_to_yaml(cyclic);
+  EXPECT_EQ(st::plan::load_cluster(p).placement, "cyclic");
+  std::ofstream(p) << st::plan::cluster_to_yaml(block) << "\nplacement: scatter\n";
+  try {
+    st::plan::load_cluster(p);
+    ADD_FAILURE() << "placement: scatter was accepted";
+  } catch (const st::UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("placement"), std::string::npos) << m;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace

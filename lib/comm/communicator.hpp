@@ -113,12 +113,9 @@ struct GroupAxis {
   bool intra_node = false;  // every member on one node (where the ranks run, or the
                             // recorded mesh's stated node size)
 };
-// Whether a group of `ranks` along `a` spans more than one node of
-// `ranks_per_node` consecutive world ranks (the planner's rule for a cluster
-// of that node size; a job's MPI groups know intra_node from where they run).
-inline bool crosses_nodes(const GroupAxis& a, int ranks, int ranks_per_node) {
-  return int64_t(ranks) * a.stride > ranks_per_node;
-}
+// (The planner finds whether a group spans nodes from its members and the
+// cluster's placement, lib/plan/step_time.cpp group_nodes; a job's MPI groups
+// know intra_node from where they run.)
 
 // One side of a point-to-point exchange.
 struct P2POp {

@@ -147,6 +147,13 @@ Rates read_rates(const std::string& path, const Section& top) {
 
 }  // namespace
 
+int Cluster::node_of(int rank, int world) const {
+  if (size_t(rank) < rank_node.size()) return rank_node[size_t(rank)];
+  const int per = std::max(1, devices_per_node);
+  if (placement == "cyclic") return rank % std::max(1, (world + per - 1) / per);
+  return rank / per;
+}
+
 Cluster load_cluster(const std::string& path) {
   const YAML::Node root = parse_yaml_text(read_file(path), path);
   const Section s(path, "", root,
@@ -159,6 +166,7 @@ Cluster load_cluster(const std::string& path) {
                    "memory_reserved_gib",
                    "memory_bandwidth_gbps",
                    "devices_per_node",
+                   "placement",
                    "nodes",
                    "cores_per_node",
                    "threads_per_rank",
@@ -198,6 +206,7 @@ Cluster load_cluster(const std::string& path) {
     throw UsageError(path + ": memory_reserved_gib must be below memory_gib");
   c.memory_bandwidth = s.num("memory_bandwidth_gbps", 0, c.gpu(), 0, 1e6, true) * 1e9;
   c.devices_per_node = int(s.num("devices_per_node", 1, true, 1, 1 << 20));
+  c.placement = s.str("placement", "block", false, {"block", "cyclic"});
   c.nodes = int(s.num("nodes", 0, false, 0, 1 << 24));
   c.cores_per_node = int(s.num("cores_per_node", 0, c.kind == "cpu", 0, 1 << 20));
   c.threads_per_rank = int(s.num("threads_per_rank", 1, false, 1, 1 << 20));
@@ -290,6 +299,8 @@ std::string cluster_to_yaml(const Cluster& c) {
     << "\nmemory_reserved_gib: " << c.memory_reserved / double(1ull << 30);
   if (c.memory_bandwidth > 0) o << "\nmemory_bandwidth_gbps: " << c.memory_bandwidth / 1e9;
   o << "\ndevices_per_node: " << c.devices_per_node;
+  if (c.placement != "block")
+    o << "\n# consecutive ranks placed round robin over the nodes\nplacement: " << c.placement;
   if (c.nodes > 0) o << "\nnodes: " << c.nodes;
   if (c.cores_per_node > 0) o << "\ncores_per_node: " << c.cores_per_node;
   o << "\nthreads_per_rank: " << c.threads_per_rank;

@@ -64,6 +64,14 @@ struct Cluster {
   double memory_reserved = 0;   // bytes the model cannot use (context, library buffers, slack)
   double memory_bandwidth = 0;  // bytes/s per device
   int devices_per_node = 1;
+  // Which node each world rank runs on (`placement`): block, devices_per_node
+  // consecutive ranks a node (srun's default block distribution, mpirun's
+  // default by slot); cyclic, round robin over the job's nodes (srun
+  // --distribution=cyclic, mpirun --rank-by node). rank_node, when set
+  // (compare: a run's own run.json hosts), says it rank by rank instead.
+  std::string placement = "block";
+  std::vector<int> rank_node;
+  int node_of(int rank, int world) const;
   int nodes = 0;             // nodes available (0: not stated)
   int cores_per_node = 0;    // CPU clusters: cores the ranks of a node share
   int threads_per_rank = 1;  // CPU clusters: runtime.threads the calibration used

@@ -174,6 +174,28 @@ std::shared_ptr<const Timeline> build_timeline(const StageRecord& r, const Confi
   return o;
 }
 
+// Where the group a stage's recorded rank (dp, cp, tp = 0) issued a
+// collective on runs: whether it spans nodes, and the most of its members on
+// one node (the NICs it shares). Its members are the group's first rank and
+// every `stride` after it (mesh order pp, dp, cp, tp: tp innermost); the pp
+// group starts at stage 0, every other at the stage's first rank.
+struct GroupNodes {
+  bool inter = false;
+  int per_node = 1;
+};
+GroupNodes group_nodes(const GroupAxis& a, int ranks, int stage, const ParallelCfg& p,
+                       const Cluster& cl) {
+  const int world = p.dp * p.tp * p.pp * p.cp;
+  const int first = a.axis == Axis::Pp || a.axis == Axis::None ? 0 : stage * (world / p.pp);
+  std::map<int, int> on;
+  for (int i = 0; i < ranks; ++i)
+    ++on[cl.node_of(std::min(world - 1, first + i * std::max(1, a.stride)), world)];
+  GroupNodes g;
+  g.inter = on.size() > 1;
+  for (const auto& [node, k] : on) g.per_node = std::max(g.per_node, k);
+  return g;
+}
+
 // One stage's record, priced: seconds of every item.
 struct Priced {
   std::shared_ptr<const StageRecord> rec;
@@ -197,10 +219,9 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
   for (const Op& op : t.ops) op_s.push_back(op_seconds(op, cl, on_node));
   for (int64_t b : t.allocs) alloc_s.push_back(op_seconds(alloc_op(b), cl, on_node));
   for (const Timeline::Coll& c : t.colls) {
-    const bool inter = crosses_nodes(c.axis, c.ranks, cl.devices_per_node);
-    const int per_node =
-        std::max(1, std::min(c.ranks, cl.devices_per_node / std::max(1, c.axis.stride)));
-    coll_s.push_back(collective_seconds(c.kind, double(c.bytes), c.ranks, inter, cl, per_node));
+    const GroupNodes g = group_nodes(c.axis, c.ranks, r->stage, p, cl);
+    coll_s.push_back(
+        collective_seconds(c.kind, double(c.bytes), c.ranks, g.inter, cl, g.per_node));
   }
   Priced o;
   o.rec = r;
@@ -547,17 +568,19 @@ double end_of(const Replay& r) {
   return t;
 }
 
-// The ranks of each pipeline stage on each node: blocks of devices_per_node
-// world ranks, each rank's stage from the mesh's own order (mesh_coords).
+// The ranks of each pipeline stage on each node (the cluster's placement,
+// Cluster::node_of), each rank's stage from the mesh's own order (mesh_coords).
 // cnt[n][s].
 std::vector<std::vector<int>> node_stages(const Config& cfg, const Cluster& cl) {
   const auto& p = cfg.parallel;
   const MeshDims d{p.pp, p.dp, p.cp, p.tp};
   const int world = d.world();
-  const int per = std::max(1, cl.devices_per_node);
-  std::vector<std::vector<int>> cnt(size_t((world + per - 1) / per),
-                                    std::vector<int>(size_t(p.pp)));
-  for (int r = 0; r < world; ++r) ++cnt[size_t(r / per)][size_t(mesh_coords(r, d).pp)];
+  std::vector<std::vector<int>> cnt;
+  for (int r = 0; r < world; ++r) {
+    const size_t n = size_t(cl.node_of(r, world));
+    if (cnt.size() <= n) cnt.resize(n + 1, std::vector<int>(size_t(p.pp)));
+    ++cnt[n][size_t(mesh_coords(r, d).pp)];
+  }
   return cnt;
 }
 
