@@ -47,12 +47,28 @@ std::string cluster_path(const Config& cfg, std::string& why_none) {
   return p;
 }
 
+// The cluster file as run.json records it: relative to the source tree when
+// it lies inside it (the default cpu-local.yaml, a configs/clusters file), so
+// a committed run names no machine's checkout path; else as given.
+std::string recorded_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path src = fs::weakly_canonical(SCALETRAIN_SOURCE_DIR, ec);
+  if (ec) return path;
+  const fs::path f = fs::weakly_canonical(path, ec);
+  if (ec) return path;
+  const fs::path rel = f.lexically_relative(src);
+  if (rel.empty() || *rel.begin() == "..") return path;
+  return rel.string();
+}
+
 nlohmann::json time_part(const Config& cfg) {
   std::string why;
-  const std::string path = cluster_path(cfg, why);
-  if (path.empty()) return {{"absent", why}};
+  const std::string file = cluster_path(cfg, why);
+  if (file.empty()) return {{"absent", why}};
+  const std::string path = recorded_path(file);
   try {
-    const plan::Cluster cl = plan::load_cluster(path);
+    const plan::Cluster cl = plan::load_cluster(file);
     // A CPU cluster file holds kernel times measured in its own precision
     // (the op keys carry no dtype): a run in another one is not priced.
     if (cl.kind == "cpu" && cl.precision != cfg.train.precision)

@@ -78,6 +78,9 @@ TEST(Prediction, TwoRankRunReportsPredictedAgainstMeasured) {
   ASSERT_FALSE(p.contains("absent")) << p.dump(1);
   EXPECT_GT(p["step_s"].get<double>(), 0);
   EXPECT_GT(p["memory"]["peak_bytes"].get<double>(), 0);
+  // the source tree's cluster file is named relative to the tree: a
+  // committed run names no checkout's absolute path (test_self_contained)
+  EXPECT_EQ(p["cluster"].get<std::string>(), "configs/clusters/cpu-local.yaml");
   auto a = run_cmd(analyze() + " run " + d + " --no-plots");
   ASSERT_EQ(a.exit_code, 0) << a.output;
   const auto rows = section_rows(read_text(d + "/analysis/report.md"));

@@ -120,7 +120,8 @@ pipeline stage with the largest peak) and `source`, from one step of the
 trainer's engine on the recording backend; or `absent` with the reason.
 Step time from `st::plan::predict_step` on a cluster file: `cluster` (its
 path: `$SCALETRAIN_CLUSTER_FILE`, else for `runtime.device=cpu` the source
-tree's `configs/clusters/cpu-local.yaml`), `step_s`, `parts_s` (`gemm`,
+tree's `configs/clusters/cpu-local.yaml`; relative to the source tree when
+the file lies in it), `step_s`, `parts_s` (`gemm`,
 `attention`, `elementwise`, `recompute` (share of the three before),
 `bubble`, `imbalance` (the pipeline's first/last-stage excess: embedding,
 head and loss, an uneven split), `comm_exposed`, `optimizer`), `tokens_per_s`, `mfu` (fraction, at
