@@ -155,7 +155,7 @@ submit_series() {  # submit_series KIND...: every repeat of those series into th
     x=${letters:rep:1}
     for k in "$@"; do
       for c in "${counts[@]}"; do
-        extra_sbatch=(--hold)
+        extra_sbatch=(--hold) placement=block
         case $k in
           dp)
             submit "$(printf 'dp-n%d-r%04d-%s' "$c" "$c" "$x")" "$c" "$c" -- \
@@ -166,8 +166,7 @@ submit_series() {  # submit_series KIND...: every repeat of those series into th
           ppdp | ppdp-bynode)
             if [[ $k == ppdp-bynode ]]; then
               ((c >= 2)) || continue
-              # shellcheck disable=SC2054  # one sbatch argument
-              extra_sbatch+=(--export=ALL,OMPI_MCA_rmaps_base_ranking_policy=node)
+              placement=cyclic  # submit's: mpirun --rank-by node in scaletrain.sbatch
             fi
             submit "$(printf '%s-n%d-r%04d-%s' "$k" "$c" $((c * pp)) "$x")" "$c" $((c * pp)) -- \
               --config "configs/models/$model.yaml" --set "model.seq_len=$seq" --set "train.steps=$steps" \

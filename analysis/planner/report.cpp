@@ -213,6 +213,9 @@ std::string campaign_yaml(const std::vector<const Candidate*>& layouts, const Co
     << "name: " << name << "\nsteps: " << steps << "\nmicro_batch: " << base.train.micro_batch
     << "\ngrad_accum: " << base.train.grad_accum << "\nmodels: [" << preset << "]\nseq_lens: ["
     << base.model.seq_len << "]\n";
+  // The ranks' placement the plan priced; mfu_sweep.sh launches the runs so
+  // (scaletrain.sbatch's SCALETRAIN_PLACEMENT).
+  if (cl.placement != "block") o << "placement: " << cl.placement << "\n";
   std::vector<std::string> common = model_sets;
   if (!cl.gpu()) {
     common.push_back("runtime.threads=" + std::to_string(cl.threads_per_rank));
@@ -261,7 +264,9 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
      << " kv), ffn " << base.model.ffn_hidden << ", vocab " << base.model.vocab_size << ", seq_len "
      << base.model.seq_len << " |\n| cluster | `" << cl.path << "`: " << cl.device << ", "
      << gib(cl.memory_bytes) << " GiB (" << gib(cl.memory_reserved) << " reserved), "
-     << cl.devices_per_node << " per node, peak " << fx(cl.peak_flops / 1e12, 3) << " TFLOP/s ("
+     << cl.devices_per_node << " per node"
+     << (cl.placement == "block" ? "" : " (ranks " + cl.placement + " over the nodes)")
+     << ", peak " << fx(cl.peak_flops / 1e12, 3) << " TFLOP/s ("
      << cl.peak_source << ") |\n| layouts | " << cands.size() << ": " << feasible
      << " predicted feasible, " << over << " over the memory limit, " << invalid
      << " invalid |\n\n";

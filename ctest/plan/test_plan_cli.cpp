@@ -262,6 +262,61 @@ TEST_F(PlanCli, TopRanksWithinEachDeviceCount) {
   EXPECT_EQ(rows[64], 2) << r.output;
 }
 
+// --placement cyclic reaches the pricing (pp 2 x dp 2 on 2-rank nodes: the
+// pipeline crosses the nodes instead of dp), plan.md, and the campaign, whose
+// expander hands mfu_sweep.sh the placement of every job (scaletrain.sbatch
+// launches it so); block writes no key and expands as block.
+TEST_F(PlanCli, PlacementReachesThePricingAndTheCampaign) {
+  std::map<std::string, double> step;  // placement -> the pp 2 x dp 2 layout's step
+  for (const std::string pl : {"block", "cyclic"}) {
+    const std::string out = dir_ + "/" + pl;
+    auto r = plan("--cluster " + src() + "/configs/clusters/emucluster-cpu.yaml --config " +
+                  src() +
+                  "/configs/models/default.yaml --set model.seq_len=128 --devices 4 --pp 2 --tp 1"
+                  " --cp 1 --zero 0 --micro-batch 1 --grad-accum 4 --act-ckpt none --top 1"
+                  " --near 0 --no-plots --placement " +
+                  pl + " --out " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const json j = load(fs::path(out) / "plan.json");
+    for (const auto& l : j["layouts"])
+      if (l["name"].get<std::string>().rfind("dp2-tp1-pp2-cp1-z0-mb1-ga4", 0) == 0 &&
+          l.contains("time"))
+        step[pl] = l["time"]["step"].get<double>();
+    std::ifstream md(fs::path(out) / "plan.md");
+    const std::string text{std::istreambuf_iterator<char>(md), {}};
+    EXPECT_EQ(text.find("(ranks cyclic over the nodes)") != std::string::npos, pl == "cyclic");
+    std::ifstream cy(fs::path(out) / "campaign.yaml");
+    const std::string camp{std::istreambuf_iterator<char>(cy), {}};
+    EXPECT_EQ(camp.find("\nplacement: cyclic\n") != std::string::npos, pl == "cyclic") << camp;
+    auto e =
+        run_cmd("python3 " + src() + "/slurm/campaigns/expand_sweep.py " + out + "/campaign.yaml");
+    ASSERT_EQ(e.exit_code, 0) << e.output;
+    std::istringstream in(e.output);
+    std::string line;
+    std::getline(in, line);
+    int jobs = 0;
+    while (std::getline(in, line)) {
+      ++jobs;
+      std::vector<std::string> f;
+      std::istringstream ls(line);
+      for (std::string c; std::getline(ls, c, '\t');) f.push_back(c);
+      ASSERT_EQ(f.size(), 5u) << line;
+      EXPECT_EQ(f[3], pl) << line;
+    }
+    EXPECT_GE(jobs, 1) << e.output;
+  }
+  ASSERT_EQ(step.size(), 2u) << "the pp 2 x dp 2 layout timed under both placements";
+  EXPECT_NE(step["block"], step["cyclic"]);
+  // A campaign's placement other than block or cyclic is named.
+  const std::string bad = dir_ + "/bad.yaml";
+  std::ofstream(bad) << "name: x\nmodels: [tiny]\nseq_lens: [64]\nplacement: round\n"
+                        "layouts:\n  - {name: a, nodes: 1, ranks_per_node: 1}\n";
+  auto b = run_cmd("python3 " + src() + "/slurm/campaigns/expand_sweep.py " + bad);
+  EXPECT_NE(b.exit_code, 0);
+  EXPECT_NE(b.output.find("'placement': expected block or cyclic, got 'round'"), std::string::npos)
+      << b.output;
+}
+
 // The weak-scaling projection at a 405B shape: a fractional batch per
 // device (1/8 sequence: 1024 tokens, as a 16M-token batch on 16k devices),
 // the uneven split chosen (126 layers do not split evenly over 16 stages),

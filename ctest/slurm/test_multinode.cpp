@@ -8,6 +8,8 @@
 //    2 ranks; 16 sequences per rank so computing, not waiting, meets the
 //    quota); the straggler report names it first.
 //  - SlurmFourNodes: the first test's run through sbatch and srun --mpi=pmix.
+//  - CyclicPlacementUnderSrunAndMpirun: SCALETRAIN_PLACEMENT=cyclic puts the
+//    ranks round robin over 2 nodes under both launchers.
 //  - NodeFailureDuringStep / NodeFailureDuringCheckpoint: every process of
 //    node3 is killed; the job ends within runtime.timeout_s + 5 s naming the
 //    node and its ranks, Slurm requeues it, it resumes on 3 nodes (dp 6) from
@@ -213,6 +215,41 @@ TEST_F(MultiNode, SlurmFourNodes) {
       << log;
   EXPECT_TRUE(fs::exists(out + "/checkpoints/step_00000006/index.json")) << log;
   expect_hosts(out, 4, 2);
+}
+
+// SCALETRAIN_PLACEMENT=cyclic (a plan's --placement cyclic, its campaign's
+// `placement`): scaletrain.sbatch places the ranks round robin over the
+// nodes, under srun (--distribution=cyclic) and under mpirun (--rank-by
+// node); run.json's hosts say where each rank ran, as compare reads them.
+TEST_F(MultiNode, CyclicPlacementUnderSrunAndMpirun) {
+  for (const std::string launcher : {"srun", "mpirun"}) {
+    const std::string out = dir_ + "/cyclic-" + launcher;
+    const std::string id = submit_env(
+        "SCALETRAIN_PLACEMENT=cyclic SCALETRAIN_LAUNCHER=" + launcher + " ",
+        "--nodes=2 --ntasks-per-node=2 --output=" + q(dir_ + "/cyclic-" + launcher + "-%j.out"),
+        "--set train.steps=2 --out " + q(out));
+    ASSERT_FALSE(id.empty());
+    ASSERT_TRUE(wait_jobs(id, 300)) << "job " << id << " did not finish\n" << diagnostics();
+    const std::string log = slurp(dir_ + "/cyclic-" + launcher + "-" + id + ".out");
+    EXPECT_NE(log.find(launcher == "srun" ? "--distribution=cyclic" : "--rank-by node"),
+              std::string::npos)
+        << log;
+    json rj = load_json(fs::path(out) / "run.json");
+    ASSERT_EQ(rj["hosts"].size(), 2u) << log << rj["hosts"].dump();
+    for (const auto& h : rj["hosts"]) {
+      ASSERT_EQ(h["ranks"].size(), 2u) << h.dump();
+      const int a = h["ranks"][0].get<int>(), b = h["ranks"][1].get<int>();
+      EXPECT_EQ(std::abs(a - b), 2) << launcher << ": " << rj["hosts"].dump();
+    }
+  }
+  // A placement the launcher cannot make is refused, naming the variable.
+  const std::string id = submit_env("SCALETRAIN_PLACEMENT=round ",
+                                    "--nodes=1 --output=" + q(dir_ + "/badplace-%j.out"),
+                                    "--set train.steps=1 --out " + q(dir_ + "/badplace"));
+  ASSERT_TRUE(wait_jobs(id, 120)) << diagnostics();
+  const std::string log = slurp(dir_ + "/badplace-" + id + ".out");
+  EXPECT_NE(log.find("SCALETRAIN_PLACEMENT='round': expected block or cyclic"), std::string::npos)
+      << log;
 }
 
 // Every pid of `node` whose command is the trainer.

@@ -148,11 +148,15 @@ submit() {
   ((gpus_per_node > 0)) && line+=(--gpus-per-node="$gpus_per_node")
   [[ -n $cpus_per_task ]] && line+=(--cpus-per-task="$cpus_per_task")
   ((exclusive == 1)) && line+=(--exclusive)
+  # $placement (block, the default, or cyclic): which node each rank runs on
+  # (scaletrain.sbatch's SCALETRAIN_PLACEMENT).
+  [[ ${placement:-block} != block ]] && line+=(--export="ALL,SCALETRAIN_PLACEMENT=$placement")
   line+=("${extra_sbatch[@]}" slurm/scaletrain.sbatch "$@" --set "runtime.name=$name" --out "$camp/runs/$name")
   plan_check "$name" "$ranks" "$@"
   # Submitted by campaign_finish once every job has passed the planner.
   if ((local_run == 1)); then
     line=(env SLURM_NTASKS="$ranks" SLURM_NNODES="$nodes" SLURM_JOB_NAME="$campaign_name:$name"
+      SCALETRAIN_PLACEMENT="${placement:-block}"
       ${cpus_per_task:+SLURM_CPUS_PER_TASK=$cpus_per_task}
       SCALETRAIN_LAUNCHER_ARGS="${SCALETRAIN_LAUNCHER_ARGS:---oversubscribe}"
       bash slurm/scaletrain.sbatch "$@" --set "runtime.name=$name" --out "$camp/runs/$name")

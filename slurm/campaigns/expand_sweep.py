@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """expand_sweep.py: expands an MFU-sweep campaign YAML (configs/campaigns/)
 into one line per job for mfu_sweep.sh: the sweep name on the first line,
-then `name<TAB>nodes<TAB>ranks<TAB>trainer arguments`. Every error names the
+then `name<TAB>nodes<TAB>ranks<TAB>placement<TAB>trainer arguments`
+(placement: block or cyclic, the campaign's `placement`). Every error names the
 file and the key. Format: docs/campaigns.md."""
 import sys
 
@@ -42,7 +43,8 @@ def main():
         fail(str(e))
     if not isinstance(spec, dict):
         fail("expected a mapping at the top level")
-    known = {"name", "models", "seq_lens", "layouts", "steps", "micro_batch", "grad_accum", "set"}
+    known = {"name", "models", "seq_lens", "layouts", "steps", "micro_batch", "grad_accum", "set",
+             "placement"}
     for k in spec:
         if k not in known:
             fail(f"unknown key '{k}' (known: {', '.join(sorted(known))})")
@@ -54,6 +56,9 @@ def main():
     mb = need(spec, "micro_batch", int, 1)
     ga = need(spec, "grad_accum", int, 1)
     common = [word(s, "set") for s in spec.get("set", []) or []]
+    placement = spec.get("placement", "block")
+    if placement not in ("block", "cyclic"):
+        fail(f"'placement': expected block or cyclic, got {placement!r}")
     print(name)
     for m in models:
         m = word(m, "models")
@@ -72,7 +77,7 @@ def main():
                         "--set", f"train.grad_accum={ga}"]
                 for s in common + sets:
                     args += ["--set", s]
-                print(f"{m}-s{t}-{lname}\t{nodes}\t{nodes * rpn}\t{' '.join(args)}")
+                print(f"{m}-s{t}-{lname}\t{nodes}\t{nodes * rpn}\t{placement}\t{' '.join(args)}")
 
 
 if __name__ == "__main__":

@@ -31,12 +31,13 @@ done
 spec_abs=$(cd "$(dirname "$spec")" && pwd)/$(basename "$spec")
 [[ -f $spec_abs ]] || campaign_die "campaign file '$spec' not found"
 
-# Expand the YAML into one line per job: name, nodes, ranks, trainer args.
+# Expand the YAML into one line per job: name, nodes, ranks, placement (submit
+# reads it: block or cyclic), trainer args.
 jobs_txt=$(python3 "$ST_ROOT/slurm/campaigns/expand_sweep.py" "$spec_abs") || exit 2
 sweep_name=$(head -n 1 <<<"$jobs_txt")
 campaign_init mfu-sweep "$sweep_name" "$invocation"
 trainer_common_sets
-while IFS=$'\t' read -r name nodes ranks targs; do
+while IFS=$'\t' read -r name nodes ranks placement targs; do
   read -r -a targv <<<"$targs"
   submit "$name" "$nodes" "$ranks" -- "${targv[@]}" --set checkpoint.interval=0 "${common_sets[@]}"
 done < <(tail -n +2 <<<"$jobs_txt")
