@@ -1,6 +1,6 @@
 set terminal svg size 900,500 dynamic font 'sans,11'
 set output 'mfu_vs_gpus.svg'
-set title 'MFU vs CPU ranks at one peak for every run, 97.2888 GFLOP/s per rank (measured once, at the smallest size)'
+set title 'MFU vs CPU ranks at one peak for every run, 101.355 GFLOP/s per rank (measured once, at the smallest size)'
 set grid
 set logscale x 2
 set xlabel 'CPU ranks'
@@ -12,8 +12,8 @@ set label 10 'bars: min-max over repeats or p10-p90 over steady-state steps, the
 set ylabel 'MFU (%)'
 set yrange [0:*]
 plot 'mfu_vs_gpus.dat' index 0 u 1:5:6:7 w yerrorlines pt 7 lc rgb '#1f77b4' t 'default, tp1 pp1 cp1 ZeRO0 act none mb2 fp32 (weak)', \
-  34.1868 w l dt 2 lc rgb '#1f77b4' t 'ideal (1-rank value held)', \
+  35.2159 w l dt 2 lc rgb '#1f77b4' t 'ideal (1-rank value held)', \
   'mfu_vs_gpus.dat' index 0 u 1:($12>0?$12:1/0) w lp dt 3 pt 6 lc rgb '#1f77b4' t 'planner prediction', \
   'mfu_vs_gpus.dat' index 1 u 1:5:6:7 w yerrorlines pt 7 lc rgb '#d62728' t 'default, tp1 pp2 cp1 ZeRO0 act none mb1 fp32 (weak)', \
-  15.246 w l dt 2 lc rgb '#d62728' t 'ideal (2-rank value held)', \
+  16.1261 w l dt 2 lc rgb '#d62728' t 'ideal (2-rank value held)', \
   'mfu_vs_gpus.dat' index 1 u 1:($12>0?$12:1/0) w lp dt 3 pt 6 lc rgb '#d62728' t 'planner prediction'

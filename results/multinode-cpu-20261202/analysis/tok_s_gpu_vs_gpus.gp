@@ -12,8 +12,8 @@ set label 10 'bars: min-max over repeats or p10-p90 over steady-state steps, the
 set ylabel 'tokens/s per device'
 set yrange [0:*]
 plot 'tok_s_gpu_vs_gpus.dat' index 0 u 1:2:3:4 w yerrorlines pt 7 lc rgb '#1f77b4' t 'default, tp1 pp1 cp1 ZeRO0 act none mb2 fp32 (weak)', \
-  267.559 w l dt 2 lc rgb '#1f77b4' t 'ideal (1-rank value held)', \
+  287.133 w l dt 2 lc rgb '#1f77b4' t 'ideal (1-rank value held)', \
   'tok_s_gpu_vs_gpus.dat' index 0 u 1:($11>0?$11:1/0) w lp dt 3 pt 6 lc rgb '#1f77b4' t 'planner prediction', \
   'tok_s_gpu_vs_gpus.dat' index 1 u 1:2:3:4 w yerrorlines pt 7 lc rgb '#d62728' t 'default, tp1 pp2 cp1 ZeRO0 act none mb1 fp32 (weak)', \
-  119.322 w l dt 2 lc rgb '#d62728' t 'ideal (2-rank value held)', \
+  131.485 w l dt 2 lc rgb '#d62728' t 'ideal (2-rank value held)', \
   'tok_s_gpu_vs_gpus.dat' index 1 u 1:($11>0?$11:1/0) w lp dt 3 pt 6 lc rgb '#d62728' t 'planner prediction'

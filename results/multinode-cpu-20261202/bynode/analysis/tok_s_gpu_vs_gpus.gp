@@ -10,5 +10,5 @@ set label 10 'bars: min-max over repeats or p10-p90 over steady-state steps, the
 set ylabel 'tokens/s per device'
 set yrange [0:*]
 plot 'tok_s_gpu_vs_gpus.dat' index 0 u 1:2:3:4 w yerrorlines pt 7 lc rgb '#1f77b4' t 'default, tp1 pp2 cp1 ZeRO0 act none mb1 fp32 (weak)', \
-  60.2847 w l dt 2 lc rgb '#1f77b4' t 'ideal (4-rank value held)', \
+  82.501 w l dt 2 lc rgb '#1f77b4' t 'ideal (4-rank value held)', \
   'tok_s_gpu_vs_gpus.dat' index 0 u 1:($11>0?$11:1/0) w lp dt 3 pt 6 lc rgb '#1f77b4' t 'planner prediction'

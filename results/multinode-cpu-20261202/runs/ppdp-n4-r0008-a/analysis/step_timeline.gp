@@ -5,8 +5,8 @@ set grid
 set xlabel 'step'
 set ylabel 'seconds'
 set key top left
-set object 1 rect from 8, graph 0 to 12, graph 1 fc rgb '#e8f0ff' fs solid 0.5 noborder behind
+set object 1 rect from 10, graph 0 to 16, graph 1 fc rgb '#e8f0ff' fs solid 0.5 noborder behind
 plot 'step_timeline.dat' u 1:2 w l lc rgb '#1f77b4' t 'step time (max over ranks)', \
   '' u 1:($6>0?$2:1/0) w p pt 7 ps 0.6 lc rgb '#d62728' t 'checkpoint step', \
   '' u 1:($4>0?$4:1/0) w impulses lc rgb '#ff7f0e' t 'ckpt stall', \
-  3.79674 w l dt 2 lc rgb 'black' t 'window median'
+  3.62707 w l dt 2 lc rgb 'black' t 'window median'
