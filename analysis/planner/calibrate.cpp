@@ -288,6 +288,10 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
     m.ranks = std::get<1>(key);
     m.inter_node = std::get<2>(key);
     m.fit = fit_alpha_beta(p);
+    // The points themselves price the sizes between them (MeasuredCollective::seconds).
+    std::map<double, std::pair<double, int>> by_size;  // bytes -> (sum of seconds, count)
+    for (const auto& [b, t] : p) by_size[b].first += t, by_size[b].second += 1;
+    for (const auto& [b, st] : by_size) m.points.push_back({b, st.first / st.second});
     c.collectives.push_back(m);
   }
   // Links: the point-to-point fit at the smallest rank count measured, on

@@ -376,7 +376,14 @@ TEST_F(PlanCli, CalibrateWritesACpuClusterFileThePlanReads) {
   EXPECT_GT(c.op_seconds.size(), 20u);
   ASSERT_TRUE(c.concurrency.count(2)) << "slowdown at 2 ranks measured";
   int kinds = 0;
-  for (const auto& m : c.collectives) kinds += m.ranks == 2;
+  for (const auto& m : c.collectives) {
+    kinds += m.ranks == 2;
+    // each with the probe's points, one a size, that price the sizes between them
+    ASSERT_EQ(m.points.size(), 2u) << m.kind;
+    EXPECT_EQ(m.points[0].first, 4096);
+    EXPECT_EQ(m.points[1].first, 65536);
+    EXPECT_GT(m.points[0].second, 0);
+  }
   EXPECT_EQ(kinds, 5) << "all_reduce, reduce_scatter, all_gather, ring_shift, p2p at 2 ranks";
   r = plan("--cluster " + file + " --config " + src() +
            "/configs/models/tiny.yaml --devices 2 --out " + dir_ + "/p --no-plots");

@@ -204,6 +204,73 @@ ops:
   }
 }
 
+// A measured collective with the probe's points is priced from the points
+// around the size (linear between them, the largest's rate beyond it, the
+// fit or the smallest's time below it), not from one line over every size:
+// here the fit says 50 MB/s, the 16 and 32 MB points say 32 MB/s, as CPU
+// ranks under a quota measured (small messages run at the burst). A group
+// of another size is rescaled by the ring factors, as a fit is.
+TEST(PlanRates, MeasuredPointsPriceTheSizesBetweenThem) {
+  const std::string file = R"(name: c
+device: cpu
+kind: cpu
+peak_tflops: 0.1
+memory_gib: 4
+devices_per_node: 2
+cores_per_node: 2
+threads_per_rank: 1
+intra_node: {bandwidth_gbps: 2, latency_us: 5}
+collectives:
+  - {kind: all_reduce, ranks: 2, latency_us: 20, bandwidth_gbps: 0.05, inter_node: true,
+     points: [[65536, 0.001], [16777216, 0.5], [33554432, 1.05]]}
+ops:
+  "add 1024": 1e-06
+)";
+  const Cluster c = st::plan::load_cluster(temp_file(file));
+  ASSERT_EQ(c.collectives.size(), 1u);
+  const auto ar = [&](double bytes, int ranks) {
+    return st::plan::collective_seconds({st::CollKind::AllReduce}, bytes, ranks, true, c, 1);
+  };
+  const double mb25 = 25.0 * (1 << 20);
+  // Between 16 and 32 MB: on the line through the two points.
+  EXPECT_NEAR(ar(mb25, 2), 0.5 + (mb25 - 16777216.0) / 16777216.0 * 0.55, 1e-12);
+  // The fit alone would say 20 us + 25 MB / 50 MB/s: a third less.
+  EXPECT_LT(20e-6 + mb25 / 0.05e9, 0.75 * ar(mb25, 2));
+  // On a point, beyond the largest (its rate), below the smallest (the fit, at most the smallest's time).
+  EXPECT_NEAR(ar(16777216, 2), 0.5, 1e-12);
+  EXPECT_NEAR(ar(2 * 33554432.0, 2), 2.1, 1e-12);
+  EXPECT_NEAR(ar(4096, 2), 20e-6 + 4096 / 0.05e9, 1e-12);
+  EXPECT_NEAR(ar(60000, 2), std::min(0.001, 20e-6 + 60000 / 0.05e9), 1e-12);
+  // 4 ranks from the 2-rank points: latency steps 2(n-1) against 2, bytes 2(n-1)/n against 1.
+  EXPECT_NEAR(ar(mb25, 4), 20e-6 * 6 / 2 + (ar(mb25, 2) - 20e-6) * 1.5, 1e-12);
+  // The writer keeps the points, bytes exact.
+  const Cluster back = st::plan::load_cluster(temp_file(st::plan::cluster_to_yaml(c)));
+  ASSERT_EQ(back.collectives.size(), 1u);
+  EXPECT_EQ(back.collectives[0].points, c.collectives[0].points);
+  // Points out of order, or not a pair, are named.
+  const auto error = [](const std::string& text) -> std::string {
+    try {
+      st::plan::load_cluster(temp_file(text));
+    } catch (const st::UsageError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::string bad = file;
+  bad.replace(bad.find("[16777216, 0.5]"), 15, "[16, 0.5]");
+  std::string e = error(bad);
+  EXPECT_NE(e.find("collectives[0].points[1]"), std::string::npos) << e;
+  EXPECT_NE(e.find("ascending"), std::string::npos) << e;
+  bad = file;
+  bad.replace(bad.find("[16777216, 0.5]"), 15, "[16777216]");
+  e = error(bad);
+  EXPECT_NE(e.find("collectives[0].points[1]' must be a pair"), std::string::npos) << e;
+  bad = file;
+  bad.replace(bad.find("[16777216, 0.5]"), 15, "[16777216, -1]");
+  e = error(bad);
+  EXPECT_NE(e.find("points[1][1] (seconds)"), std::string::npos) << e;
+}
+
 TEST(PlanRates, BadTablesNameFileAndKey) {
   auto error = [](const std::string& text) -> std::string {
     try {

@@ -147,6 +147,18 @@ Rates read_rates(const std::string& path, const Section& top) {
 
 }  // namespace
 
+double MeasuredCollective::seconds(double bytes) const {
+  const double by_fit = fit.latency + bytes / fit.bandwidth;
+  if (points.empty()) return by_fit;
+  if (bytes <= points.front().first) return std::min(by_fit, points.front().second);
+  if (bytes >= points.back().first) return points.back().second * bytes / points.back().first;
+  const auto hi = std::upper_bound(points.begin(), points.end(), bytes,
+                                   [](double b, const auto& p) { return b < p.first; });
+  const auto lo = hi - 1;
+  const double f = (bytes - lo->first) / (hi->first - lo->first);
+  return lo->second + f * (hi->second - lo->second);
+}
+
 int Cluster::node_of(int rank, int world) const {
   if (size_t(rank) < rank_node.size()) return rank_node[size_t(rank)];
   const int per = std::max(1, devices_per_node);
@@ -255,8 +267,9 @@ Cluster load_cluster(const std::string& path) {
           s.where(n) +
           ": 'collectives' must be a list of {kind, ranks, latency_us, bandwidth_gbps}");
     for (size_t i = 0; i < n.size(); ++i) {
-      const Section e(path, "collectives[" + std::to_string(i) + "]", n[i],
-                      {"kind", "ranks", "latency_us", "bandwidth_gbps", "inter_node"});
+      const std::string at = "collectives[" + std::to_string(i) + "]";
+      const Section e(path, at, n[i],
+                      {"kind", "ranks", "latency_us", "bandwidth_gbps", "inter_node", "points"});
       MeasuredCollective m;
       if (e.has("inter_node"))
         m.inter_node = e.str("inter_node", "", true, {"true", "false"}) == "true" ? 1 : 0;
@@ -265,6 +278,24 @@ Cluster load_cluster(const std::string& path) {
       m.ranks = int(e.num("ranks", 0, true, 2, 1 << 20));
       m.fit.latency = e.num("latency_us", 0, true, 0, 1e7) * 1e-6;
       m.fit.bandwidth = e.num("bandwidth_gbps", 0, true, 0, 1e6, true) * 1e9;
+      if (e.has("points")) {
+        const YAML::Node pts = e.node("points");
+        if (!pts.IsSequence())
+          throw UsageError(e.where(pts) + ": '" + at +
+                           ".points' must be a list of [bytes, seconds] pairs, ascending bytes");
+        for (size_t j = 0; j < pts.size(); ++j) {
+          const std::string pj = at + ".points[" + std::to_string(j) + "]";
+          if (!pts[j].IsSequence() || pts[j].size() != 2)
+            throw UsageError(e.where(pts[j]) + ": '" + pj + "' must be a pair [bytes, seconds]");
+          const double b = e.number(pts[j][0], pj + "[0] (bytes)", 0, 1e15, true);
+          const double t = e.number(pts[j][1], pj + "[1] (seconds)", 0, 1e6, true);
+          if (!m.points.empty() && b <= m.points.back().first)
+            throw UsageError(e.where(pts[j]) + ": '" + pj + "': " + Section::fmt(b) +
+                             " bytes after " + Section::fmt(m.points.back().first) +
+                             ": the points must be in ascending bytes");
+          m.points.push_back({b, t});
+        }
+      }
       c.collectives.push_back(m);
     }
   }
@@ -324,14 +355,23 @@ std::string cluster_to_yaml(const Cluster& c) {
   }
   if (!c.collectives.empty()) {
     o << "\n# measured: time(bytes) = latency + bytes / bandwidth (bytes as nccl-tests' "
-         "size)\ncollectives:";
-    for (const auto& m : c.collectives)
+         "size),\n# fitted to the points [bytes, seconds] the probe timed; a size is priced "
+         "from\n# the points around it\ncollectives:";
+    for (const auto& m : c.collectives) {
       o << "\n  - {kind: " << m.kind << ", ranks: " << m.ranks
         << ", latency_us: " << m.fit.latency * 1e6 << ", bandwidth_gbps: " << m.fit.bandwidth / 1e9
         << (m.inter_node < 0 ? ""
             : m.inter_node   ? ", inter_node: true"
-                             : ", inter_node: false")
-        << "}";
+                             : ", inter_node: false");
+      if (!m.points.empty()) {
+        o << ",\n     points: [";
+        for (size_t j = 0; j < m.points.size(); ++j)
+          o << (j ? ", " : "") << "[" << static_cast<long long>(std::llround(m.points[j].first))
+            << ", " << m.points[j].second << "]";
+        o << "]";
+      }
+      o << "}";
+    }
   }
   if (!c.rates.empty()) {
     o << "\n# kernel-level rates: achieved TFLOP/s (attention: causal FLOP count) and "

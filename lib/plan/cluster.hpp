@@ -21,13 +21,21 @@ struct Link {
   double latency = 0;    // seconds per message (per ring step)
 };
 
-// A measured collective (CPU clusters): time(bytes) = latency + bytes / bandwidth
-// for a group of `ranks`, fitted by calibrate's MPI probe.
+// A measured collective (CPU clusters) for a group of `ranks`, from
+// calibrate's MPI probe: the seconds it took at each size timed (`points`,
+// ascending bytes) and time(bytes) = latency + bytes / bandwidth fitted to
+// them. seconds() prices a size from the points around it (linear between
+// them, the largest's rate beyond it; the fit below the smallest, never
+// above the smallest's time); a file without points prices by the fit. One
+// line across 4 KB ... 32 MB misprices the large sizes where per-byte costs
+// differ by size (CPU ranks under a quota: small messages run at the burst).
 struct MeasuredCollective {
   std::string kind;  // all_reduce, reduce_scatter, all_gather, ring_shift, p2p
   int ranks = 0;
   int inter_node = -1;  // 1: one rank per node, across the links; 0: inside one node; -1: unsaid
   Link fit;
+  std::vector<std::pair<double, double>> points;  // (bytes, seconds), ascending bytes
+  double seconds(double bytes) const;
 };
 
 // Kernel-level rates of a GPU cluster (the `rates` section): what the

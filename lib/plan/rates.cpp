@@ -171,9 +171,12 @@ double collective_seconds(CollPrice kind, double bytes, int ranks, bool inter, c
          (side(m) == side(*best) && std::abs(m.ranks - ranks) < std::abs(best->ranks - ranks))))
       best = &m;
   if (best) {
+    // The measured group's time at this size (its points, else its fit),
+    // latency steps and bytes rescaled to this group's ring.
     const auto [bw_m, lat_m] = ring(best->ranks);
     const auto [bw_n, lat_n] = ring(n);
-    return best->fit.latency * lat_n / lat_m + bytes / best->fit.bandwidth * bw_n / bw_m;
+    const double lat = std::min(best->fit.latency, best->seconds(bytes));
+    return lat * lat_n / lat_m + (best->seconds(bytes) - lat) * bw_n / bw_m;
   }
   const auto [bw, lat] = ring(n);
   const bool ring_coll = kind.kind == CollKind::AllReduce || kind.kind == CollKind::ReduceScatter ||
