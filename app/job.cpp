@@ -230,7 +230,7 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
   // quota the node's compute and transfers need (measured on the emulated
   // cluster, 0.45 CPU per node: a 2-node dp step took 4.2 s spinning, 2.8 s
   // when its waits slept).
-  const bool oversubscribed = rt.local_size() * j.threads > usable_cpus();
+  const bool oversubscribed = waits_oversubscribed(rt.local_size(), j.threads);
   MpiCommunicator::set_sleep_when_waiting(oversubscribed);
   if (oversubscribed && rank == 0)
     log0("oversubscribed: ", rt.local_size(), " rank(s) x ", j.threads, " thread(s) on ",

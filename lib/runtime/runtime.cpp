@@ -220,6 +220,10 @@ double usable_cpus() {
   return quota > 0 ? std::min(cores, quota) : cores;
 }
 
+bool waits_oversubscribed(int local_size, int threads) {
+  return double(std::max(1, local_size)) * std::max(1, threads) > usable_cpus();
+}
+
 int pick_threads(int requested, int local_size) {
   if (requested > 0) return requested;
   int cores = int(std::thread::hardware_concurrency());

@@ -74,4 +74,11 @@ int usable_cores();
 // where a cgroup CPU quota caps it (a container's limit, an emulated node;
 // core/cpu_quota.hpp). Ranks x threads above it are oversubscribed.
 double usable_cpus();
+// More ranks x threads on this node than usable_cpus(): waiting ranks must
+// sleep between polls instead of spinning (MpiCommunicator::
+// set_sleep_when_waiting). Under a CPU quota a spinning wait spends the
+// quota the node's compute and transfers need. The trainer and the
+// planner's probe decide by this one rule, so that the probe times
+// collectives waited for as the step waits for them.
+bool waits_oversubscribed(int local_size, int threads);
 }  // namespace st
