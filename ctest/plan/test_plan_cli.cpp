@@ -82,6 +82,19 @@ int check_plan_csv(const std::string& out) {
   return untimed;
 }
 
+// The campaign's job lines as mfu_sweep.sh's expander gives them (the
+// sweep's name line dropped); a failing expansion fails the test.
+std::vector<std::string> expand_jobs(const std::string& campaign) {
+  auto e = run_cmd("python3 " + src() + "/slurm/campaigns/expand_sweep.py " + campaign);
+  EXPECT_EQ(e.exit_code, 0) << e.output;
+  std::istringstream in(e.output);
+  std::vector<std::string> lines;
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
 class PlanCli : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = st::test::fresh_dir("plan-cli"); }
@@ -128,15 +141,9 @@ TEST_F(PlanCli, CpuPlanWritesTablesPlotsAndACampaign) {
   // CSV: a header and one row per layout, parsed.
   check_plan_csv(out);
   // The campaign expands with mfu_sweep.sh's own expander.
-  auto e =
-      run_cmd("python3 " + src() + "/slurm/campaigns/expand_sweep.py " + out + "/campaign.yaml");
-  ASSERT_EQ(e.exit_code, 0) << e.output;
-  std::istringstream in(e.output);
-  std::string line;
-  std::getline(in, line);
-  int jobs = 0;
-  while (std::getline(in, line)) {
-    ++jobs;
+  const auto lines = expand_jobs(out + "/campaign.yaml");
+  const int jobs = int(lines.size());
+  for (const auto& line : lines) {
     EXPECT_NE(line.find("--set parallel.dp="), std::string::npos) << line;
     EXPECT_NE(line.find("configs/models/default.yaml"), std::string::npos) << line;
   }
@@ -288,22 +295,15 @@ TEST_F(PlanCli, PlacementReachesThePricingAndTheCampaign) {
     std::ifstream cy(fs::path(out) / "campaign.yaml");
     const std::string camp{std::istreambuf_iterator<char>(cy), {}};
     EXPECT_EQ(camp.find("\nplacement: cyclic\n") != std::string::npos, pl == "cyclic") << camp;
-    auto e =
-        run_cmd("python3 " + src() + "/slurm/campaigns/expand_sweep.py " + out + "/campaign.yaml");
-    ASSERT_EQ(e.exit_code, 0) << e.output;
-    std::istringstream in(e.output);
-    std::string line;
-    std::getline(in, line);
-    int jobs = 0;
-    while (std::getline(in, line)) {
-      ++jobs;
+    const auto lines = expand_jobs(out + "/campaign.yaml");
+    for (const auto& line : lines) {
       std::vector<std::string> f;
       std::istringstream ls(line);
       for (std::string c; std::getline(ls, c, '\t');) f.push_back(c);
       ASSERT_EQ(f.size(), 5u) << line;
       EXPECT_EQ(f[3], pl) << line;
     }
-    EXPECT_GE(jobs, 1) << e.output;
+    EXPECT_GE(lines.size(), 1u);
   }
   ASSERT_EQ(step.size(), 2u) << "the pp 2 x dp 2 layout timed under both placements";
   EXPECT_NE(step["block"], step["cyclic"]);

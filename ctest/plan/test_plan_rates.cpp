@@ -155,12 +155,8 @@ TEST(PlanRates, IntraAndInterNodeFractionsApartOrOneForBoth) {
       st::plan::load_cluster(temp_file(st::plan::cluster_to_yaml(one))).eff.network_intra_given);
 }
 
-TEST(PlanRates, MeasuredCollectivesPricedOnTheirSideOfTheNodeBoundary) {
-  // A CPU file calibrated with one probe across nodes and one inside a node
-  // (calibrate with SCALETRAIN_MPIEXEC_NODE): a group that crosses nodes is
-  // priced by the inter_node fit, one inside a node by the other, each at
-  // latency + bytes / bandwidth; a fit without the key serves both sides.
-  const std::string file = R"(name: c
+// The head of a small CPU cluster file, up to its measured collectives.
+constexpr const char* kCpuHead = R"(name: c
 device: cpu
 kind: cpu
 peak_tflops: 0.1
@@ -170,7 +166,14 @@ cores_per_node: 2
 threads_per_rank: 1
 intra_node: {bandwidth_gbps: 2, latency_us: 5}
 collectives:
-  - {kind: all_reduce, ranks: 2, latency_us: 100, bandwidth_gbps: 0.1, inter_node: true}
+)";
+
+TEST(PlanRates, MeasuredCollectivesPricedOnTheirSideOfTheNodeBoundary) {
+  // A CPU file calibrated with one probe across nodes and one inside a node
+  // (calibrate with SCALETRAIN_MPIEXEC_NODE): a group that crosses nodes is
+  // priced by the inter_node fit, one inside a node by the other, each at
+  // latency + bytes / bandwidth; a fit without the key serves both sides.
+  const std::string file = std::string(kCpuHead) + R"(  - {kind: all_reduce, ranks: 2, latency_us: 100, bandwidth_gbps: 0.1, inter_node: true}
   - {kind: all_reduce, ranks: 2, latency_us: 10, bandwidth_gbps: 1, inter_node: false}
   - {kind: p2p, ranks: 2, latency_us: 50, bandwidth_gbps: 0.5}
 ops:
@@ -211,17 +214,7 @@ ops:
 // ranks under a quota measured (small messages run at the burst). A group
 // of another size is rescaled by the ring factors, as a fit is.
 TEST(PlanRates, MeasuredPointsPriceTheSizesBetweenThem) {
-  const std::string file = R"(name: c
-device: cpu
-kind: cpu
-peak_tflops: 0.1
-memory_gib: 4
-devices_per_node: 2
-cores_per_node: 2
-threads_per_rank: 1
-intra_node: {bandwidth_gbps: 2, latency_us: 5}
-collectives:
-  - {kind: all_reduce, ranks: 2, latency_us: 20, bandwidth_gbps: 0.05, inter_node: true,
+  const std::string file = std::string(kCpuHead) + R"(  - {kind: all_reduce, ranks: 2, latency_us: 20, bandwidth_gbps: 0.05, inter_node: true,
      points: [[65536, 0.001], [16777216, 0.5], [33554432, 1.05]]}
 ops:
   "add 1024": 1e-06
