@@ -121,19 +121,24 @@ printf '#!/bin/sh\nexec mpirun --host node1:%d "$@"\n' "$pp" >"$cdir/bin/mpiexec
 chmod +x "$cdir/bin/mpiexec-nodes" "$cdir/bin/mpiexec-node1"
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
-if [[ -z $cluster ]]; then
-  echo "== calibrate inside node1 (probe across nodes, then inside node1)"
-  cluster=$cdir/cluster.yaml
-  devs=1,2
+# calibrate OUT: the planner's calibration inside node1 of this emulated cluster.
+calibrate_emu() {
+  local devs=1,2
   ((max_nodes >= 4)) && devs=1,2,4
   bash scripts/emucluster.sh exec "$cdir" node1 \
     "SCALETRAIN_MPIEXEC='$cdir/bin/mpiexec-nodes' SCALETRAIN_MPIEXEC_NODE='$cdir/bin/mpiexec-node1' \
      '$plan' calibrate --config configs/models/$model.yaml --set model.seq_len=$seq --devices $devs \
-     --micro-batch $mb --zero 0 --coll-seconds 0.5 --name emucluster-cpu --out '$cluster'"
+     --micro-batch $mb --zero 0 --coll-seconds 0.5 --name emucluster-cpu --out '$1'"
   # The calibration ran on an emulated node: say so, and how its probes were placed.
-  sed -i "s|^notes: .*|notes: \"measured by scaletrain-plan calibrate inside node1 of scripts/emucluster.sh (4 emulated nodes on a $(getconf _NPROCESSORS_ONLN)-core VM, $node_cpu CPU quota and $bw tbf links per node); collectives with inter_node true: one rank per node over the links; false: ranks inside node1 (shared memory); concurrency: ranks inside node1 sharing its quota\"|" "$cluster"
+  sed -i "s|^notes: .*|notes: \"measured by scaletrain-plan calibrate inside node1 of scripts/emucluster.sh (4 emulated nodes on a $(getconf _NPROCESSORS_ONLN)-core VM, $node_cpu CPU quota and $bw tbf links per node); collectives with inter_node true: one rank per node over the links; false: ranks inside node1 (shared memory); concurrency: ranks inside node1 sharing its quota\"|" "$1"
   # Node size for plan_check: the study's largest (compare predicts each run at its own).
-  sed -i "s|^devices_per_node: .*|devices_per_node: $pp|" "$cluster"
+  sed -i "s|^devices_per_node: .*|devices_per_node: $pp|" "$1"
+}
+calibrated_here=0
+if [[ -z $cluster ]]; then
+  echo "== calibrate inside node1 (probe across nodes, then inside node1)"
+  cluster=$cdir/cluster.yaml calibrated_here=1
+  calibrate_emu "$cluster"
 fi
 [[ -f $cluster ]] || { echo "multinode-study: cluster file '$cluster' not found" >&2; exit 2; }
 
@@ -246,6 +251,15 @@ echo "== predicted against measured"
 cp "$cluster" "$study/cluster.yaml"
 sed -i "s|--out '$cluster'|--out $study/cluster.yaml|; s|--out $cluster|--out $study/cluster.yaml|" "$study/cluster.yaml"
 "$plan" compare --cluster "$study/cluster.yaml" "${runs[@]}" --out "$study/compare"
+# The same calibration again after the runs: how far the emulated cluster's
+# own speed moved while they ran (a shared VM drifts by the hour), which
+# bounds what any one calibration can predict.
+if ((calibrated_here)); then
+  echo "== calibrate again after the runs"
+  calibrate_emu "$study/cluster-after.yaml"
+  sed -i "s|--out '[^']*cluster-after.yaml'|--out $study/cluster-after.yaml|; s|--out [^ \"]*cluster-after.yaml|--out $study/cluster-after.yaml|" "$study/cluster-after.yaml"
+  "$plan" compare --cluster "$study/cluster-after.yaml" "${runs[@]}" --out "$study/compare-after"
+fi
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 {
   echo "emulated cluster: 4 nodes, node CPU quota $node_cpu, links $bw (tc tbf both directions), $(getconf _NPROCESSORS_ONLN) cores"
@@ -302,6 +316,24 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
         printf "| %s | %d | %s | %.1f%% |\n", p, n[p], ms[p], 100 * (hi[p] / lo[p] - 1) }
     }' "$study/compare/compare.csv"
   echo
+  if [[ -f $study/compare-after/compare.csv ]]; then
+    echo "## The same cluster calibrated again after the runs (cluster-after.yaml, compare-after/)"
+    echo
+    echo "How far the emulated cluster's own speed moved while the runs ran: each run predicted from"
+    echo "the calibration before the runs and from the one after them."
+    echo
+    echo "| run | step measured ms | predicted before ms | error | predicted after ms | error |"
+    echo "|---|---|---|---|---|---|"
+    awk -F, 'FNR == 1 { f++; next }
+      f == 1 { pb[$1] = $9; eb[$1] = $11; m[$1] = $10; order[++k] = $1 }
+      f == 2 { pa[$1] = $9; ea[$1] = $11 }
+      END { for (i = 1; i <= k; i++) { r = order[i]
+        printf "| %s | %.0f | %.0f | %+.1f%% | %.0f | %+.1f%% |\n", r, m[r] * 1e3, pb[r] * 1e3, 100 * eb[r], pa[r] * 1e3, 100 * ea[r] } }' \
+      "$study/compare/compare.csv" "$study/compare-after/compare.csv"
+    echo
+    echo "Before: $(grep -o 'step time MAPE [0-9.]*%' "$study/compare/compare.md" | head -1); after: $(grep -o 'step time MAPE [0-9.]*%' "$study/compare-after/compare.md" | head -1)."
+    echo
+  fi
   echo "Re-predict these runs with the current planner (one command, from the repository root):"
   echo
   echo '```'
