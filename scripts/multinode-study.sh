@@ -269,12 +269,15 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "command: $invocation"
   echo "re-predict: $plan compare --cluster $study/cluster.yaml ${camps[*]/%//runs/*/} --out $study/compare"
 } >"$study/study.txt"
-{
+# load_section [CAMPAIGN]: the machine load before and after each run (load.tsv),
+# only CAMPAIGN's runs when given: every README that publishes step times
+# carries the load they were measured at.
+load_section() {
   echo
   echo "## Machine load per run (scripts/multinode-study.sh)"
   echo
   if ((busy)); then
-    echo "**BUSY: at least one run below started above the 1-minute load its cores can serve ($max_load) or ended above it plus its own share (ranks x $node_cpu); its figures measure the machine, not the cluster. Do not publish them.**"
+    echo "**BUSY: at least one run of the study started above the 1-minute load its cores can serve ($max_load) or ended above it plus its own share (ranks x $node_cpu); its figures measure the machine, not the cluster. Do not publish them.**"
   else
     echo "Every run started at a 1-minute load of at most $max_load (the VM's $(getconf _NPROCESSORS_ONLN) cores) and ended at most that plus its own share (ranks x $node_cpu)."
   fi
@@ -282,8 +285,13 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "| run | job | nodes | start (UTC) | load before | end (UTC) | load after | verdict |"
   echo "|---|---|---|---|---|---|---|---|"
   tail -n +2 "$study/load.tsv" | while IFS=$'\t' read -r a b c d e f g h; do
-    echo "| $a | $b | $c | $d | $e | $f | $g | $h |"
+    [[ -z ${1:-} || -d $1/runs/$a ]] && echo "| $a | $b | $c | $d | $e | $f | $g | $h |"
   done
+  return 0
+}
+for c in "${camps[@]}"; do [[ $c == "$study" ]] || load_section "$c" >>"$c/README.md"; done
+{
+  load_section
   echo
   echo "## Predicted against measured (scaletrain-plan compare, cluster.yaml calibrated on this emulated cluster)"
   echo
