@@ -124,6 +124,7 @@ std::vector<CompareRow> compare_runs(const std::vector<std::string>& dirs, const
     // The run's node size and placement, from run.json's hosts.
     // Each rank is predicted on the node it ran on (Cluster::rank_node).
     Cluster at = cl;
+    if (!run.info.hosts.empty()) at.rank_node.assign(size_t(r.ranks), -1);
     for (size_t n = 0; n < run.info.hosts.size(); ++n) {
       const auto& h = run.info.hosts[n];
       r.ranks_per_node = std::max(r.ranks_per_node, int(h.ranks.size()));
@@ -134,7 +135,6 @@ std::vector<CompareRow> compare_runs(const std::vector<std::string>& dirs, const
         if (k < 0 || k >= r.ranks)
           throw UsageError(dir + "/run.json: hosts: rank " + std::to_string(k) +
                            " is outside the run's " + std::to_string(r.ranks) + " ranks");
-        if (at.rank_node.size() < size_t(r.ranks)) at.rank_node.assign(size_t(r.ranks), -1);
         at.rank_node[size_t(k)] = int(n);
       }
     }

@@ -7,6 +7,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "plan/cluster.hpp"
@@ -155,6 +158,16 @@ TEST(PlanRates, IntraAndInterNodeFractionsApartOrOneForBoth) {
       st::plan::load_cluster(temp_file(st::plan::cluster_to_yaml(one))).eff.network_intra_given);
 }
 
+// The error load_cluster gives for `text` ("" when it loads).
+std::string error(const std::string& text) {
+  try {
+    st::plan::load_cluster(temp_file(text));
+  } catch (const st::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // The head of a small CPU cluster file, up to its measured collectives.
 constexpr const char* kCpuHead = R"(name: c
 device: cpu
@@ -241,38 +254,19 @@ ops:
   ASSERT_EQ(back.collectives.size(), 1u);
   EXPECT_EQ(back.collectives[0].points, c.collectives[0].points);
   // Points out of order, or not a pair, are named.
-  const auto error = [](const std::string& text) -> std::string {
-    try {
-      st::plan::load_cluster(temp_file(text));
-    } catch (const st::UsageError& e) {
-      return e.what();
-    }
-    return "";
-  };
-  std::string bad = file;
-  bad.replace(bad.find("[16777216, 0.5]"), 15, "[16, 0.5]");
-  std::string e = error(bad);
-  EXPECT_NE(e.find("collectives[0].points[1]"), std::string::npos) << e;
-  EXPECT_NE(e.find("ascending"), std::string::npos) << e;
-  bad = file;
-  bad.replace(bad.find("[16777216, 0.5]"), 15, "[16777216]");
-  e = error(bad);
-  EXPECT_NE(e.find("collectives[0].points[1]' must be a pair"), std::string::npos) << e;
-  bad = file;
-  bad.replace(bad.find("[16777216, 0.5]"), 15, "[16777216, -1]");
-  e = error(bad);
-  EXPECT_NE(e.find("points[1][1] (seconds)"), std::string::npos) << e;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> bad_points = {
+      {"[16, 0.5]", {"collectives[0].points[1]", "ascending"}},
+      {"[16777216]", {"collectives[0].points[1]' must be a pair"}},
+      {"[16777216, -1]", {"points[1][1] (seconds)"}}};
+  for (const auto& [point, says] : bad_points) {
+    std::string bad = file;
+    bad.replace(bad.find("[16777216, 0.5]"), 15, point);
+    const std::string e = error(bad);
+    for (const auto& w : says) EXPECT_NE(e.find(w), std::string::npos) << point << ": " << e;
+  }
 }
 
 TEST(PlanRates, BadTablesNameFileAndKey) {
-  auto error = [](const std::string& text) -> std::string {
-    try {
-      st::plan::load_cluster(temp_file(text));
-    } catch (const st::UsageError& e) {
-      return e.what();
-    }
-    return "";
-  };
   std::string base = kSmall;
   const std::string no_tflops =
       base.substr(0, base.find("rates:")) + "rates:\n  gemm:\n    - {m: 1, n: 2, k: 3}\n";

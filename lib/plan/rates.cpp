@@ -175,8 +175,8 @@ double collective_seconds(CollPrice kind, double bytes, int ranks, bool inter, c
     // latency steps and bytes rescaled to this group's ring.
     const auto [bw_m, lat_m] = ring(best->ranks);
     const auto [bw_n, lat_n] = ring(n);
-    const double lat = std::min(best->fit.latency, best->seconds(bytes));
-    return lat * lat_n / lat_m + (best->seconds(bytes) - lat) * bw_n / bw_m;
+    const double t = best->seconds(bytes), lat = std::min(best->fit.latency, t);
+    return lat * lat_n / lat_m + (t - lat) * bw_n / bw_m;
   }
   const auto [bw, lat] = ring(n);
   const bool ring_coll = kind.kind == CollKind::AllReduce || kind.kind == CollKind::ReduceScatter ||

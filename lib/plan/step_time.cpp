@@ -41,6 +41,7 @@
 #include "core/error.hpp"
 #include "metrics/metrics.hpp"
 #include "model/model.hpp"
+#include "parallel/mesh.hpp"
 #include "parallel/pipeline.hpp"
 #include "parallel/stages.hpp"
 #include "plan/recorded_step.hpp"
@@ -176,17 +177,17 @@ std::shared_ptr<const Timeline> build_timeline(const StageRecord& r, const Confi
 
 // Where the group a stage's recorded rank (dp, cp, tp = 0) issued a
 // collective on runs: whether it spans nodes, and the most of its members on
-// one node (the NICs it shares). Its members are the group's first rank and
-// every `stride` after it (mesh order pp, dp, cp, tp: tp innermost); the pp
-// group starts at stage 0, every other at the stage's first rank.
+// one node (the NICs it shares). Its members are the group's first rank (the
+// mesh's own span, mesh_axis_span) and every `stride` after it.
 struct GroupNodes {
   bool inter = false;
   int per_node = 1;
 };
 GroupNodes group_nodes(const GroupAxis& a, int ranks, int stage, const ParallelCfg& p,
                        const Cluster& cl) {
-  const int world = p.dp * p.tp * p.pp * p.cp;
-  const int first = a.axis == Axis::Pp || a.axis == Axis::None ? 0 : stage * (world / p.pp);
+  const MeshDims d{p.pp, p.dp, p.cp, p.tp};
+  const int world = d.world();
+  const int first = mesh_axis_span(a.axis, mesh_rank({stage, 0, 0, 0}, d), d).first;
   std::map<int, int> on;
   for (int i = 0; i < ranks; ++i)
     ++on[cl.node_of(std::min(world - 1, first + i * std::max(1, a.stride)), world)];
