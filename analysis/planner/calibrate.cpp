@@ -231,24 +231,39 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
   // SCALETRAIN_MPIEXEC_NODE as well, the first is taken to place one rank per
   // node (its collectives are inter_node) and the second every rank on one
   // node (collectives inside a node, and the slowdown of ranks sharing it;
-  // rank counts up to the node's cores).
+  // rank counts up to the node's cores). SCALETRAIN_MPIEXEC_PAIRS, when set,
+  // places two ranks on each node: at twice each rank count R of --devices
+  // (R >= 2 nodes) it times the world as one group (2 members per node) and
+  // as two groups of R at once, one member per node each (the probe's
+  // --groups node-local), the shapes a layout's groups take when two of
+  // its ranks share a node, in blocks and round robin.
   const std::string across = env("SCALETRAIN_MPIEXEC").value_or("mpiexec");
   const std::string on_node = env("SCALETRAIN_MPIEXEC_NODE").value_or("");
+  const std::string pairs = env("SCALETRAIN_MPIEXEC_PAIRS").value_or("");
   struct Launch {
     std::string mpiexec;
     int inter;  // MeasuredCollective::inter_node
     bool ops;   // measures the slowdown of shared cores
+    int per_node = 1;       // ranks this launcher places on a node
+    std::string groups = "world";
   };
   std::vector<Launch> launches;
   if (on_node.empty())
     launches.push_back({across, -1, true});
   else
     launches = {{across, 1, false}, {on_node, 0, true}};
-  std::map<std::tuple<std::string, int, int>, std::vector<std::pair<double, double>>> pts;
+  if (!pairs.empty())
+    for (const char* g : {"world", "node-local"}) launches.push_back({pairs, 1, false, 2, g});
+  // (kind, ranks, inter_node, per_node, node_ranks) -> points
+  std::map<std::tuple<std::string, int, int, int, int>, std::vector<std::pair<double, double>>> pts;
   for (const Launch& l : launches)
-    for (int r : o.ranges.devices) {
-      // On one node: up to its cores (more ranks than cores is no layout).
-      if (r < 2 || (l.inter == 0 && r > c.cores_per_node)) continue;
+    for (int nodes_or_ranks : o.ranges.devices) {
+      // Pairs: two ranks on each of R nodes (R >= 2). On one node: up to its
+      // cores (more ranks than cores is no layout).
+      const int r = nodes_or_ranks * l.per_node;
+      if (r < 2 || (l.per_node > 1 && nodes_or_ranks < 2) ||
+          (l.inter == 0 && r > c.cores_per_node))
+        continue;
       std::ostringstream args;
       // Each size is timed back to back over the window (the probe's
       // timed()); under a quota over ten of its 100 ms periods at least, so
@@ -262,6 +277,7 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
       // while the rank's thread waits (polls, the CPU device's MPI) run when
       // it has stopped computing: timed alone.
       if (quota > 0 && c.async_progress()) args << " --busy 1";
+      if (l.groups != "world") args << " --groups " << l.groups;
       if (l.ops) args << " --ops " << shell_quote(mix_keys);
       const std::string text = run_probe(r, args.str(), log, l.mpiexec);
       std::istringstream in(text);
@@ -272,9 +288,13 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
         ls >> tag;
         if (tag == "coll") {
           std::string kind;
-          int n = 0;
+          int n = 0, per_node = 0, node_ranks = 0;
           double bytes = 0, sec = 0;
-          if (ls >> kind >> n >> bytes >> sec) pts[{kind, n, l.inter}].push_back({bytes, sec});
+          if (!(ls >> kind >> n >> bytes >> sec)) continue;
+          ls >> per_node >> node_ranks;  // the group's shape on the nodes
+          // Where the launcher's placement is not known, neither is the shape.
+          if (l.inter < 0) per_node = node_ranks = 0;
+          pts[{kind, n, l.inter, per_node, node_ranks}].push_back({bytes, sec});
         } else if (tag == "compute") {
           int n = 0;
           double sec = 0;
@@ -287,6 +307,8 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
     m.kind = std::get<0>(key);
     m.ranks = std::get<1>(key);
     m.inter_node = std::get<2>(key);
+    m.per_node = std::get<3>(key);
+    m.node_ranks = std::get<4>(key);
     m.fit = fit_alpha_beta(p);
     // The points themselves price the sizes between them (MeasuredCollective::seconds).
     std::map<double, std::pair<double, int>> by_size;  // bytes -> (sum of seconds, count)
@@ -297,7 +319,8 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
   // Links: the point-to-point fit at the smallest rank count measured, on
   // each side of the node boundary.
   for (const auto& m : c.collectives) {
-    if (m.kind != "p2p") continue;
+    // a link alone: not one shared with another group's pairs
+    if (m.kind != "p2p" || (m.inter_node == 1 && m.node_ranks > m.per_node)) continue;
     if (m.inter_node != 1 && (c.intra.bandwidth == 0 || m.ranks == 2)) c.intra = m.fit;
     if (m.inter_node != 0 && (c.inter.bandwidth == 0 || m.ranks == 2)) c.inter = m.fit;
   }

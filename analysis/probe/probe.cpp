@@ -7,11 +7,21 @@
 // message sizes; and, with every rank computing at once, one pass over a list of ops (ops.hpp
 // keys), so calibrate can tell how much slower a rank computes when the node's cores are shared.
 // Rank 0 prints one line per measurement:
-//   coll <kind> <ranks> <bytes> <seconds>      (mean over calls back to back)
+//   coll <kind> <ranks> <bytes> <seconds> <per_node> <node_ranks>
+//        (mean over calls back to back; ranks: the group's size; per_node:
+//        the most of the group's members on one node; node_ranks: the most
+//        ranks on one node issuing the same collective at once, in this
+//        group or another)
 //   compute <ranks> <ratio>                    (every rank at once / rank 0 alone)
 //
 //   mpiexec -n N scaletrain-plan-probe [--sizes B,B,...] [--seconds S] [--ops "KEY;KEY"]
 //                                      [--busy 1]   (collectives beside a computing thread)
+//                                      [--groups node-local]
+// --groups node-local: the world is split into groups of the ranks holding
+// the same rank on their node (one member per node each), and every group
+// times its collectives at once: the groups share each node's cores and
+// link, as a layout's data-parallel groups do when its ranks are placed
+// round robin over the nodes. Without it the world is one group.
 #include <mpi.h>
 #include <omp.h>
 #include <unistd.h>
@@ -87,7 +97,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> sizes = {4096, 65536, 1 << 20, 4 << 20, 16 << 20};
     double seconds = 0.2;
     std::string ops;
-    bool busy = false;
+    bool busy = false, node_local = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (i + 1 >= argc) throw st::UsageError(a + ": needs a value");
@@ -101,9 +111,13 @@ int main(int argc, char** argv) {
         ops = v;
       } else if (a == "--busy") {
         busy = v == "1";
+      } else if (a == "--groups") {
+        if (v != "node-local" && v != "world")
+          throw st::UsageError("--groups " + v + ": valid are world, node-local");
+        node_local = v == "node-local";
       } else {
         throw st::UsageError("unknown option '" + a +
-                             "' (valid: --sizes, --seconds, --ops, --busy)");
+                             "' (valid: --sizes, --seconds, --ops, --busy, --groups)");
       }
     }
     // Waits as the trainer's ranks wait (st::waits_oversubscribed, app/job.cpp):
@@ -116,9 +130,26 @@ int main(int argc, char** argv) {
         st::waits_oversubscribed(rt.local_size(), omp_get_max_threads()));
     MpiCommunicator w(MPI_COMM_WORLD, "world", 600.0);
     const float one = 1.f;
-    const int n = w.size(), r = w.rank();
+    // The group each rank times its collectives in (the world, or its
+    // node-local peers on the other nodes), and the shape rank 0 reports:
+    // the most members of a group on one node and the most ranks on one node.
+    const auto host = w.split_host("host");
+    std::unique_ptr<MpiCommunicator> own;
+    if (node_local) own = w.split(host->rank(), w.rank(), "node-local");
+    MpiCommunicator& g = own ? *own : w;
+    const auto g_host = g.split_host("group-host");
+    double shape[4] = {double(g_host->size()), double(host->size()), double(g.size()),
+                       -double(g.size())};
+    w.all_reduce_max(shape, 4);
+    if (shape[2] != -shape[3])
+      throw st::UsageError("--groups node-local: the nodes hold different numbers of ranks (groups of " +
+                           std::to_string(int(-shape[3])) + " to " + std::to_string(int(shape[2])) +
+                           "); place as many ranks on every node");
+    const int n = g.size(), r = g.rank();
     auto out = [&](const char* kind, int64_t bytes, double s) {
-      if (r == 0) std::printf("coll %s %d %lld %.9g\n", kind, n, (long long)bytes, s);
+      if (w.rank() == 0)
+        std::printf("coll %s %d %lld %.9g %d %d\n", kind, n, (long long)bytes, s, int(shape[0]),
+                    int(shape[1]));
     };
     // --busy 1: a second thread computes while the collectives are timed, so
     // they meet a node whose cores (and CPU quota) the step's compute keeps
@@ -138,25 +169,25 @@ int main(int argc, char** argv) {
         std::vector<float> a(size_t(elems), 1.f), b(size_t(elems), 0.f);
         const std::vector<int64_t> counts = st::equal_counts(n, elems / n);  // n parts of elems / n
         out("all_reduce", elems * 4, timed(w, seconds, [&] {
-              w.all_reduce(a.data(), elems, F, st::ReduceOp::Sum, cs).wait(cs);
+              g.all_reduce(a.data(), elems, F, st::ReduceOp::Sum, cs).wait(cs);
             }));
         out("reduce_scatter", elems * 4, timed(w, seconds, [&] {
-              w.reduce_scatter(a.data(), b.data(), counts, F, cs).wait(cs);
+              g.reduce_scatter(a.data(), b.data(), counts, F, cs).wait(cs);
             }));
         out("all_gather", elems * 4,
-            timed(w, seconds, [&] { w.all_gather(a.data(), b.data(), counts, F, cs).wait(cs); }));
+            timed(w, seconds, [&] { g.all_gather(a.data(), b.data(), counts, F, cs).wait(cs); }));
         // Ring attention's shift: send to the next rank and receive from the
         // previous one at once.
         const int next = (r + 1) % n, prev = (r + n - 1) % n;
         out("ring_shift", elems * 4, timed(w, seconds, [&] {
-              w.exchange({{true, a.data(), elems, next}, {false, b.data(), elems, prev}}, F, cs)
+              g.exchange({{true, a.data(), elems, next}, {false, b.data(), elems, prev}}, F, cs)
                   .wait(cs);
             }));
         // Pipeline hand-off: pairs (0->1, 2->3, ...) at once.
         out("p2p", elems * 4, timed(w, seconds, [&] {
               if (r % 2 == 0 && r + 1 < n)
-                w.exchange({{true, a.data(), elems, r + 1}}, F, cs).wait(cs);
-              if (r % 2 == 1) w.exchange({{false, b.data(), elems, r - 1}}, F, cs).wait(cs);
+                g.exchange({{true, a.data(), elems, r + 1}}, F, cs).wait(cs);
+              if (r % 2 == 1) g.exchange({{false, b.data(), elems, r - 1}}, F, cs).wait(cs);
             }));
       }
     }
@@ -176,20 +207,20 @@ int main(int argc, char** argv) {
       std::vector<double> ratios;
       for (int rep = 0; rep < 3; ++rep) {
         double alone = 0;
-        if (r == 0) {
+        if (w.rank() == 0) {
           alone = st::plan::time_ops_pass(list, window);
-          for (int k = 1; k < n; ++k) w.send(&one, 1, k, 9);
+          for (int k = 1; k < w.size(); ++k) w.send(&one, 1, k, 9);
         } else {
           quiet_recv(w, 9);
         }
         w.barrier();
         double t = st::plan::time_ops_pass(list, window);
         w.all_reduce_max(&t, 1);
-        if (r == 0) ratios.push_back(t / alone);
+        if (w.rank() == 0) ratios.push_back(t / alone);
       }
-      if (r == 0) {
+      if (w.rank() == 0) {
         std::sort(ratios.begin(), ratios.end());
-        std::printf("compute %d %.9g\n", n, ratios[1]);
+        std::printf("compute %d %.9g\n", w.size(), ratios[1]);
       }
     }
     std::fflush(stdout);

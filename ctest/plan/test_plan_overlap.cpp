@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "config/config.hpp"
@@ -199,6 +200,49 @@ TEST(PlanOverlap, PlacementDecidesWhichGroupsCrossNodes) {
     EXPECT_NE(m.find("placement"), std::string::npos) << m;
   }
   std::filesystem::remove_all(dir);
+}
+
+// pp 2 x dp 4 on 4 nodes of 2 ranks: in blocks each dp group holds two
+// ranks on each of two nodes; round robin one rank on each of the four,
+// beside the other stage's group. Each is priced by the measured all-reduce
+// of its own shape (calibrate's pairs launcher), so the two placements'
+// dp time stands in the ratio of those measurements; dp across 4 nodes of
+// one rank by the one-per-node measurement.
+TEST(PlanOverlap, GroupsPricedByTheirShapeOnTheNodes) {
+  auto shaped = [](int per_node_cluster) {
+    Cluster c = emu(per_node_cluster);
+    std::vector<st::plan::MeasuredCollective> keep;
+    for (const auto& m : c.collectives)
+      if (m.kind != "all_reduce") keep.push_back(m);
+    for (auto [per_node, node_ranks, gbps] : {std::tuple{1, 1, 0.02}, {2, 2, 0.04}, {1, 2, 0.03}}) {
+      st::plan::MeasuredCollective m;
+      m.kind = "all_reduce";
+      m.ranks = 4;
+      m.inter_node = 1;
+      m.per_node = per_node;
+      m.node_ranks = node_ranks;
+      m.fit = {gbps * 1e9, 0};
+      keep.push_back(m);
+    }
+    c.collectives = keep;
+    return c;
+  };
+  const Config c = study(4, 2, 1, 4);
+  Cluster block = shaped(2), cyclic = shaped(2);
+  cyclic.placement = "cyclic";
+  const StepPrediction b = st::plan::predict_step(c, block);
+  const StepPrediction y = st::plan::predict_step(c, cyclic);
+  ASSERT_GT(b.dp.total, 0);
+  EXPECT_NEAR(y.dp.total / b.dp.total, 0.04 / 0.03, 1e-6)
+      << "dp in blocks " << b.dp.total << " s, round robin " << y.dp.total << " s";
+  // dp 4, one rank a node: the (1, 1) measurement, as if it were the only one.
+  const Config d = study(4, 1, 2, 1);
+  Cluster alone = shaped(1), only = shaped(1);
+  std::erase_if(only.collectives, [](const auto& m) {
+    return m.kind == "all_reduce" && (m.per_node != 1 || m.node_ranks != 1);
+  });
+  EXPECT_NEAR(st::plan::predict_step(d, alone).dp.total, st::plan::predict_step(d, only).dp.total,
+              1e-12);
 }
 
 }  // namespace

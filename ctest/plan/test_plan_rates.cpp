@@ -266,6 +266,56 @@ ops:
   }
 }
 
+// The same 4-rank all-reduce measured in three shapes on the nodes (as
+// calibrate's pairs launcher does): one member per node alone on it, two
+// members on each of two nodes, and one member per node beside another
+// group's member. A group is priced by the measurement of its own shape,
+// whatever the order of the file; at another group size by the same shape
+// rescaled; a file without shapes prices by side and size as before. Shapes
+// that cannot be are refused, naming the entry.
+TEST(PlanRates, MeasuredCollectivesPricedInTheirShapeOnTheNodes) {
+  const std::string file = std::string(kCpuHead) + R"(  - {kind: all_reduce, ranks: 4, latency_us: 0, bandwidth_gbps: 0.03, inter_node: true, per_node: 1, node_ranks: 2}
+  - {kind: all_reduce, ranks: 4, latency_us: 0, bandwidth_gbps: 0.02, inter_node: true, per_node: 1, node_ranks: 1}
+  - {kind: all_reduce, ranks: 4, latency_us: 0, bandwidth_gbps: 0.04, inter_node: true, per_node: 2, node_ranks: 2}
+  - {kind: all_reduce, ranks: 2, latency_us: 0, bandwidth_gbps: 0.5, inter_node: false, per_node: 2, node_ranks: 2}
+ops:
+  "add 1024": 1e-06
+)";
+  const Cluster c = st::plan::load_cluster(temp_file(file));
+  const double B = 1e7;
+  const auto ar = [&](int ranks, bool inter, int per_node, int node_ranks) {
+    return st::plan::collective_seconds({st::CollKind::AllReduce}, B, ranks, inter, c, per_node,
+                                        node_ranks);
+  };
+  EXPECT_NEAR(ar(4, true, 1, 1), B / 0.02e9, 1e-12);
+  EXPECT_NEAR(ar(4, true, 2, 2), B / 0.04e9, 1e-12);
+  EXPECT_NEAR(ar(4, true, 1, 2), B / 0.03e9, 1e-12);
+  // 8 ranks, two on each of 4 nodes: the (2, 2) shape, bytes 2(n-1)/n rescaled.
+  EXPECT_NEAR(ar(8, true, 2, 2), B / 0.04e9 * (14.0 / 8) / (6.0 / 4), 1e-12);
+  // Inside a node: the inside measurement, whatever the shape asked.
+  EXPECT_NEAR(ar(2, false, 2, 2), B / 0.5e9, 1e-12);
+  // Unsaid (0) matches every shape: the first measured at the nearest size.
+  EXPECT_NEAR(ar(4, true, 1, 0), B / 0.03e9, 1e-12);
+  // The writer keeps the shapes.
+  const Cluster back = st::plan::load_cluster(temp_file(st::plan::cluster_to_yaml(c)));
+  ASSERT_EQ(back.collectives.size(), c.collectives.size());
+  for (size_t i = 0; i < c.collectives.size(); ++i) {
+    EXPECT_EQ(back.collectives[i].per_node, c.collectives[i].per_node) << i;
+    EXPECT_EQ(back.collectives[i].node_ranks, c.collectives[i].node_ranks) << i;
+  }
+  const std::vector<std::pair<std::string, std::vector<std::string>>> bad_shapes = {
+      {"per_node: 5, node_ranks: 5", {"collectives[2].per_node", "outside [1, 4]"}},
+      {"per_node: 2, node_ranks: 1", {"collectives[2].node_ranks", "outside [2,"}},
+      {"per_node: 4, node_ranks: 4", {"collectives[2]", "inter_node true with per_node 4"}},
+      {"per_node: two, node_ranks: 2", {"collectives[2].per_node", "expected a number"}}};
+  for (const auto& [shape, says] : bad_shapes) {
+    std::string bad = file;
+    bad.replace(bad.find("per_node: 2, node_ranks: 2"), 26, shape);
+    const std::string e = error(bad);
+    for (const auto& w : says) EXPECT_NE(e.find(w), std::string::npos) << shape << ": " << e;
+  }
+}
+
 TEST(PlanRates, BadTablesNameFileAndKey) {
   std::string base = kSmall;
   const std::string no_tflops =

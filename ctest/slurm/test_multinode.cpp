@@ -10,6 +10,9 @@
 //  - SlurmFourNodes: the first test's run through sbatch and srun --mpi=pmix.
 //  - CyclicPlacementUnderSrunAndMpirun: SCALETRAIN_PLACEMENT=cyclic puts the
 //    ranks round robin over 2 nodes under both launchers.
+//  - CalibrateTimesEveryShapeOfAGroupOnTheNodes: scaletrain-plan calibrate
+//    with its three probe launchers (one rank per node, all on node1, two
+//    per node) writes each all-reduce in the shape the probe measured.
 //  - NodeFailureDuringStep / NodeFailureDuringCheckpoint: every process of
 //    node3 is killed; the job ends within runtime.timeout_s + 5 s naming the
 //    node and its ranks, Slurm requeues it, it resumes on 3 nodes (dp 6) from
@@ -24,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -253,6 +257,37 @@ TEST_F(MultiNode, CyclicPlacementUnderSrunAndMpirun) {
 }
 
 // Every pid of `node` whose command is the trainer.
+// The planner's calibration across the emulated nodes with all three
+// probe launchers: one rank per node, every rank on node1, two ranks per
+// node. The file holds each all-reduce in the shape the probe reported,
+// measured, not said by the launcher: (ranks, per_node, node_ranks) of one
+// rank per node, of ranks inside node1, of a group with two members on each
+// node and of two groups side by side with one member on each node.
+TEST_F(MultiNode, CalibrateTimesEveryShapeOfAGroupOnTheNodes) {
+  const std::string file = dir_ + "/calibrated.yaml";
+  const std::string hf = "--hostfile \"$EMUCLUSTER_DIR/hostfile\"";
+  auto r = sh("SCALETRAIN_PLAN_PROBE=\"$(dirname \"$SCALETRAIN_PLAN\")/scaletrain-plan-probe\" "
+              "SCALETRAIN_MPIEXEC='mpirun " + hf + " --map-by ppr:1:node' "
+              "SCALETRAIN_MPIEXEC_NODE='mpirun --host node1:2' "
+              "SCALETRAIN_MPIEXEC_PAIRS='mpirun " + hf + " --map-by ppr:2:node' "
+              "timeout 300 \"$SCALETRAIN_PLAN\" calibrate --config configs/models/tiny.yaml "
+              "--devices 1,2 --op-seconds 0.002 --coll-seconds 0.01 --sizes 4096,65536 --out " +
+              q(file));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--groups node-local"), std::string::npos) << r.output;
+  const std::string text = slurp(file);
+  // Each all-reduce entry's "ranks inter_node per_node node_ranks".
+  const std::regex entry(
+      "kind: all_reduce, ranks: (\\d+),[^}]*inter_node: (true|false), per_node: (\\d+), "
+      "node_ranks: (\\d+)");
+  std::set<std::string> got;
+  for (std::sregex_iterator it(text.begin(), text.end(), entry), end; it != end; ++it)
+    got.insert((*it)[1].str() + " " + (*it)[2].str() + " " + (*it)[3].str() + " " +
+               (*it)[4].str());
+  const std::set<std::string> want = {"2 true 1 1", "2 false 2 2", "4 true 2 2", "2 true 1 2"};
+  EXPECT_EQ(got, want) << text;
+}
+
 std::vector<int> trainer_pids(const std::string& pids_out) {
   std::vector<int> v;
   size_t pos = 0;

@@ -269,13 +269,22 @@ Cluster load_cluster(const std::string& path) {
     for (size_t i = 0; i < n.size(); ++i) {
       const std::string at = "collectives[" + std::to_string(i) + "]";
       const Section e(path, at, n[i],
-                      {"kind", "ranks", "latency_us", "bandwidth_gbps", "inter_node", "points"});
+                      {"kind", "ranks", "latency_us", "bandwidth_gbps", "inter_node", "per_node",
+                       "node_ranks", "points"});
       MeasuredCollective m;
       if (e.has("inter_node"))
         m.inter_node = e.str("inter_node", "", true, {"true", "false"}) == "true" ? 1 : 0;
       m.kind = e.str("kind", "", true,
                      {"all_reduce", "reduce_scatter", "all_gather", "ring_shift", "p2p"});
       m.ranks = int(e.num("ranks", 0, true, 2, 1 << 20));
+      // Members per node (1 ... ranks) and the ranks of a node issuing it at
+      // once (per_node ... ), both optional.
+      m.per_node = int(e.num("per_node", 0, false, 1, m.ranks));
+      m.node_ranks = int(e.num("node_ranks", 0, false, std::max(1, m.per_node), 1 << 20));
+      if (m.inter_node == 1 && m.per_node == m.ranks)
+        throw UsageError(e.where(n[i]) + ": '" + at + "': inter_node true with per_node " +
+                         std::to_string(m.per_node) + " = ranks: a group across nodes has " +
+                         "fewer members on each node than it has ranks");
       m.fit.latency = e.num("latency_us", 0, true, 0, 1e7) * 1e-6;
       m.fit.bandwidth = e.num("bandwidth_gbps", 0, true, 0, 1e6, true) * 1e9;
       if (e.has("points")) {
@@ -363,6 +372,8 @@ std::string cluster_to_yaml(const Cluster& c) {
         << (m.inter_node < 0 ? ""
             : m.inter_node   ? ", inter_node: true"
                              : ", inter_node: false");
+      if (m.per_node > 0) o << ", per_node: " << m.per_node;
+      if (m.node_ranks > 0) o << ", node_ranks: " << m.node_ranks;
       if (!m.points.empty()) {
         o << ",\n     points: [";
         for (size_t j = 0; j < m.points.size(); ++j)

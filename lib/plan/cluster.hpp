@@ -29,10 +29,19 @@ struct Link {
 // above the smallest's time); a file without points prices by the fit. One
 // line across 4 KB ... 32 MB misprices the large sizes where per-byte costs
 // differ by size (CPU ranks under a quota: small messages run at the burst).
+//
+// Its shape on the nodes: per_node, the most of the group's members on one
+// node, and node_ranks, the most ranks on one node issuing the same
+// collective at once (its own members and those of other groups like it).
+// A group of 4 with 2 on each of 2 nodes moves half its bytes inside the
+// nodes; two groups of 4, one member per node each, share every node's link
+// and cores: on the emulated cluster the three shapes of a 4-rank
+// all-reduce differ by more than the planner's error target.
 struct MeasuredCollective {
   std::string kind;  // all_reduce, reduce_scatter, all_gather, ring_shift, p2p
   int ranks = 0;
   int inter_node = -1;  // 1: one rank per node, across the links; 0: inside one node; -1: unsaid
+  int per_node = 0, node_ranks = 0;  // 0: unsaid
   Link fit;
   std::vector<std::pair<double, double>> points;  // (bytes, seconds), ascending bytes
   double seconds(double bytes) const;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "core/error.hpp"
 
@@ -146,7 +147,7 @@ CollPrice coll_price(CollKind kind, Axis axis) {
 }
 
 double collective_seconds(CollPrice kind, double bytes, int ranks, bool inter, const Cluster& cl,
-                          int per_node) {
+                          int per_node, int node_ranks) {
   if (ranks <= 1 || bytes <= 0) return 0;
   const double n = ranks;
   // Ring factors: bandwidth term and number of latency steps per collective,
@@ -157,19 +158,23 @@ double collective_seconds(CollPrice kind, double bytes, int ranks, bool inter, c
     const double k = kind.ring_shift ? 2 : 1;
     return {k * row.bus(int(r)), k * row.steps(int(r))};
   };
-  // Measured fits (CPU clusters): the same kind at the nearest group size,
-  // rescaled by the ring factors; one measured on the same side of the node
-  // boundary (inter_node) before one that is not.
+  // Measured fits (CPU clusters): the same kind, measured on the same side
+  // of the node boundary (inter_node) before one that is not, then in the
+  // nearest shape on the nodes (members per node, ranks of a node issuing
+  // it at once; unsaid matches any), then at the nearest group size,
+  // rescaled by the ring factors.
   const std::string name = kind.name();
-  const MeasuredCollective* best = nullptr;
-  auto side = [&](const MeasuredCollective& m) {
-    return m.inter_node < 0 || m.inter_node == inter;
+  auto shape_gap = [](int measured, int want) {
+    return measured <= 0 || want <= 0 ? 0.0 : std::abs(std::log2(double(measured) / want));
   };
+  auto rank_of = [&](const MeasuredCollective& m) {
+    return std::tuple(m.inter_node >= 0 && m.inter_node != inter,
+                      shape_gap(m.per_node, per_node) + shape_gap(m.node_ranks, node_ranks),
+                      std::abs(m.ranks - ranks));
+  };
+  const MeasuredCollective* best = nullptr;
   for (const auto& m : cl.collectives)
-    if (m.kind == name &&
-        (!best || (side(m) && !side(*best)) ||
-         (side(m) == side(*best) && std::abs(m.ranks - ranks) < std::abs(best->ranks - ranks))))
-      best = &m;
+    if (m.kind == name && (!best || rank_of(m) < rank_of(*best))) best = &m;
   if (best) {
     // The measured group's time at this size (its points, else its fit),
     // latency steps and bytes rescaled to this group's ring.

@@ -37,8 +37,10 @@ CollPrice coll_price(CollKind kind, Axis axis);
 // sharing each node. A ring collective across nodes runs one ring per NIC
 // (NCCL channels), so its bandwidth is that of the group's NICs on a node
 // together (per_node x the per-device inter-node figure), capped by the
-// links inside the node.
+// links inside the node. `node_ranks`: the ranks on a node issuing the same
+// collective at once, in this group or another (0: unsaid); with per_node it
+// picks the measured collective of the nearest shape (MeasuredCollective).
 double collective_seconds(CollPrice kind, double bytes, int ranks, bool inter, const Cluster& cl,
-                          int per_node = 1);
+                          int per_node = 1, int node_ranks = 0);
 
 }  // namespace st::plan

@@ -176,15 +176,18 @@ std::shared_ptr<const Timeline> build_timeline(const StageRecord& r, const Confi
 }
 
 // Where the group a stage's recorded rank (dp, cp, tp = 0) issued a
-// collective on runs: whether it spans nodes, and the most of its members on
-// one node (the NICs it shares). Its members are the group's first rank (the
+// collective on runs: whether it spans nodes, the most of its members on
+// one node (the NICs it shares) and the most ranks on one of its nodes
+// (`node_rank_count`: every rank of a node issues its own group's
+// collective of the axis at the same point of the step, so they all share
+// the node's link and cores). Its members are the group's first rank (the
 // mesh's own span, mesh_axis_span) and every `stride` after it.
 struct GroupNodes {
   bool inter = false;
-  int per_node = 1;
+  int per_node = 1, node_ranks = 1;
 };
 GroupNodes group_nodes(const GroupAxis& a, int ranks, int stage, const ParallelCfg& p,
-                       const Cluster& cl) {
+                       const Cluster& cl, const std::map<int, int>& node_rank_count) {
   const MeshDims d{p.pp, p.dp, p.cp, p.tp};
   const int world = d.world();
   const int first = mesh_axis_span(a.axis, mesh_rank({stage, 0, 0, 0}, d), d).first;
@@ -193,7 +196,11 @@ GroupNodes group_nodes(const GroupAxis& a, int ranks, int stage, const ParallelC
     ++on[cl.node_of(std::min(world - 1, first + i * std::max(1, a.stride)), world)];
   GroupNodes g;
   g.inter = on.size() > 1;
-  for (const auto& [node, k] : on) g.per_node = std::max(g.per_node, k);
+  for (const auto& [node, k] : on) {
+    g.per_node = std::max(g.per_node, k);
+    const auto it = node_rank_count.find(node);
+    if (it != node_rank_count.end()) g.node_ranks = std::max(g.node_ranks, it->second);
+  }
   return g;
 }
 
@@ -219,10 +226,15 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
   std::vector<double> op_s, alloc_s, coll_s;
   for (const Op& op : t.ops) op_s.push_back(op_seconds(op, cl, on_node));
   for (int64_t b : t.allocs) alloc_s.push_back(op_seconds(alloc_op(b), cl, on_node));
+  std::map<int, int> node_rank_count;  // node -> world ranks on it (measured collectives only)
+  if (!t.colls.empty() && !cl.collectives.empty()) {
+    const int world = p.dp * p.tp * p.pp * p.cp;
+    for (int k = 0; k < world; ++k) ++node_rank_count[cl.node_of(k, world)];
+  }
   for (const Timeline::Coll& c : t.colls) {
-    const GroupNodes g = group_nodes(c.axis, c.ranks, r->stage, p, cl);
-    coll_s.push_back(
-        collective_seconds(c.kind, double(c.bytes), c.ranks, g.inter, cl, g.per_node));
+    const GroupNodes g = group_nodes(c.axis, c.ranks, r->stage, p, cl, node_rank_count);
+    coll_s.push_back(collective_seconds(c.kind, double(c.bytes), c.ranks, g.inter, cl, g.per_node,
+                                        g.node_ranks));
   }
   Priced o;
   o.rec = r;
