@@ -115,10 +115,12 @@ export SCALETRAIN_PLAN=$plan
 # direct launch crashed a node's ranks in MPI_Init now and then here.
 export SCALETRAIN_LAUNCHER=mpirun
 # The planner's MPI probe (it passes -n R and its own flags): one rank per
-# node, and every rank inside node1.
+# node, every rank inside node1, and two ranks per node (the groups a
+# layout with two ranks a node makes, in blocks and round robin).
 printf '#!/bin/sh\nexec mpirun --hostfile %q --map-by ppr:1:node "$@"\n' "$cdir/hostfile" >"$cdir/bin/mpiexec-nodes"
 printf '#!/bin/sh\nexec mpirun --host node1:%d "$@"\n' "$pp" >"$cdir/bin/mpiexec-node1"
-chmod +x "$cdir/bin/mpiexec-nodes" "$cdir/bin/mpiexec-node1"
+printf '#!/bin/sh\nexec mpirun --hostfile %q --map-by ppr:2:node "$@"\n' "$cdir/hostfile" >"$cdir/bin/mpiexec-pairs"
+chmod +x "$cdir/bin/mpiexec-nodes" "$cdir/bin/mpiexec-node1" "$cdir/bin/mpiexec-pairs"
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # calibrate OUT: the planner's calibration inside node1 of this emulated cluster.
@@ -127,10 +129,11 @@ calibrate_emu() {
   ((max_nodes >= 4)) && devs=1,2,4
   bash scripts/emucluster.sh exec "$cdir" node1 \
     "SCALETRAIN_MPIEXEC='$cdir/bin/mpiexec-nodes' SCALETRAIN_MPIEXEC_NODE='$cdir/bin/mpiexec-node1' \
+     SCALETRAIN_MPIEXEC_PAIRS='$cdir/bin/mpiexec-pairs' \
      '$plan' calibrate --config configs/models/$model.yaml --set model.seq_len=$seq --devices $devs \
      --micro-batch $mb --zero 0 --coll-seconds 0.5 --name emucluster-cpu --out '$1'"
   # The calibration ran on an emulated node: say so, and how its probes were placed.
-  sed -i "s|^notes: .*|notes: \"measured by scaletrain-plan calibrate inside node1 of scripts/emucluster.sh (4 emulated nodes on a $(getconf _NPROCESSORS_ONLN)-core VM, $node_cpu CPU quota and $bw tbf links per node); collectives with inter_node true: one rank per node over the links; false: ranks inside node1 (shared memory); concurrency: ranks inside node1 sharing its quota\"|" "$1"
+  sed -i "s|^notes: .*|notes: \"measured by scaletrain-plan calibrate inside node1 of scripts/emucluster.sh (4 emulated nodes on a $(getconf _NPROCESSORS_ONLN)-core VM, $node_cpu CPU quota and $bw tbf links per node); collectives with inter_node true: over the links, per_node of the group's ranks on each node and node_ranks ranks on a node at once (1 1: one rank per node; 2 2: two on each; 1 2: two groups side by side); false: ranks inside node1 (shared memory); concurrency: ranks inside node1 sharing its quota\"|" "$1"
   # Node size for plan_check: the study's largest (compare predicts each run at its own).
   sed -i "s|^devices_per_node: .*|devices_per_node: $pp|" "$1"
 }
