@@ -93,9 +93,10 @@ std::vector<CompareRow> compare_runs(const std::vector<std::string>& dirs, const
     const int per_stage = cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp;
     double worst = -1;
     std::vector<double> exposed, compute, other;
+    std::vector<double> stage_waits(size_t(cfg.parallel.pp), 0.0);  // the longest of its ranks
     for (size_t k = 0; k < run.ranks.size(); ++k) {
       int64_t peak = 0;
-      std::vector<double> ex, cm, ot;
+      std::vector<double> ex, cm, ot, wt;
       for (const auto& st : run.ranks[k].steps) {
         peak = std::max(peak, st.mem_peak_bytes);
         if (st.step < s.win_first || st.step > s.win_last) continue;
@@ -103,10 +104,13 @@ std::vector<CompareRow> compare_runs(const std::vector<std::string>& dirs, const
         cm.push_back(st.fwd_s + st.bwd_s + st.optim_s);
         ot.push_back(st.step_s - st.fwd_s - st.bwd_s - st.optim_s - st.comm_exposed_s - st.data_s -
                      st.ckpt_stall_s);
+        wt.push_back(st.step_s - st.fwd_s - st.bwd_s - st.optim_s - st.data_s - st.ckpt_stall_s);
       }
       exposed.push_back(median(ex));
       compute.push_back(median(cm));
       other.push_back(median(ot));
+      const size_t stg = std::min(stage_waits.size() - 1, size_t(int(k) / per_stage));
+      stage_waits[stg] = std::max(stage_waits[stg], median(wt));
       const double pred = stage[size_t(int(k) / per_stage)].peak.total();
       const double e = peak > 0 ? std::abs(pred / double(peak) - 1) : 0;
       if (e > worst) {
@@ -159,6 +163,11 @@ std::vector<CompareRow> compare_runs(const std::vector<std::string>& dirs, const
     r.exposed_pred = t.exposed_comm();
     r.compute_pred = t.compute() + t.optimizer;
     r.bubble_pred = t.bubble;
+    r.waits_stage = int(std::max_element(stage_waits.begin(), stage_waits.end()) -
+                        stage_waits.begin());
+    r.waits_meas = stage_waits[size_t(r.waits_stage)];
+    if (size_t(r.waits_stage) < t.stage_waits.size())
+      r.waits_pred = t.stage_waits[size_t(r.waits_stage)];
     r.tok_s_pred = t.tokens_per_s;
     r.tok_s_meas = s.tok_s;
     r.mfu_pred = t.mfu * 100;
@@ -193,12 +202,14 @@ void write_compare(const std::vector<CompareRow>& rows, const Cluster& cl,
      << "); each run predicted with its ranks on the nodes they ran on (run.json hosts)\n\n| run | layout | "
         "ranks | per node | memory pred MiB | memory meas MiB | error | step pred ms | "
         "step meas ms | error | step pred at run speed ms | error | exposed comm pred ms | "
-        "meas ms | error | compute pred ms | meas ms | bubble pred ms | rest meas ms "
-        "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        "meas ms | error | compute pred ms | meas ms | bubble pred ms | rest meas ms | "
+        "waits stage | waits pred ms | meas ms | error "
+        "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   csv << "run,layout,ranks,ranks_per_node,block_placement,mem_pred_bytes,mem_meas_bytes,mem_err,"
          "step_pred_s,step_meas_s,step_err,step_pred_run_speed_s,step_run_speed_err,"
          "exposed_pred_s,exposed_meas_s,exposed_err,compute_pred_s,compute_meas_s,bubble_pred_s,"
-         "rest_meas_s,tok_s_pred,tok_s_meas,mfu_pred_pct,mfu_meas_pct\n";
+         "rest_meas_s,tok_s_pred,tok_s_meas,mfu_pred_pct,mfu_meas_pct,waits_stage,waits_pred_s,"
+         "waits_meas_s,waits_err\n";
   json j;
   j["cluster"] = cl.path;
   j["runs"] = json::array();
@@ -216,14 +227,18 @@ void write_compare(const std::vector<CompareRow>& rows, const Cluster& cl,
        << " | " << f(r.exposed_pred * 1e3, 1) << " | " << f(r.exposed_meas * 1e3, 1) << " | "
        << (r.exposed_meas > 0 ? f(100 * r.exposed_err(), 1) + "%" : std::string("-")) << " | "
        << f(r.compute_pred * 1e3, 1) << " | " << f(r.compute_meas * 1e3, 1) << " | "
-       << f(r.bubble_pred * 1e3, 1) << " | " << f(r.other_meas * 1e3, 1) << " |\n";
+       << f(r.bubble_pred * 1e3, 1) << " | " << f(r.other_meas * 1e3, 1) << " | "
+       << r.waits_stage << " | " << f(r.waits_pred * 1e3, 1) << " | "
+       << f(r.waits_meas * 1e3, 1) << " | "
+       << (r.waits_meas > 0.001 ? f(100 * r.waits_err(), 1) + "%" : std::string("-")) << " |\n";
     csv << r.run << "," << r.layout << "," << r.ranks << "," << r.ranks_per_node << ","
         << (r.block_placement ? 1 : 0) << "," << r.mem_pred << "," << r.mem_meas << ","
         << r.mem_err() << "," << r.step_pred << "," << r.step_meas << "," << r.step_err() << ","
         << r.step_pred_rt << "," << r.step_rt_err() << "," << r.exposed_pred << ","
         << r.exposed_meas << "," << r.exposed_err() << "," << r.compute_pred << ","
         << r.compute_meas << "," << r.bubble_pred << "," << r.other_meas << "," << r.tok_s_pred
-        << "," << r.tok_s_meas << "," << r.mfu_pred << "," << r.mfu_meas << "\n";
+        << "," << r.tok_s_meas << "," << r.mfu_pred << "," << r.mfu_meas << "," << r.waits_stage
+        << "," << r.waits_pred << "," << r.waits_meas << "," << r.waits_err() << "\n";
     j["runs"].push_back({{"run", r.run},
                          {"layout", r.layout},
                          {"ranks", r.ranks},
@@ -247,7 +262,11 @@ void write_compare(const std::vector<CompareRow>& rows, const Cluster& cl,
                          {"tok_s_pred", r.tok_s_pred},
                          {"tok_s_meas", r.tok_s_meas},
                          {"mfu_pred_pct", r.mfu_pred},
-                         {"mfu_meas_pct", r.mfu_meas}});
+                         {"mfu_meas_pct", r.mfu_meas},
+                         {"waits_stage", r.waits_stage},
+                         {"waits_pred_s", r.waits_pred},
+                         {"waits_meas_s", r.waits_meas},
+                         {"waits_err", r.waits_err()}});
   }
   md << "\n"
      << rows.size() << " runs: memory mean |error| " << f(100 * mem_ape / n, 1) << "% (largest "

@@ -44,6 +44,12 @@ struct CompareRow {
   double compute_pred = 0, compute_meas = 0;  // fwd + bwd + optimizer, critical rank
   double bubble_pred = 0, other_meas = 0;     // bubble; measured: the step's unexplained rest
   double tok_s_pred = 0, tok_s_meas = 0, mfu_pred = 0, mfu_meas = 0;
+  // The waits (step - fwd - bwd - optimizer: pipeline receives, exposed
+  // collectives, the step's end) of the stage whose ranks wait longest,
+  // measured (its slowest-waiting rank) and predicted for that same stage.
+  int waits_stage = 0;
+  double waits_pred = 0, waits_meas = 0;
+  double waits_err() const { return waits_meas > 0 ? waits_pred / waits_meas - 1 : 0; }
   double mem_err() const { return mem_meas > 0 ? mem_pred / mem_meas - 1 : 0; }
   double step_err() const { return step_meas > 0 ? step_pred / step_meas - 1 : 0; }
   double exposed_err() const { return exposed_meas > 0 ? exposed_pred / exposed_meas - 1 : 0; }

@@ -59,6 +59,17 @@ TEST(PlanCompare, EachRunAtItsOwnNodeSizeAndPlacement) {
   EXPECT_NEAR(two.compute_pred / one.compute_pred, 3.0, 0.01);
   // Every group crosses nodes at one rank per node: more exposed communication.
   EXPECT_GT(one.exposed_pred, two.exposed_pred);
+  // The waits are set stage against stage: the stage whose ranks waited
+  // longest (step - fwd - bwd - optimizer), against that stage's predicted
+  // step less its own compute and optimizer.
+  for (const auto& w : {two, one}) {
+    EXPECT_GE(w.waits_stage, 0);
+    EXPECT_LT(w.waits_stage, 2);
+    EXPECT_GT(w.waits_meas, 0);
+    EXPECT_GT(w.waits_pred, 0);
+    EXPECT_LT(w.waits_pred, w.step_pred);
+    EXPECT_LT(w.waits_meas, w.step_meas);
+  }
 
   set_hosts(out, {{{"host", "a"}, {"ranks", {0, 2}}}, {{"host", "b"}, {"ranks", {1, 3}}}});
   const auto by_node = row();

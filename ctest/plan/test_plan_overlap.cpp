@@ -11,11 +11,14 @@
 // never figures read back from the replay.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "config/config.hpp"
@@ -200,6 +203,29 @@ TEST(PlanOverlap, PlacementDecidesWhichGroupsCrossNodes) {
     EXPECT_NE(m.find("placement"), std::string::npos) << m;
   }
   std::filesystem::remove_all(dir);
+}
+
+// Each stage's waits: the step less that stage's own compute and
+// optimizer. The critical stage's are the step less the prediction's
+// compute and optimizer; the first stage (no head and loss) waits at least
+// as long as the last.
+TEST(PlanOverlap, EachStageWaitsTheStepLessItsOwnWork) {
+  for (const auto& [c, per_node] : {std::pair{study(1, 2, 1, 4), 2}, {study(2, 2, 1, 4), 2},
+                                     {study(4, 1, 2, 1), 1}}) {
+    const StepPrediction t = st::plan::predict_step(c, emu(per_node));
+    ASSERT_EQ(t.stage_waits.size(), size_t(c.parallel.pp));
+    const double critical = t.step - t.compute() - t.optimizer;
+    bool found = false;
+    for (double w : t.stage_waits) {
+      EXPECT_GE(w, 0);
+      EXPECT_LT(w, t.step);
+      found = found || std::abs(w - critical) <= 1e-9 * t.step;
+    }
+    EXPECT_TRUE(found) << "no stage waits the step less the critical stage's work, " << critical;
+    if (c.parallel.pp == 2) {
+      EXPECT_GE(t.stage_waits[0], t.stage_waits[1]);
+    }
+  }
 }
 
 // pp 2 x dp 4 on 4 nodes of 2 ranks: in blocks each dp group holds two

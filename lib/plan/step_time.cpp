@@ -724,6 +724,11 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   // reductions) are exposed whole.
   r.other.exposed = r.other.total;
   r.step = end_of(c);
+  for (int s = 0; s < P; ++s) {
+    const auto& part = rp[size_t(s)].part;
+    r.stage_waits.push_back(
+        std::max(0.0, r.step - part[kGemm] - part[kAttn] - part[kElem] - part[kOptim]));
+  }
 
   // Throughput and utilisation, as scaletrain-analyze computes them.
   const std::string& mode = cfg.train.act_ckpt;

@@ -15,6 +15,7 @@
 // GPU cluster. The pipeline is simulated op by op over all stages, so the
 // bubble of 1F1B and interleaved schedules comes out of the dependencies.
 #pragma once
+#include <vector>
 #include <string>
 
 #include "config/config.hpp"
@@ -45,6 +46,11 @@ struct StepPrediction {
   int devices = 0;
   double tokens_per_step = 0, tokens_per_s = 0, tokens_per_s_device = 0;
   double mfu = 0, hfu = 0;  // fractions (0..1)
+  // Per pipeline stage: the step less that stage's own compute and
+  // optimizer, the time its ranks wait (pipeline receives, exposed
+  // collectives, the step's end). What a run's telemetry measures per rank
+  // as step - fwd - bwd - optim, so a stage is set against its own ranks.
+  std::vector<double> stage_waits;
   double compute() const { return gemm + attention + elementwise; }
   double exposed_comm() const {
     return dp.exposed + tp.exposed + pp.exposed + cp.exposed + zero.exposed + other.exposed;
