@@ -292,6 +292,21 @@ load_section() {
   done
   return 0
 }
+# load_header CAMPAIGN: one line under the README's note with the range of
+# the 1-minute load its runs started and ended at, and the study's load
+# average at its start and end, so the figures' first screen says the load.
+load_header() {
+  local line
+  line=$(tail -n +2 "$study/load.tsv" | while IFS=$'\t' read -r a _ _ _ e _ g _; do
+    [[ $1 == "$study" || -d $1/runs/$a ]] && echo "$e $g"
+  done | awk 'NR == 1 { bl = bh = $1; al = ah = $2 }
+    { if ($1 < bl) bl = $1; if ($1 > bh) bh = $1; if ($2 < al) al = $2; if ($2 > ah) ah = $2 }
+    END { if (NR) printf "%s-%s before its runs, %s-%s after them", bl, bh, al, ah }')
+  line="Machine load (1-minute): $line on $(getconf _NPROCESSORS_ONLN) cores; load average (1, 5, 15 min) $load0 at the study's start, $load_end at its end (every run: load.tsv)."
+  awk -v l="$line" '{ print } !done && /^Note: / { print ""; print l; done = 1 }' "$1/README.md" >"$1/README.md.tmp" &&
+    mv "$1/README.md.tmp" "$1/README.md"
+}
+for c in "${camps[@]}"; do load_header "$c"; done
 for c in "${camps[@]}"; do [[ $c == "$study" ]] || load_section "$c" >>"$c/README.md"; done
 {
   load_section
