@@ -242,9 +242,9 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
   const std::string pairs = env("SCALETRAIN_MPIEXEC_PAIRS").value_or("");
   struct Launch {
     std::string mpiexec;
-    int inter;  // MeasuredCollective::inter_node
-    bool ops;   // measures the slowdown of shared cores
-    int per_node = 1;       // ranks this launcher places on a node
+    int inter;         // MeasuredCollective::inter_node
+    bool ops;          // measures the slowdown of shared cores
+    int per_node = 1;  // ranks this launcher places on a node
     std::string groups = "world";
   };
   std::vector<Launch> launches;
@@ -261,8 +261,7 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
       // Pairs: two ranks on each of R nodes (R >= 2). On one node: up to its
       // cores (more ranks than cores is no layout).
       const int r = nodes_or_ranks * l.per_node;
-      if (r < 2 || (l.per_node > 1 && nodes_or_ranks < 2) ||
-          (l.inter == 0 && r > c.cores_per_node))
+      if (r < 2 || (l.per_node > 1 && nodes_or_ranks < 2) || (l.inter == 0 && r > c.cores_per_node))
         continue;
       std::ostringstream args;
       // Each size is timed back to back over the window (the probe's

@@ -142,9 +142,10 @@ int main(int argc, char** argv) {
                        -double(g.size())};
     w.all_reduce_max(shape, 4);
     if (shape[2] != -shape[3])
-      throw st::UsageError("--groups node-local: the nodes hold different numbers of ranks (groups of " +
-                           std::to_string(int(-shape[3])) + " to " + std::to_string(int(shape[2])) +
-                           "); place as many ranks on every node");
+      throw st::UsageError(
+          "--groups node-local: the nodes hold different numbers of ranks (groups of " +
+          std::to_string(int(-shape[3])) + " to " + std::to_string(int(shape[2])) +
+          "); place as many ranks on every node");
     const int n = g.size(), r = g.rank();
     auto out = [&](const char* kind, int64_t bytes, double s) {
       if (w.rank() == 0)

@@ -210,8 +210,8 @@ TEST(PlanOverlap, PlacementDecidesWhichGroupsCrossNodes) {
 // compute and optimizer; the first stage (no head and loss) waits at least
 // as long as the last.
 TEST(PlanOverlap, EachStageWaitsTheStepLessItsOwnWork) {
-  for (const auto& [c, per_node] : {std::pair{study(1, 2, 1, 4), 2}, {study(2, 2, 1, 4), 2},
-                                     {study(4, 1, 2, 1), 1}}) {
+  for (const auto& [c, per_node] :
+       {std::pair{study(1, 2, 1, 4), 2}, {study(2, 2, 1, 4), 2}, {study(4, 1, 2, 1), 1}}) {
     const StepPrediction t = st::plan::predict_step(c, emu(per_node));
     ASSERT_EQ(t.stage_waits.size(), size_t(c.parallel.pp));
     const double critical = t.step - t.compute() - t.optimizer;

@@ -168,6 +168,18 @@ std::string error(const std::string& text) {
   return "";
 }
 
+// Each bad variant of `file` (its first `good` replaced by the variant) is
+// refused with every phrase listed.
+using BadVariants = std::vector<std::pair<std::string, std::vector<std::string>>>;
+void expect_refused(const std::string& file, const std::string& good, const BadVariants& bad) {
+  for (const auto& [variant, says] : bad) {
+    std::string text = file;
+    text.replace(text.find(good), good.size(), variant);
+    const std::string e = error(text);
+    for (const auto& w : says) EXPECT_NE(e.find(w), std::string::npos) << variant << ": " << e;
+  }
+}
+
 // The head of a small CPU cluster file, up to its measured collectives.
 constexpr const char* kCpuHead = R"(name: c
 device: cpu
@@ -254,16 +266,10 @@ ops:
   ASSERT_EQ(back.collectives.size(), 1u);
   EXPECT_EQ(back.collectives[0].points, c.collectives[0].points);
   // Points out of order, or not a pair, are named.
-  const std::vector<std::pair<std::string, std::vector<std::string>>> bad_points = {
-      {"[16, 0.5]", {"collectives[0].points[1]", "ascending"}},
-      {"[16777216]", {"collectives[0].points[1]' must be a pair"}},
-      {"[16777216, -1]", {"points[1][1] (seconds)"}}};
-  for (const auto& [point, says] : bad_points) {
-    std::string bad = file;
-    bad.replace(bad.find("[16777216, 0.5]"), 15, point);
-    const std::string e = error(bad);
-    for (const auto& w : says) EXPECT_NE(e.find(w), std::string::npos) << point << ": " << e;
-  }
+  expect_refused(file, "[16777216, 0.5]",
+                 {{"[16, 0.5]", {"collectives[0].points[1]", "ascending"}},
+                  {"[16777216]", {"collectives[0].points[1]' must be a pair"}},
+                  {"[16777216, -1]", {"points[1][1] (seconds)"}}});
 }
 
 // The same 4-rank all-reduce measured in three shapes on the nodes (as
@@ -303,17 +309,12 @@ ops:
     EXPECT_EQ(back.collectives[i].per_node, c.collectives[i].per_node) << i;
     EXPECT_EQ(back.collectives[i].node_ranks, c.collectives[i].node_ranks) << i;
   }
-  const std::vector<std::pair<std::string, std::vector<std::string>>> bad_shapes = {
-      {"per_node: 5, node_ranks: 5", {"collectives[2].per_node", "outside [1, 4]"}},
-      {"per_node: 2, node_ranks: 1", {"collectives[2].node_ranks", "outside [2,"}},
-      {"per_node: 4, node_ranks: 4", {"collectives[2]", "inter_node true with per_node 4"}},
-      {"per_node: two, node_ranks: 2", {"collectives[2].per_node", "expected a number"}}};
-  for (const auto& [shape, says] : bad_shapes) {
-    std::string bad = file;
-    bad.replace(bad.find("per_node: 2, node_ranks: 2"), 26, shape);
-    const std::string e = error(bad);
-    for (const auto& w : says) EXPECT_NE(e.find(w), std::string::npos) << shape << ": " << e;
-  }
+  expect_refused(
+      file, "per_node: 2, node_ranks: 2",
+      {{"per_node: 5, node_ranks: 5", {"collectives[2].per_node", "outside [1, 4]"}},
+       {"per_node: 2, node_ranks: 1", {"collectives[2].node_ranks", "outside [2,"}},
+       {"per_node: 4, node_ranks: 4", {"collectives[2]", "inter_node true with per_node 4"}},
+       {"per_node: two, node_ranks: 2", {"collectives[2].per_node", "expected a number"}}});
 }
 
 TEST(PlanRates, BadTablesNameFileAndKey) {
