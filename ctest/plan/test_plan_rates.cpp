@@ -314,7 +314,8 @@ ops:
       {{"per_node: 5, node_ranks: 5", {"collectives[2].per_node", "outside [1, 4]"}},
        {"per_node: 2, node_ranks: 1", {"collectives[2].node_ranks", "outside [2,"}},
        {"per_node: 4, node_ranks: 4", {"collectives[2]", "inter_node true with per_node 4"}},
-       {"per_node: two, node_ranks: 2", {"collectives[2].per_node", "expected a number"}}});
+       {"per_node: two, node_ranks: 2", {"collectives[2].per_node", "expected a number"}},
+       {"per_node: 1.5, node_ranks: 2", {"collectives[2].per_node", "not a whole number"}}});
 }
 
 TEST(PlanRates, BadTablesNameFileAndKey) {

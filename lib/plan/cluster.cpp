@@ -276,11 +276,19 @@ Cluster load_cluster(const std::string& path) {
         m.inter_node = e.str("inter_node", "", true, {"true", "false"}) == "true" ? 1 : 0;
       m.kind = e.str("kind", "", true,
                      {"all_reduce", "reduce_scatter", "all_gather", "ring_shift", "p2p"});
-      m.ranks = int(e.num("ranks", 0, true, 2, 1 << 20));
+      // Counts of ranks: whole numbers (1.5 ranks would be read as 1).
+      auto count = [&](const std::string& k, bool required, int lo, int hi) {
+        const double v = e.num(k, 0, required, lo, hi);
+        if (v != std::floor(v))
+          throw UsageError(e.where(e.node(k)) + ": '" + at + "." + k + "': " + Section::fmt(v) +
+                           " is not a whole number of ranks");
+        return int(v);
+      };
+      m.ranks = count("ranks", true, 2, 1 << 20);
       // Members per node (1 ... ranks) and the ranks of a node issuing it at
       // once (per_node ... ), both optional.
-      m.per_node = int(e.num("per_node", 0, false, 1, m.ranks));
-      m.node_ranks = int(e.num("node_ranks", 0, false, std::max(1, m.per_node), 1 << 20));
+      m.per_node = count("per_node", false, 1, m.ranks);
+      m.node_ranks = count("node_ranks", false, std::max(1, m.per_node), 1 << 20);
       if (m.inter_node == 1 && m.per_node == m.ranks)
         throw UsageError(e.where(n[i]) + ": '" + at + "': inter_node true with per_node " +
                          std::to_string(m.per_node) + " = ranks: a group across nodes has " +
