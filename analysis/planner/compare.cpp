@@ -11,6 +11,7 @@
 #include "analyze/run_summary.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
+#include "parallel/stages.hpp"
 #include "plan/memory.hpp"
 #include "plan/time_model.hpp"
 #include "telemetry/reader.hpp"
@@ -90,7 +91,7 @@ std::vector<CompareRow> compare_runs(const std::vector<std::string>& dirs, const
     // the row shows the rank with the largest relative error.
     std::vector<MemoryEstimate> stage;
     for (int st = 0; st < cfg.parallel.pp; ++st) stage.push_back(estimate_memory(cfg, st));
-    const int per_stage = cfg.parallel.dp * cfg.parallel.cp * cfg.parallel.tp;
+    const MeshDims dims{cfg.parallel.pp, cfg.parallel.dp, cfg.parallel.cp, cfg.parallel.tp};
     double worst = -1;
     std::vector<double> exposed, compute, other;
     std::vector<double> stage_waits(size_t(cfg.parallel.pp), 0.0);  // the longest of its ranks
@@ -111,9 +112,9 @@ std::vector<CompareRow> compare_runs(const std::vector<std::string>& dirs, const
       exposed.push_back(median(ex));
       compute.push_back(median(cm));
       other.push_back(median(ot));
-      const size_t stg = std::min(stage_waits.size() - 1, size_t(int(k) / per_stage));
+      const size_t stg = size_t(mesh_coords(int(k), dims).pp);  // the mesh's own layout rule
       stage_waits[stg] = std::max(stage_waits[stg], median(wt));
-      const double pred = stage[size_t(int(k) / per_stage)].peak.total();
+      const double pred = stage[stg].peak.total();
       const double e = peak > 0 ? std::abs(pred / double(peak) - 1) : 0;
       if (e > worst) {
         worst = e;
