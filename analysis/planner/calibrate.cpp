@@ -180,6 +180,8 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
   // it as the check.
   const CpuQuota cq = cgroup_cpu_quota();
   const double quota = cq.cpus;
+  c.cpu_quota = cq.cpus;
+  if (cq.cpus > 0) c.cpu_quota_period = cq.period;
   const std::string& quota_file = cq.where;
   size_t done = 0;
   for (const auto& [key, op] : ops) {

@@ -30,16 +30,18 @@ TEST_F(Tree, V2SmallestAlongThePath) {
   put("emu/n1/job/cpu.max", "max 100000\n");  // none below
   const auto q = st::cgroup_cpu_quota("0::/emu/n1/job\n", root.string());
   EXPECT_DOUBLE_EQ(q.cpus, 0.45);
+  EXPECT_DOUBLE_EQ(q.period, 0.1);
   EXPECT_EQ(q.where, (root / "emu/n1/cpu.max").string());
 }
 
 TEST_F(Tree, V1CpuControllerCoMountedWithCpuacct) {
   put("cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
   put("cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-  put("cpu,cpuacct/emu/n2/cpu.cfs_quota_us", "150000\n");
-  put("cpu,cpuacct/emu/n2/cpu.cfs_period_us", "100000\n");
+  put("cpu,cpuacct/emu/n2/cpu.cfs_quota_us", "75000\n");
+  put("cpu,cpuacct/emu/n2/cpu.cfs_period_us", "50000\n");
   const auto q = st::cgroup_cpu_quota("4:memory:/x\n3:cpu,cpuacct:/emu/n2\n0::/\n", root.string());
   EXPECT_DOUBLE_EQ(q.cpus, 1.5);
+  EXPECT_DOUBLE_EQ(q.period, 0.05);
 }
 
 TEST_F(Tree, NoQuotaAnywhereIsZero) {

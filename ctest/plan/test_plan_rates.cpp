@@ -318,6 +318,84 @@ ops:
        {"per_node: 1.5, node_ranks: 2", {"collectives[2].per_node", "not a whole number"}}});
 }
 
+// A node under a CPU quota (cgroup cpu.max): its ranks together get
+// cpus x period of CPU time per period. Ranks that compute the whole step
+// run at the quota's share; a rank that idles part of a period spends the
+// rest of it at full speed. Figures are the quota's own arithmetic.
+TEST(PlanRates, AQuotaGivesRanksThatIdleTheRestOfTheirPeriod) {
+  using Busy = std::vector<std::vector<std::pair<double, double>>>;
+  st::plan::QuotaNode q;
+  q.cpus = 0.45;
+  q.period = 0.1;
+  q.cores = 2;
+  const auto cpu = [&](const Busy& b, const std::vector<int>& ranks, double step) {
+    return st::plan::quota_cpu_seconds(b, ranks, step, q);
+  };
+  // Always busy: one rank at the quota; two (in step, or apart) share it.
+  EXPECT_NEAR(cpu({{{0, 1.3}}}, {1}, 1.3)[0], 0.45 * 1.3, 1e-9);
+  EXPECT_NEAR(cpu({{{0, 1.3}}}, {2}, 1.3)[0], 0.225 * 1.3, 1e-9);
+  const auto two = cpu({{{0, 1.3}}, {{0, 1.3}}}, {1, 1}, 1.3);
+  EXPECT_NEAR(two[0], 0.225 * 1.3, 1e-9);
+  EXPECT_NEAR(two[1], 0.225 * 1.3, 1e-9);
+  // 20 ms of work every period: under the quota, full speed.
+  EXPECT_NEAR(cpu({{{0, 0.02}}}, {1}, 0.1)[0], 0.02, 1e-9);
+  // 100 ms busy after 300 ms idle: the chunk straddles two periods with
+  // full budgets; over the phases between the quota (0.045) and twice it,
+  // 0.0698 in the mean (the sim's four grid offsets: 0.0688).
+  const double burst = cpu({{{0.3, 0.4}}}, {1}, 0.4)[0];
+  EXPECT_GT(burst, 0.06);
+  EXPECT_LT(burst, 0.08);
+  // Two ranks in step with the same pattern share it; taking turns (one
+  // busy while the other idles) each gets what it gets alone.
+  EXPECT_NEAR(cpu({{{0.3, 0.4}}}, {2}, 0.4)[0], burst / 2, 0.1 * burst);
+  const auto turns = cpu({{{0.1, 0.2}}, {{0.3, 0.4}}}, {1, 1}, 0.4);
+  EXPECT_NEAR(turns[0], burst, 0.1 * burst);
+  EXPECT_NEAR(turns[1], burst, 0.1 * burst);
+  // The cores bind before a quota above them: 4 ranks on 2 cores, 3 CPUs.
+  q.cpus = 3;
+  EXPECT_NEAR(cpu({{{0, 1}}}, {4}, 1)[0], 0.5, 1e-9);
+  // Sharing the cores costs more than the quota's share (extra(a)).
+  q.cpus = 0.45;
+  q.extra = [](int a) { return a > 1 ? 1.25 : 1.0; };
+  EXPECT_NEAR(cpu({{{0, 1.3}}}, {2}, 1.3)[0], 0.225 * 1.3 / 1.25, 1e-9);
+  EXPECT_NEAR(cpu({{{0, 1.3}}}, {1}, 1.3)[0], 0.45 * 1.3, 1e-9);
+  // No quota, or nothing busy: nothing to price.
+  q.cpus = 0;
+  EXPECT_EQ(cpu({{{0, 1}}}, {1}, 1)[0], 0);
+}
+
+// `cpu_quota` in a cluster file: read, written back, and refused where
+// wrong, naming the key and the valid range.
+TEST(PlanRates, CpuQuotaIsAClusterFileFact) {
+  const std::string file = std::string(kCpuHead) +
+                           R"(  - {kind: all_reduce, ranks: 2, latency_us: 0, bandwidth_gbps: 0.5}
+cpu_quota: {cpus: 0.45, period_us: 50000}
+ops:
+  "add 1024": 1e-06
+)";
+  const Cluster c = st::plan::load_cluster(temp_file(file));
+  EXPECT_DOUBLE_EQ(c.cpu_quota, 0.45);
+  EXPECT_DOUBLE_EQ(c.cpu_quota_period, 0.05);
+  const Cluster back = st::plan::load_cluster(temp_file(st::plan::cluster_to_yaml(c)));
+  EXPECT_DOUBLE_EQ(back.cpu_quota, 0.45);
+  EXPECT_DOUBLE_EQ(back.cpu_quota_period, 0.05);
+  // Unsaid: none, and the period the kernel defaults to.
+  std::string none = file;
+  none.erase(none.find("cpu_quota"), none.find("\nops:") + 1 - none.find("cpu_quota"));
+  const Cluster n = st::plan::load_cluster(temp_file(none));
+  EXPECT_EQ(n.cpu_quota, 0);
+  EXPECT_EQ(st::plan::cluster_to_yaml(n).find("cpu_quota"), std::string::npos);
+  expect_refused(file, "{cpus: 0.45, period_us: 50000}",
+                 {{"{cpus: 0, period_us: 50000}", {"cpu_quota.cpus"}},
+                  {"{cpus: 0.45, period_us: 10}", {"cpu_quota.period_us", "1000"}},
+                  {"{period_us: 50000}", {"cpu_quota.cpus"}},
+                  {"{cpus: 0.45, burst_us: 0}", {"burst_us"}},
+                  {"0.45", {"cpu_quota"}}});
+  std::string gpu = file;
+  gpu.replace(gpu.find("kind: cpu"), 9, "kind: gpu\nmemory_bandwidth_gbps: 1000");
+  EXPECT_NE(error(gpu).find("'cpu_quota' is a kind: cpu fact"), std::string::npos) << error(gpu);
+}
+
 TEST(PlanRates, BadTablesNameFileAndKey) {
   std::string base = kSmall;
   const std::string no_tflops =

@@ -256,6 +256,25 @@ TEST_F(MultiNode, CyclicPlacementUnderSrunAndMpirun) {
       << log;
 }
 
+// Inside a node with a CPU quota (emucluster.sh cpu: cgroup cpu.max or
+// cpu.cfs_quota_us), calibrate writes the quota and its period to the file,
+// what the planner prices a node's idle by (cpu_quota); the quota goes when
+// the test ends, on every path.
+TEST_F(MultiNode, CalibrateWritesTheNodesCpuQuota) {
+  const std::string file = dir_ + "/quota.yaml";
+  ASSERT_EQ(sh_raw("bash " + kScript + " cpu " + q(dir_) + " node2 0.6").exit_code, 0);
+  struct Lift {
+    ~Lift() { sh_raw("bash " + kScript + " cpu " + q(dir_) + " node2 none"); }
+  } lift;
+  const auto r = sh("bash " + kScript + " exec " + q(dir_) +
+                    " node2 \"cd $PWD && timeout 300 $SCALETRAIN_PLAN calibrate --config "
+                    "configs/models/tiny.yaml --devices 1 --op-seconds 0.002 --out " +
+                    file + "\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string text = slurp(file);
+  EXPECT_NE(text.find("\ncpu_quota: {cpus: 0.6, period_us: 100000}"), std::string::npos) << text;
+}
+
 // Every pid of `node` whose command is the trainer.
 // The planner's calibration across the emulated nodes with all three
 // probe launchers: one rank per node, every rank on node1, two ranks per

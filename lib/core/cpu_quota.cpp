@@ -9,8 +9,10 @@ namespace fs = std::filesystem;
 
 CpuQuota cgroup_cpu_quota(const std::string& proc_cgroup, const std::string& root) {
   CpuQuota best;
-  auto consider = [&](double cpus, const fs::path& file) {
-    if (cpus > 0 && (best.cpus == 0 || cpus < best.cpus)) best = {cpus, file.string()};
+  auto consider = [&](double quota, double period, const fs::path& file) {
+    const double cpus = quota / period;
+    if (cpus > 0 && (best.cpus == 0 || cpus < best.cpus))
+      best = {cpus, period * 1e-6, file.string()};
   };
   std::istringstream lines(proc_cgroup);
   std::string line;
@@ -32,12 +34,12 @@ CpuQuota cgroup_cpu_quota(const std::string& proc_cgroup, const std::string& roo
         std::string q;
         double period = 0;
         if (m >> q >> period && q != "max" && period > 0)
-          consider(std::stod(q) / period, d / "cpu.max");
+          consider(std::stod(q), period, d / "cpu.max");
       } else {
         std::ifstream q(d / "cpu.cfs_quota_us"), p(d / "cpu.cfs_period_us");
         double quota = 0, period = 0;
         if (q >> quota && p >> period && quota > 0 && period > 0)
-          consider(quota / period, d / "cpu.cfs_quota_us");
+          consider(quota, period, d / "cpu.cfs_quota_us");
       }
       if (path.empty() || path == path.root_path()) break;
     }

@@ -13,6 +13,7 @@ namespace st {
 
 struct CpuQuota {
   double cpus = 0;    // 0: no quota anywhere on the path
+  double period = 0;  // seconds the quota is granted per (cpu.max's second field)
   std::string where;  // the file that set it
 };
 

@@ -189,6 +189,7 @@ Cluster load_cluster(const std::string& path) {
                    "concurrency",
                    "collectives",
                    "collective_progress",
+                   "cpu_quota",
                    "rates",
                    "notes",
                    "calibrated"});
@@ -318,6 +319,15 @@ Cluster load_cluster(const std::string& path) {
   }
   if (s.has("collective_progress"))
     c.progress = s.str("collective_progress", "", true, {"async", "polls"}) == "async" ? 1 : -1;
+  if (s.has("cpu_quota")) {
+    if (c.gpu())
+      throw UsageError(s.where(s.node("cpu_quota")) +
+                       ": 'cpu_quota' is a kind: cpu fact (a cgroup's CPU quota on each node); "
+                       "a gpu cluster has none");
+    const Section q(path, "cpu_quota", s.node("cpu_quota"), {"cpus", "period_us"});
+    c.cpu_quota = q.num("cpus", 0, true, 0, 1 << 20, true);
+    c.cpu_quota_period = q.num("period_us", 100000, false, 1000, 1e7) * 1e-6;
+  }
   c.notes = s.str("notes", "");
   if (s.has("calibrated")) {
     const YAML::Node n = s.node("calibrated");
@@ -365,6 +375,10 @@ std::string cluster_to_yaml(const Cluster& c) {
     o << "\n# async: collectives progress beside compute; polls: only while the issuing "
          "thread waits\ncollective_progress: "
       << (c.async_progress() ? "async" : "polls");
+  if (c.cpu_quota > 0)
+    o << "\n# a node's ranks together get cpus x period_us of CPU time per period "
+         "(cgroup cpu.max)\ncpu_quota: {cpus: "
+      << c.cpu_quota << ", period_us: " << c.cpu_quota_period * 1e6 << "}";
   if (!c.concurrency.empty()) {
     o << "\n# compute slowdown when this many ranks share the node's cores (1 = "
          "alone)\nconcurrency:";

@@ -119,6 +119,14 @@ struct Cluster {
   // Unsaid (0): by kind, async on gpu, polls on cpu.
   int progress = 0;  // 1: async, -1: polls, 0: by kind
   bool async_progress() const { return progress != 0 ? progress > 0 : gpu(); }
+  // CPU: a cgroup quota on each node (`cpu_quota`, cgroup cpu.max: a
+  // container's CPU limit, an emulated node): its ranks together get
+  // cpu_quota CPUs x cpu_quota_period of CPU time per period, and none after
+  // it is spent until the next period. 0: none. A rank that computes the whole
+  // step runs at the quota (what calibrate's op times are); one that idles
+  // part of a period spends the rest of it faster (step_time.cpp).
+  double cpu_quota = 0;
+  double cpu_quota_period = 0.1;  // seconds
   Rates rates;        // GPU clusters: kernel-level rates (empty: the efficiencies' roofline)
   std::string notes;  // free text carried along
   std::map<std::string, std::string> meta;  // calibrated: date, host, command ...

@@ -96,6 +96,72 @@ double busbw(const std::vector<BusBw>& v, double bytes) {
 
 }  // namespace
 
+std::vector<double> quota_cpu_seconds(
+    const std::vector<std::vector<std::pair<double, double>>>& busy, const std::vector<int>& ranks,
+    double step, const QuotaNode& node) {
+  const size_t G = busy.size();
+  std::vector<double> got(G, 0.0);
+  if (G == 0 || step <= 0 || node.cpus <= 0 || node.period <= 0) return got;
+  const double P = node.period;
+  // Enough repeats that the periods fall at many phases against the step,
+  // and four offsets of the period grid on top.
+  const int reps = 1 + std::clamp(int(std::ceil(16 * P / step)), 3, 64);
+  constexpr int kPhases = 4;
+  struct Ev {
+    double t;
+    size_t g;
+    int d;
+  };
+  std::vector<Ev> ev;
+  for (int k = 0; k < reps; ++k)
+    for (size_t g = 0; g < G; ++g)
+      for (const auto& [b, e] : busy[g])
+        if (e > b) {
+          ev.push_back({k * step + b, g, +1});
+          ev.push_back({k * step + e, g, -1});
+        }
+  std::sort(ev.begin(), ev.end(), [](const Ev& x, const Ev& y) {
+    return std::tie(x.t, x.d) < std::tie(y.t, y.d);  // an end before a start at one instant
+  });
+  for (int ph = 0; ph < kPhases; ++ph) {
+    const double phase = P * ph / kPhases;
+    std::vector<int> on(G, 0);
+    int a = 0;
+    double t = 0;
+    // The budget of the period t is in, and where it ends.
+    double left = node.cpus * P * (phase > 0 ? phase / P : 1.0);
+    double next = phase > 0 ? phase : P;
+    for (size_t i = 0; i <= ev.size(); ++i) {
+      const double until = i < ev.size() ? ev[i].t : reps * step;
+      while (t < until) {
+        const double t1 = std::min(until, next);
+        if (a > 0 && left > 0) {
+          const double want = double(a) * node.threads;
+          const double rate = node.cores > 0 ? std::min(want, double(node.cores)) : want;
+          const double used = std::min(left, rate * (t1 - t));
+          left -= used;
+          if (t >= step) {  // past the first repeat
+            const double per = used / a / (node.extra ? node.extra(a) : 1.0);
+            for (size_t g = 0; g < G; ++g)
+              if (on[g] > 0) got[g] += per;
+          }
+        }
+        t = t1;
+        if (t >= next) {
+          left = node.cpus * P;
+          next += P;
+        }
+      }
+      if (i < ev.size()) {
+        on[ev[i].g] += ev[i].d;
+        a += ev[i].d * ranks[ev[i].g];
+      }
+    }
+  }
+  for (double& x : got) x /= double(kPhases) * (reps - 1);
+  return got;
+}
+
 double concurrency_slowdown(const Cluster& cl, int ranks) {
   if (cl.concurrency.empty() || ranks <= 1) return 1.0;
   auto hi = cl.concurrency.lower_bound(ranks);

@@ -3,7 +3,10 @@
 // op times and collective fits; GPU clusters: a roofline and alpha-beta ring
 // costs from the cluster file's figures (docs/planner.md).
 #pragma once
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "comm/communicator.hpp"
 #include "plan/cluster.hpp"
@@ -15,6 +18,27 @@ namespace st::plan {
 // once (a CPU cluster's measured `concurrency`, linear between measured
 // counts, proportional beyond; 1 without the table or for one rank).
 double concurrency_slowdown(const Cluster& cl, int ranks);
+// One node under a CPU quota (Cluster::cpu_quota): what its ranks' compute
+// receives when they idle part of each period. Group g (a pipeline stage's
+// ranks on the node, computing in step) has ranks[g] ranks, each busy over
+// busy[g]: sorted, disjoint wall intervals within one step of `step`
+// seconds. The step repeats back to back and the quota's periods fall at
+// every phase against it: the node's ranks together get cpus x period of
+// CPU time per period and none once it is spent until the next one. A busy
+// rank runs `threads` threads, the node has `cores` (0: as many as asked);
+// with `a` ranks busy their CPU time does 1 / extra(a) of its work alone
+// (what sharing the cores costs beyond the quota; empty: 1). Per group:
+// the CPU seconds of work one of its ranks gets done over its intervals in
+// a step (the first repeat, which starts with a full quota, left out).
+struct QuotaNode {
+  double cpus = 0, period = 0.1;
+  int cores = 0, threads = 1;
+  std::function<double(int)> extra;
+};
+std::vector<double> quota_cpu_seconds(
+    const std::vector<std::vector<std::pair<double, double>>>& busy, const std::vector<int>& ranks,
+    double step, const QuotaNode& node);
+
 // One kernel call on one rank, with `ranks_on_node` ranks sharing the node
 // (priced at their concurrency_slowdown).
 double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node);

@@ -30,7 +30,10 @@
 // the backward overlap none of it. And where ranks of different stages
 // share a node's cores (a CPU cluster's `concurrency`), they compute at once
 // only part of the time: the replay is repeated with each stage's kernels
-// at the slowdown its node's ranks cause over its compute intervals.
+// at the slowdown its node's ranks cause over its compute intervals. Under
+// a CPU quota on each node (a container's limit, an emulated node) the
+// same repetition prices each stage's kernels at what the quota gives its
+// intervals: ranks that idle part of a period spend the rest of it faster.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -655,6 +658,66 @@ std::vector<double> node_sharing(const Config& cfg, const Cluster& cl,
   return f;
 }
 
+// Under a CPU quota on each node (Cluster::cpu_quota), priced by what the
+// quota gives each stage's compute intervals of replay rp: op_seconds
+// priced a kernel at the quota's sustained rate (a rank computing the whole
+// step alone) times the slowdown of all the node's ranks computing at once;
+// a node whose ranks idle part of a period (pipeline waits, collectives)
+// spends the rest of it faster, one whose ranks compute at once shares it
+// (quota_cpu_seconds, the step repeating). For each stage, as a factor on
+// that price: the rate of a rank alone at the quota over the rate its
+// intervals received. The largest over the stage's nodes. A stage's ranks
+// on a node are taken in step, as the replay has them; the emulated
+// cluster's traces show dp peers of a stage drifting 0.1 s apart within a
+// step and so taking turns a little (docs/planner.md, Validation 6).
+std::vector<double> quota_sharing(const Config& cfg, const Cluster& cl,
+                                  const std::vector<std::vector<int>>& cnt,
+                                  const std::vector<Replay>& rp) {
+  const int P = cfg.parallel.pp;
+  const auto& p = cfg.parallel;
+  const int all = std::min(p.dp * p.tp * p.pp * p.cp, cl.devices_per_node);
+  const double priced = concurrency_slowdown(cl, all);
+  QuotaNode q;
+  q.cpus = cl.cpu_quota;
+  q.period = cl.cpu_quota_period;
+  q.cores = cl.cores_per_node;
+  q.threads = cl.threads_per_rank;
+  // CPUs of one rank computing on its own, and of each of a ranks at once,
+  // at the quota: the measured concurrency's slowdown beyond that share is
+  // what sharing the cores costs on top of the quota.
+  auto share = [&](int a) {
+    double r = std::min(double(q.threads), q.cpus / a);
+    if (q.cores > 0) r = std::min(r, double(q.cores) / a);
+    return r;
+  };
+  const double alone = share(1);
+  q.extra = [&](int a) { return std::max(1.0, concurrency_slowdown(cl, a) * share(a) / alone); };
+  double step = 0;
+  for (const Replay& r : rp) step = std::max(step, end_of(r));
+  std::vector<double> f(size_t(P), 0.0);
+  for (const auto& node : cnt) {
+    std::vector<std::vector<std::pair<double, double>>> busy;
+    std::vector<int> ranks, stage;
+    for (int s = 0; s < P; ++s)
+      if (node[size_t(s)] > 0) {
+        busy.push_back(rp[size_t(s)].busy);
+        ranks.push_back(node[size_t(s)]);
+        stage.push_back(s);
+      }
+    const std::vector<double> got = quota_cpu_seconds(busy, ranks, step, q);
+    for (size_t g = 0; g < got.size(); ++g) {
+      double T = 0;
+      for (const auto& [b, e] : busy[g]) T += e - b;
+      if (T <= 0 || got[g] <= 0) continue;
+      const double rate = got[g] / T;  // CPUs a rank of the stage got while computing
+      f[size_t(stage[g])] = std::max(f[size_t(stage[g])], alone / rate / priced);
+    }
+  }
+  for (double& x : f)
+    if (x == 0) x = 1;
+  return f;
+}
+
 }  // namespace
 
 StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
@@ -672,14 +735,17 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   }
   ReplayOpts opt;
   opt.polls = !cl.async_progress();
+  const bool quota = !cl.gpu() && cl.cpu_quota > 0;
   const std::vector<std::vector<int>> cnt =
-      cl.concurrency.empty() ? std::vector<std::vector<int>>{} : node_stages(cfg, cl);
-  opt.busy = stages_share_nodes(cnt, cl);
+      cl.concurrency.empty() && !quota ? std::vector<std::vector<int>>{} : node_stages(cfg, cl);
+  opt.busy = quota || stages_share_nodes(cnt, cl);
   std::vector<Replay> rp = replay_stages(cfg, priced, stand_in, slot, {}, opt);
-  // Stages sharing a node: replayed again at the slowdown their turns give
-  // (node_sharing) until it settles; halfway steps, as the turns move with it.
+  // Stages sharing a node, or a quota on the nodes: replayed again at the
+  // rate their turns and idle give (node_sharing, quota_sharing) until it
+  // settles; halfway steps, as the turns move with it.
   for (int it = 0; opt.busy && it < 20; ++it) {
-    std::vector<double> next = node_sharing(cfg, cl, cnt, rp);
+    std::vector<double> next =
+        quota ? quota_sharing(cfg, cl, cnt, rp) : node_sharing(cfg, cl, cnt, rp);
     double moved = 0;
     for (int s = 0; s < P; ++s) {
       const double was = opt.cscale.empty() ? 1.0 : opt.cscale[size_t(s)];
