@@ -207,6 +207,13 @@ GroupNodes group_nodes(const GroupAxis& a, int ranks, int stage, const ParallelC
   return g;
 }
 
+// The ranks a kernel price assumes share the node: all of a node's, or
+// the whole layout's when it is smaller (op_seconds' concurrency).
+int priced_ranks_on_node(const Config& cfg, const Cluster& cl) {
+  const auto& p = cfg.parallel;
+  return std::min(p.dp * p.tp * p.pp * p.cp, cl.devices_per_node);
+}
+
 // One stage's record, priced: seconds of every item.
 struct Priced {
   std::shared_ptr<const StageRecord> rec;
@@ -225,7 +232,7 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
   std::call_once(r->once, [&] { r->timeline = build_timeline(*r, cfg, cl.gpu()); });
   const Timeline& t = *r->timeline;
   const auto& p = cfg.parallel;
-  const int on_node = std::min(p.dp * p.tp * p.pp * p.cp, cl.devices_per_node);
+  const int on_node = priced_ranks_on_node(cfg, cl);
   std::vector<double> op_s, alloc_s, coll_s;
   for (const Op& op : t.ops) op_s.push_back(op_seconds(op, cl, on_node));
   for (int64_t b : t.allocs) alloc_s.push_back(op_seconds(alloc_op(b), cl, on_node));
@@ -621,9 +628,7 @@ std::vector<double> node_sharing(const Config& cfg, const Cluster& cl,
                                  const std::vector<std::vector<int>>& cnt,
                                  const std::vector<Replay>& rp) {
   const int P = cfg.parallel.pp;
-  const auto& p = cfg.parallel;
-  const int all = std::min(p.dp * p.tp * p.pp * p.cp, cl.devices_per_node);
-  const double priced = concurrency_slowdown(cl, all);
+  const double priced = concurrency_slowdown(cl, priced_ranks_on_node(cfg, cl));
   std::vector<double> f(size_t(P), 0.0);
   for (const auto& node : cnt) {
     // Breakpoints of the number of other stages' ranks computing.
@@ -674,9 +679,7 @@ std::vector<double> quota_sharing(const Config& cfg, const Cluster& cl,
                                   const std::vector<std::vector<int>>& cnt,
                                   const std::vector<Replay>& rp) {
   const int P = cfg.parallel.pp;
-  const auto& p = cfg.parallel;
-  const int all = std::min(p.dp * p.tp * p.pp * p.cp, cl.devices_per_node);
-  const double priced = concurrency_slowdown(cl, all);
+  const double priced = concurrency_slowdown(cl, priced_ranks_on_node(cfg, cl));
   QuotaNode q;
   q.cpus = cl.cpu_quota;
   q.period = cl.cpu_quota_period;
