@@ -1,5 +1,7 @@
 #include "core/cpu_quota.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -45,6 +47,11 @@ CpuQuota cgroup_cpu_quota(const std::string& proc_cgroup, const std::string& roo
     }
   }
   return best;
+}
+
+int threads_per_rank(double cpus, int local_ranks) {
+  const double share = cpus / std::max(1, local_ranks);
+  return std::max(1, int(std::floor(share + 1e-9)));
 }
 
 CpuQuota cgroup_cpu_quota() {

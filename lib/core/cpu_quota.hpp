@@ -23,4 +23,10 @@ CpuQuota cgroup_cpu_quota(const std::string& proc_cgroup, const std::string& roo
 // This process's, read from /proc/self/cgroup under /sys/fs/cgroup.
 CpuQuota cgroup_cpu_quota();
 
+// Threads for each of `local_ranks` ranks sharing `cpus` CPUs of a node (its
+// cores, or less under a quota): the whole CPUs each rank's share holds, at
+// least one. Threads beyond the quota only take turns in it (and a start-up
+// peak measured with them is a burst no step sustains).
+int threads_per_rank(double cpus, int local_ranks);
+
 }  // namespace st

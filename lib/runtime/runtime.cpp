@@ -226,8 +226,11 @@ bool waits_oversubscribed(int local_size, int threads) {
 
 int pick_threads(int requested, int local_size) {
   if (requested > 0) return requested;
-  int cores = int(std::thread::hardware_concurrency());
-  if (cores <= 0) cores = 1;
-  return std::max(1, cores / std::max(1, local_size));
+  // The machine's cores (not the affinity mask: mpirun binds one or two
+  // ranks to a core each by default, and the default stays what it was
+  // there), capped by a cgroup CPU quota.
+  double cpus = std::max(1, int(std::thread::hardware_concurrency()));
+  if (const double q = cgroup_cpu_quota().cpus; q > 0) cpus = std::min(cpus, q);
+  return threads_per_rank(cpus, local_size);
 }
 }  // namespace st

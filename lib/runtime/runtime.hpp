@@ -66,7 +66,8 @@ int pending_signal();  // 0 if none
 const char* signal_name(int sig);
 inline constexpr int kExitPreempted = 3;
 
-// OpenMP threads for this rank: cfg value, or cores / ranks on this node.
+// OpenMP threads for this rank: cfg value, or the machine's cores / ranks on
+// this node, capped by a cgroup CPU quota (at least one).
 int pick_threads(int requested, int local_size);
 // CPUs this process may run on (its affinity mask; else the machine's).
 int usable_cores();
