@@ -93,7 +93,7 @@ struct RuntimeCfg {
   bool strict_device = false;  // CPU: worker-thread streams, NaN-filled allocations (tests)
   std::string out;             // default: results/runs/<name>-<timestamp>
   std::string name = "run";
-  int threads = 0;                          // OpenMP threads per rank; 0 = cores (quota-capped) / local ranks, >= 1
+  int threads = 0;                          // OpenMP threads/rank; 0 = cores (quota-capped) / ranks
   double timeout_s = 600.0;                 // collective / wait timeout
   double cpu_peak_gflops = 0;               // 0 = measure at start (for MFU on CPU)
   double gpu_peak_tflops = 0;               // 0 = the device's entry in the metrics peak table

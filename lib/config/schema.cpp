@@ -193,7 +193,9 @@ std::vector<Key> build() {
              "deterministic either way"),
       any(F(runtime, out), "run folder; empty = results/runs/<name>-<timestamp>"),
       any(F(runtime, name), "run name (run folder, reports)"),
-      num(F(runtime, threads), 0, 4096, "OpenMP threads per rank; 0 = cores (capped by a cgroup CPU quota) / local ranks, at least 1"),
+      num(F(runtime, threads), 0, 4096,
+          "OpenMP threads per rank; 0 = cores (capped by a cgroup CPU quota) / local ranks, at "
+          "least 1"),
       num(F(runtime, timeout_s), 1, 1e7, "timeout in seconds for collectives and waits"),
       num(F(runtime, cpu_peak_gflops), 0, 1e9,
           "peak GFLOP/s per rank for MFU on CPU; 0 = measure at start"),

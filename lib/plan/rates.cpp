@@ -129,7 +129,7 @@ std::vector<double> quota_cpu_seconds(
     int a = 0;
     double t = 0;
     // The budget of the period t is in, and where it ends.
-    double left = node.cpus * P * (phase > 0 ? phase / P : 1.0);
+    double left = node.cpus * (phase > 0 ? phase : P);
     double next = phase > 0 ? phase : P;
     for (size_t i = 0; i <= ev.size(); ++i) {
       const double until = i < ev.size() ? ev[i].t : reps * step;

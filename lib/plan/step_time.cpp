@@ -39,6 +39,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "core/error.hpp"
@@ -698,7 +699,9 @@ std::vector<double> quota_sharing(const Config& cfg, const Cluster& cl,
   double step = 0;
   for (const Replay& r : rp) step = std::max(step, end_of(r));
   std::vector<double> f(size_t(P), 0.0);
-  for (const auto& node : cnt) {
+  // Nodes holding the same ranks of each stage get the same: each once.
+  const std::set<std::vector<int>> kinds(cnt.begin(), cnt.end());
+  for (const auto& node : kinds) {
     std::vector<std::vector<std::pair<double, double>>> busy;
     std::vector<int> ranks, stage;
     for (int s = 0; s < P; ++s)

@@ -214,11 +214,15 @@ int usable_cores() {
   return std::max(1, int(std::thread::hardware_concurrency()));
 }
 
-double usable_cpus() {
+namespace {
+// `cpus` capped by this process's cgroup CPU quota (read once).
+double quota_capped(double cpus) {
   static const double quota = cgroup_cpu_quota().cpus;
-  const double cores = usable_cores();
-  return quota > 0 ? std::min(cores, quota) : cores;
+  return quota > 0 ? std::min(cpus, quota) : cpus;
 }
+}  // namespace
+
+double usable_cpus() { return quota_capped(usable_cores()); }
 
 bool waits_oversubscribed(int local_size, int threads) {
   return double(std::max(1, local_size)) * std::max(1, threads) > usable_cpus();
@@ -229,8 +233,7 @@ int pick_threads(int requested, int local_size) {
   // The machine's cores (not the affinity mask: mpirun binds one or two
   // ranks to a core each by default, and the default stays what it was
   // there), capped by a cgroup CPU quota.
-  double cpus = std::max(1, int(std::thread::hardware_concurrency()));
-  if (const double q = cgroup_cpu_quota().cpus; q > 0) cpus = std::min(cpus, q);
-  return threads_per_rank(cpus, local_size);
+  return threads_per_rank(quota_capped(std::max(1, int(std::thread::hardware_concurrency()))),
+                          local_size);
 }
 }  // namespace st
