@@ -3,7 +3,8 @@
 // every dtype it is used with, in place where the contract allows it, on the
 // backend named by SCALETRAIN_TEST_BACKEND (cpu and cpu-strict: MPI on the
 // default and the strict CPU device; cuda: NCCL, label gpu, exit 77 where no
-// GPU is visible), under mpiexec with 2 and 4 ranks. Values are small
+// GPU is visible), under mpiexec with 2 and 4 ranks (and 3 on the default CPU
+// device: an odd ring). Values are small
 // integers, so every sum is exact in bf16 too and the checks are equalities.
 // A collective some rank never joins aborts the job after runtime.timeout_s
 // with a message naming the group and the rank (the Timeout case, run in its
@@ -216,6 +217,49 @@ TEST(Comm, ExchangeRingShiftsInOrder) {
               << dtype_name(t) << " k " << k;
       }
     }
+}
+
+// Large collectives in flight together on one communicator, as gradient
+// buckets are (MPI's ring, lib/comm/mpi_communicator.cpp: each its own
+// message tag, its rounds posted as the polls find the previous ones done),
+// waited for in the reverse order of issue: each gets its own sums.
+TEST(Comm, LargeCollectivesInFlightTogether) {
+  const int P = comm().size(), me = comm().rank();
+  const int64_t n = (int64_t(1) << 18) + 5;  // 1 MiB in fp32: a ring on up to 16 ranks
+  const std::vector<int64_t> counts = uneven(P, n);
+  int64_t off = 0;
+  for (int r = 0; r < me; ++r) off += counts[static_cast<size_t>(r)];
+  std::vector<Tensor> ar;
+  std::vector<CommHandle> hs;
+  for (int k = 0; k < 3; ++k) {
+    ar.push_back(make(n, DType::F32, [&](int64_t i) { return val(me, i) + k; }));
+    hs.push_back(comm().all_reduce(ar.back().raw(), n, DType::F32, ReduceOp::Sum, cs()));
+  }
+  Tensor send = make(n, DType::BF16, [&](int64_t i) { return val(me, i); });
+  Tensor shard = make(counts[static_cast<size_t>(me)], DType::BF16, [](int64_t) { return -7.0; });
+  hs.push_back(comm().reduce_scatter(send.raw(), shard.raw(), counts, DType::BF16, cs()));
+  Tensor whole = make(n, DType::F32, [](int64_t) { return -3.0; });
+  Tensor mine = make(counts[static_cast<size_t>(me)], DType::F32,
+                     [&](int64_t i) { return double((off + i) % 200); });
+  hs.push_back(comm().all_gather(mine.raw(), whole.raw(), counts, DType::F32, cs()));
+  for (size_t k = hs.size(); k-- > 0;) hs[k].wait(cs());
+  for (int k = 0; k < 3; ++k) {
+    const auto got = read(ar[static_cast<size_t>(k)], n);
+    for (int64_t i = 0; i < n; ++i) {
+      double want = 0;
+      for (int r = 0; r < P; ++r) want += val(r, i) + k;
+      ASSERT_EQ(got[static_cast<size_t>(i)], want) << "all-reduce " << k << " i " << i;
+    }
+  }
+  const auto part = read(shard, counts[static_cast<size_t>(me)]);
+  for (int64_t i = 0; i < counts[static_cast<size_t>(me)]; ++i) {
+    double want = 0;
+    for (int r = 0; r < P; ++r) want += val(r, off + i);
+    ASSERT_EQ(part[static_cast<size_t>(i)], want) << "reduce-scatter i " << i;
+  }
+  const auto all = read(whole, n);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(all[static_cast<size_t>(i)], double(i % 200)) << "all-gather i " << i;
 }
 
 // Handles: test() eventually reports completion without a wait, seconds()

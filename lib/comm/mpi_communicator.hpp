@@ -14,6 +14,7 @@
 #include "comm/communicator.hpp"
 
 namespace st {
+struct MpiPosted;  // what a collective posted (mpi_communicator.cpp)
 
 class MpiCommunicator final : public HostGroup {
  public:
@@ -89,7 +90,8 @@ class MpiCommunicator final : public HostGroup {
   void timed_out(const char* what, int64_t bytes, double waited) override;
 
  private:
-  void post(const Collective& c, std::vector<MPI_Request>& reqs);
+  void post(const Collective& c, MpiPosted& ps, int ring_tag);
+  int ring_tag(const Collective& c);
   void host(CollKind k, void* buf, int64_t n, DType t, ReduceOp op, int root = 0);
   void p2p(bool send, float* buf, int64_t n, int peer, int tag);
   bool wait_patiently(MPI_Request* r, double timeout_s, const char* what);
@@ -99,5 +101,6 @@ class MpiCommunicator final : public HostGroup {
   std::vector<int> world_ranks_;
   Device* dev_ = nullptr;
   std::unique_ptr<Stream> stream_;  // own stream on worker-stream devices
+  uint64_t rings_ = 0;              // rings issued (their tags, ring_tag)
 };
 }  // namespace st
