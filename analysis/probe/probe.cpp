@@ -13,10 +13,14 @@
 //        ranks on one node issuing the same collective at once, in this
 //        group or another)
 //   compute <ranks> <ratio>                    (every rank at once / rank 0 alone)
+//   mpi_own <kind> <ranks> <bytes> <seconds> (...)   (--compare-mpi 1: the same
+//        all-reduce, reduce-scatter or all-gather through MPI's own non-blocking
+//        call instead of the communicator's ring, timed right after it)
 //
 //   mpiexec -n N scaletrain-plan-probe [--sizes B,B,...] [--seconds S] [--ops "KEY;KEY"]
 //                                      [--busy 1]   (collectives beside a computing thread)
 //                                      [--groups node-local]
+//                                      [--compare-mpi 1]  (also MPI's own calls)
 // --groups node-local: the world is split into groups of the ranks holding
 // the same rank on their node (one member per node each), and every group
 // times its collectives at once: the groups share each node's cores and
@@ -30,6 +34,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -97,7 +102,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> sizes = {4096, 65536, 1 << 20, 4 << 20, 16 << 20};
     double seconds = 0.2;
     std::string ops;
-    bool busy = false, node_local = false;
+    bool busy = false, node_local = false, compare_mpi = false;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (i + 1 >= argc) throw st::UsageError(a + ": needs a value");
@@ -111,13 +116,17 @@ int main(int argc, char** argv) {
         ops = v;
       } else if (a == "--busy") {
         busy = v == "1";
+      } else if (a == "--compare-mpi") {
+        if (v != "0" && v != "1") throw st::UsageError("--compare-mpi " + v + ": valid are 0, 1");
+        compare_mpi = v == "1";
       } else if (a == "--groups") {
         if (v != "node-local" && v != "world")
           throw st::UsageError("--groups " + v + ": valid are world, node-local");
         node_local = v == "node-local";
       } else {
         throw st::UsageError("unknown option '" + a +
-                             "' (valid: --sizes, --seconds, --ops, --busy, --groups)");
+                             "' (valid: --sizes, --seconds, --ops, --busy, --groups, "
+                             "--compare-mpi)");
       }
     }
     // Waits as the trainer's ranks wait (st::waits_oversubscribed, app/job.cpp):
@@ -169,14 +178,25 @@ int main(int argc, char** argv) {
         const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);
         std::vector<float> a(size_t(elems), 1.f), b(size_t(elems), 0.f);
         const std::vector<int64_t> counts = st::equal_counts(n, elems / n);  // n parts of elems / n
-        out("all_reduce", elems * 4, timed(w, seconds, [&] {
-              g.all_reduce(a.data(), elems, F, st::ReduceOp::Sum, cs).wait(cs);
-            }));
-        out("reduce_scatter", elems * 4, timed(w, seconds, [&] {
-              g.reduce_scatter(a.data(), b.data(), counts, F, cs).wait(cs);
-            }));
-        out("all_gather", elems * 4,
-            timed(w, seconds, [&] { g.all_gather(a.data(), b.data(), counts, F, cs).wait(cs); }));
+        // The trainer's way (the communicator's ring for large messages)
+        // and, with --compare-mpi, MPI's own non-blocking call in the same run.
+        auto each = [&](const char* kind, const std::function<void()>& f) {
+          const double own = timed(w, seconds, f);
+          out(kind, elems * 4, own);
+          if (!compare_mpi) return;
+          const int64_t keep = MpiCommunicator::ring_min_chunk_bytes();
+          MpiCommunicator::set_ring_min_chunk_bytes(-1);
+          const double mpi = timed(w, seconds, f);
+          MpiCommunicator::set_ring_min_chunk_bytes(keep);
+          if (w.rank() == 0)
+            std::printf("mpi_own %s %d %lld %.9g (the trainer's / MPI's: %.3f)\n", kind, n,
+                        (long long)(elems * 4), mpi, own / mpi);
+        };
+        each("all_reduce",
+             [&] { g.all_reduce(a.data(), elems, F, st::ReduceOp::Sum, cs).wait(cs); });
+        each("reduce_scatter",
+             [&] { g.reduce_scatter(a.data(), b.data(), counts, F, cs).wait(cs); });
+        each("all_gather", [&] { g.all_gather(a.data(), b.data(), counts, F, cs).wait(cs); });
         // Ring attention's shift: send to the next rank and receive from the
         // previous one at once.
         const int next = (r + 1) % n, prev = (r + n - 1) % n;

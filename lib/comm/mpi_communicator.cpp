@@ -89,6 +89,46 @@ int as_count(int64_t n) {
 // rate). Round k+1 is posted by next() once round k's messages are complete
 // and its received chunk is added, from the front's polls, so a ring moves
 // only while its thread polls, as MPI's own requests do.
+// Scratch buffers for the rings, reused across calls (a fresh allocation
+// per call pays its page faults, and a zeroed one a memset, on every
+// gradient bucket): a ring takes what it needs and gives it back when done.
+// At most kKeep are kept, the largest.
+class ScratchPool {
+ public:
+  struct Buf {
+    std::unique_ptr<char[]> p;
+    size_t n = 0;
+  };
+  static ScratchPool& get() {
+    static ScratchPool pool;
+    return pool;
+  }
+  Buf take(size_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The smallest kept buffer that holds n, else a new one (uninitialised).
+    size_t best = free_.size();
+    for (size_t i = 0; i < free_.size(); ++i)
+      if (free_[i].n >= n && (best == free_.size() || free_[i].n < free_[best].n)) best = i;
+    if (best == free_.size())
+      return Buf{std::unique_ptr<char[]>(new char[std::max<size_t>(n, 1)]), n};
+    Buf b = std::move(free_[best]);
+    free_.erase(free_.begin() + long(best));
+    return b;
+  }
+  void give(Buf b) {
+    if (!b.p) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(b));
+    std::sort(free_.begin(), free_.end(), [](const Buf& a, const Buf& c) { return a.n > c.n; });
+    if (free_.size() > kKeep) free_.resize(kKeep);
+  }
+
+ private:
+  static constexpr size_t kKeep = 4;
+  std::mutex mu_;
+  std::vector<Buf> free_;
+};
+
 class Ring {
  public:
   enum Kind { AllReduce, ReduceScatter, AllGather };
@@ -112,12 +152,22 @@ class Ring {
     off_.assign(cnt_.size(), 0);
     for (size_t i = 1; i < cnt_.size(); ++i) off_[i] = off_[i - 1] + cnt_[i - 1];
     const int64_t most = *std::max_element(cnt_.begin(), cnt_.end());
-    if (k_ != AllGather) tmp_[0].resize(size_t(most) * es_);
-    if (k_ == ReduceScatter) tmp_[1].resize(size_t(most) * es_);
+    // All-reduce: [0] receives each round. Reduce-scatter: the partial sums
+    // alternate, [1] in rounds 0, 2, ... and [0] in 1, 3, ...; the last
+    // round receives into dst.
+    const size_t bytes = size_t(most) * es_;
+    if (k_ == AllReduce || (k_ == ReduceScatter && p_ > 3))
+      tmp_[0] = ScratchPool::get().take(bytes);
+    if (k_ == ReduceScatter && p_ > 2) tmp_[1] = ScratchPool::get().take(bytes);
     rounds_ = (k_ == AllReduce ? 2 : 1) * (p_ - 1);
     if (k_ == AllGather && src_ != part(dst_, r_))
       std::memcpy(part(dst_, r_), src_, size_t(cnt_[size_t(r_)]) * es_);
   }
+  ~Ring() {
+    for (auto& b : tmp_) ScratchPool::get().give(std::move(b));
+  }
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
   // Completes the round whose messages have all arrived (adding what it
   // received) and posts the next round's into reqs; false when none is left.
   bool next(std::vector<MPI_Request>& reqs) {
@@ -142,9 +192,11 @@ class Ring {
       // comes in (after p-1 rounds, chunk r, complete).
       out = mod(r_ - k - 1), in = mod(r_ - k - 2);
       if (k_ == AllReduce) {
-        from = part(dst_, out), to = tmp_[0].data();
+        from = part(dst_, out), to = tmp_[0].p.get();
       } else {
-        from = k == 0 ? part(src_, out) : tmp_[cur_].data(), to = tmp_[1 - cur_].data();
+        // The last round receives straight into this rank's part.
+        from = k == 0 ? part(src_, out) : tmp_[cur_].p.get();
+        to = k == p_ - 2 ? dst_ : tmp_[1 - cur_].p.get();
       }
     } else {
       // Passing the finished chunks on: chunk r-g goes, chunk r-g-1 comes.
@@ -161,12 +213,12 @@ class Ring {
     if (!reducing(k)) return;
     const int n = as_count(cnt_[size_t(in_)]);
     if (k_ == AllReduce) {
-      ST_MPI_CHECK(MPI_Reduce_local(tmp_[0].data(), part(dst_, in_), n, t_, op_));
+      ST_MPI_CHECK(MPI_Reduce_local(tmp_[0].p.get(), part(dst_, in_), n, t_, op_));
       return;
     }
-    ST_MPI_CHECK(MPI_Reduce_local(part(src_, in_), tmp_[1 - cur_].data(), n, t_, op_));
+    char* got = k == p_ - 2 ? dst_ : tmp_[1 - cur_].p.get();
+    ST_MPI_CHECK(MPI_Reduce_local(part(src_, in_), got, n, t_, op_));
     cur_ = 1 - cur_;
-    if (k == p_ - 2) std::memcpy(dst_, tmp_[cur_].data(), size_t(n) * es_);
   }
 
   Kind k_;
@@ -178,15 +230,15 @@ class Ring {
   const char* src_;
   char* dst_;
   std::vector<int64_t> cnt_, off_;
-  std::vector<char> tmp_[2];
+  ScratchPool::Buf tmp_[2];
   int cur_ = 0;  // reduce-scatter: the tmp_ holding the partial sum to send
   int round_ = 0, rounds_ = 0, in_ = 0;
 };
 
 // Chunks of at least this many bytes go round a ring (Ring) rather than
 // through MPI's own non-blocking call; below it a ring's 2(p-1) rounds of
-// latency cost more than the bandwidth it saves.
-constexpr int64_t kRingMinChunkBytes = int64_t(64) << 10;
+// latency cost more than the bandwidth it saves. Negative: never.
+std::atomic<int64_t> g_ring_min_chunk{int64_t(64) << 10};
 // Ring messages use tags from here, one per ring in flight on a
 // communicator (rings issued in the same order on every rank match by it).
 constexpr int kRingTagBase = 0x6000, kRingTags = 0x1000;
@@ -345,6 +397,8 @@ bool machine_busy() {
 }
 }  // namespace
 
+void MpiCommunicator::set_ring_min_chunk_bytes(int64_t b) { g_ring_min_chunk = b; }
+int64_t MpiCommunicator::ring_min_chunk_bytes() { return g_ring_min_chunk; }
 void MpiCommunicator::set_sleep_when_waiting(bool on) { g_sleep_when_waiting = on; }
 bool MpiCommunicator::sleep_when_waiting() { return g_sleep_when_waiting; }
 
@@ -466,7 +520,8 @@ int MpiCommunicator::ring_tag(const Collective& c) {
     elems = c.total;
   else
     return -1;
-  if (elems * int64_t(dtype_size(c.t)) / size_ < kRingMinChunkBytes) return -1;
+  const int64_t least = g_ring_min_chunk.load(std::memory_order_relaxed);
+  if (least < 0 || elems * int64_t(dtype_size(c.t)) / size_ < least) return -1;
   return kRingTagBase + int(rings_++ % kRingTags);
 }
 

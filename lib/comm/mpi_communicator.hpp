@@ -46,6 +46,16 @@ class MpiCommunicator final : public HostGroup {
   static void set_sleep_when_waiting(bool on);
   static bool sleep_when_waiting();
 
+  // Large all-reduces, reduce-scatters and all-gathers (a chunk of at least
+  // this many bytes a rank; default 64 KiB) go round the communicator's own
+  // ring of point-to-point messages instead of MPI's non-blocking call
+  // (mpi_communicator.cpp, Ring); negative: always MPI's call. Process-wide,
+  // and the same on every rank (each decides alone). For the probe's
+  // comparison against MPI's own algorithms (scaletrain-plan-probe
+  // --compare-mpi).
+  static void set_ring_min_chunk_bytes(int64_t bytes);
+  static int64_t ring_min_chunk_bytes();
+
   // The device whose buffers the device collectives below see (default: the
   // default CPU device). On a device with worker streams (the strict CPU
   // device) the collectives run on this communicator's own stream.
