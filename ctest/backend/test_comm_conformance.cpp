@@ -225,7 +225,9 @@ TEST(Comm, ExchangeRingShiftsInOrder) {
 // waited for in the reverse order of issue: each gets its own sums.
 TEST(Comm, LargeCollectivesInFlightTogether) {
   const int P = comm().size(), me = comm().rank();
-  const int64_t n = (int64_t(1) << 18) + 5;  // 1 MiB in fp32: a ring on up to 16 ranks
+  // 4 MiB in fp32: every kind a ring on 3 and 4 ranks (all-gathers from
+  // chunks of 1 MiB), the reduce-scatter's bf16 too.
+  const int64_t n = (int64_t(1) << 20) + 5;
   const std::vector<int64_t> counts = uneven(P, n);
   int64_t off = 0;
   for (int r = 0; r < me; ++r) off += counts[static_cast<size_t>(r)];

@@ -47,7 +47,8 @@ class MpiCommunicator final : public HostGroup {
   static bool sleep_when_waiting();
 
   // Large all-reduces, reduce-scatters and all-gathers (a chunk of at least
-  // this many bytes a rank; default 64 KiB) go round the communicator's own
+  // this many bytes a rank, default 64 KiB; all-gathers 1 MiB and 3 ranks
+  // at least) go round the communicator's own
   // ring of point-to-point messages instead of MPI's non-blocking call
   // (mpi_communicator.cpp, Ring); negative: always MPI's call. Process-wide,
   // and the same on every rank (each decides alone). For the probe's
