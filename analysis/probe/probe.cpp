@@ -184,10 +184,9 @@ int main(int argc, char** argv) {
           const double own = timed(w, seconds, f);
           out(kind, elems * 4, own);
           if (!compare_mpi) return;
-          const int64_t keep = MpiCommunicator::ring_min_chunk_bytes();
-          MpiCommunicator::set_ring_min_chunk_bytes(-1);
+          MpiCommunicator::set_rings(false);
           const double mpi = timed(w, seconds, f);
-          MpiCommunicator::set_ring_min_chunk_bytes(keep);
+          MpiCommunicator::set_rings(true);
           if (w.rank() == 0)
             std::printf("mpi_own %s %d %lld %.9g (the trainer's / MPI's: %.3f)\n", kind, n,
                         (long long)(elems * 4), mpi, own / mpi);

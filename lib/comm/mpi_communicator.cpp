@@ -235,11 +235,21 @@ class Ring {
   int round_ = 0, rounds_ = 0, in_ = 0;
 };
 
-// Chunks of at least this many bytes go round a ring (Ring) rather than
-// through MPI's own non-blocking call; below it a ring's 2(p-1) rounds of
-// latency cost more than the bandwidth it saves. Negative: never.
-std::atomic<int64_t> g_ring_min_chunk{int64_t(64) << 10};
-constexpr int64_t kRingMinGatherChunk = int64_t(1) << 20;  // all-gathers (ring_tag)
+// Whether large collectives go round a ring (Ring) at all (the probe's
+// --compare-mpi turns it off to time MPI's own calls).
+std::atomic<bool> g_rings{true};
+// The smallest chunk (bytes a rank) each kind goes round the ring with;
+// below it the ring's 2(p-1) or p-1 rounds of latency, each moved on by a
+// poll, cost more than the links it keeps busy. Measured on the emulated
+// cluster (1 Gbit/s, 0.45 CPU a node; the trainer's / MPI's time,
+// scaletrain-plan-probe --compare-mpi 1): a reduce-scatter gains from 64 KiB
+// chunks (0.36-0.64 at 2 and 4 nodes; MPI reduces to one rank and
+// scatters); an all-reduce at 64 KiB chunks on 4 nodes went 0.75-1.77 over
+// three runs and gains from 1 MiB (0.33-0.36); an all-gather (MPI's posts
+// every exchange at once: the same bytes a link, one round of latency; on
+// 2 ranks the same exchange as the ring) gains on 4 nodes from 1 MiB
+// (0.74-0.88) and not at 64 KiB (1.04-1.76).
+constexpr int64_t kRingMinChunk[3] = {int64_t(256) << 10, int64_t(64) << 10, int64_t(1) << 20};
 // Ring messages use tags from here, one per ring in flight on a
 // communicator (rings issued in the same order on every rank match by it).
 constexpr int kRingTagBase = 0x6000, kRingTags = 0x1000;
@@ -398,8 +408,8 @@ bool machine_busy() {
 }
 }  // namespace
 
-void MpiCommunicator::set_ring_min_chunk_bytes(int64_t b) { g_ring_min_chunk = b; }
-int64_t MpiCommunicator::ring_min_chunk_bytes() { return g_ring_min_chunk; }
+void MpiCommunicator::set_rings(bool on) { g_rings = on; }
+bool MpiCommunicator::rings() { return g_rings; }
 void MpiCommunicator::set_sleep_when_waiting(bool on) { g_sleep_when_waiting = on; }
 bool MpiCommunicator::sleep_when_waiting() { return g_sleep_when_waiting; }
 
@@ -521,17 +531,11 @@ int MpiCommunicator::ring_tag(const Collective& c) {
     elems = c.total;
   else
     return -1;
-  int64_t least = g_ring_min_chunk.load(std::memory_order_relaxed);
-  if (least < 0) return -1;
-  if (c.kind == CollKind::AllGather) {
-    // MPI's all-gather posts every exchange at once: already each link's
-    // (p-1)/p of the data, and one round of latency where the ring has p-1;
-    // on 2 ranks the two are the same exchange. The ring gains on the
-    // emulated cluster's shared bridge from chunks of 1 MiB on 4 ranks
-    // (0.71-0.88 of MPI's time) and loses at 64 KiB (1.76).
-    if (size_ < 3) return -1;
-    least = std::max(least, kRingMinGatherChunk);
-  }
+  if (!g_rings.load(std::memory_order_relaxed)) return -1;
+  if (c.kind == CollKind::AllGather && size_ < 3) return -1;
+  const int64_t least = kRingMinChunk[c.kind == CollKind::AllReduce       ? 0
+                                      : c.kind == CollKind::ReduceScatter ? 1
+                                                                          : 2];
   if (elems * int64_t(dtype_size(c.t)) / size_ < least) return -1;
   return kRingTagBase + int(rings_++ % kRingTags);
 }

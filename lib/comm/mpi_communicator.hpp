@@ -46,16 +46,15 @@ class MpiCommunicator final : public HostGroup {
   static void set_sleep_when_waiting(bool on);
   static bool sleep_when_waiting();
 
-  // Large all-reduces, reduce-scatters and all-gathers (a chunk of at least
-  // this many bytes a rank, default 64 KiB; all-gathers 1 MiB and 3 ranks
-  // at least) go round the communicator's own
-  // ring of point-to-point messages instead of MPI's non-blocking call
-  // (mpi_communicator.cpp, Ring); negative: always MPI's call. Process-wide,
-  // and the same on every rank (each decides alone). For the probe's
-  // comparison against MPI's own algorithms (scaletrain-plan-probe
-  // --compare-mpi).
-  static void set_ring_min_chunk_bytes(int64_t bytes);
-  static int64_t ring_min_chunk_bytes();
+  // Large all-reduces (chunks of 256 KiB a rank and more), reduce-scatters
+  // (64 KiB) and all-gathers (1 MiB, 3 ranks and more) go round the
+  // communicator's own ring of point-to-point messages instead of MPI's
+  // non-blocking call (mpi_communicator.cpp, Ring); off, always MPI's call.
+  // Process-wide, and the same on every rank (each decides alone). For the
+  // probe's comparison against MPI's own algorithms
+  // (scaletrain-plan-probe --compare-mpi).
+  static void set_rings(bool on);
+  static bool rings();
 
   // The device whose buffers the device collectives below see (default: the
   // default CPU device). On a device with worker streams (the strict CPU
