@@ -72,23 +72,6 @@ int as_count(int64_t n) {
   return int(n);
 }
 
-// A ring over point-to-point messages, for large all-reduces,
-// reduce-scatters and all-gathers: the data is cut into one chunk per rank;
-// a reduce-scatter is p-1 rounds in which every rank sends one chunk to the
-// next rank and adds the chunk it receives from the previous one into its
-// own; an all-gather is p-1 rounds passing the finished chunks on; an
-// all-reduce is both, in place. Each link carries (p-1)/p of the data per
-// phase at once, every link busy every round (NCCL's and Gloo's ring). MPI's
-// non-blocking calls do not do this everywhere: Open MPI's libnbc
-// (MPI_Iallreduce, MPI_Ireduce_scatter) runs an in-place all-reduce, and
-// any on fewer than 4 ranks, as a binomial reduce to rank 0 and a binomial
-// broadcast, 2 log2(p) rounds of the whole message, and a reduce-scatter as
-// a reduce and a scatter. Measured on the emulated cluster (1 Gbit/s links,
-// 78.6 MB, one rank a node): the all-reduce at 4 nodes took 3.34 s that
-// way and 1.08 s as a ring, at 2 nodes 1.40 s and 0.68 s (near the links'
-// rate). Round k+1 is posted by next() once round k's messages are complete
-// and its received chunk is added, from the front's polls, so a ring moves
-// only while its thread polls, as MPI's own requests do.
 // Scratch buffers for the rings, reused across calls (a fresh allocation
 // per call pays its page faults, and a zeroed one a memset, on every
 // gradient bucket): a ring takes what it needs and gives it back when done.
@@ -129,8 +112,26 @@ class ScratchPool {
   std::vector<Buf> free_;
 };
 
+// A ring over point-to-point messages, for large all-reduces,
+// reduce-scatters and all-gathers: the data is cut into one chunk per rank;
+// a reduce-scatter is p-1 rounds in which every rank sends one chunk to the
+// next rank and adds the chunk it receives from the previous one into its
+// own; an all-gather is p-1 rounds passing the finished chunks on; an
+// all-reduce is both, in place. Each link carries (p-1)/p of the data per
+// phase at once, every link busy every round (NCCL's and Gloo's ring). MPI's
+// non-blocking calls do not do this everywhere: Open MPI's libnbc
+// (MPI_Iallreduce, MPI_Ireduce_scatter) runs an in-place all-reduce, and
+// any on fewer than 4 ranks, as a binomial reduce to rank 0 and a binomial
+// broadcast, 2 log2(p) rounds of the whole message, and a reduce-scatter as
+// a reduce and a scatter. Measured on the emulated cluster (1 Gbit/s links,
+// 78.6 MB, one rank a node): the all-reduce at 4 nodes took 3.34 s that
+// way and 1.08 s with libnbc's own ring forced, at 2 nodes 1.40 s and
+// 0.68 s (near the links' rate). Round k+1 is posted by next() once round k's messages are complete
+// and its received chunk is added, from the front's polls, so a ring moves
+// only while its thread polls, as MPI's own requests do.
 class Ring {
  public:
+  // Also the index of kRingMinChunk.
   enum Kind { AllReduce, ReduceScatter, AllGather };
   // src: reduce-scatter, the whole input; all-gather, this rank's part (or
   // in place in dst). dst: all-reduce, the buffer (in place); reduce-
@@ -250,6 +251,14 @@ std::atomic<bool> g_rings{true};
 // 2 ranks the same exchange as the ring) gains on 4 nodes from 1 MiB
 // (0.74-0.88) and not at 64 KiB (1.04-1.76).
 constexpr int64_t kRingMinChunk[3] = {int64_t(256) << 10, int64_t(64) << 10, int64_t(1) << 20};
+// The ring kind of a collective that has one (all-reduce, reduce-scatter,
+// all-gather), else -1.
+int ring_kind(CollKind k) {
+  return k == CollKind::AllReduce       ? Ring::AllReduce
+         : k == CollKind::ReduceScatter ? Ring::ReduceScatter
+         : k == CollKind::AllGather     ? Ring::AllGather
+                                        : -1;
+}
 // Ring messages use tags from here, one per ring in flight on a
 // communicator (rings issued in the same order on every rank match by it).
 constexpr int kRingTagBase = 0x6000, kRingTags = 0x1000;
@@ -409,7 +418,6 @@ bool machine_busy() {
 }  // namespace
 
 void MpiCommunicator::set_rings(bool on) { g_rings = on; }
-bool MpiCommunicator::rings() { return g_rings; }
 void MpiCommunicator::set_sleep_when_waiting(bool on) { g_sleep_when_waiting = on; }
 bool MpiCommunicator::sleep_when_waiting() { return g_sleep_when_waiting; }
 
@@ -457,9 +465,7 @@ void MpiCommunicator::wait_request(MPI_Request* req, const char* what) {
 void MpiCommunicator::post(const Collective& c, MpiPosted& ps, int ring_tag) {
   const MPI_Datatype t = mpi_type(c.t);
   if (ring_tag >= 0) {
-    const Ring::Kind k = c.kind == CollKind::AllReduce       ? Ring::AllReduce
-                         : c.kind == CollKind::ReduceScatter ? Ring::ReduceScatter
-                                                             : Ring::AllGather;
+    const auto k = Ring::Kind(ring_kind(c.kind));
     std::vector<int64_t> counts;
     if (c.kind == CollKind::AllReduce)
       for (int i = 0; i < size_; ++i) counts.push_back(c.n / size_ + (i < c.n % size_ ? 1 : 0));
@@ -523,20 +529,11 @@ void MpiCommunicator::post(const Collective& c, MpiPosted& ps, int ring_tag) {
 // reduce-scatters and all-gathers on 2 ranks or more. Every rank decides
 // alike (the sizes are the group's) and numbers its rings in issue order.
 int MpiCommunicator::ring_tag(const Collective& c) {
-  if (size_ < 2 || c.host) return -1;
-  int64_t elems = 0;
-  if (c.kind == CollKind::AllReduce)
-    elems = c.n;
-  else if (c.kind == CollKind::ReduceScatter || c.kind == CollKind::AllGather)
-    elems = c.total;
-  else
-    return -1;
-  if (!g_rings.load(std::memory_order_relaxed)) return -1;
-  if (c.kind == CollKind::AllGather && size_ < 3) return -1;
-  const int64_t least = kRingMinChunk[c.kind == CollKind::AllReduce       ? 0
-                                      : c.kind == CollKind::ReduceScatter ? 1
-                                                                          : 2];
-  if (elems * int64_t(dtype_size(c.t)) / size_ < least) return -1;
+  const int k = ring_kind(c.kind);
+  if (k < 0 || size_ < 2 || c.host || !g_rings.load(std::memory_order_relaxed)) return -1;
+  if (k == Ring::AllGather && size_ < 3) return -1;
+  const int64_t elems = k == Ring::AllReduce ? c.n : c.total;
+  if (elems * int64_t(dtype_size(c.t)) / size_ < kRingMinChunk[k]) return -1;
   return kRingTagBase + int(rings_++ % kRingTags);
 }
 

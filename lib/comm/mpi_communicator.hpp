@@ -54,7 +54,6 @@ class MpiCommunicator final : public HostGroup {
   // probe's comparison against MPI's own algorithms
   // (scaletrain-plan-probe --compare-mpi).
   static void set_rings(bool on);
-  static bool rings();
 
   // The device whose buffers the device collectives below see (default: the
   // default CPU device). On a device with worker streams (the strict CPU
