@@ -364,6 +364,45 @@ TEST(PlanRates, AQuotaGivesRanksThatIdleTheRestOfTheirPeriod) {
   EXPECT_EQ(cpu({{{0, 1}}}, {1}, 1)[0], 0);
 }
 
+// The quota followed through a step (QuotaClock): a bucket of one period's
+// budget, refilled at the quota's rate, spent at the node's full draw.
+// Figures are the bucket's own arithmetic.
+TEST(PlanRates, AQuotaClockSpendsTheBucketThenTheQuota) {
+  st::plan::QuotaNode q;
+  q.cpus = 0.45;
+  q.period = 0.1;
+  q.cores = 2;
+  // One rank, kernels priced at the quota's rate (0.45 CPU-s of work a
+  // priced second). Bucket empty: a run takes its price.
+  st::plan::QuotaClock c = st::plan::quota_clock(q, 1, 0.45, 0);
+  EXPECT_NEAR(c.run(0, 1.0), 1.0, 1e-12);
+  // 0.2 s idle puts 0.09 CPU-s back, capped at one period's 0.045: a run
+  // priced 1 s spends it at full speed (0.045 / 0.55 s), the rest at 0.45.
+  const double burst = 0.045 / 0.55;
+  EXPECT_NEAR(c.run(1.2, 1.0) - 1.2, burst + (0.45 - burst) / 0.45, 1e-12);
+  // A short run the bucket covers goes at full speed, and leaves the rest.
+  c = st::plan::quota_clock(q, 1, 0.45, 1);  // clamped to the bucket, 0.045
+  EXPECT_NEAR(c.tokens, 0.045, 1e-15);
+  EXPECT_NEAR(c.run(0, 0.02 / 0.45), 0.02, 1e-12);
+  EXPECT_NEAR(c.tokens, 0.045 - 0.02 * 0.55, 1e-12);
+  // Two ranks in step: the node draws 2 CPUs, each rank goes at 0.225 once
+  // the bucket is empty; the extra cost of sharing the cores on top.
+  q.extra = [](int a) { return a > 1 ? 1.25 : 1.0; };
+  c = st::plan::quota_clock(q, 2, 0.45, 0);
+  EXPECT_NEAR(c.run(0, 1.0), 0.45 / (0.225 / 1.25), 1e-9);
+  c = st::plan::quota_clock(q, 2, 0.45, 0.045);
+  const double b2 = 0.045 / (2 - 0.45);  // seconds at 1 CPU a rank (/1.25)
+  EXPECT_NEAR(c.run(0, 1.0), b2 + (0.45 - b2 / 1.25) / (0.225 / 1.25), 1e-9);
+  // A quota above what the cores give never binds: 4 ranks on 2 cores.
+  q.extra = nullptr;
+  q.cpus = 3;
+  c = st::plan::quota_clock(q, 4, 0.5, 0);
+  EXPECT_NEAR(c.run(0, 1.0), 1.0, 1e-12);
+  // No ranks (a stage sharing its node): the price as it is.
+  c = st::plan::quota_clock(q, 0, 0.5, 0);
+  EXPECT_EQ(c.run(2, 0.5), 2.5);
+}
+
 // `cpu_quota` in a cluster file: read, written back, and refused where
 // wrong, naming the key and the valid range.
 TEST(PlanRates, CpuQuotaIsAClusterFileFact) {

@@ -162,6 +162,43 @@ std::vector<double> quota_cpu_seconds(
   return got;
 }
 
+QuotaClock quota_clock(const QuotaNode& q, int ranks, double per_price, double tokens) {
+  QuotaClock c;
+  if (ranks <= 0 || q.cpus <= 0 || q.period <= 0) return c;
+  c.ranks = ranks;
+  c.cpus = q.cpus;
+  c.cap = q.cpus * q.period;
+  double each = double(std::max(1, q.threads));  // CPUs of one computing rank
+  if (q.cores > 0) each = std::min(each, double(q.cores) / ranks);
+  const double extra = q.extra ? q.extra(ranks) : 1.0;
+  c.draw = each * ranks;
+  c.fast = each / extra;
+  c.slow = std::min(each, q.cpus / ranks) / extra;
+  c.per_price = per_price;
+  c.tokens = std::clamp(tokens, 0.0, c.cap);
+  return c;
+}
+
+double QuotaClock::run(double t, double priced) {
+  if (ranks <= 0 || priced <= 0) return t + std::max(0.0, priced);
+  if (t > last) tokens = std::min(cap, tokens + cpus * (t - last));
+  double work = priced * per_price;
+  if (draw > cpus && tokens > 0) {
+    const double burst = tokens / (draw - cpus);  // seconds until the bucket is empty
+    if (work <= fast * burst) {
+      const double dt = work / fast;
+      tokens -= (draw - cpus) * dt;
+      last = t + dt;
+      return last;
+    }
+    work -= fast * burst;
+    t += burst;
+    tokens = 0;
+  }
+  last = t + work / (draw > cpus ? slow : fast);
+  return last;
+}
+
 double concurrency_slowdown(const Cluster& cl, int ranks) {
   if (cl.concurrency.empty() || ranks <= 1) return 1.0;
   auto hi = cl.concurrency.lower_bound(ranks);

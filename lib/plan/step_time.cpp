@@ -34,6 +34,10 @@
 // a CPU quota on each node (a container's limit, an emulated node) the
 // same repetition prices each stage's kernels at what the quota gives its
 // intervals: ranks that idle part of a period spend the rest of it faster.
+// A stage whose nodes hold no other stage's ranks is followed through the
+// step instead (QuotaClock): each run of its kernels ends where the budget
+// its node has left at the run's start takes it, so a burst after a
+// pipeline wait goes faster than the same work done back to back.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -294,6 +298,9 @@ struct Replay {
   double work = 0;
   double scale = 1;   // every item's duration times this (the even replay)
   double cscale = 1;  // kernels and copies times this: the node's sharing (ReplayOpts)
+  // The node's quota followed through the step (ReplayOpts::quota): where
+  // the compute stream's kernels and copies end.
+  QuotaClock quota;
   // Polls: collectives issued and not yet complete, in issue order. They
   // progress only while the issuing thread waits for a collective.
   struct Pending {
@@ -314,11 +321,13 @@ struct Replay {
 // communicator's clock progress only while the issuing thread waits for a
 // collective (Cluster::async_progress false); cscale: per stage, its
 // kernels and copies times this (ranks of other stages sharing its node);
-// busy: keep each stage's compute-stream intervals.
+// busy: keep each stage's compute-stream intervals; quota: per stage, the
+// clock of a node holding only its ranks (ranks 0: none; cscale then 1).
 struct ReplayOpts {
   bool polls = false;
   std::vector<double> cscale;
   bool busy = false;
+  std::vector<QuotaClock> quota;
 };
 
 // Every stage replayed over the full schedule, together. `scale` empty: as
@@ -360,6 +369,8 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
     }
     if (!edge) r.scale = scale[size_t(s)];
     if (!opt.cscale.empty()) r.cscale = opt.cscale[size_t(s)];
+    if (!opt.quota.empty()) r.quota = opt.quota[size_t(s)];
+    if (r.quota.ranks > 0) r.cscale = 1;
     r.clock.assign(size_t(r.pr->tl->lanes), 0);
     r.done.assign(r.pr->dur.size(), 0);
     r.cause.assign(r.pr->dur.size(), kNone);
@@ -429,7 +440,8 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
       case Item::Copy: {
         dur *= r.cscale;
         const double st = std::max(lane, r.host);
-        lane = st + dur;
+        lane = L == pr.tl->compute ? r.quota.run(st, dur) : st + dur;
+        dur = lane - st;
         if (L == pr.tl->compute) note_busy(r, st, lane);
         r.done[i] = lane;
         r.part[pr.tl->cls[i]] += dur;
@@ -529,13 +541,16 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
           const size_t i = b + r.pos;
           if (pr.run_end[i] > i + 1) {  // a run of kernels and copies on one clock
             if (edge || !pr.tl->edge[i]) {
-              const double d = r.scale * r.cscale * pr.run_dur[i];
+              const double priced_d = r.scale * r.cscale * pr.run_dur[i];
               double& lane = r.clock[size_t(pr.tl->lane[i])];
               const double b0 = std::max(lane, r.host);
-              lane = b0 + d;
-              if (pr.tl->lane[i] == pr.tl->compute) note_busy(r, b0, lane);
+              const bool on_compute = pr.tl->lane[i] == pr.tl->compute;
+              lane = on_compute ? r.quota.run(b0, priced_d) : b0 + priced_d;
+              const double d = lane - b0;
+              if (on_compute) note_busy(r, b0, lane);
+              const double stretch = priced_d > 0 ? d / priced_d : 1.0;
               for (int k = 0; k < 4; ++k)
-                r.part[k] += r.scale * r.cscale * pr.run_part[i][size_t(k)];
+                r.part[k] += stretch * r.scale * r.cscale * pr.run_part[i][size_t(k)];
               if (!pr.tl->edge[i] && !r.head && r.op < r.ops.size() &&
                   pr.tl->lane[i] == pr.tl->compute)
                 r.work += d;
@@ -664,6 +679,30 @@ std::vector<double> node_sharing(const Config& cfg, const Cluster& cl,
   return f;
 }
 
+// CPUs of each of `a` ranks computing at once on a node at the quota.
+double quota_share(const QuotaNode& q, int a) {
+  double r = std::min(double(q.threads), q.cpus / a);
+  if (q.cores > 0) r = std::min(r, double(q.cores) / a);
+  return r;
+}
+
+// A node of cluster cl under its CPU quota, as quota_cpu_seconds and
+// quota_clock take it: the measured concurrency's slowdown beyond the
+// quota's share is what sharing the cores costs on top of the quota.
+QuotaNode quota_node(const Cluster& cl) {
+  QuotaNode q;
+  q.cpus = cl.cpu_quota;
+  q.period = cl.cpu_quota_period;
+  q.cores = cl.cores_per_node;
+  q.threads = cl.threads_per_rank;
+  const QuotaNode numbers = q;
+  const double alone = quota_share(q, 1);
+  q.extra = [&cl, numbers, alone](int a) {
+    return std::max(1.0, concurrency_slowdown(cl, a) * quota_share(numbers, a) / alone);
+  };
+  return q;
+}
+
 // Under a CPU quota on each node (Cluster::cpu_quota), priced by what the
 // quota gives each stage's compute intervals of replay rp: op_seconds
 // priced a kernel at the quota's sustained rate (a rank computing the whole
@@ -676,26 +715,18 @@ std::vector<double> node_sharing(const Config& cfg, const Cluster& cl,
 // on a node are taken in step, as the replay has them; the emulated
 // cluster's traces show dp peers of a stage drifting 0.1 s apart within a
 // step and so taking turns a little (docs/planner.md, Validation 6).
+// Stages whose every node holds ranks of no other stage (alone_ranks, by
+// stage: the most of its ranks on one of them; 0 where it shares a node)
+// are followed through the step by their node's QuotaClock instead (factor
+// 1 here).
 std::vector<double> quota_sharing(const Config& cfg, const Cluster& cl,
                                   const std::vector<std::vector<int>>& cnt,
+                                  const std::vector<int>& alone_ranks,
                                   const std::vector<Replay>& rp) {
   const int P = cfg.parallel.pp;
   const double priced = concurrency_slowdown(cl, priced_ranks_on_node(cfg, cl));
-  QuotaNode q;
-  q.cpus = cl.cpu_quota;
-  q.period = cl.cpu_quota_period;
-  q.cores = cl.cores_per_node;
-  q.threads = cl.threads_per_rank;
-  // CPUs of one rank computing on its own, and of each of a ranks at once,
-  // at the quota: the measured concurrency's slowdown beyond that share is
-  // what sharing the cores costs on top of the quota.
-  auto share = [&](int a) {
-    double r = std::min(double(q.threads), q.cpus / a);
-    if (q.cores > 0) r = std::min(r, double(q.cores) / a);
-    return r;
-  };
-  const double alone = share(1);
-  q.extra = [&](int a) { return std::max(1.0, concurrency_slowdown(cl, a) * share(a) / alone); };
+  const QuotaNode q = quota_node(cl);
+  const double alone = quota_share(q, 1);
   double step = 0;
   for (const Replay& r : rp) step = std::max(step, end_of(r));
   std::vector<double> f(size_t(P), 0.0);
@@ -705,7 +736,7 @@ std::vector<double> quota_sharing(const Config& cfg, const Cluster& cl,
     std::vector<std::vector<std::pair<double, double>>> busy;
     std::vector<int> ranks, stage;
     for (int s = 0; s < P; ++s)
-      if (node[size_t(s)] > 0) {
+      if (node[size_t(s)] > 0 && alone_ranks[size_t(s)] == 0) {
         busy.push_back(rp[size_t(s)].busy);
         ranks.push_back(node[size_t(s)]);
         stage.push_back(s);
@@ -745,14 +776,44 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   const std::vector<std::vector<int>> cnt =
       cl.concurrency.empty() && !quota ? std::vector<std::vector<int>>{} : node_stages(cfg, cl);
   opt.busy = quota || stages_share_nodes(cnt, cl);
+  // Under a quota, a stage alone on its nodes: its node's clock (QuotaClock),
+  // the bucket full at first and then as the previous step left it.
+  std::vector<int> alone_ranks(size_t(P), 0);
+  if (quota) {
+    const QuotaNode q = quota_node(cl);
+    const double per_price =
+        quota_share(q, 1) / concurrency_slowdown(cl, priced_ranks_on_node(cfg, cl));
+    for (int s = 0; s < P; ++s) {
+      int k = 0;
+      bool shares = false;
+      for (const auto& node : cnt) {
+        if (node[size_t(s)] == 0) continue;
+        k = std::max(k, node[size_t(s)]);
+        for (int o = 0; o < P; ++o) shares = shares || (o != s && node[size_t(o)] > 0);
+      }
+      alone_ranks[size_t(s)] = shares ? 0 : k;
+      opt.quota.push_back(quota_clock(q, alone_ranks[size_t(s)], per_price, q.cpus * q.period));
+    }
+  }
   std::vector<Replay> rp = replay_stages(cfg, priced, stand_in, slot, {}, opt);
   // Stages sharing a node, or a quota on the nodes: replayed again at the
   // rate their turns and idle give (node_sharing, quota_sharing) until it
-  // settles; halfway steps, as the turns move with it.
+  // settles; halfway steps, as the turns move with it. A clock starts the
+  // next replay with the bucket the step's end left it.
   for (int it = 0; opt.busy && it < 20; ++it) {
     std::vector<double> next =
-        quota ? quota_sharing(cfg, cl, cnt, rp) : node_sharing(cfg, cl, cnt, rp);
+        quota ? quota_sharing(cfg, cl, cnt, alone_ranks, rp) : node_sharing(cfg, cl, cnt, rp);
     double moved = 0;
+    double step = 0;
+    for (const Replay& r : rp) step = std::max(step, end_of(r));
+    for (int s = 0; s < int(opt.quota.size()); ++s) {
+      QuotaClock& c = opt.quota[size_t(s)];
+      if (c.ranks == 0) continue;
+      const QuotaClock& e = rp[size_t(s)].quota;
+      const double tokens = std::min(e.cap, e.tokens + e.cpus * std::max(0.0, step - e.last));
+      moved = std::max(moved, std::abs(tokens - c.tokens) / c.cap);
+      c.tokens = tokens;
+    }
     for (int s = 0; s < P; ++s) {
       const double was = opt.cscale.empty() ? 1.0 : opt.cscale[size_t(s)];
       if (it > 0) next[size_t(s)] = 0.5 * (next[size_t(s)] + was);
