@@ -193,6 +193,7 @@ void write_run_json(const std::string& path, const RunInfo& info) {
         {"memory_capacity_source", info.mem_capacity_source}}},
       {"versions",
        {{"mpi", rt.mpi_version()},
+        {"mpi_tcp_links", rt.mpi_tcp_links()},
         {"hdf5", std::to_string(h5maj) + "." + std::to_string(h5min) + "." + std::to_string(h5rel)},
         {"compute", info.compute},
         {"compiler", __VERSION__}}},

@@ -153,6 +153,9 @@ class MultiNode : public ::testing::Test {
     json rj = load_json(fs::path(run) / "run.json");
     ASSERT_FALSE(rj.is_discarded()) << run << "/run.json";
     ASSERT_EQ(rj["hosts"].size(), size_t(nodes)) << rj["hosts"].dump();
+    // Ranks across nodes talk over TCP: two connections a pair, as the
+    // runtime asks Open MPI for (docs/design.md), read back from MPI itself.
+    EXPECT_EQ(rj["versions"].value("mpi_tcp_links", -1), 2) << rj["versions"].dump();
     std::set<std::string> names;
     for (const auto& h : rj["hosts"]) {
       names.insert(h.value("host", ""));

@@ -38,6 +38,10 @@ class Runtime {
   // host name -> world ranks on it, in node order (gathered at start).
   const std::vector<std::pair<std::string, std::vector<int>>>& hosts() const { return hosts_; }
   std::string mpi_version() const;
+  // The TCP connections Open MPI opens between two ranks (its btl_tcp_links,
+  // read back through MPI_T: what the transport uses, whoever set it); 0
+  // where the MPI library has no such setting.
+  int mpi_tcp_links() const;
   // When MPI_Init_thread returned: wall_time() and this process's CPU
   // seconds, so start-up's timing can tell MPI's own start from the rest.
   double init_wall() const { return init_wall_; }

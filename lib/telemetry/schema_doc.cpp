@@ -106,7 +106,9 @@ device's memory is measured against: a GPU's total memory (cudaMemGetInfo),
 or for CPU ranks the memory available to the job on rank 0's host at start
 (MemAvailable, or the cgroup's memory.max less memory.current, the smaller)
 over that host's ranks, the figure the start-up memory check uses; -1 when
-unknown; `memory_capacity_source` says which), `versions` (`mpi`, `hdf5`, `compute`:
+unknown; `memory_capacity_source` says which), `versions` (`mpi`, `mpi_tcp_links`: the TCP connections Open MPI opens
+between two ranks, 2 unless the launch set `OMPI_MCA_btl_tcp_links` (docs/design.md), 0 where
+the MPI has no such setting; `hdf5`, `compute`:
 what the kernels run on: the fp32 GEMM's BLAS build, core and threading, and
 the bf16 GEMM's library, instruction set and implementation, or the widening
 fallback and why; `compiler`), and `slurm` (`job_id`, `job_name`, `nodelist`, `partition`,
