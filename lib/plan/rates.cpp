@@ -162,6 +162,12 @@ std::vector<double> quota_cpu_seconds(
   return got;
 }
 
+double quota_share(const QuotaNode& q, int a) {
+  double r = std::min(double(q.threads), q.cpus / a);
+  if (q.cores > 0) r = std::min(r, double(q.cores) / a);
+  return r;
+}
+
 QuotaClock quota_clock(const QuotaNode& q, int ranks, double per_price, double tokens) {
   QuotaClock c;
   if (ranks <= 0 || q.cpus <= 0 || q.period <= 0) return c;
@@ -173,7 +179,7 @@ QuotaClock quota_clock(const QuotaNode& q, int ranks, double per_price, double t
   const double extra = q.extra ? q.extra(ranks) : 1.0;
   c.draw = each * ranks;
   c.fast = each / extra;
-  c.slow = std::min(each, q.cpus / ranks) / extra;
+  c.slow = quota_share(q, ranks) / extra;
   c.per_price = per_price;
   c.tokens = std::clamp(tokens, 0.0, c.cap);
   return c;

@@ -38,6 +38,8 @@ struct QuotaNode {
 std::vector<double> quota_cpu_seconds(
     const std::vector<std::vector<std::pair<double, double>>>& busy, const std::vector<int>& ranks,
     double step, const QuotaNode& node);
+// CPUs of each of `a` ranks computing at once on a node at the quota.
+double quota_share(const QuotaNode& q, int a);
 
 // The same quota followed through a step, for ranks computing in step on a
 // node that holds no others (a pipeline stage's dp peers, a dp-only run's

@@ -379,6 +379,12 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
   // When each op's send was issued: its neighbour's receive starts then.
   std::vector<double> fin_f(size_t(M * V), unknown), fin_b(size_t(M * V), unknown);
 
+  // Where kernels and copies priced `priced` seconds, started at `start` on
+  // stage r's clock L, end: the compute stream through its node's quota
+  // clock (none: the price as it is).
+  auto end_of_run = [](Replay& r, int32_t L, double start, double priced) {
+    return L == r.pr->tl->compute ? r.quota.run(start, priced) : start + priced;
+  };
   // A compute-stream interval of stage r (merged with the previous one when
   // they touch).
   auto note_busy = [&](Replay& r, double b, double e) {
@@ -440,7 +446,7 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
       case Item::Copy: {
         dur *= r.cscale;
         const double st = std::max(lane, r.host);
-        lane = L == pr.tl->compute ? r.quota.run(st, dur) : st + dur;
+        lane = end_of_run(r, L, st, dur);
         dur = lane - st;
         if (L == pr.tl->compute) note_busy(r, st, lane);
         r.done[i] = lane;
@@ -544,10 +550,9 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
               const double priced_d = r.scale * r.cscale * pr.run_dur[i];
               double& lane = r.clock[size_t(pr.tl->lane[i])];
               const double b0 = std::max(lane, r.host);
-              const bool on_compute = pr.tl->lane[i] == pr.tl->compute;
-              lane = on_compute ? r.quota.run(b0, priced_d) : b0 + priced_d;
+              lane = end_of_run(r, pr.tl->lane[i], b0, priced_d);
               const double d = lane - b0;
-              if (on_compute) note_busy(r, b0, lane);
+              if (pr.tl->lane[i] == pr.tl->compute) note_busy(r, b0, lane);
               const double stretch = priced_d > 0 ? d / priced_d : 1.0;
               for (int k = 0; k < 4; ++k)
                 r.part[k] += stretch * r.scale * r.cscale * pr.run_part[i][size_t(k)];
@@ -677,13 +682,6 @@ std::vector<double> node_sharing(const Config& cfg, const Cluster& cl,
     }
   }
   return f;
-}
-
-// CPUs of each of `a` ranks computing at once on a node at the quota.
-double quota_share(const QuotaNode& q, int a) {
-  double r = std::min(double(q.threads), q.cpus / a);
-  if (q.cores > 0) r = std::min(r, double(q.cores) / a);
-  return r;
 }
 
 // A node of cluster cl under its CPU quota, as quota_cpu_seconds and
