@@ -7,12 +7,14 @@
 // records the memory capacity a CPU rank is measured against.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "run_util.hpp"
 
@@ -110,4 +112,62 @@ TEST(CommParts, TpTimesDpZeroWaitsOnTensorDataParallelAndZero) {
   EXPECT_EQ(w.at("pp"), 0);
   EXPECT_EQ(w.at("cp"), 0);
   check_summary(dir, {"tp", "dp", "zero", "other"});
+}
+
+// A pipeline send moves while its stage computes the next op. Over TCP (as
+// between nodes) MPI moves a message past its eager size only inside the
+// sender's MPI calls; the engine tests its sends at every layer
+// (Engine::progress_pp_sends), so the next stage receives the first
+// micro-batch's activations during the sender's second forward, not after
+// it (docs/design.md). Two ranks on one host, forced onto the TCP transport;
+// the activations (128 tokens x 512 x 4 bytes) are past its eager size.
+TEST(CommParts, PipelineActivationsArriveDuringTheSendersNextForward) {
+  const std::string dir = fresh_dir("comm_parts_p2p") + "/run";
+  ::setenv("OMPI_MCA_btl", "self,tcp", 1);
+  auto r = run_scaletrain(2, "--config " + src_dir() +
+                                 "/configs/models/default.yaml --set model.seq_len=128 "
+                                 "--set train.steps=6 --set parallel.pp=2 --set "
+                                 "train.micro_batch=1 --set train.grad_accum=4 "
+                                 "--set checkpoint.interval=0 --set runtime.threads=1 --out " +
+                                 dir);
+  ::unsetenv("OMPI_MCA_btl");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Per step: rank 0's forwards (compute spans named fwd) and rank 1's
+  // first receive of activations.
+  auto spans = [&](int rank) {
+    std::map<int, std::vector<nlohmann::json>> by_step;
+    std::ifstream in(dir + "/telemetry/rank_0000" + std::to_string(rank) + ".jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || j.value("type", "") != "trace") continue;
+      for (const auto& s : j.at("spans")) by_step[j.at("step").get<int>()].push_back(s);
+    }
+    return by_step;
+  };
+  const auto s0 = spans(0), s1 = spans(1);
+  int steps = 0, during = 0;
+  std::string seen;
+  for (const auto& [step, sp] : s0) {
+    if (step < 2 || !s1.count(step)) continue;
+    std::vector<std::pair<double, double>> fwd;
+    for (const auto& s : sp)
+      if (s.at("k") == "compute" && s.value("n", "") == "fwd")
+        fwd.push_back({s.at("t0").get<double>(), s.at("t1").get<double>()});
+    std::sort(fwd.begin(), fwd.end());
+    double got = -1;
+    for (const auto& s : s1.at(step))
+      if (s.at("k").get<std::string>().rfind("comm:pp_fwd", 0) == 0 &&
+          (got < 0 || s.at("t0").get<double>() < got))
+        got = s.at("t1").get<double>();
+    ASSERT_GE(fwd.size(), 2u) << "step " << step;
+    ASSERT_GE(got, 0) << "step " << step << ": rank 1 has no activation receive";
+    ++steps;
+    if (got < fwd[1].second) ++during;
+    seen += " step " + std::to_string(step) + ": received " +
+            std::to_string((got - fwd[0].second) * 1e3) + " ms after the send, second forward " +
+            std::to_string((fwd[1].second - fwd[0].second) * 1e3) + " ms;";
+  }
+  ASSERT_GE(steps, 4);
+  EXPECT_GE(during, steps - 1) << seen;
 }

@@ -58,6 +58,7 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
       if (l < 0 || l >= L)
         if (auto* r = be_.ranges()) r->push(l < 0 ? "embedding" : "head and loss");
       sync_->finish_param_sync(chunk, l);
+      progress_pp_sends();
     };
     hooks.after_layer = [this, L](int l) {
       sync_->release_params(l);

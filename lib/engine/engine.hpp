@@ -82,6 +82,11 @@ class Engine {
   // Every micro-batch's forward and backward in the stage's schedule;
   // returns the seconds the compute stream waited for pipeline messages.
   double run_schedule(long step, const DataLoader& loader, StepOut& o);
+  // Tests the pipeline sends in flight (pp_sends_): the layer hooks call it,
+  // so a message moves while its stage computes the next op. MPI over TCP
+  // moves a large message only inside the sender's MPI calls: untested, a
+  // stage's activations waited for its whole next forward (docs/design.md).
+  void progress_pp_sends();
   void load(const DataLoader& loader, long step, int m, MicroBatch& mb, StepOut& o);
   const Config& cfg_;
   Mesh& mesh_;
@@ -92,6 +97,11 @@ class Engine {
   Communicator* dpcp_ = nullptr;     // the gradient group, on the device
   std::vector<Communicator*> used_;  // every device communicator: dp x cp, tp, cp, pp links
   std::vector<std::unique_ptr<HostGroup>> pp_links_;  // pipeline p2p (engine_pipeline.cpp)
+  struct PpSend {
+    Tensor buf;  // kept until the send completes
+    CommHandle h;
+  };
+  std::vector<PpSend> pp_sends_;                      // this step's pipeline sends (run_schedule)
   std::vector<std::unique_ptr<Model>> chunks_;        // model chunks of this stage
   std::vector<int> base_;                             // index of each chunk's first param
   std::vector<Param*> params_;

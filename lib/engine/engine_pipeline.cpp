@@ -7,7 +7,8 @@
 // neighbouring virtual stage (chunk c of stage s is virtual stage c*pp + s)
 // through the device's communicators: a receive is waited for by the compute
 // stream before the op that needs it, a send is left in flight (its buffer
-// kept) until the end of the step.
+// kept) until the end of the step, tested after every op and at every layer
+// (progress_pp_sends, from the layer hooks) so that it moves meanwhile.
 //
 // Point-to-point messages carry no tag (communicator.hpp): between two
 // ranks they match in call order, and a communicator runs its operations in
@@ -77,11 +78,7 @@ double Engine::run_schedule(long step, const DataLoader& loader, StepOut& o) {
   const int M = cfg_.train.grad_accum;
   const int prev = (s + P - 1) % P, next = (s + 1) % P;
   Stream& cs = dev_.compute_stream();
-  struct Pending {
-    Tensor buf;
-    CommHandle h;
-  };
-  std::vector<Pending> sends;
+  std::vector<PpSend>& sends = pp_sends_;
   std::vector<StreamInterval> waits;
   // Receive n elements from `peer` on `c`; the compute stream waits for it.
   auto receive = [&](Communicator& c, int peer, int64_t n) {
@@ -140,7 +137,7 @@ double Engine::run_schedule(long step, const DataLoader& loader, StepOut& o) {
       sync_->end_pass();
       if (!first) send(pp_link(false, s), prev, std::move(dx));
     }
-    for (auto& p : sends) p.h.test();  // let sends progress
+    progress_pp_sends();
   }
   if (!sends.empty()) {  // every stage of a pipeline sends; one stage has no messages
     StreamInterval w(dev_);
@@ -154,5 +151,9 @@ double Engine::run_schedule(long step, const DataLoader& loader, StepOut& o) {
   double waited = 0;
   for (auto& x : waits) waited += x.seconds();
   return waited;
+}
+
+void Engine::progress_pp_sends() {
+  for (auto& p : pp_sends_) p.h.test();
 }
 }  // namespace st
