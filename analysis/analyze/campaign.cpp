@@ -80,6 +80,42 @@ void repeak(RunSummary& r, double peak, const std::string& source) {
   r.peak_source = source;
 }
 
+}  // namespace
+
+namespace {
+// 0.137 -> "13.7%" (signed: "+13.7%").
+std::string fmt_pct(double x, bool sign = false) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(1);
+  if (sign && x >= 0) o << '+';
+  o << 100 * x << '%';
+  return o.str();
+}
+}  // namespace
+
+RepeatCheck check_repeats(const std::vector<RunSummary>& runs, const std::vector<size_t>& idx) {
+  RepeatCheck c;
+  if (idx.size() < 2) return c;
+  size_t fast = idx.front(), slow = idx.front();
+  for (size_t i : idx) {
+    if (runs[i].step_p50 < runs[fast].step_p50) fast = i;
+    if (runs[i].step_p50 > runs[slow].step_p50) slow = i;
+  }
+  c.step_spread = runs[slow].step_p50 / runs[fast].step_p50 - 1;
+  c.cpu_recorded = runs[slow].cpu_s_step > 0 && runs[fast].cpu_s_step > 0;
+  if (c.cpu_recorded) c.cpu_change = runs[slow].cpu_s_step / runs[fast].cpu_s_step - 1;
+  if (c.step_spread <= kRepeatTolerance)
+    c.verdict = "agree";
+  else if (c.cpu_recorded && c.cpu_change >= 0.5 * c.step_spread)
+    c.verdict = "host speed moved";
+  else
+    c.verdict = "not the host's CPU speed";
+  return c;
+}
+
+namespace {
+
 Point make_point(const std::vector<RunSummary>& runs, const std::vector<size_t>& idx) {
   Point p;
   const RunSummary& f = runs[idx.front()];
@@ -89,7 +125,7 @@ Point make_point(const std::vector<RunSummary>& runs, const std::vector<size_t>&
   p.nodes = f.nodes;
   p.runs = idx;
   std::vector<double> tok, tokg, mfu, hfu, step, step_tokg, step_mfu, comp, exp, data, stall, other;
-  std::vector<double> ptok, pmfu, unattr;
+  std::vector<double> ptok, pmfu, unattr, cpu;
   std::array<std::vector<double>, 6> parts;
   for (size_t i : idx) {
     const RunSummary& r = runs[i];
@@ -98,6 +134,7 @@ Point make_point(const std::vector<RunSummary>& runs, const std::vector<size_t>&
     mfu.push_back(r.mfu);
     hfu.push_back(r.hfu);
     step.push_back(r.step_p50);
+    if (r.cpu_s_step > 0) cpu.push_back(r.cpu_s_step);
     for (double s : r.step_s_window)
       if (s > 0) {
         const double tg = r.tokens_per_step / s / std::max(1, r.gpus);
@@ -132,6 +169,8 @@ Point make_point(const std::vector<RunSummary>& runs, const std::vector<size_t>&
   p.mfu = spread(mfu);
   p.hfu = spread(hfu);
   p.step_s = spread(step);
+  p.cpu_s_step = spread(cpu);
+  p.repeats = check_repeats(runs, idx);
   p.tok_s_gpu_p10 = percentile(step_tokg, 10);
   p.tok_s_gpu_p90 = percentile(step_tokg, 90);
   p.mfu_p10 = percentile(step_mfu, 10);
@@ -269,6 +308,21 @@ Campaign build_campaign(std::vector<RunSummary> runs, bool group_by_model, doubl
     point_runs[it->second].push_back(i);
   }
   for (const auto& pr : point_runs) c.points.push_back(make_point(c.runs, pr));
+  for (const auto& p : c.points) {
+    const RepeatCheck& q = p.repeats;
+    if (q.verdict == "one run" || q.verdict == "agree") continue;
+    std::ostringstream w;
+    w << p.layout << ", " << p.gpus << " ranks: its " << p.runs.size() << " repeats' steps are "
+      << fmt_pct(q.step_spread) << " apart (more than " << fmt_pct(kRepeatTolerance) << "); ";
+    if (!q.cpu_recorded)
+      w << "the runs recorded no cpu_s, so whether the host's speed moved is not known";
+    else
+      w << "the slower one's work cost " << fmt_pct(q.cpu_change, true) << " CPU time a step "
+        << (q.verdict == "host speed moved"
+                ? "against the faster one's: the host's speed moved between them"
+                : "against the faster one's: not the host's CPU speed alone");
+    c.warnings.push_back(w.str());
+  }
   // Series: the points of one model and layout, one point per size; two
   // points of one layout at one size (a different grad_accum or batch) each
   // stand alone.

@@ -15,12 +15,31 @@ struct Spread {
   double med = 0, lo = 0, hi = 0;
 };
 
+// Repeats of one point against each other. Their work is the same, so when
+// the slower repeat's work also cost more CPU time a step (telemetry cpu_s:
+// the host's clock, steal time a guest cannot see, other tenants in its
+// caches), the host's speed moved between them rather than the layout's
+// timing. A repeat agrees within kRepeatTolerance of the fastest.
+inline constexpr double kRepeatTolerance = 0.10;
+struct RepeatCheck {
+  double step_spread = 0;     // slowest / fastest repeat's median step - 1
+  double cpu_change = 0;      // the slowest's CPU-s a step / the fastest's - 1
+  bool cpu_recorded = false;  // both have cpu_s
+  // "agree", "host speed moved" (the CPU cost moved by at least half the
+  // step's spread, the same way), "not the host's CPU speed", or "one run"
+  std::string verdict = "one run";
+};
+// The check of a point's runs (indices into runs).
+RepeatCheck check_repeats(const std::vector<RunSummary>& runs, const std::vector<size_t>& idx);
+
 struct Point {
   std::string key;           // model, layout and size (what repeats share)
   std::string layout;        // the layout in words (tp/pp/cp, ZeRO, act ckpt, micro-batch, ckpt)
   int gpus = 0, nodes = 1;   // ranks / devices and hosts
   std::vector<size_t> runs;  // indices into Campaign::runs (the repeats)
   Spread tok_s, tok_s_gpu, mfu, hfu, step_s;  // over repeats (each run's window median)
+  Spread cpu_s_step;                          // over repeats (RunSummary::cpu_s_step)
+  RepeatCheck repeats;
   // p10 / p90 of tokens/s per device over the steady-state steps of every repeat
   double tok_s_gpu_p10 = 0, tok_s_gpu_p90 = 0;
   double mfu_p10 = 0, mfu_p90 = 0;  // the same for MFU (percent)

@@ -67,7 +67,7 @@ const char* kCsvHeader =
     "run,model,seq_len,gpus,device,mfu,hfu,model_tflop,micro_batch,grad_accum,global_batch,"
     "throughput_seq_s,throughput_tok_s,throughput_tok_s_gpu,global_batch_tokens,precision,"
     "sharding,act_ckpt,num_params,series,scaling,efficiency,window,step_p50_s,peak_flops,"
-    "flops_formula,point,repeats\n";
+    "flops_formula,point,repeats,cpu_s_step\n";
 
 std::string csv_quote(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -108,6 +108,7 @@ nlohmann::json run_to_json(const RunSummary& s) {
                  {"n_steps", s.win_n},
                  {"steps_recorded", s.steps_total}};
   j["step_time_s"] = {{"p50", s.step_p50}, {"p90", s.step_p90}, {"max", s.step_max}};
+  j["cpu_s_step"] = s.cpu_s_step;
   j["tokens_per_step"] = s.tokens_per_step;
   j["tok_s"] = s.tok_s;
   j["tok_s_gpu"] = s.tok_s_gpu;
@@ -360,7 +361,8 @@ std::string campaign_csv(const Campaign& c) {
           << r.sharding << ',' << r.act_ckpt << ',' << r.n_params << ',' << si << ','
           << c.series[si].kind << ',' << f(ideal > 0 ? r.tok_s / ideal : 0, 4) << ','
           << csv_quote(r.window_text) << ',' << r.step_p50 << ',' << r.peak << ','
-          << csv_quote(r.formula) << ',' << c.series[si].points[k] << ',' << p.runs.size() << '\n';
+          << csv_quote(r.formula) << ',' << c.series[si].points[k] << ',' << p.runs.size() << ','
+          << r.cpu_s_step << '\n';
       }
     }
   return o.str();
@@ -439,6 +441,41 @@ std::string ckpt_markdown(const CkptStudy& st) {
 }
 }  // namespace
 
+namespace {
+// Repeats of each point against each other (campaign.hpp, RepeatCheck).
+std::string repeats_markdown(const Campaign& c) {
+  bool any = false;
+  for (const auto& p : c.points) any |= p.runs.size() > 1;
+  if (!any) return "";
+  std::ostringstream o;
+  o << "## Repeats\n\nEach point's repeats against each other: their median steps, how far the "
+       "slowest is from the fastest, and what the same work cost the ranks in CPU time a step "
+       "(telemetry `cpu_s`, the median over ranks and window steps). When the slower repeat's "
+       "work also cost more CPU time (by at least half the steps' spread), the host's speed "
+       "moved between them (its clock, steal time a guest cannot see, other tenants), not the "
+       "layout's timing. Repeats agree within "
+    << pct(kRepeatTolerance, 0) << ".\n\n"
+    << "| layout | ranks | nodes | step (s) per repeat | spread | CPU-s / step per repeat | "
+       "slowest against fastest, CPU-s / step | verdict |\n|---|---|---|---|---|---|---|---|\n";
+  for (const auto& p : c.points) {
+    if (p.runs.size() < 2) continue;
+    std::string steps, cpus;
+    for (size_t i : p.runs) {
+      steps += (steps.empty() ? "" : ", ") + f(c.runs[i].step_p50, 3);
+      cpus += (cpus.empty() ? "" : ", ") +
+              (c.runs[i].cpu_s_step > 0 ? f(c.runs[i].cpu_s_step, 3) : std::string("-"));
+    }
+    const RepeatCheck& q = p.repeats;
+    o << "| " << p.layout << " | " << p.gpus << " | " << p.nodes << " | " << steps << " | "
+      << pct(q.step_spread, 1) << " | " << cpus << " | "
+      << (q.cpu_recorded ? (q.cpu_change >= 0 ? "+" : "") + pct(q.cpu_change, 1) : std::string("-"))
+      << " | " << q.verdict << " |\n";
+  }
+  o << "\n";
+  return o.str();
+}
+}  // namespace
+
 std::string campaign_markdown(const Campaign& c, const Written& w) {
   std::ostringstream o;
   o << "# scaletrain campaign report\n\n";
@@ -479,6 +516,7 @@ std::string campaign_markdown(const Campaign& c, const Written& w) {
     }
     o << "\n";
   }
+  o << repeats_markdown(c);
   o << "### Runs\n\n";
   o << "| Run | Model | SeqLen | GPUs | Device | MFU | HFU | Model TFLOP | MicroBatch | GradAccum "
        "| "
@@ -533,27 +571,34 @@ Written write_campaign_outputs(const Campaign& c, const std::string& out_dir, bo
   };
   j["points"] = nlohmann::json::array();
   for (const auto& p : c.points) {
-    nlohmann::json jp = {{"key", p.key},
-                         {"layout", p.layout},
-                         {"gpus", p.gpus},
-                         {"nodes", p.nodes},
-                         {"tok_s", sp(p.tok_s)},
-                         {"tok_s_gpu", sp(p.tok_s_gpu)},
-                         {"tok_s_gpu_steps_p10", p.tok_s_gpu_p10},
-                         {"tok_s_gpu_steps_p90", p.tok_s_gpu_p90},
-                         {"mfu_pct", sp(p.mfu)},
-                         {"hfu_pct", sp(p.hfu)},
-                         {"step_s", sp(p.step_s)},
-                         {"predicted_tok_s_gpu", p.pred_tok_s_gpu},
-                         {"predicted_mfu_pct", p.pred_mfu},
-                         {"breakdown_s",
-                          {{"compute", p.compute_s},
-                           {"comm_exposed", p.comm_exposed_s},
-                           {"data", p.data_s},
-                           {"ckpt_stall", p.ckpt_stall_s},
-                           {"other", p.other_s}}},
-                         {"mem_peak_bytes", p.mem_peak_bytes},
-                         {"mem_capacity_bytes", p.mem_capacity_bytes}};
+    nlohmann::json jp = {
+        {"key", p.key},
+        {"layout", p.layout},
+        {"gpus", p.gpus},
+        {"nodes", p.nodes},
+        {"tok_s", sp(p.tok_s)},
+        {"tok_s_gpu", sp(p.tok_s_gpu)},
+        {"tok_s_gpu_steps_p10", p.tok_s_gpu_p10},
+        {"tok_s_gpu_steps_p90", p.tok_s_gpu_p90},
+        {"mfu_pct", sp(p.mfu)},
+        {"hfu_pct", sp(p.hfu)},
+        {"step_s", sp(p.step_s)},
+        {"cpu_s_step", sp(p.cpu_s_step)},
+        {"repeats_check",
+         {{"step_spread", p.repeats.step_spread},
+          {"cpu_change",
+           p.repeats.cpu_recorded ? nlohmann::json(p.repeats.cpu_change) : nlohmann::json(nullptr)},
+          {"verdict", p.repeats.verdict}}},
+        {"predicted_tok_s_gpu", p.pred_tok_s_gpu},
+        {"predicted_mfu_pct", p.pred_mfu},
+        {"breakdown_s",
+         {{"compute", p.compute_s},
+          {"comm_exposed", p.comm_exposed_s},
+          {"data", p.data_s},
+          {"ckpt_stall", p.ckpt_stall_s},
+          {"other", p.other_s}}},
+        {"mem_peak_bytes", p.mem_peak_bytes},
+        {"mem_capacity_bytes", p.mem_capacity_bytes}};
     jp["breakdown_s"]["comm_exposed_parts"] = parts_json(p.comm_part_s, p.comm_unattributed_s);
     jp["runs"] = nlohmann::json::array();
     for (size_t i : p.runs) jp["runs"].push_back(c.runs[i].dir);

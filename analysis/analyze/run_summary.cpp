@@ -203,6 +203,15 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
   s.window_text = "steps " + std::to_string(s.win_first) + ".." + std::to_string(s.win_last) +
                   " (" + std::to_string(s.win_n) + " steps; " + s.window_text + "; median)";
 
+  {
+    std::map<int64_t, std::vector<double>> cpu;  // window step -> the ranks' cpu_s
+    for (int r : good)
+      for (const auto& st : run.ranks[r].steps)
+        if (win.count(st.step) && st.cpu_s > 0) cpu[st.step].push_back(st.cpu_s);
+    std::vector<double> per_step;
+    for (const auto& [step, v] : cpu) per_step.push_back(median(v));
+    s.cpu_s_step = per_step.empty() ? 0 : median(per_step);
+  }
   std::vector<double> wstep, wtok;
   for (size_t i = 0; i < n; ++i)
     if (win.count(steps[i])) {

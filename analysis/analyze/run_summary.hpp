@@ -80,6 +80,11 @@ struct RunSummary {
   double step_p50 = 0, step_p90 = 0, step_max = 0, tokens_per_step = 0;
   double tok_s = 0, tok_s_gpu = 0, seq_s = 0;
   std::vector<double> step_s_window;  // global step time of every window step (spreads)
+  // What a step's work cost the ranks in CPU time (telemetry cpu_s): the
+  // median over the window's steps of the median over ranks; 0 when the
+  // records have none. Between repeats of one point the work is the same, so
+  // a change of it is the host's speed moving (campaign.hpp, Repeat).
+  double cpu_s_step = 0;
   // utilization
   std::string formula, peak_source;
   double peak = 0, model_flops_per_seq = 0, hw_flops_per_seq = 0;

@@ -74,6 +74,9 @@ void write_rank(const SynthSpec& s, int r, int64_t gbt) {
     const double stall = synth_ckpt_stall(s, i);
     const double exposed = T - stall - data - comp;
     const double comm = exposed + 0.1 * S;
+    char cpu_buf[48] = "";
+    if (s.cpu_s > 0) std::snprintf(cpu_buf, sizeof cpu_buf, ",\"cpu_s\":%.9g", s.cpu_s);
+    const std::string cpu = cpu_buf;
     if (ck) {
       std::snprintf(buf, sizeof buf,
                     "{\"type\":\"event\",\"event\":\"ckpt_begin\",\"step\":%d,\"t\":%.6f,"
@@ -88,12 +91,12 @@ void write_rank(const SynthSpec& s, int r, int64_t gbt) {
         "\"comm\":{\"all_reduce\":{\"s\":%.9g,\"bytes\":%lld,\"calls\":24}},\"ckpt_stall_s\":%.9g,"
         "\"tokens\":%lld,\"global_tokens\":%lld,\"loss\":%.6f,\"grad_norm\":%.6f,\"lr\":%.6g,"
         "\"mem_peak_bytes\":%lld,\"mem_bytes\":{\"params\":%lld,\"grads\":%lld,\"optim\":%lld,"
-        "\"activations\":%lld}}\n",
+        "\"activations\":%lld}%s}\n",
         i, t, T, data, comp * 0.33, comp * 0.60, comp * 0.07, comm, exposed, comm,
         (long long)(2 * s.n_params), stall, (long long)tokens, (long long)gbt,
         10.0 / (1.0 + 0.01 * i), 1.0, 3e-4, (long long)(40e9 + 1e6 * r),
         (long long)(2 * s.n_params), (long long)(2 * s.n_params), (long long)(12 * s.n_params),
-        (long long)(8e9));
+        (long long)(8e9), cpu.c_str());
     std::fputs(buf, f);
     if (ck) {
       std::snprintf(buf, sizeof buf,

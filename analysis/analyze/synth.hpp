@@ -32,6 +32,7 @@ struct SynthSpec {
   double straggler_extra = 0.3;  // extra compute (fraction of step_s) on that rank
   double jitter = 0.01;          // deterministic per-rank compute spread (fraction)
   int threads = 1;               // writer threads
+  double cpu_s = 0;              // every rank's cpu_s a step (0: left out, as before the field)
 };
 
 // Writes spec.dir/run.json and spec.dir/telemetry/rank_NNNNN.jsonl.

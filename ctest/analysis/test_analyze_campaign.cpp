@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -67,6 +68,60 @@ TEST(AnalyzeCampaign, TwoRepeatsOfOneSizeAreAPointWithASpread) {
   EXPECT_NE(o.str().find("(single, base 1 ranks): 1->1 ["), std::string::npos) << o.str();
   EXPECT_NE(o.str().find("2 repeats]"), std::string::npos) << o.str();
   EXPECT_EQ(o.str().find("strong"), std::string::npos) << o.str();
+}
+
+// Repeats 15% apart: when the slower one's work also cost 15% more CPU time
+// a step, the host's speed moved; when its CPU cost stayed, something else
+// did; 5% apart they agree; without cpu_s in the records it is not known.
+// The campaign warns for each point that does not agree, and report.md's
+// Repeats table names the verdicts.
+TEST(AnalyzeCampaign, RepeatsApartSayWhetherTheHostsSpeedMoved) {
+  struct Case {
+    double step_b, cpu_a, cpu_b;
+    const char* verdict;
+    double cpu_change;
+    bool recorded;
+  };
+  const Case cases[] = {{1.15, 0.40, 0.46, "host speed moved", 0.15, true},
+                        {1.15, 0.40, 0.41, "not the host's CPU speed", 0.025, true},
+                        {1.05, 0.40, 0.46, "agree", 0.15, true},
+                        {1.15, 0, 0, "not the host's CPU speed", 0, false}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.verdict + std::string(" ") + std::to_string(k.cpu_b));
+    TmpDir t;
+    std::vector<std::string> dirs;
+    std::vector<RunSummary> runs;
+    for (int i = 0; i < 2; ++i) {
+      SynthSpec s = one_rank(t / ("runs/r" + std::to_string(i)), i == 0 ? 1.0 : k.step_b);
+      s.cpu_s = i == 0 ? k.cpu_a : k.cpu_b;
+      write_synthetic_run(s);
+      dirs.push_back(s.dir);
+      runs.push_back(analyse(s.dir));
+    }
+    EXPECT_NEAR(runs[0].cpu_s_step, k.cpu_a, 1e-9);
+    const Campaign c = build_campaign(runs, false);
+    ASSERT_EQ(c.points.size(), 1u);
+    const RepeatCheck& q = c.points[0].repeats;
+    EXPECT_NEAR(q.step_spread, k.step_b - 1, 1e-6);
+    EXPECT_EQ(q.cpu_recorded, k.recorded);
+    EXPECT_NEAR(q.cpu_change, k.cpu_change, 1e-6);
+    EXPECT_EQ(q.verdict, k.verdict);
+    const bool warned = std::any_of(c.warnings.begin(), c.warnings.end(), [](const std::string& w) {
+      return w.find("repeats' steps are") != std::string::npos;
+    });
+    EXPECT_EQ(warned, q.verdict != std::string("agree"));
+    if (!k.recorded) {
+      EXPECT_NE(c.warnings.back().find("recorded no cpu_s"), std::string::npos)
+          << c.warnings.back();
+    }
+    std::ostringstream o, e;
+    ASSERT_EQ(cli_main({"campaign", dirs[0], dirs[1], "--no-plots", "--out", t / "out"}, o, e), 0)
+        << e.str();
+    std::ifstream in(t / "out/report.md");
+    const std::string md((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_NE(md.find("## Repeats"), std::string::npos);
+    EXPECT_NE(md.find(std::string("| ") + k.verdict + " |"), std::string::npos) << md;
+  }
 }
 
 // Two sizes with two repeats each: a weak-scaling series of two points whose

@@ -66,6 +66,7 @@ const std::vector<Slot>& step_slots() {
         {"comm_s", &StepRecord::comm_s},
         {"comm_exposed_s", &StepRecord::comm_exposed_s},
         {"ckpt_stall_s", &StepRecord::ckpt_stall_s},
+        {"cpu_s", &StepRecord::cpu_s},
         {"loss", &StepRecord::loss},
         {"grad_norm", &StepRecord::grad_norm},
         {"lr", &StepRecord::lr}};

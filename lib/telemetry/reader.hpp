@@ -26,6 +26,7 @@ struct StepRecord {
   int64_t step = 0;
   double t_start = 0, step_s = 0, data_s = 0, fwd_s = 0, bwd_s = 0, optim_s = 0;
   double comm_s = 0, comm_exposed_s = 0, ckpt_stall_s = 0;
+  double cpu_s = 0;  // the rank's CPU seconds in the step; 0 in records without it
   int64_t tokens = 0, global_tokens = 0;
   double loss = 0, grad_norm = 0, lr = 0;
   int64_t mem_peak_bytes = 0;
