@@ -123,10 +123,18 @@ printf '#!/bin/sh\nexec mpirun --hostfile %q --map-by ppr:2:node "$@"\n' "$cdir/
 chmod +x "$cdir/bin/mpiexec-nodes" "$cdir/bin/mpiexec-node1" "$cdir/bin/mpiexec-pairs"
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
-# calibrate OUT: the planner's calibration inside node1 of this emulated cluster.
+# calibrate OUT: the planner's calibration inside node1 of this emulated cluster,
+# released like a run once the 1-minute load is at most --max-load: every
+# prediction rests on it, so a calibration measured under load makes the
+# whole study BUSY. Its load before and after goes to cal_lines (study.txt
+# and the README's load section).
+cal_lines=() cal_busy=0
 calibrate_emu() {
-  local devs=1,2
+  local devs=1,2 w before after t0 verdict=ok
   ((max_nodes >= 4)) && devs=1,2,4
+  for ((w = 0; w < load_wait; w += 2)); do above "$(load1)" "$max_load" || break; sleep 2; done
+  before=$(load1) t0=$(date -u +%H:%M:%S)
+  echo "   calibration $(basename "$1"): load before $before"
   bash scripts/emucluster.sh exec "$cdir" node1 \
     "SCALETRAIN_MPIEXEC='$cdir/bin/mpiexec-nodes' SCALETRAIN_MPIEXEC_NODE='$cdir/bin/mpiexec-node1' \
      SCALETRAIN_MPIEXEC_PAIRS='$cdir/bin/mpiexec-pairs' \
@@ -136,6 +144,13 @@ calibrate_emu() {
   sed -i "s|^notes: .*|notes: \"measured by scaletrain-plan calibrate inside node1 of scripts/emucluster.sh (4 emulated nodes on a $(getconf _NPROCESSORS_ONLN)-core VM, $node_cpu CPU quota and $bw tbf links per node); collectives with inter_node true: over the links, per_node of the group's ranks on each node and node_ranks ranks on a node at once (1 1: one rank per node; 2 2: two on each; 1 2: two groups side by side); false: ranks inside node1 (shared memory); concurrency: ranks inside node1 sharing its quota\"|" "$1"
   # Node size for plan_check: the study's largest (compare predicts each run at its own).
   sed -i "s|^devices_per_node: .*|devices_per_node: $pp|" "$1"
+  after=$(load1)
+  # The probes run one to max_nodes ranks at a time under the nodes' quotas.
+  if above "$before" "$max_load" || above "$after" "$(awk -v m="$max_load" -v n="$max_nodes" -v c="$node_cpu" 'BEGIN { print m + n * c }')"; then
+    verdict=BUSY cal_busy=1
+  fi
+  cal_lines+=("$(basename "$1")"$'\t'"$t0"$'\t'"$before"$'\t'"$(date -u +%H:%M:%S)"$'\t'"$after"$'\t'"$verdict")
+  echo "   calibration $(basename "$1"): load after $after: $verdict"
 }
 calibrated_here=0
 if [[ -z $cluster ]]; then
@@ -215,7 +230,7 @@ fi
 # itself adds (its ranks x --node-cpu: a rank is runnable, so counted, while
 # its node is not throttled).
 printf 'run\tjob\tnodes\tstart_utc\tload_before\tend_utc\tload_after\tverdict\n' >"$study/load.tsv"
-busy=0
+busy=$cal_busy  # a calibration under load already spoils every prediction
 state() { squeue -h -j "$1" -o %T 2>/dev/null || true; }
 for i in "${!all_names[@]}"; do
   dir=${all_names[$i]} id=${all_ids[$i]}
@@ -263,12 +278,17 @@ if ((calibrated_here)); then
   sed -i "s|--out '[^']*cluster-after.yaml'|--out $study/cluster-after.yaml|; s|--out [^ \"]*cluster-after.yaml|--out $study/cluster-after.yaml|" "$study/cluster-after.yaml"
   "$plan" compare --cluster "$study/cluster-after.yaml" "${runs[@]}" --out "$study/compare-after"
 fi
+((cal_busy == 0)) || busy=1
+{
+  printf 'calibration\tstart_utc\tload_before\tend_utc\tload_after\tverdict\n'
+  for l in "${cal_lines[@]}"; do printf '%s\n' "$l"; done
+} >"$study/calibration.tsv"
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 {
   echo "emulated cluster: 4 nodes, node CPU quota $node_cpu, links $bw (tc tbf both directions), $(getconf _NPROCESSORS_ONLN) cores"
   echo "series ${kinds[*]}; nodes ${counts[*]}; $repeats repeat(s); model $model, seq_len $seq, $steps steps"
   echo "dp: 1 rank per node, micro_batch $mb; ppdp: pp $pp ($pp ranks per node), micro_batch $pp_mb, grad_accum $pp_ga"
-  echo "load average at start: $load0; at end: $load_end (every run: load.tsv)"
+  echo "load average at start: $load0; at end: $load_end (every run: load.tsv; the calibrations: calibration.tsv)"
   echo "command: $invocation"
   echo "re-predict: $plan compare --cluster $study/cluster.yaml ${camps[*]/%//runs/*/} --out $study/compare"
 } >"$study/study.txt"
@@ -280,9 +300,15 @@ load_section() {
   echo "## Machine load per run (scripts/multinode-study.sh)"
   echo
   if ((busy)); then
-    echo "**BUSY: at least one run of the study started above the 1-minute load its cores can serve ($max_load) or ended above it plus its own share (ranks x $node_cpu); its figures measure the machine, not the cluster. Do not publish them.**"
+    echo "**BUSY: at least one run or calibration of the study started above the 1-minute load its cores can serve ($max_load) or ended above it plus its own share (ranks x $node_cpu); its figures measure the machine, not the cluster. Do not publish them.**"
   else
-    echo "Every run started at a 1-minute load of at most $max_load (the VM's $(getconf _NPROCESSORS_ONLN) cores) and ended at most that plus its own share (ranks x $node_cpu)."
+    echo "Every run and calibration started at a 1-minute load of at most $max_load (the VM's $(getconf _NPROCESSORS_ONLN) cores) and ended at most that plus its own share (ranks x $node_cpu)."
+  fi
+  if ((${#cal_lines[@]})); then
+    echo
+    echo "| calibration | start (UTC) | load before | end (UTC) | load after | verdict |"
+    echo "|---|---|---|---|---|---|"
+    for l in "${cal_lines[@]}"; do echo "| ${l//$'\t'/ | } |"; done
   fi
   echo
   echo "| run | job | nodes | start (UTC) | load before | end (UTC) | load after | verdict |"
@@ -330,18 +356,30 @@ for c in "${camps[@]}"; do [[ $c == "$study" ]] || load_section "$c" >>"$c/READM
   echo
   echo "## Repeats (measured step time, slowest rank, median of the steady-state window)"
   echo
-  echo "| point | runs | step ms | spread (max/min - 1) |"
-  echo "|---|---|---|---|"
-  awk -F, 'NR > 1 {
+  echo "Beside each repeat, what the same work cost its ranks in CPU time a step (telemetry cpu_s,"
+  echo "median over ranks and window steps; scaletrain-analyze campaign's Repeats table): when the"
+  echo "slower repeat's work also cost more CPU time, the host's speed moved between them."
+  echo
+  echo "| point | runs | step ms | spread (max/min - 1) | CPU ms / step | slowest against fastest, CPU / step |"
+  echo "|---|---|---|---|---|---|"
+  # campaign.csv: the run's folder first, its cpu_s_step last.
+  cpus=()
+  for c in "${camps[@]}"; do cpus+=("$c/analysis/campaign.csv"); done
+  awk -F, 'FNR == 1 { f++; next }
+    f < nc { r = $1; sub(/\/$/, "", r); sub(/.*\//, "", r); cpu[r] = $NF; next }
+    {
       p = $1; sub(/-[a-z]$/, "", p)
       if (!(p in n)) order[++k] = p
       n[p]++; ms[p] = ms[p] (n[p] > 1 ? ", " : "") sprintf("%.0f", $10 * 1e3)
-      if (!(p in lo) || $10 < lo[p]) lo[p] = $10
-      if (!(p in hi) || $10 > hi[p]) hi[p] = $10
+      c = ($1 in cpu) ? cpu[$1] : 0
+      cs[p] = cs[p] (n[p] > 1 ? ", " : "") (c > 0 ? sprintf("%.0f", c * 1e3) : "-")
+      if (!(p in lo) || $10 < lo[p]) { lo[p] = $10; clo[p] = c }
+      if (!(p in hi) || $10 > hi[p]) { hi[p] = $10; chi[p] = c }
     } END {
       for (i = 1; i <= k; i++) { p = order[i]
-        printf "| %s | %d | %s | %.1f%% |\n", p, n[p], ms[p], 100 * (hi[p] / lo[p] - 1) }
-    }' "$study/compare/compare.csv"
+        d = (clo[p] > 0 && chi[p] > 0) ? sprintf("%+.1f%%", 100 * (chi[p] / clo[p] - 1)) : "-"
+        printf "| %s | %d | %s | %.1f%% | %s | %s |\n", p, n[p], ms[p], 100 * (hi[p] / lo[p] - 1), cs[p], d }
+    }' nc="$((${#cpus[@]} + 1))" "${cpus[@]}" "$study/compare/compare.csv"
   echo
   if [[ -f $study/compare-after/compare.csv ]]; then
     echo "## The same cluster calibrated again after the runs (cluster-after.yaml, compare-after/)"
