@@ -17,13 +17,18 @@
 #   ppdp-bynode the same jobs at 2+ nodes with the ranks placed round robin
 #               over the nodes (mpirun --rank-by node): each node holds one
 #               whole pipeline (pp inside, dp across)
-# Every job is run --repeats times (run names end -a, -b, ...). Tears the
-# cluster down on every exit. Root only.
+# Every job is run --repeats times (run names end -a, -b, ...): by default
+# each series whole, then again (--order series: a point's repeats minutes
+# apart, so the host's drift over the study shows between them); with
+# --order paired a point's repeats run one after the other (their agreement
+# is the layout's own; the host's drift shows between points instead).
+# Tears the cluster down on every exit. Root only.
 #
 # Usage: scripts/multinode-study.sh [--build DIR] [--name NAME] [--results DIR]
 #          [--bandwidth 1gbit] [--node-cpu 0.45] [--nodes-list 1,2,4]
 #          [--series dp,ppdp,ppdp-bynode] [--repeats 2] [--model default] [--seq 128]
 #          [--micro-batch 2] [--steps 12] [--pp 2] [--pp-micro-batch 1] [--pp-grad-accum 4]
+#          [--order series|paired]  when a point's repeats run (default series)
 #          [--cluster FILE]   reuse a calibration of this cluster instead of calibrating
 #          [--max-load L]     the 1-minute load a run may start at (default: the cores)
 #          [--load-wait S]    how long to wait for it before running anyway (default 150)
@@ -45,7 +50,7 @@ invocation="scripts/multinode-study.sh $*"
 
 build=build name="multinode-cpu-$(date -u +%Y%m%d)" out_root=results bw=1gbit node_cpu=0.45
 nodes_list=1,2,4 series=dp,ppdp,ppdp-bynode repeats=2 model=default seq=128 mb=2 steps=12
-pp=2 pp_mb=1 pp_ga=4 cluster="" max_load=$(getconf _NPROCESSORS_ONLN) load_wait=150 weight=""
+pp=2 pp_mb=1 pp_ga=4 cluster="" max_load=$(getconf _NPROCESSORS_ONLN) load_wait=150 weight="" order=series
 while (($#)); do
   (($# >= 2)) || { echo "multinode-study: $1 needs a value" >&2; exit 2; }
   case $1 in
@@ -68,6 +73,7 @@ while (($#)); do
     --max-load) max_load=$2 ;;
     --load-wait) load_wait=$2 ;;
     --weight) weight=$2 ;;
+    --order) order=$2 ;;
     *) echo "multinode-study: unknown option '$1' (see the usage at the top of $0)" >&2; exit 2 ;;
   esac
   shift 2
@@ -76,6 +82,8 @@ for v in repeats steps pp pp_mb pp_ga load_wait; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "multinode-study: --${v//_/-} '${!v}': expected a positive number" >&2; exit 2; }
 done
 ((repeats <= 26)) || { echo "multinode-study: --repeats $repeats: at most 26" >&2; exit 2; }
+[[ $order == series || $order == paired ]] ||
+  { echo "multinode-study: --order '$order': expected series or paired" >&2; exit 2; }
 [[ $max_load =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "multinode-study: --max-load '$max_load': expected a number" >&2; exit 2; }
 read -r -a counts <<<"${nodes_list//,/ }"
 read -r -a kinds <<<"${series//,/ }"
@@ -160,46 +168,54 @@ if [[ -z $cluster ]]; then
 fi
 [[ -f $cluster ]] || { echo "multinode-study: cluster file '$cluster' not found" >&2; exit 2; }
 
-echo "== campaign $name: series ${kinds[*]}, nodes ${counts[*]}, $repeats repeat(s), jobs released one at a time"
+echo "== campaign $name: series ${kinds[*]}, nodes ${counts[*]}, $repeats repeat(s) ($order), jobs released one at a time"
 # shellcheck source=slurm/campaigns/common.sh
 source slurm/campaigns/common.sh
 results=$out_root campaign_name=$name ranks_per_node=$pp cluster_file=$cluster
 note="Emulated cluster (scripts/emucluster.sh) on one $(getconf _NPROCESSORS_ONLN)-core VM: 4 nodes, each capped to \
 $node_cpu CPU (cgroup CPU quota), links shaped to $bw with tc tbf (no added latency); jobs one at a \
-time, each released once the 1-minute load was at most $max_load (load.tsv: before and after every run)."
+time, each released once the 1-minute load was at most $max_load (load.tsv: before and after every run); \
+$([[ $order == series ]] && echo "each series whole, then its repeat" || echo "a point's repeats one after the other")."
 # One campaign for the block-placed series (dp, ppdp) and, for ppdp-bynode, a
 # second one in NAME/bynode/: scaletrain-analyze takes runs of one layout and
 # size as repeats of one point, and the placement is not part of a layout.
 all_names=() all_ids=() analyze_ids=() camps=()
 letters=abcdefghijklmnopqrstuvwxyz
+submit_job() {  # submit_job KIND NODES LETTER: one repeat of one point, held
+  local k=$1 c=$2 x=$3
+  extra_sbatch=(--hold) placement=block
+  case $k in
+    dp)
+      submit "$(printf 'dp-n%d-r%04d-%s' "$c" "$c" "$x")" "$c" "$c" -- \
+        --config "configs/models/$model.yaml" --set "model.seq_len=$seq" --set "train.steps=$steps" \
+        --set "train.micro_batch=$mb" --set train.grad_accum=1 --set parallel.dp=0 \
+        --set checkpoint.interval=0 "${common_sets[@]}"
+      ;;
+    ppdp | ppdp-bynode)
+      if [[ $k == ppdp-bynode ]]; then
+        ((c >= 2)) || return 0
+        placement=cyclic  # submit's: mpirun --rank-by node in scaletrain.sbatch
+      fi
+      submit "$(printf '%s-n%d-r%04d-%s' "$k" "$c" $((c * pp)) "$x")" "$c" $((c * pp)) -- \
+        --config "configs/models/$model.yaml" --set "model.seq_len=$seq" --set "train.steps=$steps" \
+        --set "parallel.pp=$pp" --set "train.micro_batch=$pp_mb" --set "train.grad_accum=$pp_ga" \
+        --set parallel.dp=0 --set checkpoint.interval=0 "${common_sets[@]}"
+      ;;
+  esac
+}
 submit_series() {  # submit_series KIND...: every repeat of those series into the current campaign
-  local rep x k c
-  for ((rep = 0; rep < repeats; rep++)); do
-    x=${letters:rep:1}
+  local rep k c
+  if [[ $order == series ]]; then  # every series whole, then again
+    for ((rep = 0; rep < repeats; rep++)); do
+      for k in "$@"; do for c in "${counts[@]}"; do submit_job "$k" "$c" "${letters:rep:1}"; done; done
+    done
+  else  # paired: a point's repeats one after the other
     for k in "$@"; do
       for c in "${counts[@]}"; do
-        extra_sbatch=(--hold) placement=block
-        case $k in
-          dp)
-            submit "$(printf 'dp-n%d-r%04d-%s' "$c" "$c" "$x")" "$c" "$c" -- \
-              --config "configs/models/$model.yaml" --set "model.seq_len=$seq" --set "train.steps=$steps" \
-              --set "train.micro_batch=$mb" --set train.grad_accum=1 --set parallel.dp=0 \
-              --set checkpoint.interval=0 "${common_sets[@]}"
-            ;;
-          ppdp | ppdp-bynode)
-            if [[ $k == ppdp-bynode ]]; then
-              ((c >= 2)) || continue
-              placement=cyclic  # submit's: mpirun --rank-by node in scaletrain.sbatch
-            fi
-            submit "$(printf '%s-n%d-r%04d-%s' "$k" "$c" $((c * pp)) "$x")" "$c" $((c * pp)) -- \
-              --config "configs/models/$model.yaml" --set "model.seq_len=$seq" --set "train.steps=$steps" \
-              --set "parallel.pp=$pp" --set "train.micro_batch=$pp_mb" --set "train.grad_accum=$pp_ga" \
-              --set parallel.dp=0 --set checkpoint.interval=0 "${common_sets[@]}"
-            ;;
-        esac
+        for ((rep = 0; rep < repeats; rep++)); do submit_job "$k" "$c" "${letters:rep:1}"; done
       done
     done
-  done
+  fi
   extra_sbatch=(--hold)
   campaign_finish
   local n=${#job_ids[@]} i
@@ -286,7 +302,7 @@ fi
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 {
   echo "emulated cluster: 4 nodes, node CPU quota $node_cpu, links $bw (tc tbf both directions), $(getconf _NPROCESSORS_ONLN) cores"
-  echo "series ${kinds[*]}; nodes ${counts[*]}; $repeats repeat(s); model $model, seq_len $seq, $steps steps"
+  echo "series ${kinds[*]}; nodes ${counts[*]}; $repeats repeat(s), order $order; model $model, seq_len $seq, $steps steps"
   echo "dp: 1 rank per node, micro_batch $mb; ppdp: pp $pp ($pp ranks per node), micro_batch $pp_mb, grad_accum $pp_ga"
   echo "load average at start: $load0; at end: $load_end (every run: load.tsv; the calibrations: calibration.tsv)"
   echo "command: $invocation"
