@@ -82,9 +82,7 @@ void repeak(RunSummary& r, double peak, const std::string& source) {
 
 }  // namespace
 
-namespace {
-// 0.137 -> "13.7%" (signed: "+13.7%").
-std::string fmt_pct(double x, bool sign = false) {
+std::string percent_text(double x, bool sign) {
   std::ostringstream o;
   o.setf(std::ios::fixed);
   o.precision(1);
@@ -92,7 +90,6 @@ std::string fmt_pct(double x, bool sign = false) {
   o << 100 * x << '%';
   return o.str();
 }
-}  // namespace
 
 RepeatCheck check_repeats(const std::vector<RunSummary>& runs, const std::vector<size_t>& idx) {
   RepeatCheck c;
@@ -313,11 +310,11 @@ Campaign build_campaign(std::vector<RunSummary> runs, bool group_by_model, doubl
     if (q.verdict == "one run" || q.verdict == "agree") continue;
     std::ostringstream w;
     w << p.layout << ", " << p.gpus << " ranks: its " << p.runs.size() << " repeats' steps are "
-      << fmt_pct(q.step_spread) << " apart (more than " << fmt_pct(kRepeatTolerance) << "); ";
+      << percent_text(q.step_spread) << " apart (more than " << percent_text(kRepeatTolerance) << "); ";
     if (!q.cpu_recorded)
       w << "the runs recorded no cpu_s, so whether the host's speed moved is not known";
     else
-      w << "the slower one's work cost " << fmt_pct(q.cpu_change, true) << " CPU time a step "
+      w << "the slower one's work cost " << percent_text(q.cpu_change, true) << " CPU time a step "
         << (q.verdict == "host speed moved"
                 ? "against the faster one's: the host's speed moved between them"
                 : "against the faster one's: not the host's CPU speed alone");

@@ -31,6 +31,9 @@ struct RepeatCheck {
 };
 // The check of a point's runs (indices into runs).
 RepeatCheck check_repeats(const std::vector<RunSummary>& runs, const std::vector<size_t>& idx);
+// A fraction as a percentage with one decimal: 0.137 -> "13.7%", signed
+// "+13.7%" (the repeats' warnings and report.md's Repeats table).
+std::string percent_text(double x, bool sign = false);
 
 struct Point {
   std::string key;           // model, layout and size (what repeats share)

@@ -467,8 +467,8 @@ std::string repeats_markdown(const Campaign& c) {
     }
     const RepeatCheck& q = p.repeats;
     o << "| " << p.layout << " | " << p.gpus << " | " << p.nodes << " | " << steps << " | "
-      << pct(q.step_spread, 1) << " | " << cpus << " | "
-      << (q.cpu_recorded ? (q.cpu_change >= 0 ? "+" : "") + pct(q.cpu_change, 1) : std::string("-"))
+      << percent_text(q.step_spread) << " | " << cpus << " | "
+      << (q.cpu_recorded ? percent_text(q.cpu_change, true) : std::string("-"))
       << " | " << q.verdict << " |\n";
   }
   o << "\n";
