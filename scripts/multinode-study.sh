@@ -378,24 +378,27 @@ for c in "${camps[@]}"; do [[ $c == "$study" ]] || load_section "$c" >>"$c/READM
   echo
   echo "| point | runs | step ms | spread (max/min - 1) | CPU ms / step | slowest against fastest, CPU / step |"
   echo "|---|---|---|---|---|---|"
-  # campaign.csv: the run's folder first, its cpu_s_step last.
-  cpus=()
-  for c in "${camps[@]}"; do cpus+=("$c/analysis/campaign.csv"); done
-  awk -F, 'FNR == 1 { f++; next }
-    f < nc { r = $1; sub(/\/$/, "", r); sub(/.*\//, "", r); cpu[r] = $NF; next }
-    {
-      p = $1; sub(/-[a-z]$/, "", p)
-      if (!(p in n)) order[++k] = p
-      n[p]++; ms[p] = ms[p] (n[p] > 1 ? ", " : "") sprintf("%.0f", $10 * 1e3)
-      c = ($1 in cpu) ? cpu[$1] : 0
-      cs[p] = cs[p] (n[p] > 1 ? ", " : "") (c > 0 ? sprintf("%.0f", c * 1e3) : "-")
-      if (!(p in lo) || $10 < lo[p]) { lo[p] = $10; clo[p] = c }
-      if (!(p in hi) || $10 > hi[p]) { hi[p] = $10; chi[p] = c }
-    } END {
-      for (i = 1; i <= k; i++) { p = order[i]
-        d = (clo[p] > 0 && chi[p] > 0) ? sprintf("%+.1f%%", 100 * (chi[p] / clo[p] - 1)) : "-"
-        printf "| %s | %d | %s | %.1f%% | %s | %s |\n", p, n[p], ms[p], 100 * (hi[p] / lo[p] - 1), cs[p], d }
-    }' nc="$((${#cpus[@]} + 1))" "${cpus[@]}" "$study/compare/compare.csv"
+  # Each point's repeats as scaletrain-analyze campaign checked them (campaign.json:
+  # every run's step and CPU time a step, the point's repeats_check).
+  jsons=()
+  for c in "${camps[@]}"; do jsons+=("$c/analysis/campaign.json"); done
+  python3 - "${jsons[@]}" <<'PY'
+import json, os, sys
+for path in sys.argv[1:]:
+    d = json.load(open(path))
+    runs = {r["dir"].rstrip("/"): r for r in d["runs"]}
+    for p in d["points"]:
+        if len(p["runs"]) < 2:
+            continue
+        rs = [runs[x.rstrip("/")] for x in p["runs"]]
+        q = p["repeats_check"]
+        print("| %s | %d | %s | %.1f%% | %s | %s |" % (
+            os.path.basename(p["runs"][0].rstrip("/"))[:-2], len(rs),
+            ", ".join("%.0f" % (r["step_time_s"]["p50"] * 1e3) for r in rs),
+            100 * q["step_spread"],
+            ", ".join("%.0f" % (r["cpu_s_step"] * 1e3) if r.get("cpu_s_step") else "-" for r in rs),
+            "-" if q["cpu_change"] is None else "%+.1f%%" % (100 * q["cpu_change"])))
+PY
   echo
   if [[ -f $study/compare-after/compare.csv ]]; then
     echo "## The same cluster calibrated again after the runs (cluster-after.yaml, compare-after/)"
