@@ -20,8 +20,8 @@
 # Every job is run --repeats times (run names end -a, -b, ...): by default
 # each series whole, then again (--order series: a point's repeats minutes
 # apart, so the host's drift over the study shows between them); with
-# --order paired a point's repeats run one after the other (their agreement
-# is the layout's own; the host's drift shows between points instead).
+# --order paired a point's repeats run one after the other (less of the
+# host's drift falls between them, more between points).
 # Tears the cluster down on every exit. Root only.
 #
 # Usage: scripts/multinode-study.sh [--build DIR] [--name NAME] [--results DIR]
