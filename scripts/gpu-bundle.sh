@@ -61,7 +61,7 @@ pack() {
   # The build's files, relative to the repository root.
   local rel=${build_abs#"$repo"/} files=()
   local f
-  for f in app/scaletrain analysis/scaletrain-analyze; do
+  for f in app/scaletrain app/scaletrain-tokenize analysis/scaletrain-analyze; do
     [[ -x $build/$f ]] && files+=("$rel/$f")
   done
   for f in "$build"/lib/*.so "$build"/kernels/cuda/scaletrain-*; do
@@ -161,18 +161,48 @@ unpack() {
       echo "gpu-bundle: linked $repo -> $(pwd -P)"
     fi
   fi
-  # OpenMPI's runtime onto /, keeping whatever the machine has.
-  local f kept=0
-  while read -r f; do
-    f=${f#"$prefix/root"}
-    if [[ -e $f || -L $f ]]; then
-      kept=$((kept + 1))
-      ((kept <= 5)) && echo "gpu-bundle: kept the machine's own $f"
-    else
-      mkdir -p "$(dirname "$f")" && cp -a "$prefix/root$f" "$f"
-    fi
-  done < <(find "$prefix/root" \( -type f -o -type l \))
-  ((kept > 5)) && echo "gpu-bundle: kept $kept of the machine's own files in all"
+  # Our libraries come first (LD_LIBRARY_PATH, through lib-active/): they
+  # were built together, and a same-soname library of the machine's may be
+  # another release (HDF5 aborts when its headers and library differ).
+  # Except where the machine has an Open MPI of its own (same library ABI,
+  # libmpi.so.40): then its mpiexec, components and PMIx run our programs,
+  # and every library its Open MPI loads is left to the machine (seen: the
+  # machine's PMIx component resolving against our older libpmix).
+  local f n own=() mpi_libs="" own_mpi=0 libmpi
+  libmpi=$(ldconfig -p | sed -n 's/.*libmpi\.so\.40 .*=> //p' | head -1)
+  if [[ -n $libmpi ]]; then
+    own_mpi=1
+    mpi_libs=$( {
+      ldd "$libmpi"
+      for f in "$(readlink -f "$(command -v mpiexec 2>/dev/null || echo /nonexistent)")" \
+        $(find "$(dirname "$(readlink -f "$libmpi")")" /usr/lib/x86_64-linux-gnu/openmpi \
+          -maxdepth 4 -name 'mca_*.so' 2>/dev/null); do
+        [[ -f $f ]] && ldd "$f"
+      done
+    } 2>/dev/null | sed -n 's/^[[:space:]]*\([^ ]*\) => \/.*/\1/p' | sort -u)
+  fi
+  rm -rf "$prefix/lib-active" && mkdir -p "$prefix/lib-active"
+  for f in "$prefix"/lib/*; do
+    n=$(basename "$f")
+    if grep -qx -- "$n" <<<"$mpi_libs"; then own+=("$n"); else ln -s "$f" "$prefix/lib-active/$n"; fi
+  done
+  ((${#own[@]} == 0)) || echo "gpu-bundle: left to the machine's Open MPI: ${own[*]}"
+  # Open MPI's runtime onto /, unless the machine has its own.
+  if ((own_mpi)); then
+    echo "gpu-bundle: the machine has its own Open MPI ($(command -v mpiexec || echo 'no mpiexec on PATH')); using it"
+  else
+    local kept=0
+    while read -r f; do
+      f=${f#"$prefix/root"}
+      if [[ -e $f || -L $f ]]; then
+        kept=$((kept + 1))
+        ((kept <= 5)) && echo "gpu-bundle: kept the machine's own $f"
+      else
+        mkdir -p "$(dirname "$f")" && cp -a "$prefix/root$f" "$f"
+      fi
+    done < <(find "$prefix/root" \( -type f -o -type l \))
+    ((kept > 5)) && echo "gpu-bundle: kept $kept of the machine's own files in all"
+  fi
   # The NVIDIA libraries the machine brings.
   local dirs=() want miss=() d
   for want in libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
@@ -183,14 +213,15 @@ unpack() {
     echo "gpu-bundle: $want in $d"
     [[ " ${dirs[*]} " == *" $d "* ]] || dirs+=("$d")
   done
-  local path=$prefix/lib
+  local path=$prefix/lib-active
   for d in "${dirs[@]}"; do path+=":$d"; done
-  # The carried mpiexec first on PATH: another MPI's launcher (a Python
-  # wheel's, say) cannot start ranks linked against this Open MPI.
+  # Open MPI's mpiexec first on PATH: another MPI's launcher (a Python
+  # wheel's, say) cannot start ranks linked against Open MPI.
   local mpiexec
   mpiexec=$(find "$prefix/root" -name orterun -type f | head -1)
+  mpiexec=${mpiexec#"$prefix/root"}
   mkdir -p "$prefix/bin"
-  for f in mpiexec mpirun; do ln -sf "${mpiexec#"$prefix/root"}" "$prefix/bin/$f"; done
+  [[ -x $mpiexec ]] && for f in mpiexec mpirun; do ln -sf "$mpiexec" "$prefix/bin/$f"; done
   cat >"$prefix/env.sh" <<EOF
 # written by scripts/gpu-bundle.sh unpack; source before running the build
 export LD_LIBRARY_PATH=$path\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
@@ -199,12 +230,12 @@ export OMPI_MCA_mca_base_component_show_load_errors=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 EOF
   echo "gpu-bundle: environment in $prefix/env.sh"
-  # What still does not resolve.
-  local bad=0
-  for f in "$(sed -n 's/^build=//p' "$prefix/MANIFEST")"/lib/libscaletrain_cuda.so \
-    "$(sed -n 's/^build=//p' "$prefix/MANIFEST")"/app/scaletrain; do
-    if LD_LIBRARY_PATH=$path ldd "$f" | grep "not found"; then bad=1; fi
-  done
+  # What still does not resolve: a library not found, or a symbol the
+  # trainer needs that no library loaded for it defines.
+  local bad=0 build
+  build=$(sed -n 's/^build=//p' "$prefix/MANIFEST")
+  LD_LIBRARY_PATH=$path ldd "$build/lib/libscaletrain_cuda.so" | grep "not found" && bad=1
+  LD_LIBRARY_PATH=$path ldd -r "$build/app/scaletrain" 2>&1 | grep -E "not found|undefined symbol" && bad=1
   ((${#miss[@]} == 0)) || { echo "gpu-bundle: not found on this machine: ${miss[*]}" >&2; bad=1; }
   return $bad
 }

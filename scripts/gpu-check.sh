@@ -242,14 +242,16 @@ for m in llama-1b llama-7b; do
   tr_rc[$m]=$?
   tail -5 "$log/trainer-$m.txt" | sed 's/^/  /'
   done_line=$(grep -E "done: .* steady state" "$log/trainer-$m.txt" | tail -1)
-  tr_toks[$m]=$(sed -n 's/.*steady state \([0-9.e+]*\) tok\/s.*/\1/p' <<<"$done_line")
-  tr_mfu[$m]=$(sed -n 's/.*tok\/s, MFU \([0-9.e+]*\)%.*/\1/p' <<<"$done_line")
+  # "done: N steps in T s; steady state (median step S s, ...) X tok/s, X
+  # tok/s per device, MFU M% of ..."
+  tr_toks[$m]=$(sed -n 's/.*steady state (.*) \([0-9.e+]*\) tok\/s.*/\1/p' <<<"$done_line")
+  tr_mfu[$m]=$(sed -n 's/.*, MFU \([0-9.e+]*\)%.*/\1/p' <<<"$done_line")
   # The loop's stall at a checkpoint step (device-to-pinned-host copy plus the
   # snapshot), from the step record; the write time from the commit event.
   tel=$run/telemetry/rank_00000.jsonl
   tr_stall[$m]=$(grep '"type":"step"' "$tel" 2>/dev/null | grep '"step":10,' |
     grep -o '"ckpt_stall_s":[0-9.e+-]*' | head -1 | cut -d: -f2)
-  tr_write[$m]=$(grep -o '"event":"ckpt_commit"[^}]*' "$tel" 2>/dev/null |
+  tr_write[$m]=$(grep '"event":"ckpt_commit"' "$tel" 2>/dev/null |
     grep -o '"write_s":[0-9.e+-]*' | head -1 | cut -d: -f2)
   rm -rf "$run/checkpoints"  # ~18 GB for llama-1b; nothing of it is reported
   # No silent fallback: a step record whose attention paths name the block
