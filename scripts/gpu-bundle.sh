@@ -25,11 +25,12 @@
 #           differ (CTestTestfile.cmake and the programs' RUNPATH name it),
 #           and writes an environment file to source before running.
 #
-# Usage: scripts/gpu-bundle.sh pack [--build DIR] [--out FILE]
+# Usage: scripts/gpu-bundle.sh pack [--build DIR] [--out FILE] [--level 0-9]
 #        scripts/gpu-bundle.sh unpack FILE [--prefix DIR]
 # pack's default output is .gpu-bundle/bundle.tar.xz (.gpu-bundle/ is
-# ignored by git); unpack's default prefix is /opt/scaletrain-bundle and its
-# environment file is PREFIX/env.sh.
+# ignored by git), compressed at xz level 9 (--level; 0 is fastest);
+# unpack's default prefix is /opt/scaletrain-bundle and its environment file
+# is PREFIX/env.sh. Test: ctest/cuda/gpu_bundle_test.sh (test_gpu_bundle).
 set -euo pipefail
 die() { printf 'gpu-bundle: %s\n' "$*" >&2; exit 2; }
 usage() { sed -n '/^# Usage:/,/^# ignored/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -39,14 +40,16 @@ usage() { sed -n '/^# Usage:/,/^# ignored/p' "$0" | sed 's/^# \{0,1\}//' >&2; ex
 provided='^(ld-linux|linux-vdso|libc|libm|libdl|libpthread|librt|libresolv|libutil|libanl|libstdc\+\+|libgcc_s|libcuda|libnvidia-|libcublas|libcublasLt|libcudnn|libcudnn_[a-z_]*|libnccl|libnvrtc|libnvJitLink)\.so'
 
 pack() {
-  local build=build out=.gpu-bundle/bundle.tar.xz
+  local build=build out=.gpu-bundle/bundle.tar.xz level=9
   while (($#)); do
     case $1 in
       --build) build=${2:?--build needs a directory}; shift 2 ;;
       --out) out=${2:?--out needs a file}; shift 2 ;;
-      *) die "pack: unknown argument '$1' (valid: --build DIR, --out FILE)" ;;
+      --level) level=${2:?--level needs 0-9}; shift 2 ;;
+      *) die "pack: unknown argument '$1' (valid: --build DIR, --out FILE, --level 0-9)" ;;
     esac
   done
+  [[ $level =~ ^[0-9]$ ]] || die "pack: --level '$level' is not an xz level 0-9"
   [[ -f CMakeLists.txt && -d app ]] || die "pack: run from the repository root"
   [[ -f $build/lib/libscaletrain_cuda.so ]] ||
     die "pack: $build/lib/libscaletrain_cuda.so does not exist: configure with nvcc on PATH (cmake --preset cpu or cuda) and build first"
@@ -114,7 +117,7 @@ for t in json.load(sys.stdin)["tests"]:
   # Every shared library the carried files load, except those provided there.
   local elf lib name n=0
   while read -r elf; do
-    file -b "$elf" | grep -q '^ELF' || continue
+    [[ $(head -c 4 "$elf" | tr -d '\0') == $'\x7fELF' ]] || continue
     while read -r lib; do
       name=$(basename "$lib")
       [[ $name =~ $provided ]] && continue
@@ -129,7 +132,7 @@ for t in json.load(sys.stdin)["tests"]:
     "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" >"$stage/MANIFEST"
   mkdir -p "$(dirname "$out")"
   [[ $out == .gpu-bundle/* ]] && printf '*\n' >.gpu-bundle/.gitignore
-  tar -C "$stage" -cf - . | xz -T0 -9 >"$out"
+  tar -C "$stage" -cf - . | xz -T0 "-$level" >"$out"
   printf 'gpu-bundle: %s: %d build files, %d libraries, OpenMPI from %s; %s\n' "$out" \
     "${#files[@]}" "$n" "$(ompi libdir)" "$(du -h "$out" | cut -f1)"
 }

@@ -31,6 +31,8 @@ PACKAGES=(
   iproute2
   # campaign drivers: the MFU-sweep campaign YAML (slurm/campaigns/expand_sweep.py)
   python3-yaml
+  # scripts/gpu-bundle.sh: a build carried to a GPU machine (xz archive)
+  xz-utils
 )
 
 if [[ "${1:-}" == "--no-slurm" ]]; then
