@@ -64,7 +64,8 @@ pack() {
   # The build's files, relative to the repository root.
   local rel=${build_abs#"$repo"/} files=()
   local f
-  for f in app/scaletrain app/scaletrain-tokenize analysis/scaletrain-analyze; do
+  for f in app/scaletrain app/scaletrain-tokenize analysis/scaletrain-analyze \
+    analysis/scaletrain-plan analysis/scaletrain-plan-probe; do
     [[ -x $build/$f ]] && files+=("$rel/$f")
   done
   for f in "$build"/lib/*.so "$build"/kernels/cuda/scaletrain-*; do
