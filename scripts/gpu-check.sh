@@ -67,6 +67,19 @@ have() {
   return 1
 }
 record() { printf '%s\n' "$*" >>"$log/results.txt"; }
+# The load beside every timing: the 1-minute load before and after a timed
+# step against this machine's cores, and the SM clock after it (a study
+# measured while the load exceeds the cores measures the load: marked BUSY).
+cores=$(nproc)
+load1() { cut -d' ' -f1 /proc/loadavg; }
+load_note() {  # $1: the load read before the step
+  local after clock busy=""
+  after=$(load1)
+  clock=$(nvidia-smi --query-gpu=clocks.sm --format=csv,noheader,nounits 2>/dev/null | head -1)
+  awk -v b="$1" -v a="$after" -v c="$cores" 'BEGIN { exit !(b > c || a > c) }' &&
+    busy=", BUSY: load above the cores"
+  printf 'load %s -> %s of %d cores, SM %s MHz%s' "$1" "$after" "$cores" "${clock:-n/a}" "$busy"
+}
 
 step() { printf '\n== %s (%ds)\n' "$*" $((SECONDS - t0)); }
 die() { printf 'gpu-check: %s (logs in %s)\n' "$*" "$log" >&2; exit 1; }
@@ -190,22 +203,26 @@ if [[ $probe_rc -eq 77 ]]; then
 fi
 
 step "bf16 GEMM rate (cuBLASLt, ${gemm}^3)"
+lb=$(load1)
 timeout "$(left 60)" "$build/kernels/cuda/scaletrain-bench-gemm" "$gemm" "$gemm" "$gemm" 50 |
   tee "$log/gemm.txt"
+gemm_load=$(load_note "$lb")
 tflops=$(sed -n 's/^bf16_gemm_tflops=//p' "$log/gemm.txt")
-record "bf16 GEMM ${gemm}^3: ${tflops:-n/a} TFLOP/s"
+record "bf16 GEMM ${gemm}^3: ${tflops:-n/a} TFLOP/s ($gemm_load)"
 
 # micro-batch per model (7B: fp32 master, bf16 copy, fp32 grads and AdamW
 # moments are 18 bytes/param, ~113 GiB, so one 4096-token sequence per step).
 declare -A mbs=([llama-1b]=2 [llama-7b]=1)
-declare -A step_rc
+declare -A step_rc step_load
 for m in llama-1b llama-7b; do
   step_rc[$m]=124
   have 40 "bench-step $m" || continue
   step "bench-step: $m, seq 4096, micro-batch ${mbs[$m]}, 1+$steps steps, full act ckpt"
+  lb=$(load1)
   timeout "$(left 150)" "$build/kernels/cuda/scaletrain-bench-step" --preset "$m" --seq 4096 \
     --micro-batch "${mbs[$m]}" --steps "$steps" --warmup 1 >"$log/step-$m.txt" 2>&1
   step_rc[$m]=$?
+  step_load[$m]=$(load_note "$lb")
   tail -17 "$log/step-$m.txt" | sed 's/^/  /'
   # No silent fallback: llama's head dimensions are cuDNN's, so the block
   # kernels running for causal attention is a failure.
@@ -214,7 +231,7 @@ for m in llama-1b llama-7b; do
     [[ ${step_rc[$m]} -eq 0 ]] && step_rc[$m]=3
   fi
   record "bench-step $m: rc ${step_rc[$m]} $(grep -E '^(tokens_per_s|mfu)=' \
-    "$log/step-$m.txt" | tr '\n' ' ')"
+    "$log/step-$m.txt" | tr '\n' ' ')(${step_load[$m]})"
 done
 
 # The trainer on the GPU: 20 steps at the bench-step shapes (4 left out of
@@ -224,7 +241,7 @@ done
 # is not in the checkout a GPU machine receives, and holds byte tokens in
 # uint16, which the llama vocabularies outgrow; throughput does not depend on
 # the tokens' values.
-declare -A tr_rc tr_toks tr_mfu tr_stall tr_write
+declare -A tr_rc tr_toks tr_mfu tr_stall tr_write tr_load
 for m in llama-1b llama-7b; do
   tr_rc[$m]=124
   have 60 "trainer $m" || continue
@@ -234,12 +251,14 @@ for m in llama-1b llama-7b; do
   step "trainer: $m, runtime.device=cuda, seq 4096, micro-batch ${mbs[$m]}, $tsteps steps" \
     "${ckpt[*]}"
   run=$log/run-$m
+  lb=$(load1)
   timeout "$(left 200)" "$build/app/scaletrain" --config configs/default.yaml --set model.preset="$m" \
     --set model.seq_len=4096 --set data.source=synthetic --set runtime.device=cuda \
     --set train.precision=bf16 --set train.act_ckpt=full --set train.micro_batch="${mbs[$m]}" \
     --set train.steps="$tsteps" --set train.warmup_steps_excluded=4 "${ckpt[@]}" --out "$run" \
     >"$log/trainer-$m.txt" 2>&1
   tr_rc[$m]=$?
+  tr_load[$m]=$(load_note "$lb")
   tail -5 "$log/trainer-$m.txt" | sed 's/^/  /'
   done_line=$(grep -E "done: .* steady state" "$log/trainer-$m.txt" | tail -1)
   # "done: N steps in T s; steady state (median step S s, ...) X tok/s, X
@@ -261,6 +280,7 @@ for m in llama-1b llama-7b; do
     [[ ${tr_rc[$m]} -eq 0 ]] && tr_rc[$m]=3
   fi
   record "trainer $m: rc ${tr_rc[$m]}, ${tr_toks[$m]:-n/a} tok/s, MFU ${tr_mfu[$m]:-n/a}%," \
+    "${tr_load[$m]}," \
     "paths of the last step: $(grep '"type":"step"' "$tel" 2>/dev/null | tail -1 |
       grep -o '"paths":{"attention_bwd":{[^}]*},"attention_fwd":{[^}]*},"gemm":{[^}]*}}')"
   if [[ -n $analyze && -f $run/run.json ]]; then
@@ -275,27 +295,29 @@ printf '\n| item | value |\n|---|---|\n'
 printf '| device | %s |\n' "${device:-none visible}"
 printf '| gpu tests | %s; %s skipped |\n' "$summary" "$skipped"
 while read -r line; do printf '| %s | %s |\n' "${line%%: *}" "${line#*: }"; done <"$qs"
-printf '| measured bf16 GEMM rate (cuBLASLt %s^3) | %s |\n' "$gemm" "${tflops:-n/a} TFLOP/s"
-printf '\n| bench-step | micro-batch | tokens/s | MFU | HFU | peak device GiB | fwd s | bwd s | opt s |\n'
-printf '|---|---|---|---|---|---|---|---|---|\n'
+printf '| measured bf16 GEMM rate (cuBLASLt %s^3) | %s |\n' "$gemm" "${tflops:-n/a} TFLOP/s ($gemm_load)"
+printf '\n| bench-step | micro-batch | tokens/s | MFU | HFU | peak device GiB | fwd s | bwd s | opt s | load |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|\n'
 for m in llama-1b llama-7b; do
   if [[ ${step_rc[$m]} -eq 0 ]]; then
-    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$m" "${mbs[$m]}" \
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$m" "${mbs[$m]}" \
       "$(val "$m" tokens_per_s)" "$(val "$m" mfu)" "$(val "$m" hfu)" \
-      "$(val "$m" peak_device_gib)" "$(val "$m" fwd_s)" "$(val "$m" bwd_s)" "$(val "$m" opt_s)"
+      "$(val "$m" peak_device_gib)" "$(val "$m" fwd_s)" "$(val "$m" bwd_s)" "$(val "$m" opt_s)" \
+      "${step_load[$m]}"
   else
-    printf '| %s | %s | failed (rc %s, see %s) | | | | | | |\n' "$m" "${mbs[$m]}" \
+    printf '| %s | %s | failed (rc %s, see %s) | | | | | | | |\n' "$m" "${mbs[$m]}" \
       "${step_rc[$m]}" "$log/step-$m.txt"
   fi
 done
-printf '\n| trainer (cuda, bf16, seq 4096, full act ckpt) | tokens/s | MFU | checkpoint stall | background write |\n'
-printf '|---|---|---|---|---|\n'
+printf '\n| trainer (cuda, bf16, seq 4096, full act ckpt) | tokens/s | MFU | checkpoint stall | background write | load |\n'
+printf '|---|---|---|---|---|---|\n'
 for m in llama-1b llama-7b; do
   if [[ ${tr_rc[$m]} -eq 0 ]]; then
-    printf '| %s, %s steps | %s | %s%% | %s | %s |\n' "$m" "$tsteps" "${tr_toks[$m]:-n/a}" \
-      "${tr_mfu[$m]:-n/a}" "${tr_stall[$m]:+${tr_stall[$m]} s}" "${tr_write[$m]:+${tr_write[$m]} s}"
+    printf '| %s, %s steps | %s | %s%% | %s | %s | %s |\n' "$m" "$tsteps" "${tr_toks[$m]:-n/a}" \
+      "${tr_mfu[$m]:-n/a}" "${tr_stall[$m]:+${tr_stall[$m]} s}" "${tr_write[$m]:+${tr_write[$m]} s}" \
+      "${tr_load[$m]}"
   else
-    printf '| %s | failed (rc %s, see %s) | | | |\n' "$m" "${tr_rc[$m]}" "$log/trainer-$m.txt"
+    printf '| %s | failed (rc %s, see %s) | | | | |\n' "$m" "${tr_rc[$m]}" "$log/trainer-$m.txt"
   fi
 done
 printf '\nelapsed: %ds; logs: %s\n' $((SECONDS - t0)) "$log"
