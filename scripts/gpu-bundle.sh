@@ -37,7 +37,7 @@ usage() { sed -n '/^# Usage:/,/^# ignored/p' "$0" | sed 's/^# \{0,1\}//' >&2; ex
 
 # Libraries the GPU machine provides itself (never carried): the C runtime
 # and dynamic linker, the C++ runtime, the driver, and the big NVIDIA ones.
-provided='^(ld-linux|linux-vdso|libc|libm|libdl|libpthread|librt|libresolv|libutil|libanl|libstdc\+\+|libgcc_s|libcuda|libnvidia-|libcublas|libcublasLt|libcudnn|libcudnn_[a-z_]*|libnccl|libnvrtc|libnvJitLink)\.so'
+provided='^(ld-linux[-a-z0-9_]*|linux-vdso|libc|libm|libdl|libpthread|librt|libresolv|libutil|libanl|libstdc\+\+|libgcc_s|libcuda|libnvidia-|libcublas|libcublasLt|libcudnn|libcudnn_[a-z_]*|libnccl|libnvrtc|libnvJitLink)\.so'
 
 pack() {
   local build=build out=.gpu-bundle/bundle.tar.xz level=9
