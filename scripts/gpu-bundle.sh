@@ -17,9 +17,10 @@
 #             NVIDIA libraries the GPU machine must bring (cuBLAS, cuDNN,
 #             NCCL; the CUDA runtime is carried: it is small and must match
 #             the toolkit we compiled with).
-#   unpack  (there, in the repository root): puts tree/ back, copies root/
-#           onto / without replacing anything the machine already has (and
-#           says what it kept), finds the machine's cuBLASLt, cuDNN and NCCL
+#   unpack  (there, in the repository root): puts tree/ back; where the
+#           machine has no Open MPI, copies root/ onto / without replacing
+#           anything it has (where it has one, that one runs our programs
+#           with its own libraries); finds the machine's cuBLASLt, cuDNN and NCCL
 #           (the dynamic linker's cache, the CUDA toolkit, Python wheels),
 #           links the build's absolute path to this checkout when they
 #           differ (CTestTestfile.cmake and the programs' RUNPATH name it),
