@@ -37,17 +37,23 @@
 
 namespace st {
 
-// One tensor of a multi-tensor AdamW step: fp32 master weights, gradient and
-// moments, and optionally the compute copy to refresh (wc of dtype wc_t).
+// One tensor of a multi-tensor AdamW step: master weights w and moments m,
+// v of dtype state_t (fp32, or bf16 for optim.state_dtype=bf16: stored with
+// stochastic rounding, kernels/stochastic_round.hpp, whose random stream is
+// (AdamWHyper::rng_seed, rng_key) at positions rng_pos + i), the fp32
+// gradient, and optionally the compute copy to refresh (wc of dtype wc_t).
 struct AdamWSpan {
-  float* w = nullptr;
+  void* w = nullptr;
   const float* g = nullptr;
-  float* m = nullptr;
-  float* v = nullptr;
+  void* m = nullptr;
+  void* v = nullptr;
+  DType state_t = DType::F32;
   void* wc = nullptr;
   DType wc_t = DType::BF16;
   int64_t n = 0;
   bool decay = true;
+  uint32_t rng_key = 0;  // the piece's stream (its tensor and tp block)
+  int64_t rng_pos = 0;   // position of w[0] in that stream (its offset in the block)
 };
 
 // AdamW with decoupled weight decay; one formula on every backend:
@@ -56,10 +62,13 @@ struct AdamWSpan {
 //   w = w - lr * (wd * w + (m / bc1) / (sqrt(v / bc2) + eps))
 // with bc1 = 1 - b1^step, bc2 = 1 - b2^step (computed in double, used as
 // fp32), wd = weight_decay for spans with decay, else 0; step counts from 1.
+// The math is fp32 whatever the state's dtype; bf16 state is read widened
+// and each of w, m, v stored once, rounded stochastically.
 struct AdamWHyper {
   float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0;
   int64_t step = 1;
-  float grad_scale = 1;  // the clip coefficient
+  float grad_scale = 1;   // the clip coefficient
+  uint32_t rng_seed = 0;  // this step's stochastic-rounding seed (bf16 state)
 };
 
 // A span of fp32 values in one of several sums (gradient norms).

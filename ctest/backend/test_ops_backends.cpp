@@ -32,6 +32,13 @@ namespace {
 st::Backend* g_be = nullptr;
 bool on_cuda() { return backend_name() == "cuda"; }
 
+st::AdamWSpan f32_span(float* w, const float* g, float* m, float* v, void* wc, DType wc_t,
+                       int64_t n, bool decay) {
+  st::AdamWSpan a;
+  a.w = w, a.g = g, a.m = m, a.v = v, a.wc = wc, a.wc_t = wc_t, a.n = n, a.decay = decay;
+  return a;
+}
+
 class Ops : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
@@ -374,8 +381,8 @@ TEST_P(Ops, SumSquaresAndAdamw) {
     h.lr = 1e-2f, h.beta1 = 0.9f, h.beta2 = 0.95f, h.eps = 1e-8f, h.weight_decay = 0.1f;
     h.step = step, h.grad_scale = 0.5f;
     b.ops().adamw(b.s(),
-                  {{wd.data(), gd.data(), md.data(), vd.data(), wc.raw(), t(), n, true},
-                   {wd2.data(), gd.data(), md2.data(), vd2.data(), nullptr, t(), n, false}},
+                  {f32_span(wd.data(), gd.data(), md.data(), vd.data(), wc.raw(), t(), n, true),
+                   f32_span(wd2.data(), gd.data(), md2.data(), vd2.data(), nullptr, t(), n, false)},
                   h);
     b.s().synchronize();  // `gd` goes out of scope
   }
@@ -385,6 +392,51 @@ TEST_P(Ops, SumSquaresAndAdamw) {
   EXPECT_LE(rel(b.down(vd), v), at);
   EXPECT_LE(rel(b.down(wd2), w2), at);
   EXPECT_EQ(b.down(wc), stored(w, t()));
+}
+
+// bf16 state (optim.state_dtype=bf16): weights and moments stored with
+// stochastic rounding, against the CPU kernel on the same bits. The random
+// bits are the same function on every backend, so a value rounds differently
+// only where the fp32 math differs in its last bits right at a rounding
+// threshold: at most one bf16 ulp (2^-7 relative) of a few elements.
+TEST_P(Ops, AdamwBf16State) {
+  if (t() != DType::BF16) GTEST_SKIP() << "bf16 state goes with bf16 compute";
+  const int64_t n = 70000;  // more than one CUDA chunk (65536)
+  auto bits = [](const Vec& x) {
+    std::vector<uint16_t> h(x.size());
+    for (size_t i = 0; i < x.size(); ++i) h[i] = st::f32_to_bf16(x[i]);
+    return h;
+  };
+  std::vector<uint16_t> w = bits(randn(size_t(n), 41)), m(size_t(n), 0), v(size_t(n), 0);
+  auto wd = b.up(stored(randn(size_t(n), 41), DType::BF16), DType::BF16);
+  auto md = b.empty(size_t(n), DType::BF16), vd = b.empty(size_t(n), DType::BF16);
+  md.zero();
+  vd.zero();
+  for (int step = 1; step <= 3; ++step) {
+    const Vec g = randn(size_t(n), uint32_t(50 + step));
+    const uint32_t seed = 977u * uint32_t(step);
+    k::adamw_step_bf16(w.data(), g.data(), m.data(), v.data(), n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                       step, 0.5f, seed, 12345u, 1000);
+    auto gd = b.up(g, DType::F32);
+    st::AdamWHyper h;
+    h.lr = 1e-2f, h.beta1 = 0.9f, h.beta2 = 0.95f, h.eps = 1e-8f, h.weight_decay = 0.1f;
+    h.step = step, h.grad_scale = 0.5f, h.rng_seed = seed;
+    st::AdamWSpan sp;
+    sp.w = wd.raw(), sp.g = gd.data(), sp.m = md.raw(), sp.v = vd.raw();
+    sp.state_t = DType::BF16, sp.wc = nullptr, sp.n = n, sp.decay = true;
+    sp.rng_key = 12345u, sp.rng_pos = 1000;
+    b.ops().adamw(b.s(), {sp}, h);
+    b.s().synchronize();
+  }
+  auto widen = [](const std::vector<uint16_t>& h) {
+    Vec x(h.size());
+    for (size_t i = 0; i < h.size(); ++i) x[i] = st::bf16_to_f32(h[i]);
+    return x;
+  };
+  const double at = on_cuda() ? 8e-3 : 0;
+  EXPECT_LE(rel(b.down(wd), widen(w)), at);
+  EXPECT_LE(rel(b.down(md), widen(m)), at);
+  EXPECT_LE(rel(b.down(vd), widen(v)), at);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Ops, ::testing::Values(DType::F32, DType::BF16),

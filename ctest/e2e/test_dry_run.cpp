@@ -52,6 +52,30 @@ TEST(DryRun, Bf16EstimateCountsBf16Storage) {
   EXPECT_NEAR(g[3], c[3] / 2, 0.1);  // bf16 activations (printed to 0.1 GiB)
 }
 
+// optim.state_dtype=bf16: the bf16 compute weights are the masters (2 B a
+// parameter, no fp32 copy), the moments bf16 (4 B), gradients fp32 (4 B);
+// the activations are those of the fp32-state run.
+TEST(DryRun, Bf16StateCountsTenBytesAParameter) {
+  const std::string base = "--dry-run --config " + src_dir() +
+                           "/configs/models/llama-8b.yaml"
+                           " --set model.seq_len=4096 --set train.micro_batch=1"
+                           " --set train.act_ckpt=full --set train.precision=bf16";
+  auto f = run_scaletrain(1, base);
+  auto b = run_scaletrain(1, base + " --set optim.state_dtype=bf16");
+  ASSERT_EQ(f.exit_code, 0) << f.output;
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  auto x = rank0_memory(f.output), y = rank0_memory(b.output);
+  ASSERT_EQ(x.size(), 5u) << f.output;
+  ASSERT_EQ(y.size(), 5u) << b.output;
+  const double n = 8030261248.0, gib = double(1 << 30);
+  EXPECT_NEAR(x[0], n * 6 / gib, 0.1);
+  EXPECT_NEAR(x[2], n * 8 / gib, 0.1);
+  EXPECT_NEAR(y[0], n * 2 / gib, 0.1);
+  EXPECT_NEAR(y[1], n * 4 / gib, 0.1);
+  EXPECT_NEAR(y[2], n * 4 / gib, 0.1);
+  EXPECT_NEAR(y[3], x[3], 0.15);
+}
+
 TEST(DryRun, UnevenPipelineSplitSizesEachStage) {
   // tiny with 4 layers split 3+1 over pp 2: stage 0 holds the embedding
   // (256 x 64) and 3 blocks of 36,992 parameters, stage 1 one block, the

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.hpp"
+#include "kernels/stochastic_round.hpp"
+#include "tensor/dtype.hpp"
 
 namespace k = st::kernels;
 namespace {
@@ -250,6 +252,59 @@ TEST(Kernels, AdamwMatchesFormula) {
     }
   }
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(w[size_t(i)], wd[size_t(i)], 1e-6);
+}
+
+// Stochastic rounding (kernels/stochastic_round.hpp): each value rounds to
+// one of its two bf16 neighbours, up with the probability of the dropped
+// bits, so the mean over many positions is the value itself (within 4
+// standard errors), where round-to-nearest is off by up to half an ulp.
+TEST(Kernels, StochasticRoundingIsUnbiased) {
+  namespace sr = st::sround;
+  for (float x : {1.00390625f * 1.3f, -3.0e-3f * 1.7f, 1234.567f, 1.0f + 0x1p-10f}) {
+    const int kN = 200000;
+    double sum = 0;
+    const uint32_t s = sr::stream(7u, 99u);
+    for (int i = 0; i < kN; ++i) {
+      const float r = st::bf16_to_f32(sr::to_bf16(x, sr::bits(s, uint64_t(i))));
+      const float down = st::bf16_to_f32(uint16_t(sr::f32_bits(x) >> 16));
+      const float up = st::bf16_to_f32(uint16_t((sr::f32_bits(x) >> 16) + 1));
+      ASSERT_TRUE(r == down || r == up) << x << " -> " << r;
+      sum += r;
+    }
+    const double ulp = std::fabs(double(st::bf16_to_f32(uint16_t((sr::f32_bits(x) >> 16) + 1))) -
+                                 st::bf16_to_f32(uint16_t(sr::f32_bits(x) >> 16)));
+    EXPECT_NEAR(sum / kN, x, 4 * 0.5 * ulp / std::sqrt(double(kN))) << x;
+  }
+  // Infinities stay, NaN stays NaN; the bits are a pure function of (seed, key, pos).
+  EXPECT_EQ(sr::to_bf16(INFINITY, 0xffffu), st::f32_to_bf16(INFINITY));
+  EXPECT_TRUE(std::isnan(st::bf16_to_f32(sr::to_bf16(NAN, 0x1234u))));
+  EXPECT_EQ(sr::bits(sr::stream(1, 2), 3), sr::bits(sr::stream(1, 2), 3));
+  EXPECT_NE(sr::bits(sr::stream(1, 2), 3), sr::bits(sr::stream(2, 2), 3));
+}
+
+// bf16 AdamW state: updates far below half a bf16 ulp of the weight still
+// move it in expectation (round-to-nearest would leave every weight where it
+// is), and the mean over many elements follows the fp32 kernel.
+TEST(Kernels, AdamwBf16StateFollowsFp32InExpectation) {
+  const int64_t n = 1 << 16;
+  Vec w32(size_t(n), 1.0f), m32(size_t(n), 0.f), v32(size_t(n), 0.f);
+  std::vector<uint16_t> w(size_t(n), st::f32_to_bf16(1.0f)), m(size_t(n), 0), v(size_t(n), 0);
+  const float lr = 2e-4f;  // each step moves w by ~lr: 1/20 of bf16's ulp at 1.0 (2^-7)
+  for (int step = 1; step <= 20; ++step) {
+    const Vec g(size_t(n), 0.5f);
+    k::adamw_step(w32.data(), g.data(), m32.data(), v32.data(), n, lr, 0.9f, 0.95f, 1e-8f, 0.f,
+                  step);
+    k::adamw_step_bf16(w.data(), g.data(), m.data(), v.data(), n, lr, 0.9f, 0.95f, 1e-8f, 0.f, step,
+                       1.f, uint32_t(step), 5u, 0);
+  }
+  double mean = 0;
+  for (uint16_t h : w) mean += st::bf16_to_f32(h);
+  mean /= double(n);
+  const double moved32 = 1.0 - w32[0];
+  ASSERT_GT(moved32, 3e-3);  // 20 steps of ~2e-4
+  EXPECT_NEAR(1.0 - mean, moved32, 0.03 * moved32);
+  // Round-to-nearest of the same updates leaves the weight at 1.0.
+  EXPECT_EQ(st::round_bf16(1.0f - lr), 1.0f);
 }
 
 // The bf16 attention (through the bf16 GEMM), SwiGLU, RMSNorm and

@@ -206,5 +206,11 @@ void ce_bwd(const uint16_t* logits, const int32_t* targets, const float* lse, in
 // bias corrections of `step`, counting from 1).
 void adamw_step(float* w, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                 float beta2, float eps, float weight_decay, int64_t step, float grad_scale = 1.f);
+// The same step on bf16 weights and moments (optim.state_dtype=bf16): fp32
+// math, each of w, m, v stored with stochastic rounding from the stream
+// sround::stream(seed, key) at positions pos0 + i (kernels/stochastic_round.hpp).
+void adamw_step_bf16(uint16_t* w, const float* g, uint16_t* m, uint16_t* v, int64_t n, float lr,
+                     float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                     float grad_scale, uint32_t seed, uint32_t key, int64_t pos0);
 
 }  // namespace st::kernels

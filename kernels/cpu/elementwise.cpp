@@ -16,6 +16,8 @@
 #include "kernels/cpu/cpu_kernels.hpp"
 #include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/simd.hpp"
+#include "kernels/stochastic_round.hpp"
+#include "tensor/dtype.hpp"
 
 namespace st::kernels {
 namespace {
@@ -371,6 +373,28 @@ ST_CPU_CLONES void adamw_step(float* w, const float* g, float* m, float* v, int6
     m[i] = mi;
     v[i] = vi;
     w[i] = w[i] - lr * (weight_decay * w[i] + (mi / bc1) / (std::sqrt(vi / bc2) + eps));
+  }
+}
+
+ST_CPU_CLONES void adamw_step_bf16(uint16_t* w, const float* g, uint16_t* m, uint16_t* v, int64_t n,
+                                   float lr, float beta1, float beta2, float eps,
+                                   float weight_decay, int64_t step, float grad_scale,
+                                   uint32_t seed, uint32_t key, int64_t pos0) {
+  ST_CHECK(step >= 1, "adamw step counts from 1, got ", step);
+  const float bc1 = 1.f - float(std::pow(double(beta1), double(step)));
+  const float bc2 = 1.f - float(std::pow(double(beta2), double(step)));
+  const uint32_t s = sround::stream(seed, key);
+#pragma omp parallel for schedule(static) if (16 * n > kMinParallelWork)
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t r = sround::bits(s, uint64_t(pos0 + i)), r2 = sround::bits2(r);
+    const float gi = g[i] * grad_scale;
+    const float mi = beta1 * bf16_to_f32(m[i]) + (1.f - beta1) * gi;
+    const float vi = beta2 * bf16_to_f32(v[i]) + (1.f - beta2) * gi * gi;
+    const float wi = bf16_to_f32(w[i]);
+    m[i] = sround::to_bf16(mi, r);
+    v[i] = sround::to_bf16(vi, r >> 16);
+    w[i] = sround::to_bf16(wi - lr * (weight_decay * wi + (mi / bc1) / (std::sqrt(vi / bc2) + eps)),
+                           r2);
   }
 }
 }  // namespace st::kernels

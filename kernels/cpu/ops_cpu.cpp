@@ -341,9 +341,19 @@ class CpuOps final : public Ops {
   void adamw(Stream& s, const std::vector<AdamWSpan>& spans, const AdamWHyper& h) override {
     run(s, kOptimizer, [=] {
       for (const AdamWSpan& a : spans) {
-        k::adamw_step(a.w, a.g, a.m, a.v, a.n, h.lr, h.beta1, h.beta2, h.eps,
-                      a.decay ? h.weight_decay : 0.f, h.step, h.grad_scale);
-        if (a.wc) narrow(a.w, a.n, a.wc, a.wc_t);
+        const float wd = a.decay ? h.weight_decay : 0.f;
+        if (a.state_t == DType::BF16) {
+          ST_CHECK(a.wc == nullptr, "adamw: bf16 state is its own compute copy");
+          k::adamw_step_bf16(static_cast<uint16_t*>(a.w), a.g, static_cast<uint16_t*>(a.m),
+                             static_cast<uint16_t*>(a.v), a.n, h.lr, h.beta1, h.beta2, h.eps, wd,
+                             h.step, h.grad_scale, h.rng_seed, a.rng_key, a.rng_pos);
+          continue;
+        }
+        ST_CHECK(a.state_t == DType::F32, "adamw: state of dtype ", dtype_name(a.state_t));
+        float* w = static_cast<float*>(a.w);
+        k::adamw_step(w, a.g, static_cast<float*>(a.m), static_cast<float*>(a.v), a.n, h.lr,
+                      h.beta1, h.beta2, h.eps, wd, h.step, h.grad_scale);
+        if (a.wc) narrow(w, a.n, a.wc, a.wc_t);
       }
     });
   }

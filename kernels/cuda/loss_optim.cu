@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops_cuda.hpp"
+#include "kernels/stochastic_round.hpp"
 
 namespace st::kernels::cuda {
 using namespace detail;
@@ -104,19 +105,24 @@ struct GroupRanges {
 };
 
 struct AdamList {
-  float* w[kListTensors];
+  void* w[kListTensors];
   const float* g[kListTensors];
-  float* m[kListTensors];
-  float* v[kListTensors];
+  void* m[kListTensors];
+  void* v[kListTensors];
   void* wc[kListTensors];
   int64_t n[kListTensors];
+  int64_t rng_pos[kListTensors];
   float wd[kListTensors];
+  uint32_t rng_key[kListTensors];
   unsigned char wc_type[kListTensors];  // 0 none, 1 bf16, 2 fp32
+  unsigned char bf16_state[kListTensors];
   unsigned char block_tensor[kListBlocks];
   int block_chunk[kListBlocks];
 };
+static_assert(sizeof(AdamList) <= 4096, "AdamList must fit the kernel parameter space");
 struct AdamArgs {
   float lr, b1, b2, eps, bc1, bc2, grad_scale;
+  uint32_t rng_seed;
 };
 
 __global__ void k_sumsq(SumsqList L, double* partials) {
@@ -141,11 +147,10 @@ __global__ void k_sumsq_groups(const double* partials, GroupRanges R, double* ou
   if (threadIdx.x == 0) out[g] = acc;
 }
 
-__global__ void k_adamw(AdamList L, AdamArgs a) {
-  const int ti = L.block_tensor[blockIdx.x];
-  const int64_t c0 = int64_t(L.block_chunk[blockIdx.x]) * kChunk;
-  const int64_t c1 = min(L.n[ti], c0 + kChunk);
-  float *w = L.w[ti], *m = L.m[ti], *v = L.v[ti];
+// fp32 state: w, m, v fp32, the compute copy refreshed when there is one.
+__device__ void adamw_f32(const AdamList& L, const AdamArgs& a, int ti, int64_t c0, int64_t c1) {
+  float *w = static_cast<float*>(L.w[ti]), *m = static_cast<float*>(L.m[ti]);
+  float* v = static_cast<float*>(L.v[ti]);
   const float* g = L.g[ti];
   const float wd = L.wd[ti];
   const int wt = L.wc_type[ti];
@@ -160,6 +165,39 @@ __global__ void k_adamw(AdamList L, AdamArgs a) {
     if (wt == 1) static_cast<bf16*>(L.wc[ti])[i] = to_bf(wi);
     if (wt == 2) static_cast<float*>(L.wc[ti])[i] = wi;
   }
+}
+
+// bf16 state (its own compute copy): the CPU twin's arithmetic, each value
+// stored with stochastic rounding from the same random stream.
+__device__ void adamw_bf16(const AdamList& L, const AdamArgs& a, int ti, int64_t c0, int64_t c1) {
+  uint16_t* w = static_cast<uint16_t*>(L.w[ti]);
+  uint16_t* m = static_cast<uint16_t*>(L.m[ti]);
+  uint16_t* v = static_cast<uint16_t*>(L.v[ti]);
+  const float* g = L.g[ti];
+  const float wd = L.wd[ti];
+  const uint32_t s = sround::stream(a.rng_seed, L.rng_key[ti]);
+  const int64_t pos0 = L.rng_pos[ti];
+  auto widen = [](uint16_t h) { return __uint_as_float(uint32_t(h) << 16); };
+  for (int64_t i = c0 + threadIdx.x; i < c1; i += blockDim.x) {
+    const uint32_t r = sround::bits(s, uint64_t(pos0 + i)), r2 = sround::bits2(r);
+    const float gi = g[i] * a.grad_scale;
+    const float mi = a.b1 * widen(m[i]) + (1.f - a.b1) * gi;
+    const float vi = a.b2 * widen(v[i]) + (1.f - a.b2) * gi * gi;
+    const float wi = widen(w[i]);
+    m[i] = sround::to_bf16(mi, r);
+    v[i] = sround::to_bf16(vi, r >> 16);
+    w[i] = sround::to_bf16(wi - a.lr * (wd * wi + (mi / a.bc1) / (sqrtf(vi / a.bc2) + a.eps)), r2);
+  }
+}
+
+__global__ void k_adamw(AdamList L, AdamArgs a) {
+  const int ti = L.block_tensor[blockIdx.x];
+  const int64_t c0 = int64_t(L.block_chunk[blockIdx.x]) * kChunk;
+  const int64_t c1 = min(L.n[ti], c0 + kChunk);
+  if (L.bf16_state[ti])
+    adamw_bf16(L, a, ti, c0, c1);
+  else
+    adamw_f32(L, a, ti, c0, c1);
 }
 
 // Walks tensors x chunks of kChunk elements: fill(slot, t) puts tensor t in a
@@ -269,11 +307,14 @@ void adamw(const std::vector<AdamWSpan>& spans, const AdamWHyper& h, cudaStream_
              h.eps,
              1.f - float(std::pow(double(h.beta1), double(h.step))),
              1.f - float(std::pow(double(h.beta2), double(h.step))),
-             h.grad_scale};
+             h.grad_scale,
+             h.rng_seed};
   std::vector<int64_t> sizes;
   for (const AdamWSpan& sp : spans) {
     ST_CHECK(sp.wc == nullptr || sp.wc_t == DType::BF16 || sp.wc_t == DType::F32,
              "adamw: compute copy of dtype ", dtype_name(sp.wc_t));
+    ST_CHECK(sp.state_t == DType::F32 || (sp.state_t == DType::BF16 && sp.wc == nullptr),
+             "adamw: state of dtype ", dtype_name(sp.state_t), sp.wc ? " with a compute copy" : "");
     sizes.push_back(sp.n);
   }
   AdamList L{};
@@ -284,6 +325,8 @@ void adamw(const std::vector<AdamWSpan>& spans, const AdamWHyper& h, cudaStream_
         L.w[slot] = sp.w, L.g[slot] = sp.g, L.m[slot] = sp.m, L.v[slot] = sp.v;
         L.wc[slot] = sp.wc, L.n[slot] = sp.n, L.wd[slot] = sp.decay ? h.weight_decay : 0.f;
         L.wc_type[slot] = sp.wc == nullptr ? 0 : (sp.wc_t == DType::BF16 ? 1 : 2);
+        L.bf16_state[slot] = sp.state_t == DType::BF16 ? 1 : 0;
+        L.rng_key[slot] = sp.rng_key, L.rng_pos[slot] = sp.rng_pos;
       },
       [](int, size_t, int64_t) {},
       [&](int nb) {

@@ -18,6 +18,7 @@
 #include "core/util.hpp"
 #include "telemetry/writer.hpp"
 #include "tensor/device.hpp"
+#include "tensor/dtype.hpp"
 
 namespace fs = std::filesystem;
 
@@ -93,8 +94,20 @@ void validate(const CkptState& s) {
           t.offset[i] >= 0 && t.shape[i] >= 0 && t.offset[i] + t.shape[i] <= t.global_shape[i],
           "checkpoint tensor '", t.name, "': dim ", i, " offset ", t.offset[i], " + shape ",
           t.shape[i], " exceeds global ", t.global_shape[i]);
-    ST_INTERNAL_CHECK(t.data != nullptr || ckpt::numel(t.shape) == 0, "checkpoint tensor '", t.name,
-                      "': data is null");
+    ST_INTERNAL_CHECK((t.data != nullptr) + (t.bf16 != nullptr) == 1 || ckpt::numel(t.shape) == 0,
+                      "checkpoint tensor '", t.name, "': needs one of data and bf16");
+  }
+}
+// n bf16 values at the start of buf widened to fp32 over the whole of it,
+// from the back, so no value is overwritten before it is read.
+// (Byte copies: the two views of the buffer may not be typed accesses.)
+void widen_bf16_in_place(float* buf, size_t n) {
+  char* b = reinterpret_cast<char*>(buf);
+  for (size_t i = n; i-- > 0;) {
+    uint16_t h;
+    std::memcpy(&h, b + 2 * i, 2);
+    const float f = bf16_to_f32(h);
+    std::memcpy(b + 4 * i, &f, 4);
   }
 }
 }  // namespace
@@ -252,14 +265,19 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
     if (!bufs_[i] || bufs_[i]->n != n || bufs_[i]->dev != dev)
       bufs_[i] = std::make_unique<HostBuf>(n, dev);
     float* dst = bufs_[i]->p;
+    // bf16 shards land in the buffer's first half, widened below.
+    const void* src = v.bf16 ? static_cast<const void*>(v.bf16) : v.data;
+    const size_t src_bytes = n * (v.bf16 ? sizeof(uint16_t) : sizeof(float));
     if (n && staged)
-      dev->copy_to_host(dst, v.data, n * sizeof(float), dev->compute_stream());
+      dev->copy_to_host(dst, src, src_bytes, dev->compute_stream());
     else if (n)
-      std::memcpy(dst, v.data, n * sizeof(float));
+      std::memcpy(dst, src, src_bytes);
     j->shards[i] = {v.name, v.global_shape, v.offset, v.shape, dst};
     st.bytes += int64_t(n * sizeof(float));
   }
   if (staged) dev->synchronize();
+  for (size_t i = 0; i < s.tensors.size(); ++i)
+    if (s.tensors[i].bf16) widen_bf16_in_place(bufs_[i]->p, bufs_[i]->n);
   j->scalars = s.scalars.dump();
   j->rng = s.rng;
   st.snapshot_s = j->snapshot_s = wall_time() - t1;

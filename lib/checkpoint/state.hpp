@@ -19,6 +19,10 @@ struct ShardView {
   std::vector<int64_t> offset;        // where this shard starts (same rank as global_shape)
   std::vector<int64_t> shape;         // this shard's extent (a hyperslab)
   float* data = nullptr;              // contiguous, row-major
+  // Instead of data, for saving: the shard's values as bf16 bits (bf16
+  // optimizer state). The snapshot widens them; the file holds fp32 either
+  // way, so a checkpoint does not depend on optim.state_dtype.
+  const uint16_t* bf16 = nullptr;
 };
 
 // Everything one rank saves.

@@ -64,7 +64,8 @@ struct OptimCfg {
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
-  double grad_clip = 1.0;  // 0 disables
+  double grad_clip = 1.0;            // 0 disables
+  std::string state_dtype = "fp32";  // fp32|bf16: master weights and moments
 };
 
 struct DataCfg {
@@ -98,10 +99,10 @@ struct RuntimeCfg {
   double cpu_peak_gflops = 0;               // 0 = measure at start (for MFU on CPU)
   double gpu_peak_tflops = 0;               // 0 = the device's entry in the metrics peak table
   std::string attention_backward = "fast";  // fast|deterministic (CUDA: cuDNN or block kernels)
-  std::string trace = "collectives";        // off|phases|collectives: telemetry trace records
-  int flight_recorder = 256;                // collectives kept per communicator; 0 = off
-  bool tensorboard = true;                  // rank 0 writes <out>/tensorboard/ event files
-  std::string profile_steps;                // A-B: the CUDA profiler's capture window; "" = off
+  std::string trace = "collectives";  // off|phases|collectives: telemetry trace records
+  int flight_recorder = 256;          // collectives kept per communicator; 0 = off
+  bool tensorboard = true;            // rank 0 writes <out>/tensorboard/ event files
+  std::string profile_steps;          // A-B: the CUDA profiler's capture window; "" = off
 };
 
 struct Config {

@@ -123,8 +123,9 @@ std::vector<Key> build() {
       choice(F(train, act_ckpt), {"none", "selective", "full"},
              "activation checkpointing: none, selective (attention core), full (whole block)"),
       choice(F(train, precision), {"fp32", "bf16", "auto"},
-             "compute precision: activations and the weights the GEMMs read (master weights, "
-             "gradients and optimizer state stay fp32); bf16 GEMMs accumulate in fp32 (oneDNN's "
+             "compute precision: activations and the weights the GEMMs read (gradients stay "
+             "fp32, master weights and optimizer state as optim.state_dtype says); bf16 GEMMs "
+             "accumulate in fp32 (oneDNN's "
              "bf16 matmul on CPUs with AVX512-BF16 or AMX, else widened to fp32 sgemm), the "
              "other kernels round where the CUDA kernels do; auto: bf16 on GPUs and where every "
              "rank's CPU multiplies bf16 in hardware, else fp32 (the log, run.json and the "
@@ -145,6 +146,12 @@ std::vector<Key> build() {
       num(F(optim, beta2), 0, 0.999999, "AdamW beta2"),
       num(F(optim, eps), 0, 1, "AdamW epsilon"),
       num(F(optim, grad_clip), 0, 1e6, "clip the global gradient norm to this; 0 disables"),
+      choice(F(optim, state_dtype), {"fp32", "bf16"},
+             "master weights and AdamW moments: fp32 (separate fp32 masters beside the bf16 "
+             "compute weights; 18 B a parameter with fp32 gradients) or bf16 (the compute "
+             "weights are the masters, moments in bf16, each stored with stochastic rounding; "
+             "10 B a parameter, what fits an 8B model on one 141 GB GPU); bf16 needs "
+             "train.precision=bf16"),
       // data
       choice(F(data, source), {"synthetic", "file"},
              "synthetic (seeded tokens) or file (memory-mapped token file)"),

@@ -73,6 +73,13 @@ void validate(const Config& c) {
     throw UsageError("data.val_path is set but data.source=" + c.data.source +
                      "; a validation split needs data.source=file");
 
+  // Optimizer state: bf16 masters are the bf16 compute weights.
+  if (c.optim.state_dtype == "bf16" && c.train.precision == "fp32")
+    throw UsageError(
+        "optim.state_dtype=bf16 needs bf16 compute weights (the masters are the compute "
+        "weights), but train.precision=fp32; set train.precision=bf16 (or auto on a GPU) or "
+        "optim.state_dtype=fp32");
+
   // Parallel layout against the shape.
   need_divisible("model.n_heads", m.n_heads, "parallel.tp", p.tp);
   need_divisible("model.n_kv_heads", m.n_kv_heads, "parallel.tp", p.tp);

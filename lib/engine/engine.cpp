@@ -19,6 +19,12 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
       zero_(zero_mode(cfg.parallel, mesh.dpcp().size())),
       cdt_(parse_float_dtype(cfg.train.precision, "train.precision")) {
   const auto& pc = cfg.parallel;
+  const DType state_t = parse_float_dtype(cfg.optim.state_dtype, "optim.state_dtype");
+  if (state_t == DType::BF16 && cdt_ != DType::BF16)
+    throw UsageError(
+        "optim.state_dtype=bf16 needs bf16 compute weights (the masters are the "
+        "compute weights), but train.precision resolved to " +
+        std::string(dtype_name(cdt_)) + "; set train.precision=bf16 or optim.state_dtype=fp32");
   // Every device communicator of the run, made here in one order every rank
   // computes alike (backend.hpp): nothing is made lazily later.
   if (pc.pp > 1) make_pp_links();
@@ -68,8 +74,8 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
     chunks_.back()->set_hooks(std::move(hooks));
   }
   ckpt_mode_ = parse_act_ckpt(cfg.train.act_ckpt);
-  sync_ = std::make_unique<ZeroSync>(zero_, chunks, pc, *dpcp_, mesh.dpcp(), be, cdt_);
-  opt_ = std::make_unique<AdamW>(cfg.optim, be);
+  sync_ = std::make_unique<ZeroSync>(zero_, chunks, pc, *dpcp_, mesh.dpcp(), be, cdt_, state_t);
+  opt_ = std::make_unique<AdamW>(cfg.optim, be, cfg.train.seed);
   norm_sq_ = Tensor({2}, DType::F64, MemCat::Optim, dev_);
   sync_->build_state(state_, mesh.coords().tp);
   opt_->init(state_);

@@ -17,8 +17,9 @@ namespace {
 
 // Rows [lo, hi) of piece `p` (counted from the piece's first row) as a
 // hyperslab of the global tensor named `prefix` + the piece's name, over
-// `data` (the piece's first element).
-ShardView rows_of(const std::string& prefix, const StatePiece& p, float* data, int64_t lo,
+// `data` (the piece's first element, of the piece's state dtype: a bf16
+// piece's view carries its bits in `bf16`, which only saving reads).
+ShardView rows_of(const std::string& prefix, const StatePiece& p, void* data, int64_t lo,
                   int64_t hi) {
   const int64_t row = p.row();
   ST_CHECK(p.off % row == 0 && p.len % row == 0, "checkpoint: piece [", p.off, ", ", p.off + p.len,
@@ -32,7 +33,10 @@ ShardView rows_of(const std::string& prefix, const StatePiece& p, float* data, i
   v.offset[0] += p.off / row + lo;
   v.shape = p.block_shape;
   v.shape[0] = hi - lo;
-  v.data = data + lo * row;
+  if (p.state_t == DType::BF16)
+    v.bf16 = static_cast<const uint16_t*>(data) + lo * row;
+  else
+    v.data = static_cast<float*>(data) + lo * row;
   return v;
 }
 
@@ -45,8 +49,8 @@ std::pair<int64_t, int64_t> my_rows(const StateTable& t, const StatePiece& p) {
 }
 
 // The three tensors a piece contributes: master weights and both moments.
-std::vector<std::pair<std::string, float*>> tensors_of(StatePiece& p) {
-  return {{"params/", p.master}, {"exp_avg/", p.m.data()}, {"exp_avg_sq/", p.v.data()}};
+std::vector<std::pair<std::string, void*>> tensors_of(StatePiece& p) {
+  return {{"params/", p.master}, {"exp_avg/", p.m.raw()}, {"exp_avg_sq/", p.v.raw()}};
 }
 
 json model_fingerprint(const ModelCfg& m) {
@@ -114,31 +118,96 @@ std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string
 }
 
 namespace {
+// A piece's rows to fill: where they go on the device and in what dtype.
+struct Fill {
+  ShardView view;  // what to read (host memory when staged)
+  void* dst;       // the device rows
+  DType t;
+};
+
+// Reads `fills` through `read` into host staging buffers, about 1 GiB a
+// batch, and copies each batch up (bf16 rows rounded to nearest, which
+// gives back exactly the values a bf16 state saved). Returns the step read.
+long fill_staged(Device* dev, std::vector<Fill>& fills,
+                 const std::function<long(std::vector<ShardView>&)>& read) {
+  constexpr size_t kBatchBytes = size_t(1) << 30;
+  long step = -1;
+  size_t i = 0;
+  bool first = true;
+  while (i < fills.size() || first) {
+    first = false;
+    std::vector<ShardView> batch;
+    std::vector<std::vector<float>> host;
+    std::vector<const Fill*> to;
+    size_t bytes = 0;
+    while (i < fills.size() && (batch.empty() || bytes < kBatchBytes)) {
+      const Fill& f = fills[i++];
+      ShardView v = f.view;
+      const size_t n = size_t(numel_of(v.shape));
+      host.emplace_back(n);
+      v.data = host.back().data();
+      batch.push_back(std::move(v));
+      to.push_back(&f);
+      bytes += n * sizeof(float);
+    }
+    step = read(batch);
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const std::vector<float>& h = host[k];
+      if (to[k]->t == DType::BF16) {
+        std::vector<uint16_t> half(h.size());
+        for (size_t e = 0; e < h.size(); ++e) half[e] = f32_to_bf16(h[e]);
+        dev->copy_from_host(to[k]->dst, half.data(), half.size() * 2, dev->compute_stream());
+      } else {
+        dev->copy_from_host(to[k]->dst, h.data(), h.size() * sizeof(float), dev->compute_stream());
+      }
+    }
+    // The staging buffers die with this batch: the copies must be done.
+    dev->synchronize();
+  }
+  return step;
+}
+
 // Fills the master weights (and, with `moments`, the AdamW moments) of every
 // piece of `t` through `read`, which fills a batch of views in host memory
 // and returns the step it read. Replicated pieces are read in shares and
 // all-gathered over the replica group; on a device that is not
-// host-accessible, through host staging buffers of about 1 GiB a batch.
+// host-accessible, and for bf16 state, through host staging buffers.
 long fill_pieces(StateTable& t, bool moments,
                  const std::function<long(std::vector<ShardView>&)>& read) {
-  std::vector<ShardView> want;
+  std::vector<ShardView> direct;  // fp32 rows the loader writes in place
+  std::vector<Fill> staged;
   // Replicated pieces with replicas: this replica's rows, gathered below.
   struct Gather {
-    float* data;
+    char* data;
+    DType t;
     std::vector<int64_t> counts;  // elements per replica
     int64_t offset;               // this replica's first element
   };
   std::vector<Gather> gathers;
+  Device* dev = t.device;
+  const bool in_place = !dev || dev->host_accessible();
   const bool share = t.replicated && t.replicas > 1 && t.replica_group;
   for (StatePiece& p : t.pieces) {
     const int64_t rows = p.len / p.row();
     const auto [lo, hi] = share ? my_rows(t, p) : std::pair<int64_t, int64_t>{0, rows};
     auto tensors = tensors_of(p);
     if (!moments) tensors.resize(1);
+    const size_t es = dtype_size(p.state_t);
     for (const auto& [prefix, data] : tensors) {
-      if (hi > lo) want.push_back(rows_of(prefix, p, data, lo, hi));
+      if (hi > lo) {
+        ShardView v = rows_of(prefix, p, data, lo, hi);
+        if (in_place && p.state_t == DType::F32) {
+          direct.push_back(std::move(v));
+        } else {
+          ST_CHECK(dev, "checkpoint: ", dtype_name(p.state_t), " state of '", p.name,
+                   "' needs its device to be filled");
+          v.bf16 = nullptr;
+          staged.push_back(
+              {std::move(v), static_cast<char*>(data) + size_t(lo * p.row()) * es, p.state_t});
+        }
+      }
       if (!share) continue;
-      Gather g{data, {}, lo * p.row()};
+      Gather g{static_cast<char*>(data), p.state_t, {}, lo * p.row()};
       for (int r = 0; r < t.replicas; ++r) {
         const auto [a, b] = replica_rows(rows, r, t.replicas);
         g.counts.push_back((b - a) * p.row());
@@ -146,45 +215,19 @@ long fill_pieces(StateTable& t, bool moments,
       gathers.push_back(std::move(g));
     }
   }
-  Device* dev = t.device;
   long step = -1;
-  if (!dev || dev->host_accessible()) {
+  if (!direct.empty() || staged.empty()) {
     if (dev) dev->synchronize();
-    step = read(want);
-  } else {
-    // Device memory: load into host staging buffers, a batch of about 1 GiB
-    // at a time, and copy each batch up.
-    constexpr size_t kBatchBytes = size_t(1) << 30;
-    size_t i = 0;
-    bool first = true;
-    while (i < want.size() || first) {
-      first = false;
-      std::vector<ShardView> batch;
-      std::vector<std::vector<float>> host;
-      std::vector<float*> dst;
-      size_t bytes = 0;
-      while (i < want.size() && (batch.empty() || bytes < kBatchBytes)) {
-        ShardView v = want[i++];
-        const size_t n = size_t(numel_of(v.shape));
-        host.emplace_back(n);
-        dst.push_back(v.data);
-        v.data = host.back().data();
-        batch.push_back(std::move(v));
-        bytes += n * sizeof(float);
-      }
-      step = read(batch);
-      for (size_t k = 0; k < batch.size(); ++k)
-        dev->copy_from_host(dst[k], host[k].data(), host[k].size() * sizeof(float),
-                            dev->compute_stream());
-      // The staging buffers die with this batch: the copies must be done.
-      dev->synchronize();
-    }
+    step = read(direct);
   }
+  if (!staged.empty()) step = fill_staged(dev, staged, read);
   if (!gathers.empty()) {
     ST_CHECK(dev, "checkpoint: a shared resume needs the device the replica group runs on");
     Stream& cs = dev->compute_stream();
     for (const Gather& g : gathers)
-      t.replica_group->all_gather(g.data + g.offset, g.data, g.counts, DType::F32, cs).wait(cs);
+      t.replica_group
+          ->all_gather(g.data + size_t(g.offset) * dtype_size(g.t), g.data, g.counts, g.t, cs)
+          .wait(cs);
   }
   if (dev) dev->synchronize();
   return step;

@@ -34,11 +34,22 @@ double LrSchedule::at(long step) const {
   return floor_ + 0.5 * (peak_ - floor_) * (1.0 + std::cos(M_PI * frac));
 }
 
+uint32_t StatePiece::rng_key() const {
+  // FNV-1a over the name and the block's offset (not the ZeRO piece's).
+  uint32_t h = 2166136261u;
+  auto eat = [&h](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 16777619u;
+  };
+  eat(name.data(), name.size());
+  for (int64_t o : block_offset) eat(&o, sizeof o);
+  return h;
+}
+
 void AdamW::init(StateTable& t) {
   Device& dev = be_.device();
   for (StatePiece& p : t.pieces) {
-    p.m = Tensor({p.len}, DType::F32, MemCat::Optim, dev);
-    p.v = Tensor({p.len}, DType::F32, MemCat::Optim, dev);
+    p.m = Tensor({p.len}, p.state_t, MemCat::Optim, dev);
+    p.v = Tensor({p.len}, p.state_t, MemCat::Optim, dev);
     p.m.zero();
     p.v.zero();
   }
@@ -53,11 +64,18 @@ void AdamW::step(StateTable& t, double lr, double grad_scale, long step) {
   h.weight_decay = float(cfg_.weight_decay);
   h.step = step;
   h.grad_scale = float(grad_scale);
+  // A fresh stream of rounding bits every step, the same on every rank.
+  h.rng_seed = uint32_t(seed_ ^ (seed_ >> 32)) ^ uint32_t(step) * 0x9e3779b9u;
   std::vector<AdamWSpan> spans;
   spans.reserve(t.pieces.size());
-  for (StatePiece& p : t.pieces)
-    spans.push_back(
-        {p.master, p.grad, p.m.data(), p.v.data(), p.compute, p.compute_t, p.len, p.decay});
+  for (StatePiece& p : t.pieces) {
+    AdamWSpan a;
+    a.w = p.master, a.g = p.grad, a.m = p.m.raw(), a.v = p.v.raw(), a.state_t = p.state_t;
+    a.wc = p.compute, a.wc_t = p.compute_t, a.n = p.len, a.decay = p.decay;
+    // The piece starts p.off elements into its block's stream.
+    if (p.state_t == DType::BF16) a.rng_key = p.rng_key(), a.rng_pos = p.off;
+    spans.push_back(a);
+  }
   be_.ops().adamw(be_.device().compute_stream(), spans, h);
 }
 

@@ -1,4 +1,5 @@
-// AdamW with fp32 master weights and moments on the backend's device,
+// AdamW with master weights and moments on the backend's device (fp32, or
+// bf16 with stochastic rounding: optim.state_dtype),
 // global-norm gradient clipping, and learning-rate schedules (constant,
 // linear, cosine), each with linear warm-up. The optimizer works on
 // the pieces of the engine's state table (state_table.hpp), so the same
@@ -37,8 +38,9 @@ class LrSchedule {
 
 class AdamW {
  public:
-  AdamW(const OptimCfg& cfg, Backend& be) : cfg_(cfg), be_(be) {}
-  // Allocates the moments of every piece of `t` (zeroed).
+  // `seed`: train.seed, which seeds the stochastic rounding of bf16 state.
+  AdamW(const OptimCfg& cfg, Backend& be, uint64_t seed = 0) : cfg_(cfg), be_(be), seed_(seed) {}
+  // Allocates the moments of every piece of `t` (zeroed, in the piece's state dtype).
   void init(StateTable& t);
   // One update of every piece of `t` with learning rate lr; grads multiplied
   // by grad_scale first (the clipping coefficient). `step` is the 1-based
@@ -48,6 +50,7 @@ class AdamW {
  private:
   OptimCfg cfg_;
   Backend& be_;
+  uint64_t seed_ = 0;
 };
 
 // Clip coefficient for global norm `norm` and threshold `clip` (0: off).

@@ -25,11 +25,18 @@ struct StatePiece {
   int64_t off = 0, len = 0;           // elements [off, off+len) of the block: whole rows
   bool decay = true;                  // weight decay applies
   bool tp_sharded = false;            // false: replicated over tp, tp rank 0 saves it
-  float* master = nullptr;            // fp32 master weights (device)
-  const float* grad = nullptr;        // fp32 gradient, reduced over dp x cp (device)
-  void* compute = nullptr;            // compute copy AdamW refreshes (null: none, or master is it)
+  // Master weights (device) of dtype state_t: fp32, or bf16 with
+  // optim.state_dtype=bf16, where they are the compute weights themselves.
+  void* master = nullptr;
+  DType state_t = DType::F32;   // the masters' and the moments' dtype
+  const float* grad = nullptr;  // fp32 gradient, reduced over dp x cp (device)
+  void* compute = nullptr;      // compute copy AdamW refreshes (null: none, or master is it)
   DType compute_t = DType::BF16;
-  Tensor m, v;  // AdamW moments, MemCat::Optim (the optimizer allocates them)
+  Tensor m, v;  // AdamW moments of state_t, MemCat::Optim (the optimizer allocates them)
+  // The piece's stochastic-rounding stream (bf16 state): its tensor and tp
+  // block, so the random bits of an element do not depend on the ZeRO shard
+  // or the dp degree that holds it.
+  uint32_t rng_key() const;
 
   int64_t row() const {  // elements per row of dim 0 of the block
     int64_t r = 1;

@@ -12,8 +12,8 @@
 
 namespace st {
 
-ParamGather::ParamGather(GradBuckets& bk, Model& model, const float* shard, DType t)
-    : bk_(bk), model_(model), shard_(shard), t_(t) {
+ParamGather::ParamGather(GradBuckets& bk, Model& model, const void* shard, DType shard_t, DType t)
+    : bk_(bk), model_(model), shard_(static_cast<const char*>(shard)), shard_t_(shard_t), t_(t) {
   for (int b = 0; b < bk_.num_buckets(); ++b) buckets_of_[bk_.bucket_group(b)].push_back(b);
 }
 
@@ -27,8 +27,9 @@ void ParamGather::start(int layer) {
   model_.allocate_layer_weights(layer);
   auto& hs = inflight_[layer];
   for (int b : buckets_of_.at(layer))
-    hs.push_back(bk_.start_gather(b, shard_ + bk_.bucket_shard_off(b), DType::F32,
-                                  model_.weights_at(bk_.bucket_lo(b)), t_));
+    hs.push_back(bk_.start_gather(b,
+                                  shard_ + size_t(bk_.bucket_shard_off(b)) * dtype_size(shard_t_),
+                                  shard_t_, model_.weights_at(bk_.bucket_lo(b)), t_));
 }
 
 void ParamGather::prefetch(int layer) {

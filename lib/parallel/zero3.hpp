@@ -1,6 +1,6 @@
 // ZeRO-3 parameter gather: under stage 3 every rank keeps only its shard of
-// the fp32 master weights (the per-bucket partition of grad_buckets.hpp, the
-// one ZeRO-1/2 use for optimizer state; buckets never span two layers), and
+// the master weights (fp32, or bf16 with optim.state_dtype=bf16) (the per-bucket partition of
+// grad_buckets.hpp, the one ZeRO-1/2 use for optimizer state; buckets never span two layers), and
 // no compute-dtype copy of it: a gather casts its part when it starts. A layer's full compute
 // weights exist only while the model uses it: acquire(layer) has the model allocate the layer's
 // buffer and all-gathers its buckets into it over the dp x cp group (one equal-count all-gather per
@@ -27,10 +27,11 @@ class Model;
 
 class ParamGather {
  public:
-  // `shard` is the rank's fp32 master shard (shard_off coordinates of `bk`);
-  // a gather casts its part to the compute dtype t (a copy in fp32) when it
-  // starts, so no compute-dtype copy of the shard is kept.
-  ParamGather(GradBuckets& bk, Model& model, const float* shard, DType t);
+  // `shard` is the rank's master shard of dtype shard_t (shard_off
+  // coordinates of `bk`); a gather casts its part to the compute dtype t
+  // (sends it as it is when the dtypes agree) when it starts, so no
+  // compute-dtype copy of the shard is kept.
+  ParamGather(GradBuckets& bk, Model& model, const void* shard, DType shard_t, DType t);
   ~ParamGather();
 
   // Starts the all-gather of `layer` unless it is in flight or resident; a
@@ -55,8 +56,8 @@ class ParamGather {
   void free_layer(int layer);
   GradBuckets& bk_;
   Model& model_;
-  const float* shard_;
-  DType t_;
+  const char* shard_;
+  DType shard_t_, t_;
   std::map<int, std::vector<int>> buckets_of_;  // layer -> bucket indices
   std::map<int, std::vector<BucketGather>> inflight_;
   std::vector<int> resident_;

@@ -24,14 +24,19 @@ ZeroMode zero_mode(const ParallelCfg& pc, int replicas) {
 }
 
 ZeroSync::ZeroSync(const ZeroMode& mode, std::vector<Model*> chunks, const ParallelCfg& pc,
-                   Communicator& group, HostGroup& host_group, Backend& be, DType compute)
+                   Communicator& group, HostGroup& host_group, Backend& be, DType compute,
+                   DType state)
     : mode_(mode),
       chunks_(std::move(chunks)),
       group_(group),
       host_group_(host_group),
       be_(be),
-      cdt_(compute) {
+      cdt_(compute),
+      state_t_(state) {
   ST_CHECK(!chunks_.empty(), "ZeRO: no model chunk");
+  ST_CHECK(state_t_ == DType::F32 || (state_t_ == DType::BF16 && cdt_ == DType::BF16),
+           "ZeRO: ", dtype_name(state_t_), " state needs bf16 compute weights, not ",
+           dtype_name(cdt_));
   n_layers_ = chunks_[0]->cfg().n_layers;
   std::vector<int64_t> seg_len;
   std::vector<FlatParam> fp;
@@ -69,8 +74,6 @@ ZeroSync::~ZeroSync() { gather_.reset(); }
 
 void ZeroSync::build_state(StateTable& st, int tp_rank) {
   Device& dev = be_.device();
-  Stream& s = dev.compute_stream();
-  const bool fp32 = cdt_ == DType::F32;
   struct Cut {
     int chunk, param;
     int64_t param_off, len, shard_off;  // shard_off: in the separate master buffer
@@ -96,10 +99,13 @@ void ZeroSync::build_state(StateTable& st, int tp_rank) {
     }
     master_n = seg.back();
   }
-  // A separate fp32 master unless the fp32 compute weights are whole here.
-  const bool separate = !fp32 || mode_.shard_weights;
+  // A separate master unless the compute weights are whole here and of the
+  // state's dtype (fp32 compute with fp32 state, bf16 with bf16).
+  const bool own = cdt_ == state_t_;
+  const bool separate = !own || mode_.shard_weights;
+  const size_t ms = dtype_size(state_t_);
   if (separate) {
-    master_ = Tensor({std::max<int64_t>(master_n, 1)}, DType::F32, MemCat::Params, dev);
+    master_ = Tensor({std::max<int64_t>(master_n, 1)}, state_t_, MemCat::Params, dev);
     master_.zero();  // the partition's alignment padding
   }
   st.replicated = !mode_.shard_optim;
@@ -120,17 +126,17 @@ void ZeroSync::build_state(StateTable& st, int tp_rank) {
     sp.len = c.len;
     sp.decay = p->decay;
     sp.tp_sharded = p->tp_sharded;
+    sp.state_t = state_t_;
     if (separate) {
-      sp.master = master_.data() + c.shard_off;
-      std::vector<float> host(be_.computes() ? size_t(c.len) : 0);
-      chunks_[size_t(c.chunk)]->init_values(*p, c.param_off / p->row, c.len / p->row, host.data());
-      if (!host.empty()) dev.copy_from_host(sp.master, host.data(), host.size() * sizeof(float), s);
+      sp.master = static_cast<char*>(master_.raw()) + size_t(c.shard_off) * ms;
+      fill_initial(*p, c.chunk, c.param_off, c.len, sp.master);
     } else {
-      sp.master = p->w.data() + c.param_off;
+      sp.master = static_cast<char*>(p->w.raw()) + size_t(c.param_off) * es;
     }
     // With sharded weights no compute copy of the piece exists: a layer's
-    // gather casts the master just in time (ParamGather).
-    if (!fp32 && !mode_.shard_weights)
+    // gather casts the master just in time (ParamGather); masters of the
+    // compute dtype are the compute weights.
+    if (!own && !mode_.shard_weights)
       sp.compute = static_cast<char*>(p->w.raw()) + size_t(c.param_off) * es;
     sp.compute_t = cdt_;
     // The reduced gradient: the persistent shard when gradients are
@@ -141,7 +147,24 @@ void ZeroSync::build_state(StateTable& st, int tp_rank) {
   }
   state_ = &st;
   if (mode_.shard_weights)
-    gather_ = std::make_unique<ParamGather>(*buckets_, *chunks_[0], master_.data(), cdt_);
+    gather_ = std::make_unique<ParamGather>(*buckets_, *chunks_[0], master_.raw(), state_t_, cdt_);
+}
+
+// The seeded initial values of rows [off, off + len) of `p` into a separate
+// master of the state's dtype (rounded to nearest for bf16: the compute
+// weights' own rounding, so both start equal).
+void ZeroSync::fill_initial(const Param& p, int chunk, int64_t off, int64_t len, void* dst) {
+  if (!be_.computes()) return;  // the recording backend draws nothing
+  Device& dev = be_.device();
+  std::vector<float> host(static_cast<size_t>(len));
+  chunks_[size_t(chunk)]->init_values(p, off / p.row, len / p.row, host.data());
+  if (state_t_ == DType::F32) {
+    dev.copy_from_host(dst, host.data(), host.size() * sizeof(float), dev.compute_stream());
+    return;
+  }
+  std::vector<uint16_t> half(host.size());
+  for (size_t i = 0; i < host.size(); ++i) half[i] = f32_to_bf16(host[i]);
+  dev.copy_from_host(dst, half.data(), half.size() * sizeof(uint16_t), dev.compute_stream());
 }
 
 void ZeroSync::free_full_grads() {
@@ -152,7 +175,7 @@ void ZeroSync::free_full_grads() {
 void ZeroSync::refresh_params() {
   Stream& s = be_.device().compute_stream();
   for (const StatePiece& p : state_->pieces)
-    if (p.compute) be_.ops().cast(s, p.master, DType::F32, p.compute, p.compute_t, p.len);
+    if (p.compute) be_.ops().cast(s, p.master, p.state_t, p.compute, p.compute_t, p.len);
   gather_params(nullptr);
 }
 

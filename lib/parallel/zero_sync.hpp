@@ -72,8 +72,11 @@ class ZeroSync {
   // `chunks`: this stage's model chunks (parameters indexed chunk by chunk);
   // `group`: the gradient group (dp x cp) on the device, `host_group` the
   // same ranks for host scalars.
+  // `state`: the masters' and moments' dtype (optim.state_dtype): F32, or
+  // BF16 (then compute must be BF16: the masters are the compute weights).
   ZeroSync(const ZeroMode& mode, std::vector<Model*> chunks, const ParallelCfg& pc,
-           Communicator& group, HostGroup& host_group, Backend& be, DType compute);
+           Communicator& group, HostGroup& host_group, Backend& be, DType compute,
+           DType state = DType::F32);
   ~ZeroSync();
 
   // ---- Set-up ----
@@ -81,7 +84,9 @@ class ZeroSync {
   // optimizer state is replicated, the partition's pieces otherwise), each
   // with its fp32 master (a separate buffer filled with the seeded initial
   // values, unless the fp32 compute weights are whole here and are it), its
-  // compute copy and its reduced gradient.
+  // compute copy and its reduced gradient. With bf16 state the masters are
+  // the compute weights (ZeRO 0-2: no separate buffer, no compute copy); under
+  // ZeRO 3 the separate shard is bf16 and a gather copies it uncast.
   void build_state(StateTable& st, int tp_rank);
   // After the optimizer's moments exist: ZeRO 2/3 keep no full gradient
   // buffer between steps (staged, or allocated per step).
@@ -120,6 +125,8 @@ class ZeroSync {
   const GradBuckets& buckets() const { return *buckets_; }
 
  private:
+  void fill_initial(const Param& p, int chunk, int64_t off, int64_t len, void* dst);
+
   ZeroMode mode_;
   std::vector<Model*> chunks_;
   std::vector<Param*> params_;  // every chunk's, in order
@@ -128,10 +135,11 @@ class ZeroSync {
   HostGroup& host_group_;
   Backend& be_;
   DType cdt_;
+  DType state_t_;  // the masters' and moments' dtype
   int n_layers_;
   std::unique_ptr<GradBuckets> buckets_;
   std::unique_ptr<ParamGather> gather_;
-  Tensor master_;  // separate fp32 master weights (whole flat, or the shard)
+  Tensor master_;  // separate master weights of state_t_ (whole flat, or the shard)
   StateTable* state_ = nullptr;
   // (chunk, layer) -> the buckets holding that layer's parameters (staged).
   std::map<std::pair<int, int>, std::vector<int>> layer_buckets_;

@@ -119,6 +119,7 @@ Candidate make_candidate(const Config& base, int W, const ParallelCfg& p, int mb
   c.cfg.runtime.device = "cpu";
   c.cfg.train.precision = "fp32";
   c.cfg.parallel.grad_reduce_dtype = "fp32";
+  c.cfg.optim.state_dtype = "fp32";  // what fp32 compute allows; GPUs take the config's below
   try {
     validate_config(c.cfg);
   } catch (const UsageError& e) {
@@ -131,12 +132,17 @@ Candidate make_candidate(const Config& base, int W, const ParallelCfg& p, int mb
     c.cfg.runtime.device = "cuda";
     c.cfg.train.precision = "bf16";
     c.cfg.parallel.grad_reduce_dtype = base.parallel.grad_reduce_dtype;
+    c.cfg.optim.state_dtype = base.optim.state_dtype;
     try {
       validate_config(c.cfg);
     } catch (const UsageError& e) {
       c.not_runnable = e.what();
     }
   }
+  if (device != "cuda" && base.optim.state_dtype != "fp32")
+    c.not_runnable = "optim.state_dtype=" + base.optim.state_dtype +
+                     " needs train.precision=bf16, which CPU clusters are planned without "
+                     "(priced with fp32 state)";
   c.feasible = true;  // until sized
   return c;
 }

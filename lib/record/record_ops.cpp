@@ -142,13 +142,16 @@ class RecordOps final : public Ops {
   }
   void adamw(Stream& s, const std::vector<AdamWSpan>& spans, const AdamWHyper&) override {
     int64_t n = 0;
-    DType wc = DType::F32;
+    DType wc = DType::F32, state = DType::F32;
     for (const AdamWSpan& x : spans) {
       n += x.n;
       if (x.wc) wc = x.wc_t;
+      state = x.state_t;
     }
-    KernelCall k = call(s, Kernel::Adamw, "spans,n", {int64_t(spans.size()), n}, DType::F32);
-    k.out = wc;  // the compute copy refreshed (fp32 when none)
+    // The kernel's dtype is the state's (what it reads and writes three of);
+    // out is the compute copy refreshed (the state's own dtype when none).
+    KernelCall k = call(s, Kernel::Adamw, "spans,n", {int64_t(spans.size()), n}, state);
+    k.out = state == DType::BF16 ? state : wc;
     rec_.add(std::move(k));
   }
 
