@@ -76,6 +76,27 @@ TEST(DryRun, Bf16StateCountsTenBytesAParameter) {
   EXPECT_NEAR(y[3], x[3], 0.15);
 }
 
+// runtime.head_chunk_mb sizes the LM head's logits chunks: at a 128K
+// vocabulary a 1 GiB budget holds 4,186 bf16 rows where the default rule
+// holds 64 (16 MB), so the dry run's activation peak is at least the chunk.
+TEST(DryRun, HeadChunkBudgetShowsInTheActivations) {
+  const std::string base = "--dry-run --config " + src_dir() +
+                           "/configs/models/llama-1b.yaml"
+                           " --set model.seq_len=4096 --set train.micro_batch=2"
+                           " --set train.act_ckpt=full --set train.precision=bf16";
+  auto d = run_scaletrain(1, base);
+  auto h = run_scaletrain(1, base + " --set runtime.head_chunk_mb=1024");
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  ASSERT_EQ(h.exit_code, 0) << h.output;
+  auto x = rank0_memory(d.output), y = rank0_memory(h.output);
+  ASSERT_EQ(x.size(), 5u) << d.output;
+  ASSERT_EQ(y.size(), 5u) << h.output;
+  // The 1 GiB chunk is the peak now (the default's peak was elsewhere).
+  EXPECT_GE(y[3], 1.0) << "activations " << x[3] << " -> " << y[3] << " GiB";
+  EXPECT_GT(y[3], x[3] + 0.3) << "activations " << x[3] << " -> " << y[3] << " GiB";
+  EXPECT_LT(y[3], x[3] + 1.2) << "activations " << x[3] << " -> " << y[3] << " GiB";
+}
+
 TEST(DryRun, UnevenPipelineSplitSizesEachStage) {
   // tiny with 4 layers split 3+1 over pp 2: stage 0 holds the embedding
   // (256 x 64) and 3 blocks of 36,992 parameters, stage 1 one block, the

@@ -159,6 +159,33 @@ TEST(Model, CheckpointModesAreBitwiseEqualAndSaveMemory) {
   EXPECT_LT(act_peak[1], act_peak[0]);
 }
 
+// runtime.head_chunk_mb (ModelOptions::head_chunk_bytes): the LM head in 6
+// chunks of 3 rows gives the loss and gradients of the one-chunk default,
+// up to the order of the fp32 sums (the head gradient adds the chunks).
+TEST(Model, HeadChunkBudgetKeepsLossAndGradients) {
+  st::ModelCfg c = tiny_cfg();
+  const Batch b = make_batch(2, 8, c.vocab_size, 13);
+  st::Model whole(c, 17);
+  st::ModelOptions o;
+  o.head_chunk_bytes = 3 * c.vocab_size * 4;  // 3 fp32 rows of logits
+  st::Model chunked(c, 17, st::ModelParallel{}, o);
+  const float l1 =
+      whole.forward_backward(b.tokens.data(), b.targets.data(), b.B, b.T, 1.f, st::ActCkpt::None);
+  const float l2 =
+      chunked.forward_backward(b.tokens.data(), b.targets.data(), b.B, b.T, 1.f, st::ActCkpt::None);
+  EXPECT_NEAR(l1, l2, 1e-6 * std::fabs(l1));
+  auto p1 = whole.params(), p2 = chunked.params();
+  ASSERT_EQ(p1.size(), p2.size());
+  for (size_t t = 0; t < p1.size(); ++t) {
+    double num = 0, den = 1e-12;
+    for (int64_t i = 0; i < p1[t]->g.numel(); ++i) {
+      num = std::max(num, double(std::fabs(p1[t]->g.data()[i] - p2[t]->g.data()[i])));
+      den = std::max(den, double(std::fabs(p1[t]->g.data()[i])));
+    }
+    EXPECT_LT(num / den, 1e-5) << p1[t]->name;
+  }
+}
+
 TEST(Model, GradScaleScalesAndForwardLossAgrees) {
   st::ModelCfg c = tiny_cfg();
   const Batch b = make_batch(2, 6, c.vocab_size, 9);  // T < seq_len

@@ -99,6 +99,7 @@ struct RuntimeCfg {
   double cpu_peak_gflops = 0;               // 0 = measure at start (for MFU on CPU)
   double gpu_peak_tflops = 0;               // 0 = the device's entry in the metrics peak table
   std::string attention_backward = "fast";  // fast|deterministic (CUDA: cuDNN or block kernels)
+  int head_chunk_mb = 0;  // LM head chunk: logits MiB per chunk; 0 = 2^22 logits (>= 64 rows)
   std::string trace = "collectives";  // off|phases|collectives: telemetry trace records
   int flight_recorder = 256;          // collectives kept per communicator; 0 = off
   bool tensorboard = true;            // rank 0 writes <out>/tensorboard/ event files

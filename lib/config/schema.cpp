@@ -198,6 +198,11 @@ std::vector<Key> build() {
              "bitwise repeatable: cuDNN's deterministic backward on Hopper (sm_9x), the custom "
              "block kernels elsewhere (slower: fp32 FMAs, no tensor cores). CPU ranks are "
              "deterministic either way"),
+      num(F(runtime, head_chunk_mb), 0, 1 << 20,
+          "LM head and cross-entropy in row chunks whose logits take at most this many MiB "
+          "(in the compute dtype; each chunk's head-gradient GEMM reads and writes the whole "
+          "fp32 head gradient, so fewer, larger chunks move less memory at a large "
+          "vocabulary); 0 = the former rule, about 4M logits (at least 64 rows) a chunk"),
       any(F(runtime, out), "run folder; empty = results/runs/<name>-<timestamp>"),
       any(F(runtime, name), "run name (run folder, reports)"),
       num(F(runtime, threads), 0, 4096,

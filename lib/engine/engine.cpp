@@ -47,6 +47,7 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
     mo.backend = &be;
     mo.compute = cdt_;
     mo.per_layer_weights = zero_.shard_weights;
+    mo.head_chunk_bytes = int64_t(cfg.runtime.head_chunk_mb) << 20;
     chunks_.push_back(std::make_unique<Model>(cfg.model, cfg.train.seed, par, mo));
     chunks.push_back(chunks_.back().get());
     base_.push_back(int(params_.size()));

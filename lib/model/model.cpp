@@ -194,6 +194,8 @@ Model::Model(const ModelCfg& cfg, uint64_t seed, const ModelParallel& par, const
            "model compute dtype must be fp32 or bf16, got ", dtype_name(opt.compute));
   m.cdt = opt.compute;
   m.per_layer = opt.per_layer_weights;
+  ST_CHECK(opt.head_chunk_bytes >= 0, "head chunk of ", opt.head_chunk_bytes, " bytes");
+  m.head_chunk_bytes = opt.head_chunk_bytes;
   const int L = cfg.n_layers;
   if (par.tp) m.tp = par.tp->size(), m.tp_rank = par.tp->rank();
   if (par.cp) m.cp = par.cp->size(), m.cp_rank = par.cp->rank();
@@ -471,7 +473,7 @@ float Model::forward_loss(const int32_t* tokens, const int32_t* targets, int B, 
   Impl& m = *impl_;
   check_batch(m.cfg, B, T);
   ST_INTERNAL_CHECK(m.par.has_embedding && m.par.has_head && m.l0 == 0 && m.l1 == m.cfg.n_layers,
-                 "forward_loss needs the whole model on this rank (pp = 1)");
+                    "forward_loss needs the whole model on this rank (pp = 1)");
   MicroState ms;
   ms.D = m.dims(B, T);
   ms.mode = ActCkpt::Full;
@@ -485,8 +487,8 @@ float Model::forward_backward(const int32_t* tokens, const int32_t* targets, int
                               float grad_scale, ActCkpt mode) {
   Impl& m = *impl_;
   ST_INTERNAL_CHECK(m.par.has_embedding && m.par.has_head && m.l0 == 0 && m.l1 == m.cfg.n_layers,
-                 "forward_backward needs the whole model on this rank (pp = 1); pipeline stages "
-                 "use stage_forward / stage_backward");
+                    "forward_backward needs the whole model on this rank (pp = 1); pipeline stages "
+                    "use stage_forward / stage_backward");
   constexpr int kMicro = std::numeric_limits<int>::min();  // reserved id
   take_loss();
   stage_forward(kMicro, tokens, nullptr, targets, B, T, mode, grad_scale, nullptr);

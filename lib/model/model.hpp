@@ -115,6 +115,9 @@ struct ModelOptions {
   // Fill the compute weights with the seeded initial values (ignored with
   // per_layer_weights).
   bool init_weights = true;
+  // LM head row chunks: at most this many bytes of logits each (in the
+  // compute dtype); 0 = about 2^22 logits, at least 64 rows (runtime.head_chunk_mb).
+  int64_t head_chunk_bytes = 0;
 };
 
 // Optional callbacks for data parallelism and ZeRO (lib/parallel). "layer"

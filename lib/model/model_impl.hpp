@@ -81,6 +81,7 @@ struct Model::Impl {
   Ops* ops = nullptr;
   DType cdt = DType::F32;
   bool per_layer = false;
+  int64_t head_chunk_bytes = 0;  // ModelOptions::head_chunk_bytes
   int tp = 1, tp_rank = 0, cp = 1, cp_rank = 0;
   bool sp = false;
   int l0 = 0, l1 = 0;  // this stage's layers

@@ -67,10 +67,18 @@ void Model::Impl::embed_backward(const Dims& D, const Tensor& tok, const Tensor&
 }
 
 int64_t Model::Impl::head_chunk_rows(const Dims& D) const {
+  const int64_t V = std::max<int64_t>(D.V, 1);
+  // A memory budget: as many rows as fit it (at least one). Each chunk's
+  // dW += dlogits^T xn reads and writes the whole fp32 head gradient, so at
+  // a 128K vocabulary fewer chunks save far more traffic than the logits
+  // cost in memory.
+  if (head_chunk_bytes > 0)
+    return std::min<int64_t>(
+        D.N, std::max<int64_t>(1, head_chunk_bytes / (V * int64_t(dtype_size(cdt)))));
   // About 4M logits per chunk (16 MB in fp32): big enough for GEMM efficiency
   // on either device, small next to the full [rows, vocab] matrix.
   constexpr int64_t kChunkElems = int64_t(1) << 22;
-  return std::min<int64_t>(D.N, std::max<int64_t>(64, kChunkElems / std::max<int64_t>(D.V, 1)));
+  return std::min<int64_t>(D.N, std::max<int64_t>(64, kChunkElems / V));
 }
 
 // Final norm, LM head and vocab-parallel cross-entropy over row chunks of
