@@ -20,6 +20,7 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
       cdt_(parse_float_dtype(cfg.train.precision, "train.precision")) {
   const auto& pc = cfg.parallel;
   const DType state_t = parse_float_dtype(cfg.optim.state_dtype, "optim.state_dtype");
+  const bool masters_are_compute = cdt_ == state_t;
   if (state_t == DType::BF16 && cdt_ != DType::BF16)
     throw UsageError(
         "optim.state_dtype=bf16 needs bf16 compute weights (the masters are the "
@@ -48,6 +49,11 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
     mo.compute = cdt_;
     mo.per_layer_weights = zero_.shard_weights;
     mo.head_chunk_bytes = int64_t(cfg.runtime.head_chunk_mb) << 20;
+    // The seeded initial values are drawn once: by the model where its
+    // compute weights are the masters, else into the masters (ZeroSync,
+    // this rank's shard under ZeRO 1-3), whose cast and gather fill the
+    // compute weights below.
+    mo.init_weights = masters_are_compute;
     chunks_.push_back(std::make_unique<Model>(cfg.model, cfg.train.seed, par, mo));
     chunks.push_back(chunks_.back().get());
     base_.push_back(int(params_.size()));
@@ -81,6 +87,7 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
   sync_->build_state(state_, mesh.coords().tp);
   opt_->init(state_);
   sync_->free_full_grads();
+  if (!masters_are_compute) sync_->refresh_params();  // compute weights from the masters
   dev_.synchronize();
 }
 
