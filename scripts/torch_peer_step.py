@@ -208,6 +208,7 @@ def main():
         print(f"torch_peer_step: {e}", file=sys.stderr)
         sys.exit(2)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.dont_write_bytecode = True  # no __pycache__ in the checkout
     import torch_peer_model as peer  # torch: only for a config that was accepted
 
     if a.params_only:
