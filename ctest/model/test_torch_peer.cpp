@@ -5,7 +5,9 @@
 // overrides), trains the tiny shape for a few steps on one fixed batch (the
 // JSON it prints has every field the GPU script reads, sane; bf16 parameters,
 // gradients and AdamW state; the loss finite and falling; tokens/s, FLOPs per
-// token and MFU by the trainer's formula), and refuses bad keys by name.
+// token and MFU by the trainer's formula), computes the documented model
+// (loss and gradients against ctest/model/torch_reference.py), and refuses bad
+// keys by name.
 // Skipped, with the reason, when python3 or torch is missing. No timing is
 // asserted: the figures are the GPU script's to print.
 #include <gtest/gtest.h>
@@ -196,6 +198,27 @@ TEST_F(TorchPeer, TrainsTinyOnCpu) {
   EXPECT_NEAR(losses.front(), std::log(256.0), 0.1);
   EXPECT_LT(losses.back(), losses.front() - 0.2) << j["losses"].dump();
   for (size_t i = 1; i < losses.size(); ++i) EXPECT_LT(losses[i], losses[i - 1]) << i;
+}
+
+// The peer computes the documented model: its loss and every gradient, through
+// its recomputed blocks in fp32, against the independent reference of
+// test_model_torch_reference with the same weights (norm gains away from 1) and
+// tokens (ctest/model/peer_vs_reference.py; kv heads shared, odd sizes). A
+// swapped gate/up or kv heads repeated in the wrong order fail it (tried).
+TEST_F(TorchPeer, ComputesTheReferenceModel) {
+  auto r = run_cmd(quote(python()) + " " + quote(src_dir() + "/ctest/model/peer_vs_reference.py") +
+                   " " + quote(src_dir()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string out = r.output;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  const auto nl = out.rfind('\n');
+  auto j = nlohmann::json::parse(out.substr(nl == std::string::npos ? 0 : nl + 1), nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_EQ(j["params"].get<int>(), 2 * 9 + 3);  // every peer parameter is the reference's
+  const double loss = j["loss"], ref = j["loss_ref"];
+  EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_NEAR(loss, ref, 1e-5 * std::abs(ref)) << j.dump();  // fp32
+  EXPECT_LT(j["grad_rel_max"].get<double>(), 1e-4) << j.dump();
 }
 
 // Without a peak there is no MFU, said as null rather than a made-up number.
