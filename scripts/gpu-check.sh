@@ -95,7 +95,7 @@ record() { printf '%s\n' "$*" >>"$log/results.txt"; }
 # The load beside every timing: the 1-minute load before and after a timed
 # step against this machine's cores, and the SM clock after it (a study
 # measured while the load exceeds the cores measures the load: marked BUSY).
-cores=$(nproc)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc alone obeys OpenMP's variables
 load1() { cut -d' ' -f1 /proc/loadavg; }
 load_note() {  # $1: the load read before the step
   local after clock busy=""
@@ -277,12 +277,14 @@ fi
 # is ours, not the one torch was built with).
 peer_py=${PEER_PYTHON:-python3}
 peer_json=$log/peer-$pair_model.json
+# A field of the peer's JSON: $1 file, $2 key (dotted), $3 "raw" for full precision.
 jget() { "$peer_py" -c 'import json, sys
 v = json.load(open(sys.argv[1]))
 for k in sys.argv[2].split("."):
     v = v.get(k) if isinstance(v, dict) else None
-print("n/a" if v is None else (f"{v:.4g}" if isinstance(v, float) else v))' "$1" "$2" 2>/dev/null ||
-  echo n/a; }
+raw = len(sys.argv) > 3
+print("n/a" if v is None else (f"{v:.4g}" if isinstance(v, float) and not raw else v))' "$@" \
+  2>/dev/null || echo n/a; }
 peak_tf=""
 for rj in "$pair_run/run.json" "$log/q-repeat-1/run.json"; do
   [[ -f $rj ]] && peak_tf=$("$peer_py" -c 'import json, sys
@@ -314,7 +316,7 @@ elif have 100 "PyTorch peer $pair_model"; then
   [[ $peer_rc -ne 0 || $(jget "$peer_json" compile) == True ]] ||
     record "  peer without torch.compile: $(jget "$peer_json" compile_note)"
 fi
-pair_ratio=$(awk -v a="$pair_toks" -v b="$(jget "$peer_json" tokens_per_s)" \
+pair_ratio=$(awk -v a="$pair_toks" -v b="$(jget "$peer_json" tokens_per_s raw)" \
   'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b }')
 record "8B pair, scaletrain / PyTorch tok/s: ${pair_ratio:-n/a} (issue 52: >= 1.0, aim 1.1)"
 
