@@ -9,7 +9,8 @@
 # 4 x grad-accum 2, bf16 weights, gradients and AdamW state via
 # optim.state_dtype=bf16, full recomputation; the peer with torch.compile and
 # fused AdamW, its MFU over the peak the trainer's run.json names) and write
-# both figures side by side with their ratio; run scaletrain-bench-step (the shared model and engine on the CUDA backend,
+# both figures side by side with their ratio (that step runs at tiny on a
+# CPU in test_gpu_check_pair); run scaletrain-bench-step (the shared model and engine on the CUDA backend,
 # full activation checkpointing) at the llama-1b and llama-7b shapes; run the
 # trainer itself (runtime.device=cuda, bf16, full activation checkpointing,
 # 20 steps) on both, llama-1b with an asynchronous checkpoint every 10 steps;
