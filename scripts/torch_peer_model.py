@@ -6,6 +6,7 @@ recomputation, and the timed steps. torch_peer_step.py resolves the config
 first and imports this only for a config it accepted, so bad input is refused
 without the seconds torch's import takes.
 """
+import importlib
 import inspect
 import math
 import os
@@ -181,12 +182,14 @@ def compile_blocks(model, want):
         return False, "off (--no-compile)"
     if not hasattr(torch, "compile"):
         return False, f"torch {torch.__version__} has no torch.compile: blocks run eagerly"
-    dyn = getattr(torch, "_dynamo", None)
-    if dyn is not None:  # every block may need its own entry: never fall back to eager
-        for name in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
-                     "accumulated_recompile_limit"):
-            if hasattr(dyn.config, name):
-                setattr(dyn.config, name, max(getattr(dyn.config, name), 4 * len(model.layers) + 8))
+    # The blocks share one compiled graph (same code, parameters as inputs);
+    # should a torch key entries by block instead, its recompile limit must
+    # not send the later blocks back to eager.
+    cfg = importlib.import_module("torch._dynamo").config
+    for name in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
+                 "accumulated_recompile_limit"):
+        if hasattr(cfg, name):
+            setattr(cfg, name, max(getattr(cfg, name), 4 * len(model.layers) + 8))
     model.runners = [torch.compile(b) for b in model.layers]
     return True, "per block"
 
@@ -273,7 +276,7 @@ def measure(m, run, device, steps, warmup, peak_tflops, want_compile, threads):
             compile_note = f"failed at the first step, blocks ran eagerly: {type(e).__name__}: {first}"
             compiled = False
             model.runners = list(model.layers)
-            torch._dynamo.reset()
+            importlib.import_module("torch._dynamo").reset()
             opt.zero_grad(set_to_none=True)
             losses.append(step())
         if cuda:

@@ -221,6 +221,36 @@ TEST_F(TorchPeer, ComputesTheReferenceModel) {
   EXPECT_LT(j["grad_rel_max"].get<double>(), 1e-4) << j.dump();
 }
 
+// The torch.compile paths, with a stand-in compiler on a torch that has none
+// (ctest/model/peer_compile_paths.py): every block wrapped, the recompile
+// limit raised above one entry per block, and a compiler failure at the first
+// step falls back to eager, says so, and trains the same.
+TEST_F(TorchPeer, CompilePathsWithAStandIn) {
+  auto run = [](const std::string& mode) {
+    auto r =
+        run_cmd(quote(python()) + " " + quote(src_dir() + "/ctest/model/peer_compile_paths.py") +
+                " " + quote(src_dir()) + " " + mode);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const auto at = r.output.rfind("\n{");
+    auto j = nlohmann::json::parse(r.output.substr(at == std::string::npos ? 0 : at + 1), nullptr,
+                                   false);
+    EXPECT_FALSE(j.is_discarded()) << r.output;
+    return j.is_discarded() ? nlohmann::json::object() : j;
+  };
+  auto ok = run("ok"), bad = run("fail");
+  ASSERT_TRUE(ok.contains("compile") && bad.contains("compile"));
+  EXPECT_EQ(ok["wrapped"].get<int>(), 3);  // n_layers
+  EXPECT_GE(ok["cache_size_limit"].get<int>(), 3);
+  EXPECT_TRUE(ok["compile"].get<bool>());
+  EXPECT_EQ(ok["compile_note"], "per block");
+  EXPECT_FALSE(bad["compile"].get<bool>());
+  EXPECT_NE(bad["compile_note"].get<std::string>().find("planted compiler failure"),
+            std::string::npos)
+      << bad.dump();
+  EXPECT_EQ(bad["resets"].get<int>(), 1);
+  EXPECT_EQ(ok["losses"], bad["losses"]);  // eager after the fallback: the same steps
+}
+
 // Without a peak there is no MFU, said as null rather than a made-up number.
 TEST_F(TorchPeer, NoPeakNoMfu) {
   auto j = peer_json("--config " + quote(src_dir() + "/configs/models/tiny.yaml") +
