@@ -9,7 +9,7 @@
 #    median step and peak memory as its done line and dry run print them, the
 #    peer's (torch version, tok/s, MFU over the trainer's run.json peak) as its
 #    JSON holds them, a load note on each, and their tok/s ratio;
-#  - the summary rows print the same figures;
+#  - the side-by-side rows (results.txt and the summary) print the same figures;
 #  - a trainer that fails (an unknown key) is recorded with its error line,
 #    the peer still runs, and no ratio is made up.
 # Usage: gpu_check_pair_test.sh SCALETRAIN_BIN SOURCE_DIR PYTHON
@@ -27,13 +27,13 @@ cd "$src" || exit 1
 script=scripts/gpu-check.sh
 # The step, cut out; its GPU settings swapped for the CPU's. A marker that
 # moved, or a swap that no longer applies, fails here rather than passing.
-sed -n '/^# ---- Issue 52: our trainer and the PyTorch peer/,/^record "8B pair, scaletrain/p' \
+sed -n '/^# ---- Issue 52: our trainer and the PyTorch peer/,/^# ---- end of the 8B pair/p' \
   "$script" >"$tmp/block.sh"
 grep -q '^pair_model=llama-8b$' "$tmp/block.sh" || fail "the pair step's markers or model moved"
+grep -q '^pair_table() {' "$tmp/block.sh" || fail "the pair step has no pair_table"
+grep -q '^pair_table$' "$script" || fail "the summary does not print pair_table"
 sed -n '/^left() {/,/^step() /p' "$script" >"$tmp/helpers.sh"
 grep -q '^load_note() {' "$tmp/helpers.sh" || fail "the helpers moved"
-sed -n '/^printf .\\n| %s, one GPU/,/^printf .| scaletrain \/ peer/p' "$script" >"$tmp/summary.sh"
-[[ $(wc -l <"$tmp/summary.sh") -ge 5 ]] || fail "the summary rows moved"
 cpu_block() {  # $1: extra sed expression (or "")
   sed -e 's/^pair_model=llama-8b$/pair_model=tiny/' -e 's/runtime.device=cuda/runtime.device=cpu/' \
     -e 's/model.seq_len=4096/model.seq_len=64/' ${1:+-e "$1"} "$tmp/block.sh"
@@ -45,7 +45,7 @@ run_pair() {  # $1: the block to run; prints the summary rows to $log/summary.tx
     export PEER_PYTHON=$py
     source "$tmp/helpers.sh"
     source "$1"
-    source "$tmp/summary.sh" >"$log/summary.txt"
+    pair_table >"$log/summary.txt"
     echo "pair_rc=$pair_rc peer_rc=$peer_rc" >>"$log/summary.txt"
   ) >"$tmp/out.txt" 2>&1
 }
@@ -56,7 +56,11 @@ cpu_block 's/  --set optim.state_dtype=bf16 /  /' >"$tmp/cpu.sh"
 grep -q 'optim.state_dtype' "$tmp/cpu.sh" && fail "optim.state_dtype was not taken out"
 run_pair "$tmp/cpu.sh"
 res=$tmp/log/results.txt
-cat "$res" "$tmp/log/summary.txt"
+cat "$res"
+[[ $(grep -c '^|' "$tmp/log/summary.txt") -eq 5 ]] || fail "the side-by-side table is not 5 rows"
+while read -r row; do
+  grep -qxF -- "$row" "$res" || fail "results.txt lacks the row: $row"
+done < <(grep '^|' "$tmp/log/summary.txt")
 done_line=$(grep -E "done: .* steady state" "$tmp/log/trainer-tiny.txt" | tail -1)
 toks=$(sed -n 's/.*steady state (.*) \([0-9.e+]*\) tok\/s.*/\1/p' <<<"$done_line")
 [[ -n $toks ]] || fail "the trainer printed no steady-state tok/s: $done_line"
