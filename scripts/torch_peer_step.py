@@ -160,6 +160,11 @@ def resolve(config, sets):
     for k in run:
         if run[k] != "":
             run[k] = typed(k, RUN_KEYS[k], run[k])
+    sizes = {"model." + k: v for k, v in model.items() if MODEL_KEYS[k] is not str}
+    sizes.update({k: run[k] for k in ("train.micro_batch", "train.grad_accum")})
+    for key, v in sizes.items():
+        if not v > 0:
+            raise BadInput(f"{key}: {v} (must be > 0)")
     if model.get("init_from"):
         raise BadInput("model.init_from: the peer draws its weights; it does not load a folder")
     if model["d_model"] % model["n_heads"] or (model["d_model"] // model["n_heads"]) % 2:

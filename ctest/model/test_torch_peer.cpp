@@ -271,6 +271,7 @@ TEST_F(TorchPeer, RefusesBadInputByName) {
       {tiny + "--set optim.state_dtype=fp32", "optim.state_dtype"},
       {tiny + "--set model.n_kv_heads=3", "model.n_kv_heads"},
       {tiny + "--set model.d_model=sixty", "model.d_model"},
+      {tiny + "--set train.micro_batch=0", "train.micro_batch"},
       {tiny + "--set model.preset=llama-9b", "llama-8b"},
       {tiny + "--set trainmicro_batch", "section.key=value"},
       {"--config /nonexistent.yaml", "/nonexistent.yaml"},
