@@ -3,8 +3,14 @@
 # (sized for one H200, about 8 minutes): configure with the `cuda` preset for
 # this GPU's architecture only (default sm_90); build the trainer, the CUDA
 # backend library, the analysis, the GPU tools and the tests labelled gpu;
-# run those tests; measure the cuBLASLt bf16 GEMM rate; run
-# scaletrain-bench-step (the shared model and engine on the CUDA backend,
+# run those tests; measure the cuBLASLt bf16 GEMM rate; run our trainer and
+# the PyTorch peer (scripts/torch_peer_step.py) back to back at the field's
+# one-GPU configuration (issue 52: the llama-8b preset at seq 4096, micro-batch
+# 4 x grad-accum 2, bf16 weights, gradients and AdamW state via
+# optim.state_dtype=bf16, full recomputation; the peer with torch.compile and
+# fused AdamW, its MFU over the peak the trainer's run.json names) and write
+# both figures side by side with their ratio (that step runs at tiny on a
+# CPU in test_gpu_check_pair); run scaletrain-bench-step (the shared model and engine on the CUDA backend,
 # full activation checkpointing) at the llama-1b and llama-7b shapes; run the
 # trainer itself (runtime.device=cuda, bf16, full activation checkpointing,
 # 20 steps) on both, llama-1b with an asynchronous checkpoint every 10 steps;
@@ -21,6 +27,16 @@
 # says so, and each result is appended to results.txt as soon as it is
 # measured (questions.txt likewise), so a cut-off run still reports.
 #
+# Time: the H200 call of 2026-12-04 (results/gpu-check-h200-20261204) took
+# 383 s without the 8B pair; the pair adds about 250 s by estimate (the
+# trainer draws the 8B weights on the host, ~110 s before step 1 as llama-7b's
+# 95 s scaled, until issue 52's start-up item lands, then 10 steps of ~4 s;
+# the peer compiles one block for about a minute, then 7 steps of ~3 s). It
+# runs right after the GEMM rate, so inside BUDGET_S=480 the pair is measured
+# and the later runs are skipped by the budget, each skip written to
+# results.txt; BENCH_STEP_MODELS="" leaves out the bench-step runs (their
+# figures were within 1.3% of the trainer's) to make room for the trainers.
+#
 # llama-7b trains without checkpoints here: a checkpoint holds fp32 weights
 # and both AdamW moments (12 bytes per parameter, ~81 GB), more than the
 # check machine's disk, and its pinned snapshot buffers would take as much
@@ -31,7 +47,13 @@
 #              SCALETRAIN_CUDA_ARCHS (default 90), JOBS (default nproc),
 #              GEMM_SIZE (default 8192), STEPS (timed bench-step steps,
 #              default 4, one untimed warm-up step more), TRAIN_STEPS
-#              (trainer steps, default 20), BUDGET_S (seconds from launch the
+#              (trainer steps, default 20), PAIR_STEPS (the 8B trainer's
+#              steps, default 10, 3 left out of its steady state),
+#              PEER_STEPS / PEER_WARMUP (the peer's timed and untimed steps,
+#              default 5 and 2; the first untimed one compiles), PEER_PYTHON
+#              (the python with torch, default python3), BENCH_STEP_MODELS
+#              (default "llama-1b llama-7b"; "" leaves bench-step out, whose
+#              figures the trainer's repeat), BUDGET_S (seconds from launch the
 #              script keeps within, default 570), PREBUILT (a build folder
 #              made elsewhere and carried here, e.g. by scripts/gpu-bundle.sh
 #              to a machine without our -dev packages: no configure, no
@@ -47,6 +69,10 @@ jobs=${JOBS:-$(nproc)}
 gemm=${GEMM_SIZE:-8192}
 steps=${STEPS:-4}
 tsteps=${TRAIN_STEPS:-20}
+psteps=${PAIR_STEPS:-10}
+peer_steps=${PEER_STEPS:-5}
+pwarm=${PEER_WARMUP:-2}
+read -r -a bench_models <<<"${BENCH_STEP_MODELS-llama-1b llama-7b}"
 build="build-cuda"  # the cuda preset's binaryDir
 budget=${BUDGET_S:-570}
 log=${OUT:-$(mktemp -d)}/gpu-check
@@ -70,7 +96,7 @@ record() { printf '%s\n' "$*" >>"$log/results.txt"; }
 # The load beside every timing: the 1-minute load before and after a timed
 # step against this machine's cores, and the SM clock after it (a study
 # measured while the load exceeds the cores measures the load: marked BUSY).
-cores=$(nproc)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc alone obeys OpenMP's variables
 load1() { cut -d' ' -f1 /proc/loadavg; }
 load_note() {  # $1: the load read before the step
   local after clock busy=""
@@ -210,11 +236,112 @@ gemm_load=$(load_note "$lb")
 tflops=$(sed -n 's/^bf16_gemm_tflops=//p' "$log/gemm.txt")
 record "bf16 GEMM ${gemm}^3: ${tflops:-n/a} TFLOP/s ($gemm_load)"
 
+# ---- Issue 52: our trainer and the PyTorch peer (scripts/torch_peer_step.py)
+# at the field's one-GPU configuration, back to back on this GPU: the llama-8b
+# preset (Llama 3 8B shape) at seq 4096, micro-batch 4 x grad-accum 2 (32,768
+# tokens/step), bf16 weights, gradients and AdamW state, full recomputation.
+# Both read the same config and --set list; the peer's MFU is over the peak
+# the trainer's run.json names (device.peak_flops, the same table and rules).
+pair_model=llama-8b
+pair_sets=(--set model.seq_len=4096 --set runtime.device=cuda --set train.precision=bf16
+  --set optim.state_dtype=bf16 --set train.act_ckpt=full --set train.micro_batch=4
+  --set train.grad_accum=2)
+pair_run=$log/run-$pair_model
+pair_rc=124 peer_rc=124 pair_load="" peer_load="" pair_toks="" pair_mfu="" pair_med="" pair_mem=""
+# What the recording backend predicts for that run (per GPU, the peak's total).
+pair_dry=$("$build/app/scaletrain" --dry-run --config "configs/models/$pair_model.yaml" \
+  "${pair_sets[@]}" 2>&1 | awk '$1 == "0" && $2 == "0" { print $15, $16 }' | head -1)
+if have 150 "trainer $pair_model (the peer's pair)"; then
+  step "trainer: $pair_model, seq 4096, mb 4 x ga 2, bf16 states, full recompute, $psteps steps"
+  lb=$(load1)
+  timeout "$(left 300)" "$build/app/scaletrain" --config "configs/models/$pair_model.yaml" \
+    "${pair_sets[@]}" --set data.source=synthetic --set checkpoint.interval=0 \
+    --set train.steps="$psteps" --set train.warmup_steps_excluded=3 --out "$pair_run" \
+    >"$log/trainer-$pair_model.txt" 2>&1
+  pair_rc=$?
+  pair_load=$(load_note "$lb")
+  tail -4 "$log/trainer-$pair_model.txt" | sed 's/^/  /'
+  done_line=$(grep -E "done: .* steady state" "$log/trainer-$pair_model.txt" | tail -1)
+  pair_toks=$(sed -n 's/.*steady state (.*) \([0-9.e+]*\) tok\/s.*/\1/p' <<<"$done_line")
+  pair_mfu=$(sed -n 's/.*, MFU \([0-9.e+]*\)%.*/\1/p' <<<"$done_line")
+  pair_med=$(sed -n 's/.*steady state (median step \([0-9.e+]*\) s.*/\1/p' <<<"$done_line")
+  pair_mem=$(grep -E "\| mem [0-9.]+ [KMG]?i?B" "$log/trainer-$pair_model.txt" | tail -1 |
+    sed -n 's/.*| mem \([0-9.]* [KMG]\{0,1\}i\{0,1\}B\) .*/\1/p')
+  record "trainer $pair_model (mb 4 x ga 2, bf16 states): rc $pair_rc, ${pair_toks:-n/a} tok/s," \
+    "MFU ${pair_mfu:-n/a}%, median step ${pair_med:-n/a} s, peak ${pair_mem:-n/a}" \
+    "(dry run: ${pair_dry:-n/a}), $pair_load"
+  [[ $pair_rc -eq 0 ]] || record "  its error: $(grep -m1 -iE 'error|what\(\)|out of memory' \
+    "$log/trainer-$pair_model.txt" | cut -c1-400)"
+fi
+# The peer, with the machine's own python3 and its own libraries (the
+# bundle's lib-active folder left out of the library path: its CUDA runtime
+# is ours, not the one torch was built with).
+peer_py=${PEER_PYTHON:-python3}
+peer_json=$log/peer-$pair_model.json
+# A field of the peer's JSON: $1 file, $2 key (dotted), $3 "raw" for full precision.
+jget() { "$peer_py" -c 'import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    v = v.get(k) if isinstance(v, dict) else None
+raw = len(sys.argv) > 3
+print("n/a" if v is None else (f"{v:.4g}" if isinstance(v, float) and not raw else v))' "$@" \
+  2>/dev/null || echo n/a; }
+peak_tf=""
+for rj in "$pair_run/run.json" "$log/q-repeat-1/run.json"; do
+  [[ -f $rj ]] && peak_tf=$("$peer_py" -c 'import json, sys
+print(json.load(open(sys.argv[1]))["device"]["peak_flops"] / 1e12)' "$rj" 2>/dev/null) &&
+    [[ -n $peak_tf ]] && break
+done
+if ! "$peer_py" -c 'import torch, yaml' 2>/dev/null; then
+  peer_rc=127
+  record "peer $pair_model: not run, $peer_py cannot import torch and yaml"
+elif have 100 "PyTorch peer $pair_model"; then
+  step "PyTorch peer: $pair_model, the same configuration, $pwarm+$peer_steps steps" \
+    "(peak ${peak_tf:-unknown} TFLOP/s from run.json)"
+  peer_ld=$(tr ':' '\n' <<<"${LD_LIBRARY_PATH:-}" | grep -v '/lib-active$' | paste -sd: -)
+  lb=$(load1)
+  LD_LIBRARY_PATH=$peer_ld PYTHONUNBUFFERED=1 timeout "$(left 300)" "$peer_py" \
+    scripts/torch_peer_step.py --config "configs/models/$pair_model.yaml" "${pair_sets[@]}" \
+    --steps "$peer_steps" --warmup "$pwarm" ${peak_tf:+--peak-tflops "$peak_tf"} \
+    >"$peer_json" 2>"$log/peer-$pair_model.txt"
+  peer_rc=$?
+  peer_load=$(load_note "$lb")
+  tail -3 "$log/peer-$pair_model.txt" | sed 's/^/  /'
+  record "peer $pair_model (torch $(jget "$peer_json" torch), compile $(jget "$peer_json" \
+    compile), $(jget "$peer_json" optimizer), state $(jget "$peer_json" optimizer_state_dtype)):" \
+    "rc $peer_rc, $(jget "$peer_json" tokens_per_s) tok/s, MFU $(jget "$peer_json" mfu_pct)%," \
+    "median step $(jget "$peer_json" step_s_median) s (spread $(jget "$peer_json" \
+    step_s_spread_pct)%), peak $(jget "$peer_json" peak_memory_gib) GiB, $peer_load"
+  [[ $peer_rc -eq 0 ]] || record "  its error: $(grep -v '^ ' "$log/peer-$pair_model.txt" |
+    tail -1 | cut -c1-400)"
+  [[ $peer_rc -ne 0 || $(jget "$peer_json" compile) == True ]] ||
+    record "  peer without torch.compile: $(jget "$peer_json" compile_note)"
+fi
+pair_ratio=$(awk -v a="$pair_toks" -v b="$(jget "$peer_json" tokens_per_s raw)" \
+  'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b }')
+record "8B pair, scaletrain / PyTorch tok/s: ${pair_ratio:-n/a} (issue 52: >= 1.0, aim 1.1)"
+# The two side by side, in results.txt now and in the summary at the end.
+pair_table() {
+  printf '\n| %s, one GPU: seq 4096, mb 4 x ga 2, bf16 weights/grads/AdamW state, full recompute | tokens/s | MFU | median step | peak memory | load |\n' "$pair_model"
+  printf '|---|---|---|---|---|---|\n'
+  printf '| scaletrain, %s steps (rc %s) | %s | %s%% | %s s | %s (dry run %s) | %s |\n' "$psteps" \
+    "$pair_rc" "${pair_toks:-n/a}" "${pair_mfu:-n/a}" "${pair_med:-n/a}" "${pair_mem:-n/a}" \
+    "${pair_dry:-n/a}" "$pair_load"
+  printf '| PyTorch peer, torch %s, compile %s, %s, %s+%s steps (rc %s) | %s | %s%% | %s s (spread %s%%) | %s | %s |\n' \
+    "$(jget "$peer_json" torch)" "$(jget "$peer_json" compile)" "$(jget "$peer_json" optimizer)" \
+    "$pwarm" "$peer_steps" "$peer_rc" "$(jget "$peer_json" tokens_per_s)" \
+    "$(jget "$peer_json" mfu_pct)" "$(jget "$peer_json" step_s_median)" \
+    "$(jget "$peer_json" step_s_spread_pct)" "$(jget "$peer_json" peak_memory_gib) GiB" "$peer_load"
+  printf '| scaletrain / peer | %s | | | | |\n' "${pair_ratio:-n/a}"
+}
+pair_table >>"$log/results.txt"
+# ---- end of the 8B pair
+
 # micro-batch per model (7B: fp32 master, bf16 copy, fp32 grads and AdamW
 # moments are 18 bytes/param, ~113 GiB, so one 4096-token sequence per step).
 declare -A mbs=([llama-1b]=2 [llama-7b]=1)
 declare -A step_rc step_load
-for m in llama-1b llama-7b; do
+for m in "${bench_models[@]}"; do
   step_rc[$m]=124
   have 40 "bench-step $m" || continue
   step "bench-step: $m, seq 4096, micro-batch ${mbs[$m]}, 1+$steps steps, full act ckpt"
@@ -298,7 +425,7 @@ while read -r line; do printf '| %s | %s |\n' "${line%%: *}" "${line#*: }"; done
 printf '| measured bf16 GEMM rate (cuBLASLt %s^3) | %s |\n' "$gemm" "${tflops:-n/a} TFLOP/s ($gemm_load)"
 printf '\n| bench-step | micro-batch | tokens/s | MFU | HFU | peak device GiB | fwd s | bwd s | opt s | load |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|\n'
-for m in llama-1b llama-7b; do
+for m in "${bench_models[@]}"; do
   if [[ ${step_rc[$m]} -eq 0 ]]; then
     printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$m" "${mbs[$m]}" \
       "$(val "$m" tokens_per_s)" "$(val "$m" mfu)" "$(val "$m" hfu)" \
@@ -320,13 +447,14 @@ for m in llama-1b llama-7b; do
     printf '| %s | failed (rc %s, see %s) | | | | |\n' "$m" "${tr_rc[$m]}" "$log/trainer-$m.txt"
   fi
 done
+pair_table
 printf '\nelapsed: %ds; logs: %s\n' $((SECONDS - t0)) "$log"
 
 ok=1
 [[ $ctest_rc -eq 0 && $probe_rc -eq 0 ]] || ok=0
 grep -q "^q[12] .*: NO" "$qs" && ok=0
-for m in llama-1b llama-7b; do
-  [[ ${step_rc[$m]} -eq 0 && ${tr_rc[$m]} -eq 0 ]] || ok=0
-done
+for m in "${bench_models[@]}"; do [[ ${step_rc[$m]} -eq 0 ]] || ok=0; done
+for m in llama-1b llama-7b; do [[ ${tr_rc[$m]} -eq 0 ]] || ok=0; done
+[[ $pair_rc -eq 0 && $peer_rc -eq 0 ]] || ok=0
 [[ $ok -eq 1 ]] && exit 0
 exit 1
