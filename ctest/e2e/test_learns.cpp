@@ -12,18 +12,27 @@
 using namespace st::test;
 namespace fs = std::filesystem;
 
-TEST(Learning, LossFallsOnRealText) {
-  std::string text = "/usr/share/common-licenses/GPL-3";
-  if (!fs::exists(text)) GTEST_SKIP() << "no English text found at " << text;
-  const std::string dir = fresh_dir("learns");
+namespace {
+constexpr const char* kText = "/usr/share/common-licenses/GPL-3";
+
+// kText byte-tokenised into DIR/text.bin and the tiny model's command line
+// that trains on it for `steps` steps (the caller adds --set and --out).
+std::string tiny_on_text(const std::string& dir, int steps) {
   const std::string tok = fs::path(bin()).parent_path().string() + "/scaletrain-tokenize";
-  auto t = run_cmd(tok + " -o " + dir + "/text.bin " + text);
-  ASSERT_EQ(t.exit_code, 0) << t.output;
-  auto r = run_scaletrain(2, "--config " + src_dir() + "/configs/models/tiny.yaml" +
-                                 " --set train.steps=60 --set data.source=file" +
-                                 " --set data.path=" + dir + "/text.bin --set optim.lr=3e-3" +
-                                 " --set optim.warmup_steps=5 --set train.micro_batch=4" +
-                                 " --set runtime.cpu_peak_gflops=1 --out " + dir + "/run");
+  auto t = run_cmd(tok + " -o " + dir + "/text.bin " + kText);
+  EXPECT_EQ(t.exit_code, 0) << t.output;
+  return "--config " + src_dir() +
+         "/configs/models/tiny.yaml --set train.steps=" + std::to_string(steps) +
+         " --set data.source=file --set data.path=" + dir +
+         "/text.bin --set optim.lr=3e-3 --set optim.warmup_steps=5 --set train.micro_batch=4" +
+         " --set runtime.cpu_peak_gflops=1";
+}
+}  // namespace
+
+TEST(Learning, LossFallsOnRealText) {
+  if (!fs::exists(kText)) GTEST_SKIP() << "no English text found at " << kText;
+  const std::string dir = fresh_dir("learns");
+  auto r = run_scaletrain(2, tiny_on_text(dir, 60) + " --out " + dir + "/run");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto loss = read_series(dir + "/run", 0, "loss");
   ASSERT_EQ(loss.size(), 60u);
@@ -38,19 +47,13 @@ TEST(Learning, LossFallsOnRealText) {
 // the last 10 steps' mean loss within 0.02 nats (measured: see
 // docs/model.md, "Optimizer state precision").
 TEST(Learning, Bf16StateLearnsLikeFp32State) {
-  std::string text = "/usr/share/common-licenses/GPL-3";
-  if (!fs::exists(text)) GTEST_SKIP() << "no English text found at " << text;
+  if (!fs::exists(kText)) GTEST_SKIP() << "no English text found at " << kText;
   const std::string dir = fresh_dir("learns-bf16");
-  const std::string tok = fs::path(bin()).parent_path().string() + "/scaletrain-tokenize";
-  auto t = run_cmd(tok + " -o " + dir + "/text.bin " + text);
-  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const std::string args = tiny_on_text(dir, 100);
   auto run = [&](const std::string& state) {
-    auto r = run_scaletrain(2, "--config " + src_dir() + "/configs/models/tiny.yaml" +
-                                   " --set train.steps=100 --set data.source=file" +
-                                   " --set data.path=" + dir + "/text.bin --set optim.lr=3e-3" +
-                                   " --set optim.warmup_steps=5 --set train.micro_batch=4" +
-                                   " --set train.precision=bf16 --set optim.state_dtype=" + state +
-                                   " --set runtime.cpu_peak_gflops=1 --out " + dir + "/" + state);
+    auto r =
+        run_scaletrain(2, args + " --set train.precision=bf16 --set optim.state_dtype=" + state +
+                              " --out " + dir + "/" + state);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     auto loss = read_series(dir + "/" + state, 0, "loss");
     EXPECT_EQ(loss.size(), 100u);
