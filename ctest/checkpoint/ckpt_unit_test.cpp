@@ -49,6 +49,27 @@ TEST(Crc32c, KnownVectors) {
   EXPECT_EQ(part, crc32c(s.data(), s.size()));
 }
 
+// The file checksum is assembled from the pieces the writer checksummed as
+// it wrote them: combining two pieces' CRCs gives the CRC of both, for any
+// split, an empty piece on either side and a piece longer than 2^32 bytes'
+// worth of shifts would need (the length only enters as a shift).
+TEST(Crc32c, CombineEqualsTheWholeSCrc) {
+  std::string s(100000, 'x');
+  for (size_t i = 0; i < s.size(); ++i) s[i] = char(i * 131 + (i >> 9));
+  for (size_t cut : {size_t(0), size_t(1), size_t(9), size_t(4096), size_t(77777), s.size()}) {
+    const uint32_t a = crc32c(s.data(), cut), b = crc32c(s.data() + cut, s.size() - cut);
+    EXPECT_EQ(crc32c_combine(a, b, s.size() - cut), crc32c(s.data(), s.size())) << cut;
+  }
+  EXPECT_EQ(crc32c_combine(crc32c("12345", 5), crc32c("6789", 4), 4), 0xE3069283u);
+  const std::string zeros(3 << 20, '\0');
+  const uint32_t z = crc32c(zeros.data(), zeros.size());
+  EXPECT_EQ(crc32c_combine(z, z, zeros.size()),
+            crc32c_update(z, zeros.data(), zeros.size()));
+  // Holes are checksummed as zeros without reading them.
+  for (size_t n : {size_t(0), size_t(1), size_t(4096), zeros.size()})
+    EXPECT_EQ(crc32c_zeros(0x1234567u, n), crc32c_update(0x1234567u, zeros.data(), n)) << n;
+}
+
 // A whole file's CRC32C read in pieces of a reused buffer (the writer keeps
 // one: a fresh buffer per save cost the first saves their page faults) is
 // the CRC32C of its bytes, for a file larger than the buffer and an empty one.
