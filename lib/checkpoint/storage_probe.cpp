@@ -140,7 +140,7 @@ StorageProbe probe_storage(const std::string& dir, int64_t bytes, int world_rank
   const std::string path = probe_path(dir, world_rank);
   Block b = make_block(world_rank);
   p.bytes_one = std::max<int64_t>(bytes, kBlock);
-  p.bytes_each = std::max<int64_t>(p.bytes_one / p.writers, kBlock);
+  p.bytes_each = p.bytes_one;  // each: less would be what the caches hold, not the disk
   // An I/O error skips this rank's later measurements, never a collective
   // (the node's other ranks would wait for it); it is thrown at the end.
   std::string error;

@@ -30,9 +30,10 @@ struct StorageProbe {
 // Collective over `node` (the ranks of one host; each host probes its own
 // disk at the same time as the others, as their checkpoints would write).
 // Writes, reads and removes `.storage-probe.rank_<r>.bin` files in `dir`
-// (which must exist): `bytes` by node rank 0 alone, then bytes / ranks
-// (at least 4 MiB) by every rank at once. Throws st::Error naming the file
-// on an I/O error.
+// (which must exist): `bytes` (at least 4 MiB) by node rank 0 alone, then
+// `bytes` by every rank at once (the node writes ranks x bytes: a split
+// would shrink each rank's share into what the caches absorb). Throws
+// st::Error naming the file on an I/O error, after every rank's collectives.
 StorageProbe probe_storage(const std::string& dir, int64_t bytes, int world_rank,
                            MpiCommunicator& node);
 
