@@ -427,13 +427,15 @@ std::string ckpt_markdown(const CkptStudy& st) {
        "over the run's checkpoints.\n\n"
     << "| ranks | mode | interval (steps) | overhead | stall | interference | C (s) | P (s) | "
        "first checkpoint stall (s) | steady checkpoints (fewest per run) | aggregate write | "
-       "bytes per checkpoint |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+       "node write / probed (run.json `storage`) | bytes per checkpoint |\n"
+       "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& k : st.points)
     o << "| " << k.gpus << " | " << k.mode << " | " << k.interval << " | "
       << spread_text(k.overhead, 3, 100) << "% | " << pct(k.stall_share.med, 3) << " | "
       << pct(k.interference_share.med, 3) << " | " << f(k.cost_s, 4) << " | " << f(k.persist_s, 4)
       << " | " << f(k.first_cost_s, 4) << " | " << k.steady_n << " (" << k.steady_min_run << ") | "
-      << human_bytes(k.agg_bw) << "/s | " << human_bytes(k.bytes) << " |\n";
+      << human_bytes(k.agg_bw) << "/s | " << (k.of_disk > 0 ? pct(k.of_disk, 0) : "not probed")
+      << " | " << human_bytes(k.bytes) << " |\n";
   for (const auto& n : st.notes) o << "\nNote: " << n << ".\n";
   o << "\n**Storage limit:** ";
   if (st.storage.measured)
