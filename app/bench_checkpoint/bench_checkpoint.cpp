@@ -40,7 +40,7 @@ struct Args {
   double tensor_mib = 16;
   int saves = 3;
   int probe_mib = 256;
-  std::string variants = "default,no-align,align-4k,meta-1m,block-1m,block-16m,no-writeback,h5dwrite";
+  std::string variants = "default,no-align,align-4k,meta-1m,block-1m,block-16m,no-writeback,direct,h5dwrite";
 };
 
 Args parse(int argc, char** argv) {
@@ -70,6 +70,7 @@ ckpt::WriteTuning tuning(const std::string& v) {
   else if (v == "block-16m") t.block = 16 << 20;
   else if (v == "no-writeback") t.writeback = 0;
   else if (v == "h5dwrite") t.h5_write = true;
+  else if (v == "direct") t.direct = true;
   else throw std::runtime_error("unknown variant '" + v + "'");
   return t;
 }

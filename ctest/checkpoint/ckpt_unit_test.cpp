@@ -10,6 +10,8 @@
 #include <fstream>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/h5.hpp"
+#include "checkpoint/rank_file.hpp"
 #include "core/crc32c.hpp"
 #include "core/error.hpp"
 #include "test_state.hpp"
@@ -92,6 +94,53 @@ TEST(Crc32c, FileThroughAReusedBuffer) {
   EXPECT_EQ(buf.data(), before);
   EXPECT_EQ(crc32c_file(path, n), crc32c(bytes.data(), bytes.size()));  // own buffer
   EXPECT_THROW(crc32c_file(dir + "/missing", n, buf), Error);
+  fs::remove_all(dir);
+}
+
+// The writer's file CRC32C is assembled from the data it checksummed while
+// writing and HDF5's metadata between the extents (holes as zeros): it must
+// equal the CRC32C of the file read back whole, and every dataset must hold
+// its shard's bytes, for each way of writing (aligned or not, buffered or
+// O_DIRECT, the previous H5Dwrite writer), including an empty shard and
+// one whose size is not a multiple of 4 KiB.
+TEST(CheckpointWriter, FileChecksumWithoutReadBackMatchesTheFile) {
+  const std::string dir = fresh_dir("writer");
+  ASSERT_FALSE(dir.empty());
+  std::vector<std::vector<float>> data = {std::vector<float>(1 << 20), std::vector<float>(1001),
+                                          std::vector<float>(0), std::vector<float>(300000)};
+  std::vector<ckpt::ShardOut> shards;
+  for (size_t t = 0; t < data.size(); ++t) {
+    for (size_t i = 0; i < data[t].size(); ++i) data[t][i] = float(t * 1000003 + i) * 0.5f;
+    const int64_t n = int64_t(data[t].size());
+    shards.push_back({"params/t" + std::to_string(t), {n}, {0}, {n}, data[t].data()});
+  }
+  const ckpt::WriteTuning saved = ckpt::write_tuning();
+  int k = 0;
+  for (const char* v : {"default", "no-align", "direct", "h5dwrite"}) {
+    ckpt::WriteTuning t;
+    if (std::string(v) == "no-align") t.align = 0;
+    if (std::string(v) == "direct") t.direct = true;
+    if (std::string(v) == "h5dwrite") t.h5_write = true;
+    ckpt::write_tuning() = t;
+    const std::string path = dir + "/rank_" + std::to_string(k++) + ".h5";
+    const ckpt::RankFileOut out =
+        ckpt::write_rank_file(path, 7, 0, 1, shards, "{\"step\":7}", {1, 2, 3}, nullptr);
+    int64_t size = 0;
+    EXPECT_EQ(out.file_crc, crc32c_file(path, size)) << v;
+    EXPECT_EQ(out.file_bytes, size) << v;
+    h5::Handle f = h5::open_file_readonly(path);
+    for (size_t i = 0; i < data.size(); ++i) {
+      h5::Handle d(H5Dopen2(f, shards[i].name.c_str(), H5P_DEFAULT));
+      std::vector<float> back(data[i].size());
+      if (!back.empty()) {
+        ASSERT_GE(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, back.data()), 0);
+      }
+      EXPECT_EQ(back, data[i]) << v << " " << shards[i].name;
+      EXPECT_EQ(h5::read_attr_u32(d, "checksum"), crc32c(data[i].data(), data[i].size() * 4))
+          << v << " " << shards[i].name;
+    }
+  }
+  ckpt::write_tuning() = saved;
   fs::remove_all(dir);
 }
 

@@ -30,7 +30,13 @@ namespace st {
 struct Checkpointer::HostBuf {
   HostBuf(size_t n_, Device* d) : n(n_), dev(d) {
     const size_t bytes = std::max<size_t>(n, 1) * sizeof(float);
-    p = static_cast<float*>(dev ? dev->allocate_pinned(bytes) : std::malloc(bytes));
+    // Page-aligned on the host too, so the writer may hand it to O_DIRECT.
+    void* h = nullptr;
+    if (dev)
+      h = dev->allocate_pinned(bytes);
+    else if (posix_memalign(&h, 4096, bytes) != 0)
+      h = nullptr;
+    p = static_cast<float*>(h);
     if (!p) throw std::bad_alloc();
   }
   ~HostBuf() {

@@ -59,8 +59,11 @@ struct Extent {
 // An fd of the file being written, for the data's pwrites beside HDF5's own.
 class Fd {
  public:
-  Fd(const std::string& path, int flags) : fd_(::open(path.c_str(), flags)) {
-    if (fd_ < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  // required=false: a file system that refuses `flags` (O_DIRECT) leaves it
+  // closed (get() < 0) instead of throwing.
+  Fd(const std::string& path, int flags, bool required = true) : fd_(::open(path.c_str(), flags)) {
+    if (fd_ < 0 && required)
+      throw Error("cannot open '" + path + "': " + std::strerror(errno));
   }
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
@@ -110,22 +113,33 @@ void pwrite_all(int fd, const char* p, size_t n, uint64_t off, const std::string
   }
 }
 
+// Where a dataset's bytes go: the buffered fd, and an O_DIRECT one for
+// 4 KiB-aligned blocks when asked for and the file system takes it.
+struct Sink {
+  int fd = -1, direct = -1;
+  uint64_t since_wb = 0;
+};
+
 // One dataset's bytes: each block checksummed, then written while it is
 // still in the cache; write-back started every `writeback` bytes so the
 // final fsync finds little left to do.
-uint32_t write_extent(int fd, const char* p, uint64_t off, uint64_t len, const WriteTuning& wt,
-                      uint64_t& since_wb, const std::string& path) {
+uint32_t write_extent(Sink& sink, const char* p, uint64_t off, uint64_t len, const WriteTuning& wt,
+                      const std::string& path) {
+  constexpr uint64_t kPage = 4096;
   uint32_t crc = 0;
-  const size_t block = std::max<size_t>(wt.block, 4096);
+  const size_t block = std::max<size_t>(wt.block, kPage) / kPage * kPage;
+  const bool aligned = sink.direct >= 0 && off % kPage == 0 && uintptr_t(p) % kPage == 0;
   for (uint64_t done = 0; done < len;) {
-    const size_t n = size_t(std::min<uint64_t>(block, len - done));
+    size_t n = size_t(std::min<uint64_t>(block, len - done));
+    const bool direct = aligned && n >= kPage;
+    if (direct) n = n / kPage * kPage;  // the tail (< 4 KiB) goes buffered
     crc = crc32c_update(crc, p + done, n);
-    pwrite_all(fd, p + done, n, off + done, path);
+    pwrite_all(direct ? sink.direct : sink.fd, p + done, n, off + done, path);
     done += n;
-    since_wb += n;
-    if (wt.writeback && since_wb >= wt.writeback) {
-      ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);  // a hint: errors surface at fsync
-      since_wb = 0;
+    sink.since_wb += direct ? 0 : n;
+    if (wt.writeback && sink.since_wb >= wt.writeback) {
+      ::sync_file_range(sink.fd, 0, 0, SYNC_FILE_RANGE_WRITE);  // a hint: errors surface at fsync
+      sink.since_wb = 0;
     }
   }
   return crc;
@@ -233,10 +247,11 @@ RankFileOut write_rank_file(const std::string& path, long step, int rank, int wo
       }
     } else {
       Fd fd(path, O_WRONLY);
-      uint64_t since_wb = 0;
+      Fd direct(wt.direct ? path : std::string(), O_WRONLY | O_DIRECT, false);
+      Sink sink{fd.get(), wt.direct ? direct.get() : -1, 0};
       for (size_t i = 0; i < shards.size(); ++i) {
-        ext[i].crc = write_extent(fd.get(), reinterpret_cast<const char*>(shards[i].data),
-                                  ext[i].off, ext[i].len, wt, since_wb, path);
+        ext[i].crc = write_extent(sink, reinterpret_cast<const char*>(shards[i].data), ext[i].off,
+                                  ext[i].len, wt, path);
         if (hook) hook("dataset");
       }
     }

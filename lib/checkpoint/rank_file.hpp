@@ -55,6 +55,9 @@ struct WriteTuning {
   size_t block = size_t(4) << 20;                // bytes checksummed, then written, per pwrite
   size_t writeback = size_t(32) << 20;  // sync_file_range(WRITE) after this many bytes (0: never)
   uint64_t meta_block = 0;              // H5Pset_meta_block_size (0: HDF5's 2 KiB)
+  // O_DIRECT for each dataset's 4 KiB-aligned body (the tail, and any file
+  // system that refuses O_DIRECT, buffered): no copy into the page cache.
+  bool direct = false;
   // The writer before issue 53, for the benchmark's before/after: H5Dwrite
   // per dataset (checksummed first, from memory), then the closed file read
   // back for its CRC32C.
