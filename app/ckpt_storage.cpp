@@ -40,10 +40,9 @@ double predicted_step_s(const Job& j) {
 
 void warn_at_start(const Job& j, double node_bytes, double bps) {
   const int iv = j.cfg.checkpoint.interval;
-  log0("checkpoint: a save writes ", human_bytes(node_bytes), " per node: ",
-       j.ckpt_write_expect_s, " s at the probed ", human_bytes(bps),
-       "/s; checkpoint.interval=", iv, " hides it when a step takes >= ",
-       j.ckpt_write_expect_s / iv, " s");
+  log0("checkpoint: a save writes ", human_bytes(node_bytes), " per node: ", j.ckpt_write_expect_s,
+       " s at the probed ", human_bytes(bps), "/s; checkpoint.interval=", iv,
+       " hides it when a step takes >= ", j.ckpt_write_expect_s / iv, " s");
   const double step = predicted_step_s(j);
   if (step > 0 && iv * step < j.ckpt_write_expect_s)
     logw("checkpoint.interval=", iv, " steps (", iv * step, " s at the predicted ", step,

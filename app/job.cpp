@@ -163,7 +163,7 @@ void resume(Job& j, const std::string& ckpt_dir) {
 
 // Saves every checkpoint.interval steps in the background.
 std::unique_ptr<Checkpointer> make_checkpointer(Job& j, const std::string& ckpt_dir,
-                                               double disk_write_Bps) {
+                                                double disk_write_Bps) {
   const Config& cfg = j.cfg;
   CheckpointOptions co;
   co.dir = ckpt_dir;

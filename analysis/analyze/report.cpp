@@ -94,10 +94,10 @@ std::string storage_markdown(const RunSummary& s) {
   if (num("write_all_Bps") > 0) {
     o << "\nStorage probe (run.json `storage`, " << st.value("dir", std::string()) << "): write "
       << "(fdatasync) " << human_bytes(num("write_one_Bps")) << "/s by 1 writer, "
-      << human_bytes(num("write_all_Bps")) << "/s by " << st.value("writers", 1)
-      << "; cold read (" << st.value("read_method", std::string()) << ") "
-      << human_bytes(num("read_one_Bps")) << "/s by 1, " << human_bytes(num("read_all_Bps"))
-      << "/s by " << st.value("writers", 1) << ".\n";
+      << human_bytes(num("write_all_Bps")) << "/s by " << st.value("writers", 1) << "; cold read ("
+      << st.value("read_method", std::string()) << ") " << human_bytes(num("read_one_Bps"))
+      << "/s by 1, " << human_bytes(num("read_all_Bps")) << "/s by " << st.value("writers", 1)
+      << ".\n";
     if (s.ckpt_node_Bps > 0)
       o << "Checkpoint write, node (median of the commits): " << human_bytes(s.ckpt_node_Bps)
         << "/s = " << pct(s.ckpt_of_disk, 0) << " of the disk.\n";
@@ -108,8 +108,8 @@ std::string storage_markdown(const RunSummary& s) {
     const double y = young_interval(c, mtbf), d = daly_interval(c, mtbf);
     o << "Young/Daly with the measured C = " << f(c, 4) << " s (steady checkpoints' median) and "
       << "an MTBF of 1 day: every " << f(y, 0) << " s / " << f(d, 0) << " s, "
-      << f(y / s.step_p50, 0) << " / " << f(d / s.step_p50, 0) << " steps of "
-      << f(s.step_p50, 3) << " s.\n";
+      << f(y / s.step_p50, 0) << " / " << f(d / s.step_p50, 0) << " steps of " << f(s.step_p50, 3)
+      << " s.\n";
   }
   return o.str();
 }

@@ -40,20 +40,28 @@ struct Args {
   double tensor_mib = 16;
   int saves = 3;
   int probe_mib = 256;
-  std::string variants = "default,no-align,align-4k,meta-1m,block-1m,block-16m,no-writeback,direct,h5dwrite";
+  std::string variants =
+      "default,no-align,align-4k,meta-1m,block-1m,block-16m,no-writeback,direct,h5dwrite";
 };
 
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--dir") a.dir = v;
-    else if (k == "--mib-per-rank") a.mib_per_rank = std::stod(v);
-    else if (k == "--tensor-mib") a.tensor_mib = std::stod(v);
-    else if (k == "--saves") a.saves = std::stoi(v);
-    else if (k == "--probe-mib") a.probe_mib = std::stoi(v);
-    else if (k == "--variants") a.variants = v;
-    else throw std::runtime_error("unknown option '" + k + "'");
+    if (k == "--dir")
+      a.dir = v;
+    else if (k == "--mib-per-rank")
+      a.mib_per_rank = std::stod(v);
+    else if (k == "--tensor-mib")
+      a.tensor_mib = std::stod(v);
+    else if (k == "--saves")
+      a.saves = std::stoi(v);
+    else if (k == "--probe-mib")
+      a.probe_mib = std::stoi(v);
+    else if (k == "--variants")
+      a.variants = v;
+    else
+      throw std::runtime_error("unknown option '" + k + "'");
   }
   if (a.dir.empty()) throw std::runtime_error("--dir is required");
   return a;
@@ -63,15 +71,24 @@ Args parse(int argc, char** argv) {
 ckpt::WriteTuning tuning(const std::string& v) {
   ckpt::WriteTuning t;
   if (v == "default") return t;
-  if (v == "no-align") t.align = 0;
-  else if (v == "align-4k") t.align = t.align_threshold = 4096;
-  else if (v == "meta-1m") t.meta_block = 1 << 20;
-  else if (v == "block-1m") t.block = 1 << 20;
-  else if (v == "block-16m") t.block = 16 << 20;
-  else if (v == "no-writeback") t.writeback = 0;
-  else if (v == "h5dwrite") t.h5_write = true;
-  else if (v == "direct") t.direct = true;
-  else throw std::runtime_error("unknown variant '" + v + "'");
+  if (v == "no-align")
+    t.align = 0;
+  else if (v == "align-4k")
+    t.align = t.align_threshold = 4096;
+  else if (v == "meta-1m")
+    t.meta_block = 1 << 20;
+  else if (v == "block-1m")
+    t.block = 1 << 20;
+  else if (v == "block-16m")
+    t.block = 16 << 20;
+  else if (v == "no-writeback")
+    t.writeback = 0;
+  else if (v == "h5dwrite")
+    t.h5_write = true;
+  else if (v == "direct")
+    t.direct = true;
+  else
+    throw std::runtime_error("unknown variant '" + v + "'");
   return t;
 }
 
@@ -96,8 +113,11 @@ State make_state(const Args& a, int rank, int world) {
     for (size_t i = 0; i < d.size(); ++i) d[i] = float(t * 131 + rank * 7) + 1e-3f * float(i % 977);
   }
   for (int t = 0; t < n; ++t)
-    s.views.push_back({"params/t" + std::to_string(t), {s.rows, cols}, {rank * rows_local, 0},
-                       {rows_local, cols}, s.data[size_t(t)].data()});
+    s.views.push_back({"params/t" + std::to_string(t),
+                       {s.rows, cols},
+                       {rank * rows_local, 0},
+                       {rows_local, cols},
+                       s.data[size_t(t)].data()});
   return s;
 }
 
@@ -224,13 +244,15 @@ int main(int argc, char** argv) {
     const StorageProbe p = probe_storage(a.dir, int64_t(a.probe_mib) << 20, world.rank(), *node);
     const bool r0 = world.rank() == 0;
     if (r0)
-      std::printf("%s\nload %.2f (1 min) at start, %d rank(s), %.0f MiB per rank in %zu tensors\n\n"
-                  "Each save follows the probe's write of the same bytes per rank (%d writers); "
-                  "medians over %d saves:\n\n"
-                  "| writer variant | node write MiB/s | paired probe MiB/s | write / probe | rank 0 phases |\n"
-                  "|---|---|---|---|---|\n",
-                  p.describe().c_str(), l0, world.size(), a.mib_per_rank, s.views.size(),
-                  p.writers, a.saves);
+      std::printf(
+          "%s\nload %.2f (1 min) at start, %d rank(s), %.0f MiB per rank in %zu tensors\n\n"
+          "Each save follows the probe's write of the same bytes per rank (%d writers); "
+          "medians over %d saves:\n\n"
+          "| writer variant | node write MiB/s | paired probe MiB/s | write / probe | rank 0 "
+          "phases |\n"
+          "|---|---|---|---|---|\n",
+          p.describe().c_str(), l0, world.size(), a.mib_per_rank, s.views.size(), p.writers,
+          a.saves);
     std::string last_dir;
     for (const std::string& v : split(a.variants, ',')) {
       std::string phases, dir;
@@ -253,13 +275,16 @@ int main(int argc, char** argv) {
     double sec = 0, ver = 0;
     const double rbw = bench_restore(last_dir, world, s, sec, ver);
     if (r0)
-      std::printf("\ncold restore of %s: find_latest_good (files' CRC32C, cold) %.2f s, then the "
-                  "resharding load %.2f s\n", last_dir.c_str(), ver, sec - ver);
+      std::printf(
+          "\ncold restore of %s: find_latest_good (files' CRC32C, cold) %.2f s, then the "
+          "resharding load %.2f s\n",
+          last_dir.c_str(), ver, sec - ver);
     if (r0)
-      std::printf("cold restore (verify + resharding load) of %s: %.2f s, %.0f MiB/s = %.2f of "
-                  "the probed read (%d readers, %s)\nload %.2f (1 min) at the end\n",
-                  last_dir.c_str(), sec, rbw / 1048576, pr.read_all_Bps > 0 ? rbw / pr.read_all_Bps : 0,
-                  pr.writers, pr.read_method.c_str(), load1());
+      std::printf(
+          "cold restore (verify + resharding load) of %s: %.2f s, %.0f MiB/s = %.2f of "
+          "the probed read (%d readers, %s)\nload %.2f (1 min) at the end\n",
+          last_dir.c_str(), sec, rbw / 1048576, pr.read_all_Bps > 0 ? rbw / pr.read_all_Bps : 0,
+          pr.writers, pr.read_method.c_str(), load1());
     if (r0) std::printf("probe before the restore: %s\n", pr.describe().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "scaletrain-bench-checkpoint: %s\n", e.what());

@@ -65,8 +65,7 @@ TEST(Crc32c, CombineEqualsTheWholeSCrc) {
   EXPECT_EQ(crc32c_combine(crc32c("12345", 5), crc32c("6789", 4), 4), 0xE3069283u);
   const std::string zeros(3 << 20, '\0');
   const uint32_t z = crc32c(zeros.data(), zeros.size());
-  EXPECT_EQ(crc32c_combine(z, z, zeros.size()),
-            crc32c_update(z, zeros.data(), zeros.size()));
+  EXPECT_EQ(crc32c_combine(z, z, zeros.size()), crc32c_update(z, zeros.data(), zeros.size()));
   // Holes are checksummed as zeros without reading them.
   for (size_t n : {size_t(0), size_t(1), size_t(4096), zeros.size()})
     EXPECT_EQ(crc32c_zeros(0x1234567u, n), crc32c_update(0x1234567u, zeros.data(), n)) << n;

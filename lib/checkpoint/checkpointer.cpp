@@ -466,8 +466,9 @@ void Checkpointer::log_commit(const Job& j, double write_s) const {
       disk += detail::cat(" = ", int(100 * j.of_disk + 0.5), "% of the disk's ",
                           human_bytes(opt_.disk_write_Bps), "/s (probed)");
   }
-  log0("checkpoint step ", j.step, " committed: ", j.final_dir, " (rank 0: ",
-       human_bytes(double(j.bytes)), " in ", write_s, " s, file ", j.file_s, " s", disk, ")");
+  log0("checkpoint step ", j.step, " committed: ", j.final_dir,
+       " (rank 0: ", human_bytes(double(j.bytes)), " in ", write_s, " s, file ", j.file_s, " s",
+       disk, ")");
 }
 
 // Vote and commit, then telemetry and the outcome. Runs on the writer thread
@@ -485,8 +486,9 @@ void Checkpointer::finish(Job& j) {
   double now = wall_time();
   double write_s = now - (j.t_write0 > 0 ? j.t_write0 : now);
   double stall = j.sync ? now - j.t_begin : j.wait_prev_s + j.snapshot_s;
-  SaveOutcome out{j.step,  committed, committed ? "" : error, committed ? j.final_dir : "",
-                  write_s, j.bytes,     j.file_s,  j.phases};
+  SaveOutcome out{
+      j.step,   committed, committed ? "" : error, committed ? j.final_dir : "", write_s, j.bytes,
+      j.file_s, j.phases};
   if (committed) {
     if (tel_)
       tel_->event("ckpt_commit", j.step,

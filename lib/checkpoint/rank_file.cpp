@@ -62,8 +62,7 @@ class Fd {
   // required=false: a file system that refuses `flags` (O_DIRECT) leaves it
   // closed (get() < 0) instead of throwing.
   Fd(const std::string& path, int flags, bool required = true) : fd_(::open(path.c_str(), flags)) {
-    if (fd_ < 0 && required)
-      throw Error("cannot open '" + path + "': " + std::strerror(errno));
+    if (fd_ < 0 && required) throw Error("cannot open '" + path + "': " + std::strerror(errno));
   }
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
@@ -151,21 +150,26 @@ uint32_t write_extent(Sink& sink, const char* p, uint64_t off, uint64_t len, con
 uint32_t crc_range(int fd, uint64_t a, uint64_t b, uint32_t crc, std::vector<char>& buf,
                    const std::string& path) {
   while (a < b) {
+    // ENXIO: a hole up to the end; any other error: no hole information,
+    // so everything is read.
     off_t data = ::lseek(fd, off_t(a), SEEK_DATA);
-    uint64_t d = data < 0 ? b : std::min<uint64_t>(uint64_t(data), b);
+    if (data < 0 && errno != ENXIO) data = off_t(a);
+    const uint64_t d = data < 0 ? b : std::min<uint64_t>(uint64_t(data), b);
     if (d > a) {  // a hole: zeros
       crc = crc32c_zeros(crc, d - a);
       a = d;
       continue;
     }
     off_t hole = ::lseek(fd, off_t(a), SEEK_HOLE);
-    const uint64_t e = hole < 0 ? b : std::min<uint64_t>(std::max<uint64_t>(uint64_t(hole), a + 1), b);
+    const uint64_t e =
+        hole < 0 ? b : std::min<uint64_t>(std::max<uint64_t>(uint64_t(hole), a + 1), b);
     for (; a < e;) {
       const size_t n = size_t(std::min<uint64_t>(buf.size(), e - a));
       const ssize_t r = ::pread(fd, buf.data(), n, off_t(a));
       if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) throw Error("reading back '" + path + "' at byte " + std::to_string(a) + ": " +
-                              (r < 0 ? std::strerror(errno) : "unexpected end of file"));
+      if (r <= 0)
+        throw Error("reading back '" + path + "' at byte " + std::to_string(a) + ": " +
+                    (r < 0 ? std::strerror(errno) : "unexpected end of file"));
       crc = crc32c_update(crc, buf.data(), size_t(r));
       a += uint64_t(r);
     }
@@ -178,7 +182,8 @@ uint32_t crc_range(int fd, uint64_t a, uint64_t b, uint32_t crc, std::vector<cha
 uint32_t file_crc(const std::string& path, std::vector<Extent> ext, int64_t& size) {
   Fd fd(path, O_RDONLY);
   struct stat stt {};
-  if (::fstat(fd.get(), &stt) != 0) throw Error("cannot stat '" + path + "': " + std::strerror(errno));
+  if (::fstat(fd.get(), &stt) != 0)
+    throw Error("cannot stat '" + path + "': " + std::strerror(errno));
   size = int64_t(stt.st_size);
   std::sort(ext.begin(), ext.end(), [](const Extent& x, const Extent& y) { return x.off < y.off; });
   std::vector<char> buf(size_t(64) << 10);
@@ -241,8 +246,8 @@ RankFileOut write_rank_file(const std::string& path, long step, int rank, int wo
       for (size_t i = 0; i < shards.size(); ++i) {
         ext[i].crc = crc32c(shards[i].data, ext[i].len);
         if (ext[i].len)
-          ST_HDF5_CHECK(H5Dwrite(dsets[i], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                                 shards[i].data));
+          ST_HDF5_CHECK(
+              H5Dwrite(dsets[i], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, shards[i].data));
         if (hook) hook("dataset");
       }
     } else {

@@ -38,9 +38,10 @@ struct RankFileTimes {
 
 // What write_rank_file wrote.
 struct RankFileOut {
-  nlohmann::json entries = nlohmann::json::array();  // [{name, global_shape, offset, shape, checksum}]
-  int64_t bytes = 0;       // tensor bytes written
-  int64_t file_bytes = 0;  // the file's size and CRC32C (index.json's file_bytes, file_crc32c)
+  nlohmann::json entries =
+      nlohmann::json::array();  // [{name, global_shape, offset, shape, checksum}]
+  int64_t bytes = 0;            // tensor bytes written
+  int64_t file_bytes = 0;       // the file's size and CRC32C (index.json's file_bytes, file_crc32c)
   uint32_t file_crc = 0;
   RankFileTimes times;
 };

@@ -48,7 +48,8 @@ class File {
   File& operator=(const File&) = delete;
   int fd() const { return fd_; }
   [[noreturn]] void fail(const char* what) const {
-    throw Error(std::string("storage probe: ") + what + " '" + path_ + "': " + std::strerror(errno));
+    throw Error(std::string("storage probe: ") + what + " '" + path_ +
+                "': " + std::strerror(errno));
   }
 
  private:
@@ -76,7 +77,7 @@ double timed_write(const std::string& path, int64_t bytes, const Block& b) {
 // cached pages dropped first. Returns the seconds; `method` says which.
 double timed_cold_read(const std::string& path, int64_t bytes, Block& b, std::string& method) {
   File direct(path, O_RDONLY | O_DIRECT);
-  const bool use_direct = direct.fd() >= 0;
+  bool use_direct = direct.fd() >= 0;
   File buffered(path, O_RDONLY);
   if (!use_direct) {
     if (buffered.fd() < 0) buffered.fail("cannot open");
@@ -88,7 +89,8 @@ double timed_cold_read(const std::string& path, int64_t bytes, Block& b, std::st
   for (int64_t done = 0; done < bytes;) {
     const ssize_t r = ::pread(fd, b.get(), kBlock, off_t(done));
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && errno == EINVAL && use_direct && done == 0) {  // O_DIRECT refused at read
+    if (r < 0 && errno == EINVAL && use_direct && done == 0 && buffered.fd() >= 0) {
+      use_direct = false;  // O_DIRECT refused at the read, not at the open
       ::posix_fadvise(buffered.fd(), 0, 0, POSIX_FADV_DONTNEED);
       fd = buffered.fd();
       method = "fadvise DONTNEED";
@@ -105,9 +107,9 @@ double slowest(MpiCommunicator& node, double s) {
   return s;
 }
 
-
 std::string probe_path(const std::string& dir, int world_rank) {
-  return (std::filesystem::path(dir) / (".storage-probe.rank_" + std::to_string(world_rank) + ".bin"))
+  return (std::filesystem::path(dir) /
+          (".storage-probe.rank_" + std::to_string(world_rank) + ".bin"))
       .string();
 }
 }  // namespace
@@ -194,10 +196,10 @@ nlohmann::json StorageProbe::to_json() const {
 std::string StorageProbe::describe() const {
   auto mibs = [](double bps) { return detail::cat(int64_t(bps / 1048576.0 + 0.5), " MiB/s"); };
   return detail::cat("storage probe of ", dir, ": write (fdatasync) ", mibs(write_one_Bps),
-                     " by 1 writer, ", mibs(write_all_Bps), " by ", writers,
-                     "; cold read (", read_method, ") ", mibs(read_one_Bps), " by 1, ",
-                     mibs(read_all_Bps), " by ", writers, " (", human_bytes(double(bytes_one)),
-                     " + ", writers, " x ", human_bytes(double(bytes_each)), ", ", seconds, " s)");
+                     " by 1 writer, ", mibs(write_all_Bps), " by ", writers, "; cold read (",
+                     read_method, ") ", mibs(read_one_Bps), " by 1, ", mibs(read_all_Bps), " by ",
+                     writers, " (", human_bytes(double(bytes_one)), " + ", writers, " x ",
+                     human_bytes(double(bytes_each)), ", ", seconds, " s)");
 }
 
 double expected_write_s(const StorageProbe& p, double bytes_per_node) {

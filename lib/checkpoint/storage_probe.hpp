@@ -14,15 +14,15 @@ class MpiCommunicator;
 
 struct StorageProbe {
   std::string dir;
-  int writers = 1;            // ranks of this node (the "all" figures' writers)
-  int64_t bytes_one = 0;      // bytes the single writer wrote and read
-  int64_t bytes_each = 0;     // bytes each of the node's writers wrote and read
-  double write_one_Bps = 0;   // one writer, write + fdatasync
-  double read_one_Bps = 0;    // one reader, cold
-  double write_all_Bps = 0;   // the node's writers at once: their bytes / the slowest one's time
-  double read_all_Bps = 0;    // the same, cold reads
-  std::string read_method;    // "O_DIRECT" or "fadvise DONTNEED"
-  double seconds = 0;         // the probe's own time
+  int writers = 1;           // ranks of this node (the "all" figures' writers)
+  int64_t bytes_one = 0;     // bytes the single writer wrote and read
+  int64_t bytes_each = 0;    // bytes each of the node's writers wrote and read
+  double write_one_Bps = 0;  // one writer, write + fdatasync
+  double read_one_Bps = 0;   // one reader, cold
+  double write_all_Bps = 0;  // the node's writers at once: their bytes / the slowest one's time
+  double read_all_Bps = 0;   // the same, cold reads
+  std::string read_method;   // "O_DIRECT" or "fadvise DONTNEED"
+  double seconds = 0;        // the probe's own time
   nlohmann::json to_json() const;
   std::string describe() const;  // one log line
 };

@@ -238,7 +238,8 @@ const std::vector<EventSpec>& event_specs() {
         {"node_write_Bps", Ftype::Float,
          "rank 0: the slowest node's write bandwidth (its ranks' bytes / its slowest file_s); "
          "0 elsewhere"},
-        {"of_disk", Ftype::Float, "rank 0: node_write_Bps / that node's disk_write_Bps (0: unknown)"},
+        {"of_disk", Ftype::Float,
+         "rank 0: node_write_Bps / that node's disk_write_Bps (0: unknown)"},
         {"phases_s",
          Ftype::Object,
          "where write_s went on this rank, seconds per phase (a phase this rank did not run "
