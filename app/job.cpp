@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "ckpt_storage.hpp"
 #include "convert/hf_llama.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -161,10 +162,12 @@ void resume(Job& j, const std::string& ckpt_dir) {
 }
 
 // Saves every checkpoint.interval steps in the background.
-std::unique_ptr<Checkpointer> make_checkpointer(Job& j, const std::string& ckpt_dir) {
+std::unique_ptr<Checkpointer> make_checkpointer(Job& j, const std::string& ckpt_dir,
+                                                double disk_write_Bps) {
   const Config& cfg = j.cfg;
   CheckpointOptions co;
   co.dir = ckpt_dir;
+  co.disk_write_Bps = disk_write_Bps;
   co.mode = cfg.checkpoint.mode == "sync" ? CkptMode::kSync : CkptMode::kAsync;
   co.keep_last_n = cfg.checkpoint.keep_last_n;
   co.on_error = cfg.checkpoint.on_error == "abort" ? CkptOnError::kAbort : CkptOnError::kContinue;
@@ -330,8 +333,10 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
   const std::string ckpt_dir =
       j.cfg.checkpoint.dir.empty() ? j.out + "/checkpoints" : j.cfg.checkpoint.dir;
   resume(j, ckpt_dir);
-  j.ckpt = make_checkpointer(j, ckpt_dir);
-  clock.mark("resume_checkpointer");
+  clock.mark("resume");  // the cold restore: verification and load
+  const double disk_Bps = probe_checkpoint_storage(j, ckpt_dir);  // run.json `storage`
+  j.ckpt = make_checkpointer(j, ckpt_dir, disk_Bps);
+  clock.mark("checkpointer");
   // The snapshot buffers now, touched: the first save paid their page faults.
   if (j.cfg.checkpoint.interval > 0) {
     j.ckpt->prepare(checkpoint_state(j.engine->state(), j.cfg, j.start_step - 1, 0));

@@ -45,7 +45,8 @@ struct Job {
   std::unique_ptr<tensorboard::LiveWriter> tb;
   TelemetryWriter tel;
   std::unique_ptr<Checkpointer> ckpt;
-  long start_step = 1;  // after a resume, the checkpoint's step + 1
+  long start_step = 1;             // after a resume, the checkpoint's step + 1
+  double ckpt_write_expect_s = 0;  // a save's write at the probed bandwidth (ckpt_storage.hpp)
   // Fault injection for the hang tests (SCALETRAIN_FAULT=stop|kill:RANK:STEP:step):
   // the step at whose start this rank stops or kills itself, and the signal.
   long fault_step = -1;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "ckpt_storage.hpp"
 #include "core/log.hpp"
 #include "core/ranges.hpp"
 #include "core/span_log.hpp"
@@ -248,6 +249,8 @@ int run_training(Runtime& rt, Config cfg) {
     const double sig = train_step(j, step, progress, last);
     capture.end_step(step);
     if (step == j.start_step) startup_phases(j);
+    if (step == j.start_step + j.cfg.checkpoint.interval - 1)  // the first interval's save
+      warn_if_write_not_hidden(j, step - j.start_step + 1, wall_time() - t_loop0);
     if (sig > 0) {
       exit_code = kExitPreempted;
       ++step;

@@ -90,7 +90,7 @@ CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
   std::map<int, std::vector<double>> restore;
   for (size_t pi = 0; pi < c.points.size(); ++pi) {
     const Point& p = c.points[pi];
-    std::vector<double> ov, ss, is, bw, bytes, load, first_persist;
+    std::vector<double> ov, ss, is, bw, bytes, load, first_persist, disk;
     CkptPoint k;
     const RunSummary& f = c.runs[p.runs.front()];
     int min_run = -1;
@@ -110,6 +110,7 @@ CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
       min_run = min_run < 0 ? n : std::min(min_run, n);
       bw.push_back(r.ckpt_agg_bw);
       bytes.push_back(r.ckpt_agg_bytes);
+      if (r.ckpt_of_disk > 0) disk.push_back(r.ckpt_of_disk);
     }
     for (double l : load) restore[p.gpus].push_back(l);
     if (ov.empty() || f.ckpt_interval <= 0) continue;
@@ -129,6 +130,7 @@ CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
     k.cost_s = k.steady_n > 0 ? median(k.steady_cost_s) : k.first_cost_s;
     k.persist_s = k.steady_n > 0 ? median(k.steady_persist_s) : k.first_persist_s;
     k.agg_bw = median(bw);
+    k.of_disk = disk.empty() ? 0 : median(disk);
     k.bytes = median(bytes);
     k.step_s = p.step_s.med;
     if (k.steady_min_run < kMinSteadyCheckpoints)

@@ -44,6 +44,7 @@ struct CkptPoint {   // one (size, mode, interval) point of the study
   int steady_n = 0;        // steady checkpoints behind cost_s, over repeats
   int steady_min_run = 0;  // the fewest in one repeat
   double agg_bw = 0;       // aggregate write bandwidth (B/s), median over repeats
+  double of_disk = 0;      // the node's write bandwidth / its run's storage probe, median; 0: none
   double bytes = 0;        // every rank's bytes of one checkpoint
   double step_s = 0;       // median step time
 };

@@ -84,6 +84,35 @@ nlohmann::json parts_json(const std::array<double, 6>& part, double unattributed
   j["unattributed"] = unattributed;
   return j;
 }
+// The checkpoint folder's probed speed (run.json `storage`) beside the
+// node's write bandwidth per commit ("x% of the disk"), and Young/Daly's
+// interval from the measured cost C for an MTBF of one day.
+std::string storage_markdown(const RunSummary& s) {
+  std::ostringstream o;
+  const auto& st = s.storage;
+  auto num = [&st](const char* k) { return st.is_object() ? st.value(k, 0.0) : 0.0; };
+  if (num("write_all_Bps") > 0) {
+    o << "\nStorage probe (run.json `storage`, " << st.value("dir", std::string()) << "): write "
+      << "(fdatasync) " << human_bytes(num("write_one_Bps")) << "/s by 1 writer, "
+      << human_bytes(num("write_all_Bps")) << "/s by " << st.value("writers", 1) << "; cold read ("
+      << st.value("read_method", std::string()) << ") " << human_bytes(num("read_one_Bps"))
+      << "/s by 1, " << human_bytes(num("read_all_Bps")) << "/s by " << st.value("writers", 1)
+      << ".\n";
+    if (s.ckpt_node_Bps > 0)
+      o << "Checkpoint write, node (median of the commits): " << human_bytes(s.ckpt_node_Bps)
+        << "/s = " << pct(s.ckpt_of_disk, 0) << " of the disk.\n";
+  }
+  const SteadyCkpt sc = steady_checkpoints(s.ckpt_cost);
+  if (!sc.cost_s.empty() && s.step_p50 > 0) {
+    const double c = median(sc.cost_s), mtbf = 86400;
+    const double y = young_interval(c, mtbf), d = daly_interval(c, mtbf);
+    o << "Young/Daly with the measured C = " << f(c, 4) << " s (steady checkpoints' median) and "
+      << "an MTBF of 1 day: every " << f(y, 0) << " s / " << f(d, 0) << " s, "
+      << f(y / s.step_p50, 0) << " / " << f(d / s.step_p50, 0) << " steps of " << f(s.step_p50, 3)
+      << " s.\n";
+  }
+  return o.str();
+}
 }  // namespace
 
 nlohmann::json run_to_json(const RunSummary& s) {
@@ -157,7 +186,10 @@ nlohmann::json run_to_json(const RunSummary& s) {
                      {"aggregate_write_Bps", s.ckpt_agg_bw},
                      {"write_s_mean", s.ckpt_write_s_mean},
                      {"bytes_mean", s.ckpt_bytes_mean},
-                     {"bandwidth_Bps_mean", s.ckpt_bw_mean}};
+                     {"bandwidth_Bps_mean", s.ckpt_bw_mean},
+                     {"node_write_Bps", s.ckpt_node_Bps},
+                     {"of_disk", s.ckpt_of_disk},
+                     {"storage", s.storage}};
   nlohmann::json st;
   st["rank_step_skew"] = s.rank_step_skew;
   st["rank_busy_skew"] = s.rank_busy_skew;
@@ -284,6 +316,7 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
     o << "\nBackground write: " << f(s.ckpt_write_s_mean, 3) << " s, "
       << human_bytes(s.ckpt_bytes_mean) << ", " << human_bytes(s.ckpt_bw_mean)
       << "/s per checkpoint (rank 0 mean).\n";
+  o << storage_markdown(s);
   o << "\n## Stragglers\n\nBusy time = step time - exposed communication (the slow rank computes, "
        "the others wait).\n\n";
   o << "Skew (max-min)/median: rank step time " << pct(s.rank_step_skew) << ", rank busy time "
@@ -394,13 +427,15 @@ std::string ckpt_markdown(const CkptStudy& st) {
        "over the run's checkpoints.\n\n"
     << "| ranks | mode | interval (steps) | overhead | stall | interference | C (s) | P (s) | "
        "first checkpoint stall (s) | steady checkpoints (fewest per run) | aggregate write | "
-       "bytes per checkpoint |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+       "node write / probed (run.json `storage`) | bytes per checkpoint |\n"
+       "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& k : st.points)
     o << "| " << k.gpus << " | " << k.mode << " | " << k.interval << " | "
       << spread_text(k.overhead, 3, 100) << "% | " << pct(k.stall_share.med, 3) << " | "
       << pct(k.interference_share.med, 3) << " | " << f(k.cost_s, 4) << " | " << f(k.persist_s, 4)
       << " | " << f(k.first_cost_s, 4) << " | " << k.steady_n << " (" << k.steady_min_run << ") | "
-      << human_bytes(k.agg_bw) << "/s | " << human_bytes(k.bytes) << " |\n";
+      << human_bytes(k.agg_bw) << "/s | " << (k.of_disk > 0 ? pct(k.of_disk, 0) : "not probed")
+      << " | " << human_bytes(k.bytes) << " |\n";
   for (const auto& n : st.notes) o << "\nNote: " << n << ".\n";
   o << "\n**Storage limit:** ";
   if (st.storage.measured)

@@ -299,6 +299,7 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
   std::set<int64_t> ck;
   std::map<int64_t, double> ev_stall;
   double write_s = 0, bytes = 0, bw = 0;
+  std::vector<double> node_bps, of_disk;
   int commits = 0;
   for (int r : good)
     for (auto& ev : run.ranks[r].events) {
@@ -310,6 +311,10 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
           return it != ev.fields.end() && it->is_number() ? it->get<double>() : 0.0;
         };
         ev_stall[ev.step] = std::max(ev_stall[ev.step], num("stall_s"));
+        if (r == 0 && num("node_write_Bps") > 0) {
+          node_bps.push_back(num("node_write_Bps"));
+          of_disk.push_back(num("of_disk"));
+        }
         if (r == good.front()) {
           write_s += num("write_s");
           bytes += num("bytes");
@@ -349,6 +354,11 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
     for (size_t i = 0; i < n; ++i)
       if (stall_max[i] > 0) ck.insert(steps[i]);
   s.ckpt_steps.assign(ck.begin(), ck.end());
+  if (!node_bps.empty()) {
+    s.ckpt_node_Bps = median(node_bps);
+    s.ckpt_of_disk = median(of_disk);
+  }
+  if (run.info.raw.contains("storage")) s.storage = run.info.raw["storage"];
   if (commits > 0) {
     s.ckpt_write_s_mean = write_s / commits;
     s.ckpt_bytes_mean = bytes / commits;

@@ -120,6 +120,11 @@ struct RunSummary {
   double ckpt_persist_s = 0;
   // the restore at start (the ckpt_resume event; 0 when the run did not resume)
   double ckpt_load_s = 0;
+  // The node's write bandwidth per commit (rank 0's ckpt_commit
+  // node_write_Bps, median) and its share of the probed disk (of_disk);
+  // run.json `storage` (the trainer's storage probe), absent when not probed.
+  double ckpt_node_Bps = 0, ckpt_of_disk = 0;
+  nlohmann::json storage;
   // every rank's bytes of one checkpoint, and over the slowest rank's write time
   double ckpt_agg_bytes = 0, ckpt_agg_bw = 0;
   // stragglers

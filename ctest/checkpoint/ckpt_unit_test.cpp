@@ -10,6 +10,8 @@
 #include <fstream>
 
 #include "checkpoint/checkpoint.hpp"
+#include "checkpoint/h5.hpp"
+#include "checkpoint/rank_file.hpp"
 #include "core/crc32c.hpp"
 #include "core/error.hpp"
 #include "test_state.hpp"
@@ -49,6 +51,26 @@ TEST(Crc32c, KnownVectors) {
   EXPECT_EQ(part, crc32c(s.data(), s.size()));
 }
 
+// The file checksum is assembled from the pieces the writer checksummed as
+// it wrote them: combining two pieces' CRCs gives the CRC of both, for any
+// split, an empty piece on either side and a piece longer than 2^32 bytes'
+// worth of shifts would need (the length only enters as a shift).
+TEST(Crc32c, CombineEqualsTheWholeSCrc) {
+  std::string s(100000, 'x');
+  for (size_t i = 0; i < s.size(); ++i) s[i] = char(i * 131 + (i >> 9));
+  for (size_t cut : {size_t(0), size_t(1), size_t(9), size_t(4096), size_t(77777), s.size()}) {
+    const uint32_t a = crc32c(s.data(), cut), b = crc32c(s.data() + cut, s.size() - cut);
+    EXPECT_EQ(crc32c_combine(a, b, s.size() - cut), crc32c(s.data(), s.size())) << cut;
+  }
+  EXPECT_EQ(crc32c_combine(crc32c("12345", 5), crc32c("6789", 4), 4), 0xE3069283u);
+  const std::string zeros(3 << 20, '\0');
+  const uint32_t z = crc32c(zeros.data(), zeros.size());
+  EXPECT_EQ(crc32c_combine(z, z, zeros.size()), crc32c_update(z, zeros.data(), zeros.size()));
+  // Holes are checksummed as zeros without reading them.
+  for (size_t n : {size_t(0), size_t(1), size_t(4096), zeros.size()})
+    EXPECT_EQ(crc32c_zeros(0x1234567u, n), crc32c_update(0x1234567u, zeros.data(), n)) << n;
+}
+
 // A whole file's CRC32C read in pieces of a reused buffer (the writer keeps
 // one: a fresh buffer per save cost the first saves their page faults) is
 // the CRC32C of its bytes, for a file larger than the buffer and an empty one.
@@ -71,6 +93,53 @@ TEST(Crc32c, FileThroughAReusedBuffer) {
   EXPECT_EQ(buf.data(), before);
   EXPECT_EQ(crc32c_file(path, n), crc32c(bytes.data(), bytes.size()));  // own buffer
   EXPECT_THROW(crc32c_file(dir + "/missing", n, buf), Error);
+  fs::remove_all(dir);
+}
+
+// The writer's file CRC32C is assembled from the data it checksummed while
+// writing and HDF5's metadata between the extents (holes as zeros): it must
+// equal the CRC32C of the file read back whole, and every dataset must hold
+// its shard's bytes, for each way of writing (aligned or not, buffered or
+// O_DIRECT, the previous H5Dwrite writer), including an empty shard and
+// one whose size is not a multiple of 4 KiB.
+TEST(CheckpointWriter, FileChecksumWithoutReadBackMatchesTheFile) {
+  const std::string dir = fresh_dir("writer");
+  ASSERT_FALSE(dir.empty());
+  std::vector<std::vector<float>> data = {std::vector<float>(1 << 20), std::vector<float>(1001),
+                                          std::vector<float>(0), std::vector<float>(300000)};
+  std::vector<ckpt::ShardOut> shards;
+  for (size_t t = 0; t < data.size(); ++t) {
+    for (size_t i = 0; i < data[t].size(); ++i) data[t][i] = float(t * 1000003 + i) * 0.5f;
+    const int64_t n = int64_t(data[t].size());
+    shards.push_back({"params/t" + std::to_string(t), {n}, {0}, {n}, data[t].data()});
+  }
+  const ckpt::WriteTuning saved = ckpt::write_tuning();
+  int k = 0;
+  for (const char* v : {"default", "no-align", "direct", "h5dwrite"}) {
+    ckpt::WriteTuning t;
+    if (std::string(v) == "no-align") t.align = 0;
+    if (std::string(v) == "direct") t.direct = true;
+    if (std::string(v) == "h5dwrite") t.h5_write = true;
+    ckpt::write_tuning() = t;
+    const std::string path = dir + "/rank_" + std::to_string(k++) + ".h5";
+    const ckpt::RankFileOut out =
+        ckpt::write_rank_file(path, 7, 0, 1, shards, "{\"step\":7}", {1, 2, 3}, nullptr);
+    int64_t size = 0;
+    EXPECT_EQ(out.file_crc, crc32c_file(path, size)) << v;
+    EXPECT_EQ(out.file_bytes, size) << v;
+    h5::Handle f = h5::open_file_readonly(path);
+    for (size_t i = 0; i < data.size(); ++i) {
+      h5::Handle d(H5Dopen2(f, shards[i].name.c_str(), H5P_DEFAULT));
+      std::vector<float> back(data[i].size());
+      if (!back.empty()) {
+        ASSERT_GE(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, back.data()), 0);
+      }
+      EXPECT_EQ(back, data[i]) << v << " " << shards[i].name;
+      EXPECT_EQ(h5::read_attr_u32(d, "checksum"), crc32c(data[i].data(), data[i].size() * 4))
+          << v << " " << shards[i].name;
+    }
+  }
+  ckpt::write_tuning() = saved;
   fs::remove_all(dir);
 }
 

@@ -30,6 +30,10 @@ struct CheckpointOptions {
   CkptOnError on_error = CkptOnError::kContinue;
   double timeout_s = 600;  // bound on each vote/commit exchange between ranks
   nlohmann::json layout = nlohmann::json::object();  // mesh/layout recorded in index.json
+  // The storage probe's write bandwidth of this rank's node with one writer
+  // per rank of the node (bytes/s, 0: not probed; storage_probe.hpp): each
+  // commit reports its node's write bandwidth as a share of it.
+  double disk_write_Bps = 0;
   // Test hook, called on the thread doing the work at these phases:
   // "dataset" (after each dataset is written), "written" (rank file written and
   // fsynced, before the vote), "folder_synced" (one rank per host, once every
@@ -56,6 +60,8 @@ struct SaveOutcome {
   std::string path;   // committed step folder
   double write_s = 0;
   int64_t bytes = 0;
+  double file_s = 0;  // this rank's file, mkdir to fsync (before the vote)
+  nlohmann::json phases = nlohmann::json::object();  // this rank's phases_s
 };
 
 class Checkpointer {
@@ -97,18 +103,20 @@ class Checkpointer {
   std::string vote(Job& j);
   std::string commit(Job& j, const std::vector<std::string>& lists, int* decision);
   void raise_if_failed();
+  void node_bandwidth(const std::vector<nlohmann::json>& ranks, Job& j);
+  void log_commit(const Job& j, double write_s) const;
 
   std::unique_ptr<MpiCommunicator> comm_;  // private: the vote's message order
   int rank_ = 0, size_ = 1;
   bool threaded_vote_ = true;
   bool host_leader_ = true;  // the lowest rank of its host: fsyncs the step folder
+  int host_id_ = 0;          // the lowest world rank of this rank's host
   bool broken_ = false;      // a vote timed out: the private communicator is unusable
   bool finalized_ = false;
   CheckpointOptions opt_;
   TelemetryWriter* tel_ = nullptr;
   struct HostBuf;                               // a snapshot buffer (pinned on a device)
   std::vector<std::unique_ptr<HostBuf>> bufs_;  // reused across saves
-  std::vector<char> crc_buf_;  // the rank file's read-back for its CRC32C, reused (touched once)
   std::unique_ptr<Job> job_;
   mutable std::mutex mu_;  // guards last_ and pending_error_ (the writer thread sets them)
   SaveOutcome last_;

@@ -1,9 +1,11 @@
 // Checkpointer: snapshot on the training thread, write on a background thread,
 // then an all-ranks vote on a private communicator and rank 0's atomic commit
 // (index.json, rename step_N.tmp -> step_N, `latest`, retention).
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -29,7 +31,13 @@ namespace st {
 struct Checkpointer::HostBuf {
   HostBuf(size_t n_, Device* d) : n(n_), dev(d) {
     const size_t bytes = std::max<size_t>(n, 1) * sizeof(float);
-    p = static_cast<float*>(dev ? dev->allocate_pinned(bytes) : std::malloc(bytes));
+    // Page-aligned on the host too, so the writer may hand it to O_DIRECT.
+    void* h = nullptr;
+    if (dev)
+      h = dev->allocate_pinned(bytes);
+    else if (posix_memalign(&h, 4096, bytes) != 0)
+      h = nullptr;
+    p = static_cast<float*>(h);
     if (!p) throw std::bad_alloc();
   }
   ~HostBuf() {
@@ -55,6 +63,10 @@ struct Checkpointer::Job {
   double t_begin = 0;  // when save() was entered
   double wait_prev_s = 0, snapshot_s = 0;
   double t_write0 = 0;
+  double file_s = 0;  // the rank file: mkdir to fsync (the part the disk's speed bounds)
+  // Rank 0: the slowest host's write bandwidth (its ranks' bytes over its
+  // slowest rank's file_s) and that as a share of its probed bandwidth.
+  double node_Bps = 0, of_disk = 0;
   int64_t bytes = 0;
   int64_t file_bytes = 0;  // the rank file's size and CRC32C, for index.json
   uint32_t file_crc = 0;
@@ -137,7 +149,11 @@ Checkpointer::Checkpointer(const MpiCommunicator& world, const CheckpointOptions
   comm_ = world.dup("checkpoint");
   rank_ = comm_->rank();
   size_ = comm_->size();
-  host_leader_ = comm_->split_host("checkpoint host")->rank() == 0;
+  {
+    const auto host = comm_->split_host("checkpoint host");
+    host_leader_ = host->rank() == 0;
+    host_id_ = *std::min_element(host->world_ranks().begin(), host->world_ranks().end());
+  }
   if (rank_ == 0) {
     std::error_code ec;
     fs::create_directories(opt_.dir, ec);
@@ -154,10 +170,6 @@ Checkpointer::Checkpointer(const MpiCommunicator& world, const CheckpointOptions
       }
     }
   }
-  // The read-back buffer of every save's file checksum, allocated and
-  // touched here: a fresh buffer per save cost a page fault per page (two
-  // saves of 0.1 s each on a VM before glibc kept the memory).
-  crc_buf_.assign(size_t(1) << 20, 0);
   if (!threaded_vote_ && rank_ == 0)
     log0(
         "checkpoint: MPI lacks MPI_THREAD_MULTIPLE; the commit vote runs at the next "
@@ -293,18 +305,21 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
       auto hook = [&](const std::string& ph) {
         if (opt_.test_hook) opt_.test_hook(ph, jb.step);
       };
-      ckpt::RankFileTimes rt;
-      jb.entries = ckpt::write_rank_file(path, jb.step, rank_, size_, jb.shards, jb.scalars, jb.rng,
-                                         jb.bytes, hook, &rt);
+      ckpt::RankFileOut rf =
+          ckpt::write_rank_file(path, jb.step, rank_, size_, jb.shards, jb.scalars, jb.rng, hook);
+      jb.entries = std::move(rf.entries);
+      jb.bytes = rf.bytes;
+      jb.file_bytes = rf.file_bytes;
+      jb.file_crc = rf.file_crc;
+      const ckpt::RankFileTimes& rt = rf.times;
       jb.phases["h5_create"] = rt.create_s;
       jb.phases["h5_datasets"] = rt.datasets_s;
+      jb.phases["data"] = rt.data_s;
       jb.phases["h5_close"] = rt.close_s;
+      jb.phases["crc"] = rt.crc_s;
       jb.phases["fsync"] = rt.fsync_s;
       jb.t_lap = wall_time();
-      // The whole file's checksum, so a reader can refuse a damaged file
-      // before HDF5 parses any of it (read back from the page cache).
-      jb.file_crc = crc32c_file(path, jb.file_bytes, crc_buf_);
-      jb.lap("crc");
+      jb.file_s = jb.t_lap - jb.t_write0;
       hook("written");
     } catch (const std::exception& e) {
       jb.error = e.what();
@@ -362,6 +377,9 @@ std::string Checkpointer::vote(Job& j) {
                                {"bytes", j.bytes},
                                {"file_bytes", j.file_bytes},
                                {"file_crc32c", j.file_crc},
+                               {"file_s", j.file_s},
+                               {"host", host_id_},
+                               {"disk_write_Bps", opt_.disk_write_Bps},
                                {"shards", j.entries}};
     std::vector<std::string> all;
     if (!comm_->try_gather(me.dump(), &all, 0, opt_.timeout_s, "checkpoint shard list gather"))
@@ -387,6 +405,29 @@ std::string Checkpointer::vote(Job& j) {
   return error;
 }
 
+// Rank 0: per host, the bytes its ranks wrote over its slowest rank's file
+// time, against the host's probed bandwidth; keeps the slowest host's.
+void Checkpointer::node_bandwidth(const std::vector<nlohmann::json>& ranks, Job& j) {
+  struct Host {
+    double bytes = 0, s = 0, disk = 0;
+  };
+  std::map<int, Host> hosts;
+  for (const auto& r : ranks) {
+    Host& h = hosts[r.value("host", 0)];
+    h.bytes += r.value("bytes", 0.0);
+    h.s = std::max(h.s, r.value("file_s", 0.0));
+    h.disk = std::max(h.disk, r.value("disk_write_Bps", 0.0));
+  }
+  j.node_Bps = 0;
+  for (const auto& [id, h] : hosts) {
+    const double bps = h.s > 0 ? h.bytes / h.s : 0;
+    if (j.node_Bps == 0 || bps < j.node_Bps) {
+      j.node_Bps = bps;
+      j.of_disk = h.disk > 0 ? bps / h.disk : 0;
+    }
+  }
+}
+
 // Rank 0: index.json from every rank's shard list, the atomic rename (the
 // commit point: *decision = 1), `latest` and retention. Returns the error
 // of a failed commit.
@@ -394,6 +435,7 @@ std::string Checkpointer::commit(Job& j, const std::vector<std::string>& lists, 
   try {
     std::vector<nlohmann::json> ranks;
     for (const std::string& l : lists) ranks.push_back(nlohmann::json::parse(l));
+    node_bandwidth(ranks, j);
     auto idx = ckpt::build_index(ranks, j.step, opt_.layout, nlohmann::json::parse(j.scalars));
     write_file_atomic((fs::path(j.tmp_dir) / "index.json").string(), idx.dump(1));
     j.lap("index");
@@ -432,6 +474,21 @@ std::string Checkpointer::commit(Job& j, const std::vector<std::string>& lists, 
   return "";
 }
 
+// Rank 0's line per commit: its own write, and its node's bandwidth beside
+// the probed one ("x% of the disk").
+void Checkpointer::log_commit(const Job& j, double write_s) const {
+  std::string disk;
+  if (j.node_Bps > 0) {
+    disk = detail::cat("; node ", human_bytes(j.node_Bps), "/s");
+    if (j.of_disk > 0)
+      disk += detail::cat(" = ", int(100 * j.of_disk + 0.5), "% of the disk's ",
+                          human_bytes(opt_.disk_write_Bps), "/s (probed)");
+  }
+  log0("checkpoint step ", j.step, " committed: ", j.final_dir,
+       " (rank 0: ", human_bytes(double(j.bytes)), " in ", write_s, " s, file ", j.file_s, " s",
+       disk, ")");
+}
+
 // Vote and commit, then telemetry and the outcome. Runs on the writer thread
 // (MPI_THREAD_MULTIPLE) or the caller's.
 void Checkpointer::finish(Job& j) {
@@ -447,8 +504,9 @@ void Checkpointer::finish(Job& j) {
   double now = wall_time();
   double write_s = now - (j.t_write0 > 0 ? j.t_write0 : now);
   double stall = j.sync ? now - j.t_begin : j.wait_prev_s + j.snapshot_s;
-  SaveOutcome out{j.step,  committed, committed ? "" : error, committed ? j.final_dir : "",
-                  write_s, j.bytes};
+  SaveOutcome out{
+      j.step,   committed, committed ? "" : error, committed ? j.final_dir : "", write_s, j.bytes,
+      j.file_s, j.phases};
   if (committed) {
     if (tel_)
       tel_->event("ckpt_commit", j.step,
@@ -459,10 +517,12 @@ void Checkpointer::finish(Job& j) {
                    {"bytes", j.bytes},
                    {"bandwidth_Bps", write_s > 0 ? double(j.bytes) / write_s : 0.0},
                    {"phases_s", j.phases},
+                   {"file_s", j.file_s},
+                   {"disk_write_Bps", opt_.disk_write_Bps},
+                   {"node_write_Bps", j.node_Bps},
+                   {"of_disk", j.of_disk},
                    {"path", j.final_dir}});
-    if (rank_ == 0)
-      log0("checkpoint step ", j.step, " committed: ", j.final_dir,
-           " (rank 0: ", human_bytes(double(j.bytes)), " in ", write_s, " s)");
+    if (rank_ == 0) log_commit(j, write_s);
   } else {
     if (tel_) tel_->event("ckpt_fail", j.step, {{"error", error}});
     if (!j.error.empty() || rank_ == 0) logw(error);

@@ -1,10 +1,14 @@
 // Implementation of rank_file.hpp: writes one dataset per shard (contiguous,
-// float32 little-endian) with global_shape/offset/checksum/dtype attributes.
+// float32 little-endian) with global_shape/offset/checksum/dtype attributes;
+// HDF5 lays the file out, the data goes in by large pwrites checksummed on
+// the way (docs/checkpoint-format.md, "Writing at the storage's speed").
 #include "checkpoint/rank_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -37,22 +41,186 @@ void fsync_path(const std::string& path) {
   if (rc != 0) throw Error("fsync of '" + path + "' failed: " + std::strerror(err));
 }
 
-nlohmann::json write_rank_file(const std::string& path, long step, int rank, int world,
-                               const std::vector<ShardOut>& shards, const std::string& scalars,
-                               const std::vector<uint8_t>& rng, int64_t& bytes,
-                               const std::function<void(const std::string&)>& hook,
-                               RankFileTimes* times) {
-  RankFileTimes tt;
+WriteTuning& write_tuning() {
+  static WriteTuning t;
+  return t;
+}
+
+namespace {
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the writer stores native floats as IEEE float32 little-endian");
+
+// A dataset's place in the file and the CRC32C of its bytes.
+struct Extent {
+  uint64_t off = 0, len = 0;
+  uint32_t crc = 0;
+};
+
+// An fd of the file being written, for the data's pwrites beside HDF5's own.
+class Fd {
+ public:
+  // required=false: a file system that refuses `flags` (O_DIRECT) leaves it
+  // closed (get() < 0) instead of throwing.
+  Fd(const std::string& path, int flags, bool required = true) : fd_(::open(path.c_str(), flags)) {
+    if (fd_ < 0 && required) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  }
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+h5::Handle create_aligned(const std::string& path, const WriteTuning& wt) {
+  h5::Handle fapl(ST_HDF5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
+  if (wt.align > 1) ST_HDF5_CHECK(H5Pset_alignment(fapl, wt.align_threshold, wt.align));
+  if (wt.meta_block > 0) ST_HDF5_CHECK(H5Pset_meta_block_size(fapl, wt.meta_block));
+  return h5::Handle(ST_HDF5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl)));
+}
+
+// A dataset whose contiguous storage is allocated now and never filled by
+// HDF5 (the writer's pwrite fills it), with its shape attributes.
+h5::Handle create_dataset(hid_t file, hid_t lcpl, const ShardOut& s) {
+  std::vector<hsize_t> dims(s.shape.begin(), s.shape.end());
+  h5::Handle space(ST_HDF5_CHECK(H5Screate_simple(int(dims.size()), dims.data(), nullptr)));
+  h5::Handle dcpl(ST_HDF5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+  ST_HDF5_CHECK(H5Pset_layout(dcpl, H5D_CONTIGUOUS));
+  ST_HDF5_CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY));
+  ST_HDF5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
+  h5::Handle d(ST_HDF5_CHECK(
+      H5Dcreate2(file, s.name.c_str(), H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT)));
+  h5::write_attr_i64(d, "global_shape", s.global_shape);
+  h5::write_attr_i64(d, "offset", s.offset);
+  h5::write_attr_str(d, "dtype", "float32");
+  return d;
+}
+
+void pwrite_all(int fd, const char* p, size_t n, uint64_t off, const std::string& path) {
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, p, n, off_t(off));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0)
+      throw Error("writing '" + path + "' at byte " + std::to_string(off) + ": " +
+                  (w < 0 ? std::strerror(errno) : "no progress"));
+    p += w;
+    n -= size_t(w);
+    off += uint64_t(w);
+  }
+}
+
+// Where a dataset's bytes go: the buffered fd, and an O_DIRECT one for
+// 4 KiB-aligned blocks when asked for and the file system takes it.
+struct Sink {
+  int fd = -1, direct = -1;
+  uint64_t since_wb = 0;
+};
+
+// One dataset's bytes: each block checksummed, then written while it is
+// still in the cache; write-back started every `writeback` bytes so the
+// final fsync finds little left to do.
+uint32_t write_extent(Sink& sink, const char* p, uint64_t off, uint64_t len, const WriteTuning& wt,
+                      const std::string& path) {
+  constexpr uint64_t kPage = 4096;
+  uint32_t crc = 0;
+  const size_t block = std::max<size_t>(wt.block, kPage) / kPage * kPage;
+  const bool aligned = sink.direct >= 0 && off % kPage == 0 && uintptr_t(p) % kPage == 0;
+  for (uint64_t done = 0; done < len;) {
+    size_t n = size_t(std::min<uint64_t>(block, len - done));
+    const bool direct = aligned && n >= kPage;
+    if (direct) n = n / kPage * kPage;  // the tail (< 4 KiB) goes buffered
+    crc = crc32c_update(crc, p + done, n);
+    pwrite_all(direct ? sink.direct : sink.fd, p + done, n, off + done, path);
+    done += n;
+    sink.since_wb += direct ? 0 : n;
+    if (wt.writeback && sink.since_wb >= wt.writeback) {
+      ::sync_file_range(sink.fd, 0, 0, SYNC_FILE_RANGE_WRITE);  // a hint: errors surface at fsync
+      sink.since_wb = 0;
+    }
+  }
+  return crc;
+}
+
+// CRC32C of bytes [a, b) of the file: runs the file system reports as
+// holes (alignment padding never written) are zeros, checksummed without
+// reading them; the rest is read (HDF5's metadata, from the page cache).
+uint32_t crc_range(int fd, uint64_t a, uint64_t b, uint32_t crc, std::vector<char>& buf,
+                   const std::string& path) {
+  while (a < b) {
+    // ENXIO: a hole up to the end; any other error: no hole information,
+    // so everything is read.
+    off_t data = ::lseek(fd, off_t(a), SEEK_DATA);
+    if (data < 0 && errno != ENXIO) data = off_t(a);
+    const uint64_t d = data < 0 ? b : std::min<uint64_t>(uint64_t(data), b);
+    if (d > a) {  // a hole: zeros
+      crc = crc32c_zeros(crc, d - a);
+      a = d;
+      continue;
+    }
+    off_t hole = ::lseek(fd, off_t(a), SEEK_HOLE);
+    const uint64_t e =
+        hole < 0 ? b : std::min<uint64_t>(std::max<uint64_t>(uint64_t(hole), a + 1), b);
+    for (; a < e;) {
+      const size_t n = size_t(std::min<uint64_t>(buf.size(), e - a));
+      const ssize_t r = ::pread(fd, buf.data(), n, off_t(a));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        throw Error("reading back '" + path + "' at byte " + std::to_string(a) + ": " +
+                    (r < 0 ? std::strerror(errno) : "unexpected end of file"));
+      crc = crc32c_update(crc, buf.data(), size_t(r));
+      a += uint64_t(r);
+    }
+  }
+  return crc;
+}
+
+// The whole file's CRC32C from the data extents' CRCs (combined, not read)
+// and HDF5's bytes between them (read back).
+uint32_t file_crc(const std::string& path, std::vector<Extent> ext, int64_t& size) {
+  Fd fd(path, O_RDONLY);
+  struct stat stt {};
+  if (::fstat(fd.get(), &stt) != 0)
+    throw Error("cannot stat '" + path + "': " + std::strerror(errno));
+  size = int64_t(stt.st_size);
+  std::sort(ext.begin(), ext.end(), [](const Extent& x, const Extent& y) { return x.off < y.off; });
+  std::vector<char> buf(size_t(64) << 10);
+  uint32_t crc = 0;
+  uint64_t pos = 0;
+  for (const Extent& e : ext) {
+    if (e.off < pos || e.off + e.len > uint64_t(size))
+      throw Error("'" + path + "': a dataset's storage at byte " + std::to_string(e.off) +
+                  " overlaps another or lies beyond the end of the file");
+    crc = crc_range(fd.get(), pos, e.off, crc, buf, path);
+    crc = crc32c_combine(crc, e.crc, e.len);
+    pos = e.off + e.len;
+  }
+  return crc_range(fd.get(), pos, uint64_t(size), crc, buf, path);
+}
+}  // namespace
+
+// Phases: create, the datasets' metadata (storage allocated), the data in
+// one checksum-and-write pass, the checksum attributes and close, the
+// file's CRC32C, one fsync.
+RankFileOut write_rank_file(const std::string& path, long step, int rank, int world,
+                            const std::vector<ShardOut>& shards, const std::string& scalars,
+                            const std::vector<uint8_t>& rng,
+                            const std::function<void(const std::string&)>& hook) {
+  RankFileOut out;
+  RankFileTimes& tt = out.times;
   double t = wall_time();
   auto lap = [&t](double& into) {
     const double now = wall_time();
     into += now - t;
     t = now;
   };
+  const WriteTuning wt = write_tuning();
   h5::quiet_errors();
-  nlohmann::json entries = nlohmann::json::array();
+  std::vector<Extent> ext(shards.size());
   try {
-    h5::Handle file = h5::create_file(path);
+    h5::Handle file = create_aligned(path, wt);
     h5::write_attr_str(file, "format", kFormat);
     h5::write_attr_i64(file, "step", {step});
     h5::write_attr_i64(file, "rank", {rank});
@@ -62,42 +230,66 @@ nlohmann::json write_rank_file(const std::string& path, long step, int rank, int
 
     h5::Handle lcpl(ST_HDF5_CHECK(H5Pcreate(H5P_LINK_CREATE)));
     ST_HDF5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
-    for (const auto& s : shards) {
-      std::vector<hsize_t> dims(s.shape.begin(), s.shape.end());
-      h5::Handle space(ST_HDF5_CHECK(H5Screate_simple(int(dims.size()), dims.data(), nullptr)));
-      h5::Handle d(ST_HDF5_CHECK(
-          H5Dcreate2(file, s.name.c_str(), H5T_IEEE_F32LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT)));
-      size_t nbytes = size_t(s.numel()) * sizeof(float);
-      uint32_t crc = crc32c(s.data, nbytes);
-      ST_HDF5_CHECK(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.data));
-      h5::write_attr_i64(d, "global_shape", s.global_shape);
-      h5::write_attr_i64(d, "offset", s.offset);
-      h5::write_attr_u32(d, "checksum", crc);
-      h5::write_attr_str(d, "dtype", "float32");
-      d.close();
-      bytes += int64_t(nbytes);
-      entries.push_back({{"name", s.name},
-                         {"global_shape", s.global_shape},
-                         {"offset", s.offset},
-                         {"shape", s.shape},
-                         {"checksum", crc}});
-      if (hook) hook("dataset");
+    std::vector<h5::Handle> dsets;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      dsets.push_back(create_dataset(file, lcpl, shards[i]));
+      ext[i].len = uint64_t(shards[i].numel()) * sizeof(float);
+      if (ext[i].len) {
+        const haddr_t a = H5Dget_offset(dsets[i]);
+        if (a == HADDR_UNDEF) throw Error("dataset '" + shards[i].name + "' has no storage offset");
+        ext[i].off = uint64_t(a);
+      }
+    }
+    lap(tt.datasets_s);
+
+    if (wt.h5_write) {
+      for (size_t i = 0; i < shards.size(); ++i) {
+        ext[i].crc = crc32c(shards[i].data, ext[i].len);
+        if (ext[i].len)
+          ST_HDF5_CHECK(
+              H5Dwrite(dsets[i], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, shards[i].data));
+        if (hook) hook("dataset");
+      }
+    } else {
+      Fd fd(path, O_WRONLY);
+      Fd direct(wt.direct ? path : std::string(), O_WRONLY | O_DIRECT, false);
+      Sink sink{fd.get(), wt.direct ? direct.get() : -1, 0};
+      for (size_t i = 0; i < shards.size(); ++i) {
+        ext[i].crc = write_extent(sink, reinterpret_cast<const char*>(shards[i].data), ext[i].off,
+                                  ext[i].len, wt, path);
+        if (hook) hook("dataset");
+      }
+    }
+    lap(tt.data_s);
+
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const ShardOut& s = shards[i];
+      h5::write_attr_u32(dsets[i], "checksum", ext[i].crc);
+      dsets[i].close();
+      out.bytes += int64_t(ext[i].len);
+      out.entries.push_back({{"name", s.name},
+                             {"global_shape", s.global_shape},
+                             {"offset", s.offset},
+                             {"shape", s.shape},
+                             {"checksum", ext[i].crc}});
     }
     h5::write_bytes(file, kScalarsDataset, scalars.data(), scalars.size(),
                     crc32c(scalars.data(), scalars.size()));
     h5::write_bytes(file, kRngDataset, rng.data(), rng.size(), crc32c(rng.data(), rng.size()));
     lcpl.reset();
-    lap(tt.datasets_s);
     ST_HDF5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL));
     file.close();
     lap(tt.close_s);
   } catch (const std::exception& e) {
     throw Error(std::string("writing '") + path + "': " + e.what());
   }
+  std::erase_if(ext, [](const Extent& e) { return e.len == 0; });
+  out.file_crc = wt.h5_write ? crc32c_file(path, out.file_bytes)
+                             : file_crc(path, std::move(ext), out.file_bytes);
+  lap(tt.crc_s);
   fsync_path(path);
   lap(tt.fsync_s);
-  if (times) *times = tt;
-  return entries;
+  return out;
 }
 
 }  // namespace st::ckpt

@@ -29,20 +29,53 @@ struct ShardOut {
 // Where write_rank_file spent its time (seconds), for the ckpt_commit event.
 struct RankFileTimes {
   double create_s = 0;    // H5Fcreate and the file attributes
-  double datasets_s = 0;  // every dataset: create, checksum, write, attributes
-  double close_s = 0;     // H5Fflush and H5Fclose
+  double datasets_s = 0;  // every dataset's metadata: create (storage allocated), attributes
+  double data_s = 0;      // the bytes: checksummed and written in one pass, large pwrites
+  double close_s = 0;     // checksum attributes, meta blobs, H5Fflush and H5Fclose
+  double crc_s = 0;       // the file's CRC32C: the data's combined, HDF5's metadata read back
   double fsync_s = 0;     // fsync of the closed file
 };
 
-// Writes `path` (must not exist), closes and fsyncs it. Returns this rank's
-// index entries: [{name, global_shape, offset, shape, checksum}], and adds the
-// tensor bytes written to `bytes`. `hook("dataset")` runs after each dataset.
-// `times`, when given, receives the phases' durations.
-nlohmann::json write_rank_file(const std::string& path, long step, int rank, int world,
-                               const std::vector<ShardOut>& shards, const std::string& scalars,
-                               const std::vector<uint8_t>& rng, int64_t& bytes,
-                               const std::function<void(const std::string&)>& hook,
-                               RankFileTimes* times = nullptr);
+// What write_rank_file wrote.
+struct RankFileOut {
+  nlohmann::json entries =
+      nlohmann::json::array();  // [{name, global_shape, offset, shape, checksum}]
+  int64_t bytes = 0;            // tensor bytes written
+  int64_t file_bytes = 0;       // the file's size and CRC32C (index.json's file_bytes, file_crc32c)
+  uint32_t file_crc = 0;
+  RankFileTimes times;
+};
+
+// How the writer lays out and writes the file: what the checkpoint
+// benchmark (scaletrain-bench-checkpoint) varies; the defaults are its
+// choice on the machines measured (docs/checkpoint-format.md, "Writing at
+// the storage's speed"). Not a config key: a setting of the format's writer.
+struct WriteTuning {
+  uint64_t align = uint64_t(1) << 20;  // H5Pset_alignment: datasets of >= align_threshold bytes
+  uint64_t align_threshold = uint64_t(1) << 20;  // start at a multiple of `align` (0: no alignment)
+  size_t block = size_t(4) << 20;                // bytes checksummed, then written, per pwrite
+  size_t writeback = size_t(32) << 20;  // sync_file_range(WRITE) after this many bytes (0: never)
+  uint64_t meta_block = 0;              // H5Pset_meta_block_size (0: HDF5's 2 KiB)
+  // O_DIRECT for each dataset's 4 KiB-aligned body (the tail, and any file
+  // system that refuses O_DIRECT, buffered): no copy into the page cache.
+  bool direct = false;
+  // The writer before issue 53, for the benchmark's before/after: H5Dwrite
+  // per dataset (checksummed first, from memory), then the closed file read
+  // back for its CRC32C.
+  bool h5_write = false;
+};
+WriteTuning& write_tuning();  // process-wide, read at each write_rank_file
+
+// Writes `path` (must not exist), closes and fsyncs it once. Every shard is
+// a contiguous dataset whose storage HDF5 allocates at creation; its bytes
+// are then checksummed and written in one pass by large sequential pwrites
+// (never read back), and the file's CRC32C is assembled from the pieces'
+// (only HDF5's own metadata, a few KiB, is read back). `hook("dataset")`
+// runs after each dataset is written.
+RankFileOut write_rank_file(const std::string& path, long step, int rank, int world,
+                            const std::vector<ShardOut>& shards, const std::string& scalars,
+                            const std::vector<uint8_t>& rng,
+                            const std::function<void(const std::string&)>& hook);
 
 void fsync_path(const std::string& path);  // throws Error naming the file
 

@@ -87,6 +87,7 @@ struct CheckpointCfg {
   std::string mode = "async";         // async|sync
   std::string on_error = "continue";  // continue|abort
   double test_busy_write_s = 0;       // fault injection: the writer spins this long per save
+  int probe_mb = 64;                  // storage probe at start (MiB by one writer); 0 = off
 };
 
 struct RuntimeCfg {

@@ -181,6 +181,11 @@ std::vector<Key> build() {
              "async: snapshot then write in background; sync: write before the next step"),
       choice(F(checkpoint, on_error), {"continue", "abort"},
              "on a failed save: keep training (previous checkpoint stays) or stop"),
+      num(F(checkpoint, probe_mb), 0, 4096,
+          "with checkpoints on, the storage probe at start: MiB written (fdatasync) and read "
+          "cold in checkpoint.dir by one rank alone, then by every rank of the node at once; "
+          "recorded in run.json `storage`, each checkpoint's bandwidth reported as a share of "
+          "it (below a rank's checkpoint bytes, caches may inflate it); 0 = no probe"),
       num(F(checkpoint, test_busy_write_s), 0, 3600,
           "fault injection for tests: the background writer keeps a core busy this many "
           "seconds per save after writing its file, so the report's background interference "

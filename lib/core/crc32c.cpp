@@ -1,6 +1,9 @@
 // Implementation of crc32c.hpp: hardware (SSE4.2) and table paths.
 #include "core/crc32c.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -65,27 +68,77 @@ uint32_t crc32c_update(uint32_t crc, const void* data, size_t n) {
   return ~sw_update(c, p, n);
 }
 
+namespace {
+// Polynomial arithmetic modulo the CRC polynomial (reflected bit order),
+// after zlib's crc32.c: a * b mod P.
+uint32_t multmodp(uint32_t a, uint32_t b) {
+  uint32_t m = 1u << 31, p = 0;
+  for (;;) {
+    if (a & m) {
+      p ^= b;
+      if ((a & (m - 1)) == 0) break;
+    }
+    m >>= 1;
+    b = (b & 1) ? (b >> 1) ^ kPoly : b >> 1;
+  }
+  return p;
+}
+
+// x^(n * 2^k) mod P.
+uint32_t x2nmodp(uint64_t n, unsigned k) {
+  static const std::array<uint32_t, 32> x2n = [] {
+    std::array<uint32_t, 32> t{};
+    uint32_t p = 1u << 30;  // x^1
+    t[0] = p;
+    for (size_t i = 1; i < t.size(); ++i) t[i] = p = multmodp(p, p);
+    return t;
+  }();
+  uint32_t p = 1u << 31;  // x^0
+  while (n) {
+    if (n & 1) p = multmodp(x2n[k & 31], p);
+    n >>= 1;
+    ++k;
+  }
+  return p;
+}
+}  // namespace
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  return multmodp(x2nmodp(len_b, 3), crc_a) ^ crc_b;
+}
+
+uint32_t crc32c_zeros(uint32_t crc, uint64_t n) {
+  // Zero bytes multiply the (pre-inverted) register by x^(8n).
+  return ~multmodp(x2nmodp(n, 3), ~crc);
+}
+
 uint32_t crc32c_file(const std::string& path, int64_t& size, std::vector<char>& buf) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw Error("cannot read '" + path + "': " + std::strerror(errno));
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error("cannot read '" + path + "': " + std::strerror(errno));
+  // Read once, front to back: the kernel reads ahead (a doubled window)
+  // while the checksum runs, so a cold file streams at the disk's rate.
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   if (buf.empty()) buf.resize(size_t(1) << 20);
   uint32_t crc = 0;
   size = 0;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) {
-    crc = crc32c_update(crc, buf.data(), n);
+  int err = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    crc = crc32c_update(crc, buf.data(), size_t(n));
     size += int64_t(n);
   }
-  const bool bad = std::ferror(f) != 0;
-  std::fclose(f);
-  if (bad) throw Error("reading '" + path + "' failed");
+  ::close(fd);
+  if (err) throw Error("reading '" + path + "' failed: " + std::strerror(err));
   return crc;
 }
 
 uint32_t crc32c_file(const std::string& path, int64_t& size) {
   std::error_code ec;
   const auto len = std::filesystem::file_size(path, ec);
-  std::vector<char> buf(std::clamp<size_t>(ec ? 0 : size_t(len), 4096, size_t(1) << 20));
+  std::vector<char> buf(std::clamp<size_t>(ec ? 0 : size_t(len), 4096, size_t(4) << 20));
   return crc32c_file(path, size, buf);
 }
 }  // namespace st

@@ -136,6 +136,17 @@ against the measured figures (docs/analysis.md).
 |---|---|---|
 | `SCALETRAIN_CLUSTER_FILE` | CPU ranks: `configs/clusters/cpu-local.yaml` of the source tree; GPU runs: none | the cluster file (docs/planner.md) the trainer's start-up prediction uses |
 
+`storage` (added by rank 0 at start when checkpoints are on and
+`checkpoint.probe_mb` > 0, `app/ckpt_storage.cpp`,
+`lib/checkpoint/storage_probe.hpp`): the checkpoint folder's own speed on
+rank 0's node: `dir`, `writers` (the node's ranks), `bytes_one` (written
+and read by one rank alone), `bytes_each` (by each rank, all at once),
+`write_one_Bps` and `write_all_Bps` (sequential writes then `fdatasync`),
+`read_one_Bps` and `read_all_Bps` (cold reads), `read_method`
+(`O_DIRECT`, or `fadvise DONTNEED` where the file system refuses it),
+`seconds` (the probe's own time). Every `ckpt_commit` reports the node's
+write bandwidth against `write_all_Bps` (`of_disk`).
+
 `startup` (added by rank 0 after the first step, `app/phase_clock.cpp`):
 where start-up went, from each process's start (as the kernel records it)
 to the end of the first step, by phase in order: `launch` (exec and library
@@ -149,8 +160,11 @@ batch's ids checked, the run folder; `data.verify=full` scans here),
 `engine` (model, optimizer state, the device communicators), `peak` (the
 FLOP/s MFU is measured against; once per host), `run_json` (rank 0 writes
 run.json and records the prediction), `telemetry_open`, `clock_sync` (each
-rank's clock against rank 0's), `resume_checkpointer`, `checkpoint_buffers`
-(with checkpoints on: the snapshot buffers allocated and touched and HDF5
+rank's clock against rank 0's), `resume` (finding the newest good
+checkpoint, its files' checksums read cold, and loading it: the cold
+restore), `storage_probe` (with checkpoints on: the checkpoint folder's
+write and cold read bandwidth, run.json `storage`), `checkpointer`,
+`checkpoint_buffers` (with checkpoints on: the snapshot buffers allocated and touched and HDF5
 started, so the first save does not pay them) and `first_step`.
 `phases` lists each as `name`, `wall_s` (the slowest rank's; it includes
 waiting for the others in the phase's collectives), `cpu_s_mean` and
