@@ -5,8 +5,9 @@
 # checkpoints and per-rank telemetry, then prints the run's report and how
 # long each phase took. It trains with train.precision=auto (bf16 where the
 # CPU multiplies bf16 in hardware, else fp32; the report says which); a
-# --set given here overrides it. scripts/test.sh builds the rest (the tests)
-# in the same build folder, so nothing built here is built twice.
+# --set given here overrides it. scripts/test.sh builds the rest (the tests,
+# the CUDA backend where nvcc is) in the same build folder, so little built
+# here is built twice (the few files that include the build's options).
 # Usage: scripts/demo.sh [extra --set overrides for the run...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,13 +29,15 @@ begin install "the packages the demo needs (scripts/install-deps.sh --demo)"
 bash scripts/install-deps.sh --demo
 end install
 
-begin configure "cmake --preset cpu"
-cmake --preset cpu >/dev/null
+# The demo runs on CPU ranks: no CUDA backend, even where nvcc is installed
+# (scripts/test.sh configures the preset as it is, CUDA included, and
+# builds the rest).
+begin configure "cmake --preset cpu -DSCALETRAIN_CUDA=OFF"
+cmake --preset cpu -DSCALETRAIN_CUDA=OFF >/dev/null
 end configure
 
 # Only the programs the demo runs (and what they link); ninja prints each
-# step as [done/total]. The CUDA backend comes with the trainer where nvcc
-# is installed.
+# step as [done/total].
 targets=(scaletrain scaletrain-tokenize scaletrain-analyze)
 begin build "${targets[*]} ($(nproc) jobs)"
 cmake --build --preset cpu -j "$(nproc)" --target "${targets[@]}"
