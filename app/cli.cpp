@@ -7,8 +7,8 @@
 
 #include "cli/subcommands.hpp"
 #include "config/config.hpp"
-#include "core/error.hpp"
 #include "core/build_commit.hpp"
+#include "core/error.hpp"
 #include "scaletrain/build_config.hpp"
 
 namespace po = boost::program_options;

@@ -41,9 +41,8 @@ std::string cluster_path(const Config& cfg, std::string& why_none) {
   }
   const std::string p = std::string(SCALETRAIN_SOURCE_DIR) + "/configs/clusters/cpu-local.yaml";
   if (!std::filesystem::is_regular_file(p)) {
-    why_none =
-        "no runtime.cluster, no SCALETRAIN_CLUSTER_FILE and no " + p +
-        " (write one with `scaletrain-plan calibrate`)";
+    why_none = "no runtime.cluster, no SCALETRAIN_CLUSTER_FILE and no " + p +
+               " (write one with `scaletrain-plan calibrate`)";
     return "";
   }
   return p;

@@ -213,10 +213,10 @@ std::string run_banner(const RunInfo& info) {
                 "%s (%s): model %s %.2fM params, %d layers d=%d, world %d (pp %d dp %d cp %d tp "
                 "%d, zero %d), %d thread(s)/rank, "
                 "device %s, peak %.1f GFLOP/s per rank",
-                SCALETRAIN_VERSION, build_commit(), c.model.name.c_str(),
-                info.n_params / 1e6, c.model.n_layers, c.model.d_model, info.rt->world_size(),
-                c.parallel.pp, c.parallel.dp, c.parallel.cp, c.parallel.tp, c.parallel.zero_stage,
-                info.threads, info.device_name.c_str(), info.peak_flops / 1e9);
+                SCALETRAIN_VERSION, build_commit(), c.model.name.c_str(), info.n_params / 1e6,
+                c.model.n_layers, c.model.d_model, info.rt->world_size(), c.parallel.pp,
+                c.parallel.dp, c.parallel.cp, c.parallel.tp, c.parallel.zero_stage, info.threads,
+                info.device_name.c_str(), info.peak_flops / 1e9);
   return b;
 }
 }  // namespace st

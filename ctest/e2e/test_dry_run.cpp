@@ -56,12 +56,13 @@ TEST(DryRun, Bf16EstimateCountsBf16Storage) {
 // 6,738,415,616 parameters, 16 bytes each read, 13.48 / 26.95 GB written,
 // CPU 31 / 41 ns a parameter, storage at 1 GB/s.
 TEST(DryRun, PrintsTheHuggingFaceExportsTime) {
-  auto r = run_scaletrain(1, "--dry-run --config " + src_dir() +
-                                 "/configs/default.yaml --set model.preset=llama-7b");
+  auto r = run_scaletrain(
+      1, "--dry-run --config " + src_dir() + "/configs/default.yaml --set model.preset=llama-7b");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
-      r.output, m, std::regex(R"(HF export time +bf16 ([0-9.e+]+) s, fp32 ([0-9.e+]+) s at 1 GB/s)")))
+      r.output, m,
+      std::regex(R"(HF export time +bf16 ([0-9.e+]+) s, fp32 ([0-9.e+]+) s at 1 GB/s)")))
       << r.output;
   const double n = 6738415616.0;
   EXPECT_NEAR(std::stod(m[1]), n * 31e-9 + (16 * n + 13476889588.0) / 1e9, 1.0);

@@ -199,8 +199,7 @@ TEST(CheckpointCost, ThreePartsAddUpAgainstTheStepRecords) {
 TEST(CheckpointCost, AsyncCostLeavesOutTheWaitForThePreviousSave) {
   const std::string d = fresh_dir("ckpt-backlog");
   auto r = run_scaletrain(
-      2, tiny(8, 8,
-              "--set checkpoint.interval=2 --set checkpoint.test_busy_write_s=1 --out " + d));
+      2, tiny(8, 8, "--set checkpoint.interval=2 --set checkpoint.test_busy_write_s=1 --out " + d));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json cost = ckpt_cost(d);
   const auto& per = cost.at("per_checkpoint");

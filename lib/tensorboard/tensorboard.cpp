@@ -30,8 +30,7 @@ std::vector<std::string> event_files(const std::string& dir) {
 
 }  // namespace
 
-LiveWriter::LiveWriter(const std::string& dir)
-    : earlier_files_(event_files(dir)), file_(dir) {}
+LiveWriter::LiveWriter(const std::string& dir) : earlier_files_(event_files(dir)), file_(dir) {}
 
 LiveWriter::~LiveWriter() {
   // A start that ended before its first step: what the earlier ones wrote
@@ -71,8 +70,7 @@ void LiveWriter::record(const json& rec, const Warn& warn) {
 void LiveWriter::catch_up(int64_t first_step, const Warn& warn) {
   caught_up_ = true;
   for (const json& r : earlier_)
-    if (!(r["type"] == "step" && r["step"].get<int64_t>() >= first_step))
-      write(r, warn);
+    if (!(r["type"] == "step" && r["step"].get<int64_t>() >= first_step)) write(r, warn);
   for (const json& r : pending_) write(r, warn);
   earlier_.clear();
   pending_.clear();
