@@ -7,6 +7,7 @@
 
 #include "cli/subcommands.hpp"
 #include "config/config.hpp"
+#include "core/build_commit.hpp"
 #include "core/error.hpp"
 #include "scaletrain/build_config.hpp"
 
@@ -49,7 +50,7 @@ Cli parse_cli(int argc, char** argv, bool print) {
   }
   if (vm.count("version")) {
     if (print)
-      std::cout << "scaletrain " << SCALETRAIN_VERSION << " (commit " << SCALETRAIN_GIT_COMMIT
+      std::cout << "scaletrain " << SCALETRAIN_VERSION << " (commit " << build_commit()
                 << ", CUDA backend " << (SCALETRAIN_HAVE_CUDA ? "built" : "not built") << ")\n";
     c.exit_now = true;
   } else if (vm.count("help") || vm.count("help-config")) {

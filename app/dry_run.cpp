@@ -81,6 +81,17 @@ void print_dry_run(const Runtime& rt, const Config& cfg) {
       human_bytes(double(hf16)).c_str(), (unsigned long long)hf16,
       hf::plan_shards(cfg.model, "BF16", shard).size(), human_bytes(double(hf32)).c_str(),
       (unsigned long long)hf32, hf::plan_shards(cfg.model, "F32", shard).size());
+  // And its time: the CPU measured per parameter, and the bytes it reads
+  // (the checkpoint verified, then its masters) and writes at 1 GB/s, a
+  // rate to scale by the storage's own (docs/convert.md).
+  const hf::ExportCost c16 = hf::export_cost(cfg.model, "BF16", shard),
+                       c32 = hf::export_cost(cfg.model, "F32", shard);
+  std::printf(
+      "HF export time    bf16 %.3g s, fp32 %.3g s at 1 GB/s of storage: CPU %.3g / %.3g s "
+      "(measured per parameter) + %s read and %s / %s written\n",
+      c16.seconds(1e9), c32.seconds(1e9), c16.cpu_s, c32.cpu_s,
+      human_bytes(double(c16.read_bytes)).c_str(), human_bytes(double(c16.write_bytes)).c_str(),
+      human_bytes(double(c32.write_bytes)).c_str());
   std::printf(
       "# mesh and peak memory per rank (recorded, the first rank of each stage; act_ckpt=%s, "
       "micro_batch %d, grad_accum %d; total includes buffers and workspace)\n",

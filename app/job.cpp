@@ -279,7 +279,6 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
     j.evaluator = Evaluator::make(j.cfg, par.dp, j.mesh->coords().dp);
     if (!src->format().empty()) j.cfg.data.format = src->format();  // auto -> detected, run.json
     fs::create_directories(j.out + "/telemetry");
-    if (j.cfg.runtime.flight_recorder > 0) fs::create_directories(j.out + "/flight");
     if (rank == 0) j.run_lock = RunFolderLock::acquire(j.out, rt.slurm().job_id);
     open_tensorboard(j);
   } catch (const UsageError& e) {
@@ -291,7 +290,8 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
   clock.mark("data_open");
   if (rank == 0) log_open_file(j.out + "/log.txt");
   {
-    // A dump of an earlier start of this folder would describe another job.
+    // A dump of an earlier start of this folder would describe another job;
+    // the folder is made by the first dump (none on a normal end).
     const std::string fpath = j.out + "/flight/" + telemetry::rank_file_name(rank, ".json");
     std::error_code ec;
     fs::remove(fpath, ec);

@@ -11,8 +11,9 @@ namespace st {
 // stops every rank). Nothing on other ranks or in a build without protobuf.
 void open_tensorboard(Job& j);
 
-// After run.json is written: reads its facts (the rates' peak and FLOPs) and
-// hands the writer every telemetry record from now on. In a build without
+// After run.json is written, before the telemetry file is opened: reads its
+// facts (the rates' peak and FLOPs) and the records earlier starts of the
+// folder wrote, and hands the writer every telemetry record from now on. In a build without
 // protobuf, rank 0 logs that no event files are written.
 void start_tensorboard(Job& j);
 

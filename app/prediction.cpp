@@ -32,34 +32,43 @@ nlohmann::json memory_part(const Config& cfg, int world) {
 }
 
 std::string cluster_path(const Config& cfg, std::string& why_none) {
+  if (!cfg.runtime.cluster.empty()) return cfg.runtime.cluster;  // checked when the config loaded
   if (const char* e = std::getenv("SCALETRAIN_CLUSTER_FILE"); e && *e) return e;
   if (cfg.runtime.device != "cpu") {
     why_none = "no cluster file for a " + cfg.runtime.device +
-               " run: set SCALETRAIN_CLUSTER_FILE (configs/clusters/*.yaml)";
+               " run: set runtime.cluster (configs/clusters/*.yaml)";
     return "";
   }
   const std::string p = std::string(SCALETRAIN_SOURCE_DIR) + "/configs/clusters/cpu-local.yaml";
   if (!std::filesystem::is_regular_file(p)) {
-    why_none =
-        "no SCALETRAIN_CLUSTER_FILE and no " + p + " (write one with `scaletrain-plan calibrate`)";
+    why_none = "no runtime.cluster, no SCALETRAIN_CLUSTER_FILE and no " + p +
+               " (write one with `scaletrain-plan calibrate`)";
     return "";
   }
   return p;
 }
 
-// The cluster file as run.json records it: relative to the source tree when
-// it lies inside it (the default cpu-local.yaml, a configs/clusters file), so
-// a committed run names no machine's checkout path; else as given.
+// The cluster file as run.json records it: relative to the repository it
+// lies in (the source tree this trainer was built from, else the git
+// checkout holding the file: a campaign's copy, another checkout), so a
+// committed run names no machine's checkout path; as given only when it
+// lies in no repository.
 std::string recorded_path(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path src = fs::weakly_canonical(SCALETRAIN_SOURCE_DIR, ec);
-  if (ec) return path;
   const fs::path f = fs::weakly_canonical(path, ec);
   if (ec) return path;
-  const fs::path rel = f.lexically_relative(src);
-  if (rel.empty() || *rel.begin() == "..") return path;
-  return rel.string();
+  auto inside = [&f](const fs::path& root) -> std::string {
+    std::error_code e;
+    const fs::path r = fs::weakly_canonical(root, e);
+    if (e) return "";
+    const fs::path rel = f.lexically_relative(r);
+    return rel.empty() || *rel.begin() == ".." ? "" : rel.string();
+  };
+  if (std::string rel = inside(SCALETRAIN_SOURCE_DIR); !rel.empty()) return rel;
+  for (fs::path d = f.parent_path(); !d.empty() && d != d.root_path(); d = d.parent_path())
+    if (fs::exists(d / ".git", ec)) return inside(d);
+  return path;
 }
 
 nlohmann::json time_part(const Config& cfg) {

@@ -3,7 +3,7 @@
 // this layout (the first rank of each pipeline stage, the largest kept),
 // and the step time by part, tokens/s and MFU of the planner's time model
 // (st::plan::predict_step) on a cluster file. The cluster file is
-// $SCALETRAIN_CLUSTER_FILE, else for CPU ranks the source tree's
+// runtime.cluster, else $SCALETRAIN_CLUSTER_FILE, else for CPU ranks the source tree's
 // configs/clusters/cpu-local.yaml; when there is none, or it lacks the
 // measurements this layout needs, the step-time part is absent with the
 // reason instead (scaletrain-analyze prints it). docs/telemetry.md.

@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/build_commit.hpp"
 #include "core/util.hpp"
 #include "scaletrain/build_config.hpp"
 #include "trainer.hpp"
@@ -160,7 +161,7 @@ void write_run_json(const std::string& path, const RunInfo& info) {
       {"run_id", info.run_id},
       {"name", c.runtime.name},
       {"start_time", iso_time_utc()},
-      {"git_commit", SCALETRAIN_GIT_COMMIT},
+      {"git_commit", build_commit()},
       {"version", SCALETRAIN_VERSION},
       {"world_size", rt.world_size()},
       {"hosts", hosts},
@@ -212,10 +213,10 @@ std::string run_banner(const RunInfo& info) {
                 "%s (%s): model %s %.2fM params, %d layers d=%d, world %d (pp %d dp %d cp %d tp "
                 "%d, zero %d), %d thread(s)/rank, "
                 "device %s, peak %.1f GFLOP/s per rank",
-                SCALETRAIN_VERSION, SCALETRAIN_GIT_COMMIT, c.model.name.c_str(),
-                info.n_params / 1e6, c.model.n_layers, c.model.d_model, info.rt->world_size(),
-                c.parallel.pp, c.parallel.dp, c.parallel.cp, c.parallel.tp, c.parallel.zero_stage,
-                info.threads, info.device_name.c_str(), info.peak_flops / 1e9);
+                SCALETRAIN_VERSION, build_commit(), c.model.name.c_str(), info.n_params / 1e6,
+                c.model.n_layers, c.model.d_model, info.rt->world_size(), c.parallel.pp,
+                c.parallel.dp, c.parallel.cp, c.parallel.tp, c.parallel.zero_stage, info.threads,
+                info.device_name.c_str(), info.peak_flops / 1e9);
   return b;
 }
 }  // namespace st

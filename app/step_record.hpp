@@ -19,6 +19,7 @@ struct StepTimes {
   long step = 0;
   double t_start = 0;  // epoch seconds at the step's start
   double step_s = 0, optim_s = 0, exposed_s = 0, ckpt_stall_s = 0;
+  double slowest_step_s = 0;  // the slowest rank's step_s: the pace every tok/s is read from
   double cpu_s = 0;  // this process's CPU time during the step, all threads
   double lr = 0;
   StepOut fb;  // forward/backward's own times, loss and norm

@@ -190,14 +190,15 @@ double train_step(Job& j, long step, Progress& progress, long last) {
   t.cpu_s = process_cpu_seconds() - c0;
 
   flight::note_phase("telemetry", step);
+  // The slowest rank's step time sets the pace: the one tok/s of the
+  // progress line, the step record (TensorBoard's rates) and report.md.
+  t.slowest_step_s = t.step_s;
+  world.all_reduce_max(&t.slowest_step_s, 1);
   const EngineMemory mem = engine.memory();
   j.tel.step(step_record(t, j.cfg, world, comms, mem, *j.be));
   if (spans::on()) j.tel.trace(trace_record(step, spans::take()));
 
-  // Progress (rank 0): the slowest rank's step time sets the pace.
-  double slow = t.step_s;
-  world.all_reduce_max(&slow, 1);
-  progress.add(step, slow, t.fb.loss, t.lr, mem.peak_total, last);
+  progress.add(step, t.slowest_step_s, t.fb.loss, t.lr, mem.peak_total, last);
   // The validation loss is logged after the step's progress line.
   if (j.evaluator && sig == 0 && j.evaluator->due(step, last)) {
     flight::note_phase("evaluation", step);

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Installs every Debian package scaletrain's build, run and tests need.
 # Idempotent: packages already present are skipped by apt. One list, here.
-# Usage: scripts/install-deps.sh [--no-slurm]   (run as root or with sudo)
+# Usage: scripts/install-deps.sh [--no-slurm] [--demo]   (run as root or with sudo)
+#   --demo: only what scripts/demo.sh builds and runs (no test, Slurm or
+#   reference packages: PyTorch alone is most of the download)
 set -euo pipefail
 
-PACKAGES=(
+# What the trainer, the tokenizer and the analysis need to build and run
+# (scripts/demo.sh); configure finds every library the build looks for, so
+# the tests' GoogleTest is here too.
+DEMO_PACKAGES=(
   # build
   build-essential cmake ninja-build pkg-config git
   # libraries
@@ -23,6 +28,9 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler python3-protobuf
   # analysis plots (gnuplot runs on the written .gp scripts; no plotting library is linked)
   gnuplot-nox
+)
+PACKAGES=(
+  "${DEMO_PACKAGES[@]}"
   # reference tests (independent implementation, checkpoint inspection)
   python3 python3-numpy python3-torch python3-h5py
   # slurm tests (a real single-node Slurm)
@@ -35,10 +43,15 @@ PACKAGES=(
   xz-utils
 )
 
-if [[ "${1:-}" == "--no-slurm" ]]; then
-  PACKAGES=("${PACKAGES[@]/slurmctld/}"); PACKAGES=("${PACKAGES[@]/slurmd/}")
-  PACKAGES=("${PACKAGES[@]/slurm-client/}"); PACKAGES=("${PACKAGES[@]/munge/}")
-fi
+for arg in "$@"; do
+  case $arg in
+    --no-slurm)
+      PACKAGES=("${PACKAGES[@]/slurmctld/}"); PACKAGES=("${PACKAGES[@]/slurmd/}")
+      PACKAGES=("${PACKAGES[@]/slurm-client/}"); PACKAGES=("${PACKAGES[@]/munge/}") ;;
+    --demo) PACKAGES=("${DEMO_PACKAGES[@]}") ;;
+    *) echo "install-deps: unknown option '$arg' (--no-slurm, --demo)" >&2; exit 2 ;;
+  esac
+done
 
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
@@ -56,8 +69,9 @@ if [[ ${#missing[@]} -eq 0 ]]; then
   exit 0
 fi
 
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps: installing ${#missing[@]} package(s) and what they need: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+echo "install-deps: apt-get update"
 $SUDO apt-get update -qq
 # Do not start daemons at install time: the tests start their own Slurm.
 if [[ ! -e /usr/sbin/policy-rc.d ]]; then
@@ -65,5 +79,7 @@ if [[ ! -e /usr/sbin/policy-rc.d ]]; then
   $SUDO chmod +x /usr/sbin/policy-rc.d
   trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
 fi
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Without -qq apt prints each package as it fetches, unpacks and sets it up:
+# the progress of what is the longest wait on a fresh machine.
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 echo "install-deps: done"

@@ -156,6 +156,7 @@ Point make_point(const std::vector<RunSummary>& runs, const std::vector<size_t>&
                                  ? r.mem_capacity_bytes
                                  : std::min(p.mem_capacity_bytes, r.mem_capacity_bytes);
     const PredictionCheck pc = check_prediction(r);
+    if (p.pred_cluster.empty()) p.pred_cluster = pc.cluster;
     for (const auto& row : pc.rows) {
       if (row.what == "tokens/s") ptok.push_back(row.predicted / std::max(1, r.gpus));
       if (row.what == "MFU (at the run's peak)") pmfu.push_back(row.predicted);

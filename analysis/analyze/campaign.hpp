@@ -48,6 +48,7 @@ struct Point {
   double mfu_p10 = 0, mfu_p90 = 0;  // the same for MFU (percent)
   // the planner's prediction from the runs' run.json (0 when absent): tok/s per device, MFU %
   double pred_tok_s_gpu = 0, pred_mfu = 0;
+  std::string pred_cluster;  // the cluster file those predictions priced with (run.json)
   // breakdown of the median step (seconds, medians over repeats)
   double compute_s = 0, comm_exposed_s = 0, data_s = 0, ckpt_stall_s = 0, other_s = 0;
   // comm_exposed_s in parts (RunSummary::comm_part_share order: tp, cp, pp,

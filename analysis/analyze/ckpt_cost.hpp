@@ -16,7 +16,12 @@ namespace st::analysis {
 
 struct CkptCost {
   int64_t step = 0;
-  double stall_s = 0;         // slowest rank's ckpt_stall_s at the save's step
+  // The save's own stall: the slowest rank's ckpt_stall_s at the save's
+  // step less that rank's wait for the previous save to finish (its
+  // ckpt_commit `wait_prev_s`), which is the previous save outlasting the
+  // interval, not this save's cost; reported apart.
+  double stall_s = 0;
+  double wait_prev_s = 0;     // the longest such wait of any rank (0 in sync mode)
   double interference_s = 0;  // sum over the steps after it that started before
                               // the commit of (global step time - median); signed
   int steps_during = 0;       // those steps

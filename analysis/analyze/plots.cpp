@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "analyze/stats.hpp"
@@ -190,6 +191,49 @@ double node_mark(const Campaign& c) {
   return std::sqrt(double(one) * double(multi));
 }
 
+// A series' prediction line says which cluster file priced it (run.json's
+// prediction.cluster): a prediction made with another machine's file than
+// the one the runs ran on reads as the planner being wrong.
+std::string prediction_label(const Campaign& c, const Series& se) {
+  std::set<std::string> files;
+  for (size_t pi : se.points)
+    if (c.points[pi].pred_tok_s_gpu > 0 && !c.points[pi].pred_cluster.empty())
+      files.insert(c.points[pi].pred_cluster);
+  std::string s;
+  for (const auto& f : files) s += (s.empty() ? "" : ", ") + f;
+  return s.empty() ? "planner prediction" : "planner prediction (" + s + ")";
+}
+
+// A point's label in the breakdown: its size, then only the layout settings
+// that differ between the points (a whole layout per bar ran the labels
+// into each other and under the footnote).
+std::vector<std::string> point_labels(const Campaign& c) {
+  std::vector<std::vector<std::string>> parts;
+  for (const auto& p : c.points) {
+    const RunSummary& r = c.runs[p.runs.front()];
+    std::string ck = r.ckpt_interval > 0 ? r.ckpt_mode + "/" + std::to_string(r.ckpt_interval)
+                     : r.ckpt_load_s > 0 ? "restore"
+                                         : "";
+    parts.push_back({"tp" + std::to_string(r.tp), "pp" + std::to_string(r.pp),
+                     "cp" + std::to_string(r.cp), "ZeRO" + std::to_string(r.zero_stage),
+                     "act:" + r.act_ckpt, "mb" + std::to_string(r.micro_batch),
+                     "ga" + std::to_string(r.grad_accum), r.precision, ck});
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < c.points.size(); ++i) {
+    const Point& p = c.points[i];
+    std::string label =
+        std::to_string(p.gpus) + (p.nodes > 1 ? "r/" + std::to_string(p.nodes) + "n" : "r");
+    for (size_t k = 0; k < parts[i].size(); ++k) {
+      bool varies = false;
+      for (const auto& o : parts) varies = varies || o[k] != parts[i][k];
+      if (varies && !parts[i][k].empty()) label += " " + parts[i][k];
+    }
+    out.push_back(label);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Plot> campaign_plots(const Campaign& c) {
@@ -255,7 +299,8 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
       }
       if (pred_col > 0 && any_pred)
         s += ", \\\n  " + idx + " u 1:($" + std::to_string(pred_col) + ">0?$" +
-             std::to_string(pred_col) + ":1/0) w lp dt 3 pt 6" + lc + " t 'planner prediction'";
+             std::to_string(pred_col) + ":1/0) w lp dt 3 pt 6" + lc + " t '" +
+             q(prediction_label(c, se)) + "'";
     }
     if (ideal_one) s += ", \\\n  1 w l dt 2 lc rgb 'black' t 'ideal'";
     return s + "\n";
@@ -289,19 +334,10 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
         "exposed_host_reductions_s exposed_unattributed_s data_s ckpt_stall_s other_s "
         "(exposed_*: the median step's exposed communication by part, summing to it; other: "
         "bubble, waits and what no phase timer covers)\n";
-  for (const auto& p : c.points) {
-    std::string label =
-        std::to_string(p.gpus) + (p.nodes > 1 ? "r/" + std::to_string(p.nodes) + "n" : "r");
-    const RunSummary& r0 = c.runs[p.runs.front()];
-    if (r0.ckpt_interval > 0)
-      label += " " + r0.ckpt_mode + "/" + std::to_string(r0.ckpt_interval);
-    else if (r0.ckpt_load_s > 0)
-      label += " restore";
-    else if (shown.size() > 1)
-      label += " " + p.layout;
-    for (char& ch : label)
-      if (ch == ' ') ch = '_';
-    bd << '"' << label << "\" " << p.compute_s;
+  const std::vector<std::string> labels = point_labels(c);
+  for (size_t i = 0; i < c.points.size(); ++i) {
+    const Point& p = c.points[i];
+    bd << '"' << labels[i] << "\" " << p.compute_s;
     for (double v : p.comm_part_s) bd << ' ' << v;
     bd << ' ' << p.comm_unattributed_s << ' ' << p.data_s << ' ' << p.ckpt_stall_s << ' '
        << p.other_s << '\n';
@@ -310,7 +346,7 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
       {"step_breakdown", "Median step in parts per point", bd.str(),
        "set label 1 'checkpoint stall: per step on average; exposed communication split by the "
        "host waits of each part (comm_wait_s)' at screen 0.01, screen 0.02 font ',8' noenhanced\n"
-       "set bmargin 5\nset style data histograms\nset style histogram rowstacked\nset style fill "
+       "set bmargin 7\nset style data histograms\nset style histogram rowstacked\nset style fill "
        "solid 0.8 border -1\nset boxwidth 0.7\nset ylabel 'seconds per step'\nset yrange [0:*]\n"
        "set xtics rotate by 45 right noenhanced font ',9'\nset key outside right top\n"
        "plot 'step_breakdown.dat' u 2:xtic(1) t 'compute' lc rgb '#1f77b4', \\\n"

@@ -162,6 +162,7 @@ nlohmann::json run_to_json(const RunSummary& s) {
   for (const auto& c : s.ckpt_cost)
     cost.push_back({{"step", c.step},
                     {"stall_s", c.stall_s},
+                    {"wait_prev_s", c.wait_prev_s},
                     {"interference_s", c.interference_s},
                     {"steps_during", c.steps_during},
                     {"persist_s", c.persist_s}});
@@ -291,16 +292,20 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
     << f(s.ckpt_excess_sum, 3) << " | " << pct(s.ckpt_overhead_excess, 3) << " |\n";
   if (!s.ckpt_cost.empty()) {
     o << "\nIn three parts (each committed checkpoint): the blocking **stall** (the step's "
-         "wait), the background **interference** (the steps that started before the commit, "
+         "wait for this save's snapshot; the wait for the previous save to finish, when it "
+         "outlasted the interval, is that save's and is shown apart), the background "
+         "**interference** (the steps that started before the commit, "
          "after the save's step: their time minus the window median, summed; noise makes it "
          "negative when there is none), and the **persistence** time (first snapshot to last "
          "commit, which overlaps training).\n\n"
-      << "| step | stall (s) | interference (s) | steps during write | persistence (s) |\n"
-         "|---|---|---|---|---|\n";
+      << "| step | stall (s) | waited for the previous save (s) | interference (s) | steps "
+         "during write | persistence (s) |\n"
+         "|---|---|---|---|---|---|\n";
     for (const auto& c : s.ckpt_cost)
-      o << "| " << c.step << " | " << f(c.stall_s, 3) << " | " << f(c.interference_s, 3) << " | "
-        << c.steps_during << " | " << f(c.persist_s, 3) << " |\n";
-    o << "| **run** | " << pct(s.ckpt_stall_share, 3) << " of step time | "
+      o << "| " << c.step << " | " << f(c.stall_s, 3) << " | " << f(c.wait_prev_s, 3) << " | "
+        << f(c.interference_s, 3) << " | " << c.steps_during << " | " << f(c.persist_s, 3)
+        << " |\n";
+    o << "| **run** | " << pct(s.ckpt_stall_share, 3) << " of step time | | "
       << pct(s.ckpt_interference_share, 3) << " of step time | | " << f(s.ckpt_persist_s, 3)
       << " s in all |\n";
     const SteadyCkpt sc = steady_checkpoints(s.ckpt_cost);

@@ -439,3 +439,48 @@ TEST(AnalyzeCampaign, MfuSweepShowsMemoryHeadroom) {
   if (gp.empty()) GTEST_SKIP() << "gnuplot not on PATH";
   EXPECT_EQ(render_plot(t.p.string(), *it, gp), "");
 }
+
+// The breakdown's point labels name the size and only the settings that
+// differ between points (whole layouts ran into each other, issue 56), and
+// the prediction line names the cluster file that priced it.
+TEST(AnalyzeCampaign, BreakdownLabelsAreShortAndThePredictionNamesItsClusterFile) {
+  TmpDir t;
+  std::vector<RunSummary> runs;
+  for (int mb : {2, 4}) {
+    for (int world : {4, 8}) {
+      SynthSpec s;
+      s.dir = t / ("runs/mb" + std::to_string(mb) + "-w" + std::to_string(world));
+      s.world = world;
+      s.ranks_per_host = world;  // one host
+      s.micro_batch = mb;
+      s.steps = 30;
+      write_synthetic_run(s);
+      std::ifstream in(s.dir + "/run.json");
+      auto j = nlohmann::json::parse(in);
+      j["prediction"] = {{"cluster", "results/study/cluster.yaml"},
+                         {"step_s", 1.0},
+                         {"parts_s", {{"gemm", 0.5}, {"comm_exposed", 0.1}}},
+                         {"tokens_per_s", 1000.0 * world},
+                         {"mfu", 0.3},
+                         {"peak_flops", 1e15}};
+      std::ofstream(s.dir + "/run.json") << j.dump(1);
+      runs.push_back(analyse(s.dir));
+    }
+  }
+  const Campaign c = build_campaign(runs, false);
+  const std::vector<Plot> plots = campaign_plots(c);
+  const auto bd = std::find_if(plots.begin(), plots.end(),
+                               [](const Plot& p) { return p.name == "step_breakdown"; });
+  ASSERT_NE(bd, plots.end());
+  std::istringstream d(bd->data);
+  std::vector<std::string> labels;
+  for (std::string line; std::getline(d, line);)
+    if (!line.empty() && line[0] == '"') labels.push_back(line.substr(1, line.find('"', 1) - 1));
+  std::sort(labels.begin(), labels.end());
+  EXPECT_EQ(labels, (std::vector<std::string>{"4r mb2", "4r mb4", "8r mb2", "8r mb4"}));
+  const auto tok = std::find_if(plots.begin(), plots.end(),
+                                [](const Plot& p) { return p.name == "tok_s_gpu_vs_gpus"; });
+  ASSERT_NE(tok, plots.end());
+  EXPECT_NE(tok->script.find("planner prediction (results/study/cluster.yaml)"), std::string::npos)
+      << tok->script;
+}

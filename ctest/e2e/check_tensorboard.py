@@ -6,7 +6,11 @@ with Debian's python3-protobuf (classes generated from lib/tensorboard/
 event.proto by protoc at test time), the expected tags and values from the
 rule in docs/tensorboard.md re-implemented here.
 
-usage: check_tensorboard.py PROTOC PROTO_DIR RUN_DIR TB_DIR [--same-as OTHER_TB_DIR]
+With --log, the tokens/s of each progress line of RUN_DIR/log.txt (the last
+line of a step done again) must be TensorBoard's, to the line's precision:
+one tok/s definition.
+
+usage: check_tensorboard.py PROTOC PROTO_DIR RUN_DIR TB_DIR [--same-as OTHER_TB_DIR] [--log]
 Prints "checked N scalars in M events: all equal" and exits 0, else 1.
 """
 import atexit
@@ -14,6 +18,7 @@ import glob
 import json
 import math
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -111,7 +116,8 @@ def expected(run_dir):
                 if k in ("type", "step", "t_start", "t"):
                     continue
                 numbers(k if isinstance(v, dict) else "train/" + k, v, vals)
-            tok_s = r["global_tokens"] / r["step_s"]
+            # The slowest rank's pace, the progress line's (one tok/s definition).
+            tok_s = r["global_tokens"] / r["slowest_step_s"]
             vals.append(("throughput/tokens_per_s", tok_s))
             vals.append(("throughput/tokens_per_s_per_device", tok_s / world))
             seq_s = tok_s / T
@@ -129,6 +135,31 @@ def expected(run_dir):
     return out
 
 
+def progress_tok_s(run_dir):
+    """{step: tok/s} from the progress lines of log.txt, the last line of a step."""
+    out = {}
+    pat = re.compile(r"step\s+(\d+)/\d+ \| loss \S+ \|\s+(\d+) tok/s")
+    for line in open(os.path.join(run_dir, "log.txt")):
+        m = pat.search(line)
+        if m:
+            out[int(m.group(1))] = float(m.group(2))
+    return out
+
+
+def check_log(run_dir, got, bad):
+    tb = {ev.step: v.simple_value for ev in got for v in ev.summary.value
+          if v.tag == "throughput/tokens_per_s"}
+    lines = progress_tok_s(run_dir)
+    if not lines:
+        bad.append("no progress lines in %s/log.txt" % run_dir)
+    for step, printed in sorted(lines.items()):
+        if step not in tb:
+            bad.append("step %d: a progress line, no TensorBoard tokens_per_s" % step)
+        elif abs(tb[step] - printed) > 1.0:  # printed as %.0f
+            bad.append("step %d: progress line %.0f tok/s, TensorBoard %r" % (step, printed, tb[step]))
+    return len(lines)
+
+
 def same(a, b):
     return (math.isnan(a) and math.isnan(b)) or a == b
 
@@ -136,6 +167,9 @@ def same(a, b):
 def main():
     args = sys.argv[1:]
     other = None
+    with_log = "--log" in args
+    if with_log:
+        args.remove("--log")
     if "--same-as" in args:
         i = args.index("--same-as")
         other = args[i + 1]
@@ -174,6 +208,8 @@ def main():
         if [(e.step, e.wall_time, e.summary.SerializeToString()) for e in theirs] != \
                 [(e.step, e.wall_time, e.summary.SerializeToString()) for e in got]:
             bad.append("%s and %s differ" % (tb_dir, other))
+    if with_log:
+        print("compared %d progress lines' tok/s" % check_log(run_dir, got, bad))
     for b in bad[:20]:
         print("MISMATCH:", b)
     if bad:

@@ -97,6 +97,23 @@ TEST(DryRun, HeadChunkBudgetShowsInTheActivations) {
   EXPECT_LT(y[3], x[3] + 1.2) << "activations " << x[3] << " -> " << y[3] << " GiB";
 }
 
+// The Hugging Face export's time beside its size (issue 56): llama-7b's
+// 6,738,415,616 parameters, 16 bytes each read, 13.48 / 26.95 GB written,
+// CPU 31 / 41 ns a parameter, storage at 1 GB/s.
+TEST(DryRun, PrintsTheHuggingFaceExportsTime) {
+  auto r = run_scaletrain(
+      1, "--dry-run --config " + src_dir() + "/configs/default.yaml --set model.preset=llama-7b");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.output, m,
+      std::regex(R"(HF export time +bf16 ([0-9.e+]+) s, fp32 ([0-9.e+]+) s at 1 GB/s)")))
+      << r.output;
+  const double n = 6738415616.0;
+  EXPECT_NEAR(std::stod(m[1]), n * 31e-9 + (16 * n + 13476889588.0) / 1e9, 1.0);
+  EXPECT_NEAR(std::stod(m[2]), n * 41e-9 + (16 * n + 26953720635.0) / 1e9, 1.0);
+}
+
 TEST(DryRun, UnevenPipelineSplitSizesEachStage) {
   // tiny with 4 layers split 3+1 over pp 2: stage 0 holds the embedding
   // (256 x 64) and 3 blocks of 36,992 parameters, stage 1 one block, the

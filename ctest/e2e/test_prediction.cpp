@@ -28,10 +28,10 @@ std::string read_text(const std::string& path) {
 }
 std::string analyze() { return env_or("SCALETRAIN_ANALYZE", "scaletrain-analyze"); }
 
-RunResult run(const std::string& dir, const std::string& env) {
+RunResult run(const std::string& dir, const std::string& env, const std::string& extra = "") {
   return run_cmd(env + mpiexec() + " --oversubscribe --bind-to none -n 2 " + bin() + " --config " +
                  src_dir() + "/configs/models/tiny.yaml" +
-                 " --set train.steps=12 --set parallel.dp=2 --out " + dir);
+                 " --set train.steps=12 --set parallel.dp=2 --out " + dir + extra);
 }
 
 // Half a unit of a printed number's last decimal: how far the printed value
@@ -127,6 +127,34 @@ TEST(Prediction, UnreadableClusterFileIsRecordedNotInvented) {
   EXPECT_TRUE(rows.count("peak memory"));
   EXPECT_FALSE(rows.count("step time"));
   std::filesystem::remove_all(d);
+}
+
+// runtime.cluster names the file that describes where the run runs (a
+// campaign's own calibration): run.json's prediction and report.md use it
+// and name it relative to the repository it lies in, never by a machine's
+// absolute path; a missing file is refused naming the key (issue 56).
+TEST(Prediction, RuntimeClusterIsUsedAndNamedRelativeToItsRepository) {
+  const std::string d = fresh_dir("prediction-cluster");
+  namespace fs = std::filesystem;
+  fs::create_directories(d + "/repo/.git");  // a checkout other than the trainer's
+  fs::create_directories(d + "/repo/study");
+  fs::copy_file(src_dir() + "/configs/clusters/cpu-local.yaml", d + "/repo/study/cluster.yaml");
+  auto r = run(d + "/run", "", " --set runtime.cluster=" + d + "/repo/study/cluster.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto p = nlohmann::json::parse(read_text(d + "/run/run.json"))["prediction"];
+  EXPECT_EQ(p.value("cluster", ""), "study/cluster.yaml") << p.dump(1);
+  EXPECT_TRUE(p.contains("step_s")) << p.dump(1);
+  auto a = run_cmd(analyze() + " run " + d + "/run --no-plots");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const std::string md = read_text(d + "/run/analysis/report.md");
+  EXPECT_NE(md.find("on `study/cluster.yaml`"), std::string::npos) << md;
+  EXPECT_EQ(md.find(d + "/repo"), std::string::npos) << "no absolute cluster path: " << md;
+  r = run(d + "/run2", "", " --set runtime.cluster=" + d + "/none.yaml");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("runtime.cluster: '" + d + "/none.yaml': no such file"),
+            std::string::npos)
+      << r.output;
+  if (!::testing::Test::HasFailure()) fs::remove_all(d);
 }
 
 }  // namespace

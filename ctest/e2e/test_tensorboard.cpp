@@ -3,7 +3,9 @@
 // check_tensorboard.py reads it back (framing, CRCs, python3-protobuf) and
 // finds every scalar equal to its telemetry value; the export of the
 // finished run, alone and as a campaign, gives the same file; a folder that
-// cannot be written is a clear error (exit 2), live and in the export.
+// cannot be written is a clear error (exit 2), live and in the export. A
+// resumed run keeps one event stream (each step once), whose tok/s is the
+// progress line's, and a normal end leaves no empty folder (issue 56).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -18,12 +20,22 @@ namespace {
 
 std::string analyze() { return env_or("SCALETRAIN_ANALYZE", "scaletrain-analyze"); }
 
-// The read-back: the python checker on a run and a TensorBoard folder.
-RunResult check(const std::string& run, const std::string& tb, const std::string& same_as = "") {
+// The read-back: the python checker on a run and a TensorBoard folder
+// (with_log: the progress lines' tok/s against TensorBoard's too).
+RunResult check(const std::string& run, const std::string& tb, const std::string& same_as = "",
+                bool with_log = false) {
   return run_cmd(env_or("SCALETRAIN_PYTHON", "python3") + " " + src_dir() +
                  "/ctest/e2e/check_tensorboard.py " + env_or("SCALETRAIN_PROTOC", "protoc") + " " +
                  src_dir() + "/lib/tensorboard " + run + " " + tb +
-                 (same_as.empty() ? "" : " --same-as " + same_as));
+                 (same_as.empty() ? "" : " --same-as " + same_as) + (with_log ? " --log" : ""));
+}
+
+// Every folder under `dir` that holds nothing.
+std::vector<std::string> empty_folders(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_directory() && fs::is_empty(e.path())) out.push_back(e.path().string());
+  return out;
 }
 
 std::string args(const std::string& dir, const std::string& out) {
@@ -99,6 +111,35 @@ TEST(TensorBoard, TwoRankRunLiveAndExportEqualTelemetry) {
   e = run_cmd(analyze() + " export " + run);
   EXPECT_EQ(e.exit_code, 2) << e.output;
   EXPECT_NE(e.output.find("--tensorboard OUT is required"), std::string::npos) << e.output;
+  if (!::testing::Test::HasFailure()) fs::remove_all(d);
+}
+
+TEST(TensorBoard, ResumedRunIsOneStreamAtTheProgressLinesPace) {
+  const std::string d = fresh_dir("tensorboard-resume");
+  write_tokens(d + "/t.bin");
+  const std::string run = d + "/run";
+  // Steps 1-4 with a checkpoint at 3 only, then a resume that does step 4 again.
+  auto r = run_scaletrain(2, args(d, run) +
+                                 " --set train.log_every=1 --set train.stop_after=4"
+                                 " --set checkpoint.save_last=false");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(empty_folders(run), std::vector<std::string>{}) << "a normal end leaves none";
+  r = run_scaletrain(2, args(d, run) + " --set train.log_every=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_NE(r.output.find("(step 3)"), std::string::npos) << "resumed from step 3: " << r.output;
+  EXPECT_FALSE(one_event_file(run + "/tensorboard").empty())
+      << "one event file across the resume (TensorBoard would show step 4 twice)";
+  // Every scalar equal to the telemetry, a step done again by its last
+  // record, and each progress line's tok/s equal to TensorBoard's.
+  auto c = check(run, run + "/tensorboard", "", true);
+  EXPECT_EQ(c.exit_code, 0) << c.output;
+  std::printf("resumed read-back: %s", c.output.c_str());
+  // The export of the resumed run: the same stream.
+  auto e = run_cmd(analyze() + " export --tensorboard " + d + "/tb " + run);
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  c = check(run, d + "/tb/run", run + "/tensorboard");
+  EXPECT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_EQ(empty_folders(run), std::vector<std::string>{}) << "after the resume";
   if (!::testing::Test::HasFailure()) fs::remove_all(d);
 }
 

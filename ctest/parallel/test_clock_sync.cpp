@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -74,6 +75,51 @@ TEST(ClockSync, OneRealHostNeedsNoPing) {
   EXPECT_EQ(c.offset_s, 0.0);
   EXPECT_EQ(c.error_s, 0.0);
   EXPECT_EQ(c.rtt_s, 0.0);
+}
+
+}  // namespace
+
+namespace {
+
+// Who talks to whom, from the recording (issue 56): with one "host" per
+// rank the sync takes ceil(log2 n) rounds; rank 0 answers one rank a round
+// (ceil(log2 n) partners, not n - 1 in turn); every other rank asks exactly
+// once, its parent r minus its highest power of two, in round floor(log2 r),
+// and answers at most one rank in each later round.
+TEST(ClockSync, RecordingShowsLog2RoundsNotRankZeroWithEachInTurn) {
+  MpiCommunicator world(MPI_COMM_WORLD, "world", 60);
+  auto node = world.split(world.rank(), 0, "node");
+  std::vector<ClockHop> hops;
+  measure_clock_offset(world, *node, 2, &hops);
+  const int n = world.size(), r = world.rank();
+  int depth = 0;
+  while ((1 << depth) < n) ++depth;
+  // Rounds across all ranks: the highest level any rank took part in, + 1.
+  double rounds = 0;
+  for (const auto& h : hops) rounds = std::max(rounds, double(h.level + 1));
+  world.all_reduce_max(&rounds, 1);
+  EXPECT_EQ(int(rounds), depth) << n << " ranks";
+  int asked = 0, answered = 0;
+  std::vector<int> per_level(size_t(depth), 0);
+  for (const auto& h : hops) {
+    ASSERT_LT(h.level, depth);
+    ++per_level[size_t(h.level)];
+    if (h.parent) {
+      ++answered;
+      EXPECT_EQ(h.peer, r + (1 << h.level)) << "rank " << r;
+    } else {
+      ++asked;
+      int k = 1, level = 0;
+      while (2 * k <= r) k *= 2, ++level;
+      EXPECT_EQ(h.peer, r - k) << "rank " << r;
+      EXPECT_EQ(h.level, level) << "rank " << r;
+    }
+  }
+  for (int c : per_level) EXPECT_LE(c, 1) << "rank " << r << ": one hop a round at most";
+  EXPECT_EQ(asked, r == 0 ? 0 : 1) << "rank " << r;
+  if (r == 0) {
+    EXPECT_EQ(answered, depth) << "rank 0's partners: ceil(log2 n), not n - 1";
+  }
 }
 
 }  // namespace

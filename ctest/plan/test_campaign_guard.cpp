@@ -52,3 +52,26 @@ TEST(CampaignGuard, ForceSubmitsAnywayAndTheDocsExampleFits) {
   EXPECT_NE(d.output.find("plan_guard: n1-r0008 fits"), std::string::npos) << d.output;
   EXPECT_NE(d.output.find("plan_guard: n2-r0016 fits"), std::string::npos) << d.output;
 }
+
+// Every job runs with the cluster file the planner checked it against
+// (runtime.cluster), so its run.json prediction, report and plots price
+// with the file that describes where it runs and name it (issue 56).
+TEST(CampaignGuard, JobsGetTheClusterFileThePlannerChecked) {
+  const std::string fits = std::string(kExample) + " --set parallel.zero_stage=1";
+  auto r = run_cmd(driver(fits));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  size_t jobs = 0;
+  for (size_t at = r.output.find("slurm/scaletrain.sbatch"); at != std::string::npos;
+       at = r.output.find("slurm/scaletrain.sbatch", at + 1), ++jobs) {
+    const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+    EXPECT_NE(line.find("--set runtime.cluster=configs/clusters/h100-sxm-80gb.yaml"),
+              std::string::npos)
+        << line;
+  }
+  EXPECT_EQ(jobs, 2u) << r.output;
+  r = run_cmd(driver(fits + " --cluster configs/clusters/a100-sxm-80gb.yaml --force"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--set runtime.cluster=configs/clusters/a100-sxm-80gb.yaml"),
+            std::string::npos)
+      << r.output;
+}

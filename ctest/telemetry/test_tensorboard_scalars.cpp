@@ -63,6 +63,14 @@ TEST(TensorBoardScalars, StepRecordTagsAndRates) {
   f.peak_flops = 0;
   const auto s2 = scalars_of(r, f);
   for (const auto& v : s2->values) EXPECT_EQ(v.tag.find("utilization/"), std::string::npos);
+  // The rates at the slowest rank's pace, the progress line's (issue 56):
+  // rank 0's own step_s is only the fallback of records without the field.
+  json slow = r;
+  slow["slowest_step_s"] = 1.0;
+  const auto s3 = scalars_of(slow, f);
+  EXPECT_EQ(value(*s3, "throughput/tokens_per_s"), 512);
+  EXPECT_EQ(value(*s3, "train/step_s"), 0.5);
+  EXPECT_EQ(value(*s3, "train/slowest_step_s"), 1.0);
 }
 
 TEST(TensorBoardScalars, EventsAndRecordsWithoutScalars) {

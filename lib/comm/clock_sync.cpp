@@ -55,7 +55,8 @@ ClockOffset ask(MpiCommunicator& c, int parent, int rounds) {
 }
 }  // namespace
 
-ClockOffset measure_clock_offset(MpiCommunicator& world, MpiCommunicator& node, int rounds) {
+ClockOffset measure_clock_offset(MpiCommunicator& world, MpiCommunicator& node, int rounds,
+                                 std::vector<ClockHop>* hops) {
   ST_INTERNAL_CHECK(world.rank() != 0 || node.rank() == 0,
                     "clock sync: world rank 0 must be its node's rank 0 (got node rank ",
                     node.rank(), ")");
@@ -66,11 +67,21 @@ ClockOffset measure_clock_offset(MpiCommunicator& world, MpiCommunicator& node, 
   auto leaders = world.split(leader ? 0 : 1, world.rank(), "clock leaders");
   if (leader) {
     const int i = leaders->rank(), n = leaders->size();
-    for (int k = 1; k < n; k <<= 1) {
-      if (i < k && i + k < n)
+    // The leaders' world ranks, for the record of who talked to whom.
+    std::vector<double> world_of(hops ? size_t(n) : 0, 0.0);
+    if (hops) {
+      world_of[size_t(i)] = world.rank();
+      leaders->all_reduce_sum(world_of.data(), int64_t(n));
+    }
+    int level = 0;
+    for (int k = 1; k < n; k <<= 1, ++level) {
+      if (i < k && i + k < n) {
         answer(*leaders, i + k, rounds, mine);
-      else if (i >= k && i < 2 * k)
+        if (hops) hops->push_back({level, int(world_of[size_t(i + k)]), true});
+      } else if (i >= k && i < 2 * k) {
         mine = ask(*leaders, i - k, rounds);
+        if (hops) hops->push_back({level, int(world_of[size_t(i - k)]), false});
+      }
     }
   }
   double v[3] = {mine.offset_s, mine.error_s, mine.rtt_s};

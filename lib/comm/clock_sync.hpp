@@ -12,6 +12,8 @@
 // own to i plus i's to rank 0. The depth is ceil(log2(hosts)) rounds, not
 // one round per rank, and the error bound is the sum of the hops' bounds.
 #pragma once
+#include <vector>
+
 #include "comm/mpi_communicator.hpp"
 
 namespace st {
@@ -22,10 +24,20 @@ struct ClockOffset {
   double rtt_s = 0;     // the best round trip of the last hop (the leader's to its parent)
 };
 
+// One hop this rank took part in: in tree round `level` (0, 1, 2, ...) it
+// answered (`parent` true) or asked the world rank `peer`. What the tests
+// read to check who talks to whom: ceil(log2(hosts)) rounds, rank 0 in one
+// hop a round, every other leader asking exactly once.
+struct ClockHop {
+  int level = 0, peer = -1;
+  bool parent = false;
+};
+
 // Collective over `world` and `node` (the ranks of this rank's host; world
 // rank 0 must be its node's rank 0): `rounds` ping-pongs per tree hop
 // (timeouts as the communicator's). Rank 0 and the other ranks of its host
-// get {0, 0, 0}.
-ClockOffset measure_clock_offset(MpiCommunicator& world, MpiCommunicator& node, int rounds = 8);
+// get {0, 0, 0}. `hops`, when given, gets this rank's hops in order.
+ClockOffset measure_clock_offset(MpiCommunicator& world, MpiCommunicator& node, int rounds = 8,
+                                 std::vector<ClockHop>* hops = nullptr);
 
 }  // namespace st

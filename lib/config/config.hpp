@@ -105,6 +105,7 @@ struct RuntimeCfg {
   int flight_recorder = 256;          // collectives kept per communicator; 0 = off
   bool tensorboard = true;            // rank 0 writes <out>/tensorboard/ event files
   std::string profile_steps;          // A-B: the CUDA profiler's capture window; "" = off
+  std::string cluster;                // the cluster file of where it runs; "" = default
 };
 
 struct Config {

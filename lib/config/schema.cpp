@@ -235,6 +235,13 @@ std::vector<Key> build() {
           "steps A-B (1-based, inclusive; e.g. 10-12) between cudaProfilerStart and "
           "cudaProfilerStop, for `nsys profile --capture-range=cudaProfilerApi` "
           "(docs/cuda.md); empty = off; CPU ranks ignore it"),
+      any(F(runtime, cluster),
+          "the cluster file (configs/clusters/*.yaml, docs/planner.md) that describes the "
+          "machines this run runs on: run.json's start-up prediction, the report and the "
+          "campaign plots price the step with it and name it; the campaign drivers and "
+          "scripts/multinode-study.sh pass theirs. Empty = $SCALETRAIN_CLUSTER_FILE, else for "
+          "runtime.device=cpu the source tree's configs/clusters/cpu-local.yaml (this "
+          "machine's calibration), else none"),
   };
 }
 #undef F

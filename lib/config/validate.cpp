@@ -1,6 +1,7 @@
 // Cross-field rules of a config: model shape consistency, what the parallel
 // layout needs from the shape, and (resolve_layout) the checks that need the
 // world size. Every message names the keys, their values and a valid choice.
+#include <filesystem>
 #include <string>
 
 #include "config/schema.hpp"
@@ -134,6 +135,10 @@ void validate(const Config& c) {
                      "' is not a valid run name; use a non-empty name without '/'");
   if (c.checkpoint.resume.empty())
     throw UsageError("checkpoint.resume: '' is not valid; use auto, none or a checkpoint path");
+  if (!c.runtime.cluster.empty() && !std::filesystem::is_regular_file(c.runtime.cluster))
+    throw UsageError("runtime.cluster: '" + c.runtime.cluster +
+                     "': no such file (a cluster file: configs/clusters/*.yaml, or one "
+                     "`scaletrain-plan calibrate` wrote)");
 }
 
 }  // namespace config_detail

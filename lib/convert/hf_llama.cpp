@@ -119,6 +119,17 @@ uint64_t export_bytes(const ModelCfg& m, const std::string& dtype, uint64_t shar
   return total;
 }
 
+ExportCost export_cost(const ModelCfg& m, const std::string& dtype, uint64_t shard_bytes) {
+  const bool bf16 = dtype == "BF16";
+  ExportCost c;
+  for (const ShardPlan& s : plan_shards(m, dtype, shard_bytes))
+    c.params += s.data_bytes / (bf16 ? 2 : 4);
+  c.read_bytes = 16 * c.params;
+  c.write_bytes = export_bytes(m, dtype, shard_bytes);
+  c.cpu_s = double(c.params) * (bf16 ? 31e-9 : 41e-9);
+  return c;
+}
+
 Folder::Folder(const std::string& dir, const ModelCfg& m) : dir_(dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))

@@ -4,6 +4,7 @@
 // path beyond std::string).
 #include "runtime/flight_recorder.hpp"
 
+#include <sys/stat.h>
 #include <time.h>
 
 #include <algorithm>
@@ -174,6 +175,10 @@ bool dump(const std::string& reason) {
   Recorder& r = rec();
   std::lock_guard<std::mutex> lk(r.mu);
   if (r.path.empty() || r.entries <= 0) return false;
+  // The folder is made by the first dump, so a run that ends normally
+  // leaves none (mkdir: safe in the abnormal ends that call this).
+  if (const size_t slash = r.path.rfind('/'); slash != std::string::npos && slash > 0)
+    ::mkdir(r.path.substr(0, slash).c_str(), 0777);
   const std::string tmp = r.path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (!f) return false;

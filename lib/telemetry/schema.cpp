@@ -110,6 +110,9 @@ const std::vector<Field>& step_fields() {
       {"step", Ftype::Int, "1-based global step number (continues across resume)"},
       {"t_start", Ftype::Float, "wall clock at step start"},
       {"step_s", Ftype::Float, "whole step, data to optimizer end, including checkpoint stall"},
+      {"slowest_step_s", Ftype::Float,
+       "the slowest rank's `step_s` of this step (the same on every rank): the pace the "
+       "tokens/s and MFU of the progress line, TensorBoard and report.md are read from"},
       {"cpu_s", Ftype::Float,
        "CPU seconds this rank's process used during the step (all its threads, waiting "
        "included: a rank that spins on a collective counts); against `step_s` it tells work "

@@ -90,7 +90,8 @@ const char* kRunJson = R"(
 ## run.json (one per run folder, written by rank 0)
 `schema` (`scaletrain.run/1`), `run_id` (the same as every header's; kept when
 a run resumes in its folder), `name`, `start_time` (of the latest start),
-`git_commit`, `version`, `world_size`, `hosts` (list, one per node with its
+`git_commit` (the commit the trainer binary was built from, written at build
+time: `-dirty` when tracked files differed from it), `version`, `world_size`, `hosts` (list, one per node with its
 ranks), `mesh`, `ranks` (every rank's `coords` and `layers`), `config` (the
 resolved config, same sections as the YAML), `config_path`, `overrides`,
 `model` (`name`, `n_params`, `n_layers`, `d_model`, `n_heads`, `n_kv_heads`,
@@ -121,9 +122,11 @@ planner predicts for this run's own layout. `memory`: `peak_bytes`,
 pipeline stage with the largest peak) and `source`, from one step of the
 trainer's engine on the recording backend; or `absent` with the reason.
 Step time from `st::plan::predict_step` on a cluster file: `cluster` (its
-path: `$SCALETRAIN_CLUSTER_FILE`, else for `runtime.device=cpu` the source
-tree's `configs/clusters/cpu-local.yaml`; relative to the source tree when
-the file lies in it), `step_s`, `parts_s` (`gemm`,
+path: `runtime.cluster`, the file describing where the run runs, which the
+campaign drivers set; else `$SCALETRAIN_CLUSTER_FILE`, else for
+`runtime.device=cpu` the source tree's `configs/clusters/cpu-local.yaml`;
+relative to the repository the file lies in: the source tree, else the git
+checkout holding it; absolute only outside any), `step_s`, `parts_s` (`gemm`,
 `attention`, `elementwise`, `recompute` (share of the three before),
 `bubble`, `imbalance` (the pipeline's first/last-stage excess: embedding,
 head and loss, an uneven split), `comm_exposed`, `optimizer`), `tokens_per_s`, `mfu` (fraction, at
@@ -134,7 +137,7 @@ against the measured figures (docs/analysis.md).
 
 | environment variable | default | what |
 |---|---|---|
-| `SCALETRAIN_CLUSTER_FILE` | CPU ranks: `configs/clusters/cpu-local.yaml` of the source tree; GPU runs: none | the cluster file (docs/planner.md) the trainer's start-up prediction uses |
+| `SCALETRAIN_CLUSTER_FILE` | CPU ranks: `configs/clusters/cpu-local.yaml` of the source tree; GPU runs: none | the cluster file (docs/planner.md) the trainer's start-up prediction uses when `runtime.cluster` is empty |
 
 `storage` (added by rank 0 at start when checkpoints are on and
 `checkpoint.probe_mb` > 0, `app/ckpt_storage.cpp`,

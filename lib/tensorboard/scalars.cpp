@@ -46,8 +46,10 @@ void walk(const std::string& tag, const json& v, std::vector<Scalar>& out) {
 
 bool is_time_or_step(const std::string& k) { return k == "step" || k == "t_start" || k == "t"; }
 
+// The rates at the slowest rank's pace (`slowest_step_s`), as the progress
+// line and report.md give them; a record from before that field, at its own.
 void add_rates(const json& r, const RunFacts& f, std::vector<Scalar>& out) {
-  const double step_s = r.value("step_s", 0.0);
+  const double step_s = r.value("slowest_step_s", r.value("step_s", 0.0));
   const auto gt = r.find("global_tokens");
   if (!(step_s > 0) || gt == r.end() || !gt->is_number()) return;
   const double tok_s = gt->get<double>() / step_s;

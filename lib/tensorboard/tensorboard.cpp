@@ -16,7 +16,74 @@ using nlohmann::json;
 
 namespace st::tensorboard {
 
-void LiveWriter::record(const json& rec, const std::function<void(const std::string&)>& warn) {
+namespace {
+
+// The event files in `dir` (none when it does not exist).
+std::vector<std::string> event_files(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().find("tfevents") != std::string::npos)
+      out.push_back(it->path().string());
+  return out;
+}
+
+}  // namespace
+
+LiveWriter::LiveWriter(const std::string& dir) : earlier_files_(event_files(dir)), file_(dir) {}
+
+LiveWriter::~LiveWriter() {
+  // A start that ended before its first step: what the earlier ones wrote
+  // still goes into this file (not when it never started: a failed set-up
+  // leaves the earlier files alone).
+  if (!started_ || caught_up_) return;
+  try {
+    catch_up(INT64_MAX, [](const std::string&) {});
+  } catch (...) {
+  }
+}
+
+void LiveWriter::start(const std::string& run_json_path, const std::string& rank0_telemetry,
+                       const Warn& warn) {
+  facts_ = run_facts_from_file(run_json_path);
+  started_ = true;
+  try {
+    if (fs::exists(rank0_telemetry)) earlier_ = rank0_records(rank0_telemetry);
+  } catch (const std::exception& e) {
+    // Unreadable: the earlier starts' event files stay as they are.
+    earlier_files_.clear();
+    warn(std::string(e.what()) + "; this start's TensorBoard file holds only its own records");
+  }
+}
+
+void LiveWriter::record(const json& rec, const Warn& warn) {
+  if (!caught_up_) {
+    if (rec.value("type", "") != "step") {
+      pending_.push_back(rec);
+      return;
+    }
+    catch_up(rec.value("step", int64_t(0)), warn);
+  }
+  write(rec, warn);
+}
+
+void LiveWriter::catch_up(int64_t first_step, const Warn& warn) {
+  caught_up_ = true;
+  for (const json& r : earlier_)
+    if (!(r["type"] == "step" && r["step"].get<int64_t>() >= first_step)) write(r, warn);
+  for (const json& r : pending_) write(r, warn);
+  earlier_.clear();
+  pending_.clear();
+  if (failed_) return;  // the earlier files stay: this one is incomplete
+  for (const std::string& f : earlier_files_) {
+    std::error_code ec;
+    fs::remove(f, ec);
+    if (ec) warn("cannot remove the earlier event file '" + f + "': " + ec.message());
+  }
+  earlier_files_.clear();
+}
+
+void LiveWriter::write(const json& rec, const Warn& warn) {
   if (failed_) return;
   const auto s = scalars_of(rec, facts_);
   if (!s) return;
@@ -42,13 +109,9 @@ std::vector<std::string> run_folders(const std::string& arg) {
   return out;
 }
 
-namespace {
-
-// Rank 0's records in file order, a replayed step (a resumed run) by its
-// last record. The reader checks the file first: a bad line is an error
-// naming file:line; a cut last line (a killed run) is left out.
-std::vector<json> rank0_records(const std::string& run) {
-  const std::string path = telemetry::rank_telemetry_path(run, 0);
+// The reader checks the file first: a bad line is an error naming
+// file:line; a cut last line (a killed run) is left out.
+std::vector<json> rank0_records(const std::string& path) {
   const telemetry::RankTelemetry t = telemetry::read_rank_file(path);
   if (!t.ok()) throw UsageError(t.errors.front());
   std::vector<json> recs;
@@ -57,8 +120,12 @@ std::vector<json> rank0_records(const std::string& run) {
   std::string line;
   while (std::getline(in, line)) {
     json j = json::parse(line, nullptr, false);
-    if (j.is_discarded()) continue;  // the cut last line the reader allowed
-    if (j.value("type", "") == "step" && j.contains("step")) {
+    if (j.is_discarded() || !j.is_object()) continue;  // the cut last line the reader allowed
+    const std::string type = j.value("type", "");
+    if ((type != "step" && type != "event") || !j.contains("step") ||
+        !j["step"].is_number_integer())
+      continue;  // no scalars (the header, trace records)
+    if (type == "step") {
       const int64_t s = j["step"].get<int64_t>();
       if (auto it = step_at.find(s); it != step_at.end()) {
         recs[it->second] = json();  // replaced by the replay
@@ -67,8 +134,11 @@ std::vector<json> rank0_records(const std::string& run) {
     }
     recs.push_back(std::move(j));
   }
+  std::erase_if(recs, [](const json& r) { return r.is_null(); });
   return recs;
 }
+
+namespace {
 
 bool holds_event_files(const fs::path& d) {
   std::error_code ec;
@@ -107,7 +177,7 @@ std::vector<ExportedRun> export_runs(const std::vector<std::string>& runs, const
   }
   for (auto& e : res) {
     const RunFacts facts = run_facts_from_file(e.run_dir + "/run.json");
-    const std::vector<json> recs = rank0_records(e.run_dir);
+    const std::vector<json> recs = rank0_records(telemetry::rank_telemetry_path(e.run_dir, 0));
     EventFile file(e.out_dir);
     for (const json& rec : recs) {
       const auto s = scalars_of(rec, facts);

@@ -18,23 +18,40 @@ namespace st::tensorboard {
 // The run folder's TensorBoard sub-folder: RUN/tensorboard.
 inline std::string run_folder_dir(const std::string& run_dir) { return run_dir + "/tensorboard"; }
 
-// Rank 0's live writer. open() makes the folder and the file (UsageError
-// naming the folder when it cannot); start() reads run.json for the rates.
-// record() takes every telemetry record (TelemetryWriter's observer): a
-// failed write is reported once through `warn` and ends the TensorBoard
-// output, never the training.
+// Rank 0's live writer: one event stream per run folder, across resumes.
+// The constructor makes the folder and a new file (UsageError naming the
+// folder when it cannot); start() reads run.json for the rates and the
+// records earlier starts of this folder wrote to `rank0_telemetry` (read
+// before this start appends to it). record() takes every telemetry record
+// (TelemetryWriter's observer); at the first step record, step S, it writes
+// the earlier records first (their steps from S on left out: this start
+// does them again) and removes the earlier starts' event files, so
+// TensorBoard shows each step once. A failed write is reported once through
+// `warn` and ends the TensorBoard output, never the training.
 class LiveWriter {
  public:
-  explicit LiveWriter(const std::string& dir) : file_(dir) {}
-  void start(const std::string& run_json_path) { facts_ = run_facts_from_file(run_json_path); }
-  void record(const nlohmann::json& rec, const std::function<void(const std::string&)>& warn);
+  using Warn = std::function<void(const std::string&)>;
+  explicit LiveWriter(const std::string& dir);
+  ~LiveWriter();
+  void start(const std::string& run_json_path, const std::string& rank0_telemetry,
+             const Warn& warn);
+  void record(const nlohmann::json& rec, const Warn& warn);
   const std::string& path() const { return file_.path(); }
 
  private:
+  void catch_up(int64_t first_step, const Warn& warn);
+  void write(const nlohmann::json& rec, const Warn& warn);
+  std::vector<std::string> earlier_files_;  // the event files of earlier starts
   EventFile file_;
   RunFacts facts_;
-  bool failed_ = false;
+  std::vector<nlohmann::json> earlier_, pending_;  // before the first step record
+  bool started_ = false, caught_up_ = false, failed_ = false;
 };
+
+// Rank 0's step and event records (those with scalars) of a run's telemetry
+// file in file order, a step done again (a resumed run) by its last record;
+// UsageError naming the file (file:line when it is damaged).
+std::vector<nlohmann::json> rank0_records(const std::string& rank0_telemetry_path);
 
 struct ExportedRun {
   std::string run_dir, out_dir;

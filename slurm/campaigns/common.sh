@@ -47,8 +47,11 @@ COMMON_USAGE="site flags (environment variable in brackets; flags win):
   --shared               do not ask for whole nodes (default --exclusive) [SCALETRAIN_EXCLUSIVE=0]
   --sbatch ARG           extra sbatch argument, repeatable (e.g. --sbatch=--constraint=h100)
   --set K=V              extra trainer override for every job, repeatable
-  --cluster FILE         cluster file the planner checks every job against before it is
-                         submitted (default configs/clusters/h100-sxm-80gb.yaml with
+  --cluster FILE         cluster file describing the nodes: the planner checks every job
+                         against it before it is submitted, and every job prices its
+                         prediction with it (runtime.cluster; a file outside the
+                         repository is copied to the campaign's cluster.yaml first)
+                         (default configs/clusters/h100-sxm-80gb.yaml with
                          --gpus-per-node, else cpu-local.yaml) [SCALETRAIN_CLUSTER_FILE]
   --force                submit jobs the planner predicts not to fit
   --local                no Slurm: run the jobs one after another on this machine
@@ -104,12 +107,26 @@ campaign_init() {
   fi
   if [[ -z $cpus_per_task ]] && ((gpus_per_node == 0)); then cpus_per_task=1; fi
   [[ -z $cpus_per_task || $cpus_per_task =~ ^[1-9][0-9]*$ ]] || campaign_die "--cpus-per-task '$cpus_per_task': expected a positive number"
+  # The cluster file that describes where the jobs run: the planner checks
+  # every job against it and every job prices its start-up prediction with
+  # it (runtime.cluster), so run.json, the report and the plots name it.
+  if [[ -z $cluster_file ]]; then
+    if ((gpus_per_node > 0)); then cluster_file=configs/clusters/h100-sxm-80gb.yaml; else cluster_file=configs/clusters/cpu-local.yaml; fi
+  fi
+  [[ -f $cluster_file ]] || campaign_die "--cluster '$cluster_file': no such cluster file (configs/clusters/*.yaml)"
   [[ -z $campaign_name ]] && campaign_name="$prefix-$(date -u +%Y%m%d-%H%M%S)"
   camp="$results/$campaign_name"
   if ((dry_run == 0)); then
     [[ -e $camp ]] && campaign_die "campaign folder '$camp' exists; pick another --name"
     mkdir -p "$camp/runs" "$camp/slurm"
     echo 'runs/*/checkpoints/' >"$camp/.gitignore"
+    # A cluster file outside the repository (a calibration in a scratch
+    # folder) travels with the campaign: the runs name it by a path that
+    # stays valid.
+    if [[ $(realpath "$cluster_file") != "$ST_ROOT"/* ]]; then
+      cp "$cluster_file" "$camp/cluster.yaml"
+      cluster_file=$camp/cluster.yaml
+    fi
     {
       echo "# $kind campaign, submitted $(date -u +%Y-%m-%dT%H:%M:%SZ)"
       echo "# driver invocation (from the repository root):"
@@ -151,7 +168,8 @@ submit() {
   # $placement (block, the default, or cyclic): which node each rank runs on
   # (scaletrain.sbatch's SCALETRAIN_PLACEMENT).
   [[ ${placement:-block} != block ]] && line+=(--export="ALL,SCALETRAIN_PLACEMENT=$placement")
-  line+=("${extra_sbatch[@]}" slurm/scaletrain.sbatch "$@" --set "runtime.name=$name" --out "$camp/runs/$name")
+  line+=("${extra_sbatch[@]}" slurm/scaletrain.sbatch "$@" --set "runtime.cluster=$cluster_file"
+    --set "runtime.name=$name" --out "$camp/runs/$name")
   plan_check "$name" "$ranks" "$@"
   # Submitted by campaign_finish once every job has passed the planner.
   if ((local_run == 1)); then
@@ -159,7 +177,7 @@ submit() {
       SCALETRAIN_PLACEMENT="${placement:-block}"
       ${cpus_per_task:+SLURM_CPUS_PER_TASK=$cpus_per_task}
       SCALETRAIN_LAUNCHER_ARGS="${SCALETRAIN_LAUNCHER_ARGS:---oversubscribe}"
-      bash slurm/scaletrain.sbatch "$@" --set "runtime.name=$name" --out "$camp/runs/$name")
+      bash slurm/scaletrain.sbatch "$@" --set "runtime.cluster=$cluster_file" --set "runtime.name=$name" --out "$camp/runs/$name")
   fi
   pending+=("$(printf '%q ' "${line[@]}")")
   pending_names+=("$name")
@@ -173,10 +191,6 @@ plan_check() {
   local name=$1 ranks=$2
   shift 2
   local cl=$cluster_file plan=$plan_bin
-  if [[ -z $cl ]]; then
-    if ((gpus_per_node > 0)); then cl=configs/clusters/h100-sxm-80gb.yaml; else cl=configs/clusters/cpu-local.yaml; fi
-  fi
-  [[ -f $cl ]] || campaign_die "--cluster '$cl': no such cluster file (configs/clusters/*.yaml)"
   [[ -z $plan ]] && plan=$ST_ROOT/build/analysis/scaletrain-plan
   if [[ ! -x $plan ]]; then
     ((force == 1)) && { echo "plan_check: $name not checked ('$plan' not built; --force)" >&2; return 0; }
