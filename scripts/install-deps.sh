@@ -41,6 +41,8 @@ PACKAGES=(
   python3-yaml
   # scripts/gpu-bundle.sh: a build carried to a GPU machine (xz archive)
   xz-utils
+  # scripts/long-functions.sh (test_function_length): function extents
+  universal-ctags
 )
 
 for arg in "$@"; do
