@@ -67,25 +67,40 @@ std::string model_label(const telemetry::RunInfo& ri) {
   return os.str();
 }
 
-RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt) {
-  RunSummary s;
-  s.dir = run.dir;
-  s.warnings = run.warnings;
-  if (!run.ok()) {
-    const auto flagged = run.flagged_ranks();
-    const bool run_level = run.ranks.empty() || flagged.size() == run.ranks.size();
-    if (!opt.allow_bad_ranks || run_level) {
-      std::string msg;
-      for (auto& e : run.errors) msg += e + "\n";
-      if (!flagged.empty() && !run_level)
-        msg += std::to_string(flagged.size()) +
-               " rank(s) flagged; --allow-bad-ranks analyses the others and lists these";
-      throw UsageError(msg);
-    }
-    s.flagged_ranks = flagged;
-    s.errors = run.errors;
+namespace {
+
+// The steps every analysed rank recorded, aligned: index by step number,
+// each rank's step_s, the slowest rank's stall and step time (the global
+// step time of synchronous training) and the global tokens per step.
+struct StepTable {
+  std::vector<int64_t> steps;
+  std::map<int64_t, size_t> idx;
+  std::vector<std::vector<double>> per_rank;  // step_s per rank
+  std::vector<double> stall_max, gstep;
+  std::vector<int64_t> gtok;
+  size_t size() const { return steps.size(); }
+};
+
+// Refuses a run with flagged ranks unless --allow-bad-ranks (and some rank is
+// good); records what was left out.
+void check_ranks(const telemetry::RunTelemetry& run, const Options& opt, RunSummary& s) {
+  if (run.ok()) return;
+  const auto flagged = run.flagged_ranks();
+  const bool run_level = run.ranks.empty() || flagged.size() == run.ranks.size();
+  if (!opt.allow_bad_ranks || run_level) {
+    std::string msg;
+    for (auto& e : run.errors) msg += e + "\n";
+    if (!flagged.empty() && !run_level)
+      msg += std::to_string(flagged.size()) +
+             " rank(s) flagged; --allow-bad-ranks analyses the others and lists these";
+    throw UsageError(msg);
   }
-  const auto& ri = run.info;
+  s.flagged_ranks = flagged;
+  s.errors = run.errors;
+}
+
+// What run.json says about the model, layout and checkpoint settings.
+void copy_run_info(const telemetry::RunInfo& ri, RunSummary& s) {
   s.name = ri.name;
   s.model = model_label(ri);
   s.device = ri.device_name.empty() ? ri.device_kind : ri.device_name;
@@ -123,49 +138,51 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
     if (s.ckpt_interval > 0 && ck.contains("mode") && ck["mode"].is_string())
       s.ckpt_mode = ck["mode"].get<std::string>();
   }
+}
 
-  std::vector<int> good;
-  for (int r = 0; r < int(run.ranks.size()); ++r)
-    if (run.ranks[r].ok()) good.push_back(r);
-
-  // Steps present on every analysed rank.
+StepTable align_steps(const telemetry::RunTelemetry& run, const std::vector<int>& good,
+                      RunSummary& s) {
+  StepTable t;
   std::map<int64_t, int> count;
   for (int r : good)
     for (auto& st : run.ranks[r].steps) ++count[st.step];
-  std::vector<int64_t> steps;
   for (auto& [k, c] : count)
-    if (c == int(good.size())) steps.push_back(k);
-  if (count.size() != steps.size())
-    s.warnings.push_back(std::to_string(count.size() - steps.size()) +
+    if (c == int(good.size())) t.steps.push_back(k);
+  if (count.size() != t.steps.size())
+    s.warnings.push_back(std::to_string(count.size() - t.steps.size()) +
                          " step(s) missing on some ranks are left out of the analysis");
-  ST_USAGE_CHECK(!steps.empty(), run.dir, ": no step recorded on every rank");
-  std::map<int64_t, size_t> idx;
-  for (size_t i = 0; i < steps.size(); ++i) idx[steps[i]] = i;
-  const size_t n = steps.size();
-  std::vector<std::vector<double>> per_step(n);  // step_s per rank
-  std::vector<double> stall_max(n, 0.0);
-  std::vector<int64_t> gtok(n, 0);
+  ST_USAGE_CHECK(!t.steps.empty(), run.dir, ": no step recorded on every rank");
+  for (size_t i = 0; i < t.steps.size(); ++i) t.idx[t.steps[i]] = i;
+  const size_t n = t.size();
+  t.per_rank.resize(n);
+  t.stall_max.assign(n, 0.0);
+  t.gtok.assign(n, 0);
   for (int r : good)
     for (auto& st : run.ranks[r].steps) {
-      auto it = idx.find(st.step);
-      if (it == idx.end()) continue;
-      per_step[it->second].push_back(st.step_s);
-      stall_max[it->second] = std::max(stall_max[it->second], st.ckpt_stall_s);
-      if (st.global_tokens > 0) gtok[it->second] = st.global_tokens;
+      auto it = t.idx.find(st.step);
+      if (it == t.idx.end()) continue;
+      t.per_rank[it->second].push_back(st.step_s);
+      t.stall_max[it->second] = std::max(t.stall_max[it->second], st.ckpt_stall_s);
+      if (st.global_tokens > 0) t.gtok[it->second] = st.global_tokens;
       s.mem_peak_bytes = std::max(s.mem_peak_bytes, st.mem_peak_bytes);
     }
-
   // Global step time = slowest rank's step (synchronous training).
-  std::vector<double> gstep(n);
+  t.gstep.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    gstep[i] = max_of(per_step[i]);
-    s.total_step_s += gstep[i];
+    t.gstep[i] = max_of(t.per_rank[i]);
+    s.total_step_s += t.gstep[i];
   }
+  return t;
+}
 
-  // Window. The default is the trainer's own (metrics::steady_state, with
-  // the run's train.warmup_steps_excluded unless --warmup is given), so the
-  // report and the trainer's summary line agree.
-  const auto& w = opt.window;
+// The window. The default is the trainer's own (metrics::steady_state, with
+// the run's train.warmup_steps_excluded unless --warmup is given), so the
+// report and the trainer's summary line agree.
+std::set<int64_t> choose_window(const telemetry::RunTelemetry& run, const WindowSpec& w,
+                                const StepTable& t, RunSummary& s) {
+  const auto& ri = run.info;
+  const auto& steps = t.steps;
+  const size_t n = t.size();
   std::set<int64_t> win;
   int64_t warmup = w.warmup;
   if (!w.warmup_set) {
@@ -190,7 +207,7 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
     for (size_t i = b; i < n; ++i) win.insert(steps[i]);
     s.window_text = "last " + std::to_string(w.k) + " steps";
   } else {
-    const auto ss = metrics::steady_state(gstep, warmup);
+    const auto ss = metrics::steady_state(t.gstep, warmup);
     for (size_t i = ss.first; i < ss.end; ++i) win.insert(steps[i]);
     s.window_text = metrics::steady_state_rule(ss.warmup);
   }
@@ -202,7 +219,13 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
   s.steps_total = int64_t(n);
   s.window_text = "steps " + std::to_string(s.win_first) + ".." + std::to_string(s.win_last) +
                   " (" + std::to_string(s.win_n) + " steps; " + s.window_text + "; median)";
+  return win;
+}
 
+// Step time, tokens and CPU time over the window.
+void throughput(const telemetry::RunTelemetry& run, const std::vector<int>& good,
+                const std::set<int64_t>& win, const StepTable& t, RunSummary& s) {
+  const auto& ri = run.info;
   {
     std::map<int64_t, std::vector<double>> cpu;  // window step -> the ranks' cpu_s
     for (int r : good)
@@ -213,11 +236,11 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
     s.cpu_s_step = per_step.empty() ? 0 : median(per_step);
   }
   std::vector<double> wstep, wtok;
-  for (size_t i = 0; i < n; ++i)
-    if (win.count(steps[i])) {
-      wstep.push_back(gstep[i]);
-      wtok.push_back(double(gtok[i] > 0 ? gtok[i] : ri.global_batch_tokens));
-      s.step_s_window.push_back(gstep[i]);
+  for (size_t i = 0; i < t.size(); ++i)
+    if (win.count(t.steps[i])) {
+      wstep.push_back(t.gstep[i]);
+      wtok.push_back(double(t.gtok[i] > 0 ? t.gtok[i] : ri.global_batch_tokens));
+      s.step_s_window.push_back(t.gstep[i]);
     }
   s.step_p50 = median(wstep);
   ST_USAGE_CHECK(s.step_p50 > 0, run.dir, ": the median step time (step_s) of the window (",
@@ -232,8 +255,10 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
   s.tok_s = s.step_p50 > 0 ? s.tokens_per_step / s.step_p50 : 0;
   s.tok_s_gpu = s.tok_s / std::max(1, s.gpus);
   s.seq_s = s.seq_len > 0 ? s.tok_s / s.seq_len : 0;
+}
 
-  // MFU / HFU.
+// MFU / HFU against the peak the options, the table or run.json give.
+void utilization(const telemetry::RunInfo& ri, const Options& opt, RunSummary& s) {
   metrics::ModelShape m{ri.n_params, ri.n_layers, ri.d_model, ri.n_heads, ri.seq_len};
   if (opt.formula == FlopsFormula::Mpt) {
     s.formula = "MPT/llm-foundry: 3 x (2*N*T + 4*L*d*T^2) per sequence";
@@ -264,8 +289,11 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
     s.hfu = 100 * metrics::utilization(s.hw_flops_per_seq, s.seq_s, s.gpus, s.peak);
   }
   s.model_tflops_gpu = s.model_flops_per_seq * s.seq_s / std::max(1, s.gpus) / 1e12;
+}
 
-  // Shares over the window, all analysed ranks.
+// Shares of the step over the window, all analysed ranks.
+void step_shares(const telemetry::RunTelemetry& run, const std::vector<int>& good,
+                 const std::set<int64_t>& win, RunSummary& s) {
   double sum_step = 0, sum_comm = 0, sum_exp = 0, sum_data = 0, sum_comp = 0;
   std::array<double, 6> wait{};
   for (int r : good)
@@ -278,82 +306,75 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
         sum_comp += st.fwd_s + st.bwd_s + st.optim_s;
         for (size_t k = 0; k < wait.size(); ++k) wait[k] += st.comm_wait[k];
       }
-  if (sum_step > 0) {
-    // tp (0) and cp (1) wait inside the forward and backward: exposed, not compute.
-    const double in_compute = std::min(sum_comp, wait[0] + wait[1]);
-    const double scale = wait[0] + wait[1] > 0 ? in_compute / (wait[0] + wait[1]) : 0;
-    s.comm_part_share[0] = wait[0] * scale / sum_step;
-    s.comm_part_share[1] = wait[1] * scale / sum_step;
-    // comm_exposed_s over pp, dp, zero, other in proportion to their waits.
-    const double rest = wait[2] + wait[3] + wait[4] + wait[5];
-    for (size_t k = 2; k < wait.size(); ++k)
-      s.comm_part_share[k] = rest > 0 ? sum_exp * (wait[k] / rest) / sum_step : 0;
-    s.comm_unattributed_share = rest > 0 ? 0 : sum_exp / sum_step;
-    s.comm_share = sum_comm / sum_step;
-    s.comm_exposed_share = (sum_exp + in_compute) / sum_step;
-    s.data_share = sum_data / sum_step;
-    s.compute_share = (sum_comp - in_compute) / sum_step;
-  }
+  if (sum_step <= 0) return;
+  // tp (0) and cp (1) wait inside the forward and backward: exposed, not compute.
+  const double in_compute = std::min(sum_comp, wait[0] + wait[1]);
+  const double scale = wait[0] + wait[1] > 0 ? in_compute / (wait[0] + wait[1]) : 0;
+  s.comm_part_share[0] = wait[0] * scale / sum_step;
+  s.comm_part_share[1] = wait[1] * scale / sum_step;
+  // comm_exposed_s over pp, dp, zero, other in proportion to their waits.
+  const double rest = wait[2] + wait[3] + wait[4] + wait[5];
+  for (size_t k = 2; k < wait.size(); ++k)
+    s.comm_part_share[k] = rest > 0 ? sum_exp * (wait[k] / rest) / sum_step : 0;
+  s.comm_unattributed_share = rest > 0 ? 0 : sum_exp / sum_step;
+  s.comm_share = sum_comm / sum_step;
+  s.comm_exposed_share = (sum_exp + in_compute) / sum_step;
+  s.data_share = sum_data / sum_step;
+  s.compute_share = (sum_comp - in_compute) / sum_step;
+}
 
-  // Checkpoints: steps named by events, else steps that recorded a stall.
-  std::set<int64_t> ck;
+double num_field(const telemetry::EventRecord& ev, const char* k) {
+  auto it = ev.fields.find(k);
+  return it != ev.fields.end() && it->is_number() ? it->get<double>() : 0.0;
+}
+
+// The checkpoint events: which steps saved, the commits' stalls, sizes and
+// bandwidths (rank 0's node figures, the first analysed rank's own), the
+// aggregate write bandwidth and the restore at start. Returns the stall each
+// checkpoint step's commit events recorded (slowest rank).
+std::map<int64_t, double> checkpoint_events(const telemetry::RunTelemetry& run,
+                                            const std::vector<int>& good, std::set<int64_t>& ck,
+                                            RunSummary& s) {
   std::map<int64_t, double> ev_stall;
   double write_s = 0, bytes = 0, bw = 0;
   std::vector<double> node_bps, of_disk;
   int commits = 0;
+  // Aggregate write bandwidth: every rank's bytes of a checkpoint over the
+  // slowest rank's write time, averaged over the checkpoints.
+  std::map<int64_t, std::pair<double, double>> agg;  // step -> (bytes, max write_s)
   for (int r : good)
     for (auto& ev : run.ranks[r].events) {
       if ((ev.event == "ckpt_begin" || ev.event == "ckpt_commit") && ev.step >= 0)
         ck.insert(ev.step);
-      if (ev.event == "ckpt_commit") {
-        auto num = [&](const char* k) {
-          auto it = ev.fields.find(k);
-          return it != ev.fields.end() && it->is_number() ? it->get<double>() : 0.0;
-        };
-        ev_stall[ev.step] = std::max(ev_stall[ev.step], num("stall_s"));
-        if (r == 0 && num("node_write_Bps") > 0) {
-          node_bps.push_back(num("node_write_Bps"));
-          of_disk.push_back(num("of_disk"));
-        }
-        if (r == good.front()) {
-          write_s += num("write_s");
-          bytes += num("bytes");
-          bw += num("bandwidth_Bps");
-          ++commits;
-        }
-      }
-    }
-  // Aggregate write bandwidth: every rank's bytes of a checkpoint over the
-  // slowest rank's write time, averaged over the checkpoints.
-  {
-    std::map<int64_t, std::pair<double, double>> agg;  // step -> (bytes, max write_s)
-    for (int r : good)
-      for (auto& ev : run.ranks[r].events)
-        if (ev.event == "ckpt_commit") {
-          auto& a = agg[ev.step];
-          a.first += ev.fields.value("bytes", 0.0);
-          a.second = std::max(a.second, ev.fields.value("write_s", 0.0));
-        }
-    double sb = 0, sbw = 0;
-    for (auto& [k, a] : agg) {
-      sb += a.first;
-      sbw += a.second > 0 ? a.first / a.second : 0;
-    }
-    if (!agg.empty()) {
-      s.ckpt_agg_bytes = sb / double(agg.size());
-      s.ckpt_agg_bw = sbw / double(agg.size());
-    }
-  }
-  // The restore at start: the slowest rank's load (every rank loads its part).
-  for (int r : good)
-    for (auto& ev : run.ranks[r].events)
+      // The restore at start: the slowest rank's load (every rank loads its part).
       if (ev.event == "ckpt_resume")
         if (auto it = ev.fields.find("load_s"); it != ev.fields.end() && it->is_number())
           s.ckpt_load_s = std::max(s.ckpt_load_s, it->get<double>());
-  if (ck.empty())
-    for (size_t i = 0; i < n; ++i)
-      if (stall_max[i] > 0) ck.insert(steps[i]);
-  s.ckpt_steps.assign(ck.begin(), ck.end());
+      if (ev.event != "ckpt_commit") continue;
+      auto& a = agg[ev.step];
+      a.first += ev.fields.value("bytes", 0.0);
+      a.second = std::max(a.second, ev.fields.value("write_s", 0.0));
+      ev_stall[ev.step] = std::max(ev_stall[ev.step], num_field(ev, "stall_s"));
+      if (r == 0 && num_field(ev, "node_write_Bps") > 0) {
+        node_bps.push_back(num_field(ev, "node_write_Bps"));
+        of_disk.push_back(num_field(ev, "of_disk"));
+      }
+      if (r == good.front()) {
+        write_s += num_field(ev, "write_s");
+        bytes += num_field(ev, "bytes");
+        bw += num_field(ev, "bandwidth_Bps");
+        ++commits;
+      }
+    }
+  double sb = 0, sbw = 0;
+  for (auto& [k, a] : agg) {
+    sb += a.first;
+    sbw += a.second > 0 ? a.first / a.second : 0;
+  }
+  if (!agg.empty()) {
+    s.ckpt_agg_bytes = sb / double(agg.size());
+    s.ckpt_agg_bw = sbw / double(agg.size());
+  }
   if (!node_bps.empty()) {
     s.ckpt_node_Bps = median(node_bps);
     s.ckpt_of_disk = median(of_disk);
@@ -364,7 +385,14 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
     s.ckpt_bytes_mean = bytes / commits;
     s.ckpt_bw_mean = bw / commits;
   }
-  s.ckpt_stall_sum = sum_of(stall_max);
+  return ev_stall;
+}
+
+// The two overhead estimates: the stalls (instrumented) and each
+// checkpoint's step-time excess.
+void checkpoint_overheads(const StepTable& t, const std::map<int64_t, double>& ev_stall,
+                          const Options& opt, RunSummary& s) {
+  s.ckpt_stall_sum = sum_of(t.stall_max);
   s.ckpt_instr_source = "ckpt_stall_s of the step records (slowest rank per step)";
   if (s.ckpt_stall_sum == 0 && !ev_stall.empty()) {
     for (auto& [k, v] : ev_stall) s.ckpt_stall_sum += v;
@@ -378,47 +406,53 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
     int64_t b = a + opt.ckpt_k;
     if (c + 1 < s.ckpt_steps.size()) b = std::min(b, s.ckpt_steps[c + 1] - 1);
     double worst = 0;
-    for (auto it = idx.lower_bound(a); it != idx.end() && it->first <= b; ++it)
-      worst = std::max(worst, gstep[it->second]);
+    for (auto it = t.idx.lower_bound(a); it != t.idx.end() && it->first <= b; ++it)
+      worst = std::max(worst, t.gstep[it->second]);
     const double ex = std::max(0.0, worst - s.step_p50);
     s.ckpt_excess.push_back(ex);
     s.ckpt_excess_sum += ex;
   }
   s.ckpt_overhead_excess = s.total_step_s > 0 ? s.ckpt_excess_sum / s.total_step_s : 0;
+}
 
-  // In three parts: stall, background interference, persistence.
-  {
-    std::map<int64_t, double> gs, gt, stall;
-    for (size_t i = 0; i < n; ++i) {
-      gs[steps[i]] = gstep[i];
-      stall[steps[i]] = stall_max[i];
-    }
-    for (int r : good) {
-      const telemetry::RankClock& clk = run.ranks[size_t(r)].clock;
-      for (const auto& st : run.ranks[size_t(r)].steps)
-        if (idx.count(st.step)) {
-          const double t0 = clk.to_rank0(st.t_start);
-          auto [it, fresh] = gt.try_emplace(st.step, t0);
-          it->second = std::min(it->second, t0);
-        }
-    }
-    s.ckpt_cost = checkpoint_costs(run, good, gs, gt, stall, s.step_p50);
-    double st_sum = 0;
-    for (const auto& c : s.ckpt_cost) {
-      st_sum += c.stall_s;
-      s.ckpt_interference_s += c.interference_s;
-      s.ckpt_persist_s += c.persist_s;
-    }
-    if (s.total_step_s > 0) {
-      s.ckpt_stall_share = st_sum / s.total_step_s;
-      s.ckpt_interference_share = s.ckpt_interference_s / s.total_step_s;
-    }
+// The checkpoint cost in three parts: stall, background interference, persistence.
+void checkpoint_parts(const telemetry::RunTelemetry& run, const std::vector<int>& good,
+                      const StepTable& t, RunSummary& s) {
+  std::map<int64_t, double> gs, gt, stall;
+  for (size_t i = 0; i < t.size(); ++i) {
+    gs[t.steps[i]] = t.gstep[i];
+    stall[t.steps[i]] = t.stall_max[i];
   }
+  for (int r : good) {
+    const telemetry::RankClock& clk = run.ranks[size_t(r)].clock;
+    for (const auto& st : run.ranks[size_t(r)].steps)
+      if (t.idx.count(st.step)) {
+        const double t0 = clk.to_rank0(st.t_start);
+        auto [it, fresh] = gt.try_emplace(st.step, t0);
+        it->second = std::min(it->second, t0);
+      }
+  }
+  s.ckpt_cost = checkpoint_costs(run, good, gs, gt, stall, s.step_p50);
+  double st_sum = 0;
+  for (const auto& c : s.ckpt_cost) {
+    st_sum += c.stall_s;
+    s.ckpt_interference_s += c.interference_s;
+    s.ckpt_persist_s += c.persist_s;
+  }
+  if (s.total_step_s > 0) {
+    s.ckpt_stall_share = st_sum / s.total_step_s;
+    s.ckpt_interference_share = s.ckpt_interference_s / s.total_step_s;
+  }
+}
 
-  for (size_t i = 0; i < n; ++i)
-    s.steps.push_back({steps[i], gstep[i], median(per_step[i]), stall_max[i],
-                       gtok[i] > 0 ? gtok[i] : ri.global_batch_tokens, win.count(steps[i]) > 0,
-                       ck.count(steps[i]) > 0});
+// The per-step rows and the loss curves (training and validation).
+void step_rows(const telemetry::RunTelemetry& run, const std::vector<int>& good,
+               const std::set<int64_t>& win, const std::set<int64_t>& ck, const StepTable& t,
+               RunSummary& s) {
+  for (size_t i = 0; i < t.size(); ++i)
+    s.steps.push_back({t.steps[i], t.gstep[i], median(t.per_rank[i]), t.stall_max[i],
+                       t.gtok[i] > 0 ? t.gtok[i] : run.info.global_batch_tokens,
+                       win.count(t.steps[i]) > 0, ck.count(t.steps[i]) > 0});
   // Loss: the same on every rank, so the first analysed rank's.
   for (auto& st : run.ranks[size_t(good.front())].steps)
     if (std::isfinite(st.loss)) s.loss.push_back({st.step, st.loss});
@@ -426,6 +460,34 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
     if (auto it = ev.fields.find("val_loss");
         ev.event == "eval" && ev.step >= 0 && it != ev.fields.end() && it->is_number())
       s.val_loss.push_back({ev.step, it->get<double>()});
+}
+
+}  // namespace
+
+RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt) {
+  RunSummary s;
+  s.dir = run.dir;
+  s.warnings = run.warnings;
+  check_ranks(run, opt, s);
+  copy_run_info(run.info, s);
+  std::vector<int> good;
+  for (int r = 0; r < int(run.ranks.size()); ++r)
+    if (run.ranks[r].ok()) good.push_back(r);
+  const StepTable t = align_steps(run, good, s);
+  const std::set<int64_t> win = choose_window(run, opt.window, t, s);
+  throughput(run, good, win, t, s);
+  utilization(run.info, opt, s);
+  step_shares(run, good, win, s);
+  // Checkpoints: steps named by events, else steps that recorded a stall.
+  std::set<int64_t> ck;
+  const auto ev_stall = checkpoint_events(run, good, ck, s);
+  if (ck.empty())
+    for (size_t i = 0; i < t.size(); ++i)
+      if (t.stall_max[i] > 0) ck.insert(t.steps[i]);
+  s.ckpt_steps.assign(ck.begin(), ck.end());
+  checkpoint_overheads(t, ev_stall, opt, s);
+  checkpoint_parts(run, good, t, s);
+  step_rows(run, good, win, ck, t, s);
   compute_stragglers(run, good, win, opt, s);
   return s;
 }
