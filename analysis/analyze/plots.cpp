@@ -34,10 +34,8 @@ std::string svg_head(const Plot& p) {
   return "set terminal svg size 900,500 dynamic font 'sans,11'\nset output '" + p.name +
          ".svg'\nset title '" + q(p.title) + "'\nset grid\n";
 }
-}  // namespace
 
-std::vector<Plot> run_plots(const RunSummary& s) {
-  std::vector<Plot> out;
+Plot step_timeline_plot(const RunSummary& s) {
   Plot t{"step_timeline", "Step time (slowest rank); checkpoint steps marked; window shaded", "",
          ""};
   std::ostringstream d;
@@ -55,27 +53,126 @@ std::vector<Plot> run_plots(const RunSummary& s) {
      << "  '' u 1:($4>0?$4:1/0) w impulses lc rgb '#ff7f0e' t 'ckpt stall', \\\n"
      << "  " << s.step_p50 << " w l dt 2 lc rgb 'black' t 'window median'\n";
   t.script = sc.str();
-  out.push_back(t);
+  return t;
+}
 
-  if (!s.loss.empty()) {
-    // Training loss per step; the validation split's loss (eval events) as
-    // points with a line, in the second block of the data file.
-    Plot l{"loss", "Loss: training (every step) and validation (the held-out split)", "", ""};
-    std::ostringstream ld;
-    ld << "# step training_loss\n";
-    for (auto& [k, v] : s.loss) ld << k << ' ' << v << '\n';
-    ld << "\n\n# step validation_loss\n";
-    for (auto& [k, v] : s.val_loss) ld << k << ' ' << v << '\n';
-    l.data = ld.str();
-    l.script =
-        "set xlabel 'step'\nset ylabel 'loss (nats/token)'\nset key top right\n"
-        "plot 'loss.dat' index 0 u 1:2 w l lc rgb '#1f77b4' t 'training'";
-    if (!s.val_loss.empty())
-      l.script += ", \\\n  '' index 1 u 1:2 w lp pt 7 ps 0.8 lc rgb '#d62728' t 'validation'";
-    l.script += "\n";
-    out.push_back(l);
+// Training loss per step; the validation split's loss (eval events) as
+// points with a line, in the second block of the data file.
+Plot loss_plot(const RunSummary& s) {
+  Plot l{"loss", "Loss: training (every step) and validation (the held-out split)", "", ""};
+  std::ostringstream ld;
+  ld << "# step training_loss\n";
+  for (auto& [k, v] : s.loss) ld << k << ' ' << v << '\n';
+  ld << "\n\n# step validation_loss\n";
+  for (auto& [k, v] : s.val_loss) ld << k << ' ' << v << '\n';
+  l.data = ld.str();
+  l.script =
+      "set xlabel 'step'\nset ylabel 'loss (nats/token)'\nset key top right\n"
+      "plot 'loss.dat' index 0 u 1:2 w l lc rgb '#1f77b4' t 'training'";
+  if (!s.val_loss.empty())
+    l.script += ", \\\n  '' index 1 u 1:2 w lp pt 7 ps 0.8 lc rgb '#d62728' t 'validation'";
+  l.script += "\n";
+  return l;
+}
+
+// Few ranks: a box per rank. Ranks are integers: whole-number ticks, and a
+// range that shows the first and last box completely.
+void rank_boxes(const RunSummary& s, Plot& b) {
+  const size_t nr = s.ranks.size();
+  b.script =
+      "set xlabel 'rank'\nset ylabel 'seconds'\nset boxwidth 0.6 absolute\n"
+      "set style fill solid 0.25 border\nset xrange [-0.5:" +
+      std::to_string(nr ? double(s.ranks.back().rank) + 0.5 : 0.5) +
+      "]\nset xtics 1\nset key top right\n"
+      "plot 'rank_skew.dat' u 1:3:2:6:5 w candlesticks whiskerbars lc rgb '#1f77b4' t "
+      "'min/p25/p75/max', \\\n  '' u 1:4:4:4:4 w candlesticks lc rgb 'black' t 'median'\n";
+}
+
+void rank_heat_map(const RunSummary& s, Plot& b) {
+  const size_t nr = s.ranks.size();
+  // Many ranks: a rank x step heat map, no per-rank whisker. Rows are
+  // ranks grouped by host (hosts in name order), each host's ranks sorted
+  // by median busy time, slowest first; the colour is a rank's busy time
+  // at a step against that step's median over ranks (a straggler is a red
+  // row, a slow step a column that stays white).
+  std::map<std::string, std::vector<const RankStat*>> by_host;
+  for (const auto& r : s.ranks) by_host[r.host].push_back(&r);
+  std::map<int64_t, std::vector<double>> at_step;
+  for (const auto& r : s.ranks)
+    for (const auto& [st, v] : r.busy_steps) at_step[st].push_back(v);
+  std::map<int64_t, double> step_med;
+  for (auto& [st, v] : at_step) step_med[st] = median(v);
+  // At most 32 columns: a long window's steps in blocks of consecutive
+  // steps, each cell the mean over its block.
+  std::vector<int64_t> steps;
+  for (const auto& [st, m] : step_med) steps.push_back(st);
+  const size_t per = std::max<size_t>(1, (steps.size() + 31) / 32);
+  std::map<int64_t, int64_t> block_of;  // step -> its block's first step
+  for (size_t i = 0; i < steps.size(); ++i) block_of[steps[i]] = steps[i - i % per];
+  std::ostringstream gd, tics;
+  gd << "# heat map, one scan line per rank: step (first of a block of " << per
+     << " step(s)) row rank host_index busy_s busy_vs_step_median_pct (means over the "
+        "block; NaN: the rank has no record of it)\n";
+  size_t row = 0, hi = 0, cols = 0;
+  double worst = 1;
+  const size_t every = std::max<size_t>(1, by_host.size() / 16);
+  const size_t rank_tics = by_host.size() < 4 ? std::max<size_t>(1, nr / 8) : 0;
+  for (auto& [h, rs] : by_host) {
+    std::sort(rs.begin(), rs.end(),
+              [](const RankStat* a, const RankStat* b) { return a->busy_med > b->busy_med; });
+    if (hi % every == 0) tics << (tics.tellp() > 0 ? ", " : "") << "'" << q(h) << "' " << row;
+    for (const RankStat* r : rs) {
+      if (rank_tics && row % rank_tics == rank_tics / 2)
+        tics << ", 'rank " << r->rank << "' " << row << " 1";
+      std::map<int64_t, std::pair<double, double>> sum;  // block -> (busy, rel) sums
+      std::map<int64_t, int> n;
+      for (const auto& [st, v] : r->busy_steps) {
+        const double med = step_med[st];
+        if (med <= 0) continue;
+        auto& c = sum[block_of[st]];
+        c.first += v;
+        c.second += 100 * (v / med - 1);
+        ++n[block_of[st]];
+      }
+      cols = 0;
+      for (size_t i = 0; i < steps.size(); i += per, ++cols) {
+        gd << steps[i] << ' ' << row << ' ' << r->rank << ' ' << hi << ' ';
+        if (!n.count(steps[i])) {
+          gd << "NaN NaN\n";
+          continue;
+        }
+        const double k = n[steps[i]], rel = sum[steps[i]].second / k;
+        worst = std::max(worst, std::abs(rel));
+        gd << sum[steps[i]].first / k << ' ' << rel << '\n';
+      }
+      gd << '\n';
+      ++row;
+    }
+    ++hi;
   }
+  const double cb = std::min(worst, 50.0);
+  // Up to 8192 cells, each a rectangle (crisp); beyond, one embedded image
+  // (viewers smooth it) keeps the file small.
+  const bool pixels = row * cols <= 8192;
+  b.title = "Per-rank busy time per step (step - exposed comm) against the step's median over " +
+            std::to_string(nr) + " ranks";
+  b.data = gd.str();
+  b.script = "set xlabel 'step (steady-state window" +
+             (per > 1 ? ", blocks of " + std::to_string(per) + " steps" : std::string()) +
+             ")'\nset ylabel 'ranks, grouped by host (each host slowest first)'\nset yrange [" +
+             num(row - 0.5) + ":-0.5]\nset ytics (" + tics.str() + ") font ',8'\n" +
+             (cols <= 16 ? "set xtics " + std::to_string(per) + "\n" : std::string()) +
+             "unset grid\nset cblabel 'busy time vs the step median (%)'\nset cbrange [" +
+             num(-cb) + ":" + num(cb) +
+             "]\nset palette defined (-1 '#2166ac', 0 '#f7f7f7', 1 '#b2182b')\n"
+             "plot 'rank_skew.dat' u 1:2:6 w image" +
+             (pixels ? " pixels" : "") + " notitle\n";
+}
+}  // namespace
 
+std::vector<Plot> run_plots(const RunSummary& s) {
+  std::vector<Plot> out{step_timeline_plot(s)};
+  if (!s.loss.empty()) out.push_back(loss_plot(s));
   Plot b{"rank_skew", "Per-rank busy time (step - exposed comm) over the window", "", ""};
   std::ostringstream bd;
   bd << "# rank min p25 median p75 max\n";
@@ -83,96 +180,10 @@ std::vector<Plot> run_plots(const RunSummary& s) {
     bd << r.rank << ' ' << r.busy_min << ' ' << r.busy_p25 << ' ' << r.busy_med << ' ' << r.busy_p75
        << ' ' << r.busy_max << '\n';
   b.data = bd.str();
-  const size_t nr = s.ranks.size();
-  if (nr <= 32) {
-    // Ranks are integers: whole-number ticks, and a range that shows the
-    // first and last box completely.
-    b.script =
-        "set xlabel 'rank'\nset ylabel 'seconds'\nset boxwidth 0.6 absolute\n"
-        "set style fill solid 0.25 border\nset xrange [-0.5:" +
-        std::to_string(nr ? double(s.ranks.back().rank) + 0.5 : 0.5) +
-        "]\nset xtics 1\nset key top right\n"
-        "plot 'rank_skew.dat' u 1:3:2:6:5 w candlesticks whiskerbars lc rgb '#1f77b4' t "
-        "'min/p25/p75/max', \\\n  '' u 1:4:4:4:4 w candlesticks lc rgb 'black' t 'median'\n";
-  } else {
-    // Many ranks: a rank x step heat map, no per-rank whisker. Rows are
-    // ranks grouped by host (hosts in name order), each host's ranks sorted
-    // by median busy time, slowest first; the colour is a rank's busy time
-    // at a step against that step's median over ranks (a straggler is a red
-    // row, a slow step a column that stays white).
-    std::map<std::string, std::vector<const RankStat*>> by_host;
-    for (const auto& r : s.ranks) by_host[r.host].push_back(&r);
-    std::map<int64_t, std::vector<double>> at_step;
-    for (const auto& r : s.ranks)
-      for (const auto& [st, v] : r.busy_steps) at_step[st].push_back(v);
-    std::map<int64_t, double> step_med;
-    for (auto& [st, v] : at_step) step_med[st] = median(v);
-    // At most 32 columns: a long window's steps in blocks of consecutive
-    // steps, each cell the mean over its block.
-    std::vector<int64_t> steps;
-    for (const auto& [st, m] : step_med) steps.push_back(st);
-    const size_t per = std::max<size_t>(1, (steps.size() + 31) / 32);
-    std::map<int64_t, int64_t> block_of;  // step -> its block's first step
-    for (size_t i = 0; i < steps.size(); ++i) block_of[steps[i]] = steps[i - i % per];
-    std::ostringstream gd, tics;
-    gd << "# heat map, one scan line per rank: step (first of a block of " << per
-       << " step(s)) row rank host_index busy_s busy_vs_step_median_pct (means over the "
-          "block; NaN: the rank has no record of it)\n";
-    size_t row = 0, hi = 0, cols = 0;
-    double worst = 1;
-    const size_t every = std::max<size_t>(1, by_host.size() / 16);
-    const size_t rank_tics = by_host.size() < 4 ? std::max<size_t>(1, nr / 8) : 0;
-    for (auto& [h, rs] : by_host) {
-      std::sort(rs.begin(), rs.end(),
-                [](const RankStat* a, const RankStat* b) { return a->busy_med > b->busy_med; });
-      if (hi % every == 0) tics << (tics.tellp() > 0 ? ", " : "") << "'" << q(h) << "' " << row;
-      for (const RankStat* r : rs) {
-        if (rank_tics && row % rank_tics == rank_tics / 2)
-          tics << ", 'rank " << r->rank << "' " << row << " 1";
-        std::map<int64_t, std::pair<double, double>> sum;  // block -> (busy, rel) sums
-        std::map<int64_t, int> n;
-        for (const auto& [st, v] : r->busy_steps) {
-          const double med = step_med[st];
-          if (med <= 0) continue;
-          auto& c = sum[block_of[st]];
-          c.first += v;
-          c.second += 100 * (v / med - 1);
-          ++n[block_of[st]];
-        }
-        cols = 0;
-        for (size_t i = 0; i < steps.size(); i += per, ++cols) {
-          gd << steps[i] << ' ' << row << ' ' << r->rank << ' ' << hi << ' ';
-          if (!n.count(steps[i])) {
-            gd << "NaN NaN\n";
-            continue;
-          }
-          const double k = n[steps[i]], rel = sum[steps[i]].second / k;
-          worst = std::max(worst, std::abs(rel));
-          gd << sum[steps[i]].first / k << ' ' << rel << '\n';
-        }
-        gd << '\n';
-        ++row;
-      }
-      ++hi;
-    }
-    const double cb = std::min(worst, 50.0);
-    // Up to 8192 cells, each a rectangle (crisp); beyond, one embedded image
-    // (viewers smooth it) keeps the file small.
-    const bool pixels = row * cols <= 8192;
-    b.title = "Per-rank busy time per step (step - exposed comm) against the step's median over " +
-              std::to_string(nr) + " ranks";
-    b.data = gd.str();
-    b.script = "set xlabel 'step (steady-state window" +
-               (per > 1 ? ", blocks of " + std::to_string(per) + " steps" : std::string()) +
-               ")'\nset ylabel 'ranks, grouped by host (each host slowest first)'\nset yrange [" +
-               num(row - 0.5) + ":-0.5]\nset ytics (" + tics.str() + ") font ',8'\n" +
-               (cols <= 16 ? "set xtics " + std::to_string(per) + "\n" : std::string()) +
-               "unset grid\nset cblabel 'busy time vs the step median (%)'\nset cbrange [" +
-               num(-cb) + ":" + num(cb) +
-               "]\nset palette defined (-1 '#2166ac', 0 '#f7f7f7', 1 '#b2182b')\n"
-               "plot 'rank_skew.dat' u 1:2:6 w image" +
-               (pixels ? " pixels" : "") + " notitle\n";
-  }
+  if (s.ranks.size() <= 32)
+    rank_boxes(s, b);
+  else
+    rank_heat_map(s, b);
   out.push_back(b);
   return out;
 }
@@ -236,31 +247,17 @@ std::vector<std::string> point_labels(const Campaign& c) {
 
 }  // namespace
 
-std::vector<Plot> campaign_plots(const Campaign& c) {
-  std::vector<Plot> out;
-  // CPU campaigns count ranks, not GPUs.
-  bool all_cpu = !c.runs.empty();
-  for (const auto& r : c.runs) all_cpu = all_cpu && r.device.rfind("cpu", 0) == 0;
-  const std::string unit = all_cpu ? "CPU ranks" : "GPUs";
-  const double mark = node_mark(c);
-  // The peak every MFU point is measured against, for the plots' titles.
-  std::string peak_note;
-  if (c.campaign_peak > 0)
-    peak_note = "at one peak for every run, " + num(c.campaign_peak / 1e9) +
-                " GFLOP/s per rank (measured once, at the smallest size)";
-  else if (!c.runs.empty() && c.runs.front().peak > 0)
-    peak_note = "at " + num(c.runs.front().peak / 1e12) + " TFLOP/s per device";
-  // One block per series: gpus, then median, low and high of tok/s per
-  // device, MFU and efficiency; low/high are the wider of min-max over
-  // repeats and p10-p90 over the steady-state steps; then the planner's
-  // prediction (0: none), nodes and repeats.
+namespace {
+// The scaling plots' data: one block per shown series (gnuplot index): gpus,
+// then median, low and high of tok/s per device, MFU and efficiency;
+// low/high are the wider of min-max over repeats and p10-p90 over the
+// steady-state steps; then the planner's prediction (0: none), nodes and
+// repeats. Says whether any point has a prediction and any series scales.
+std::string scaling_data(const Campaign& c, const std::vector<const Series*>& shown, bool& any_pred,
+                         bool& any_scaling) {
   std::ostringstream d;
   d << "# per series (gnuplot index): gpus tok_s_gpu lo hi mfu_pct lo hi efficiency lo hi "
        "pred_tok_s_gpu pred_mfu_pct nodes repeats\n";
-  bool any_pred = false, any_scaling = false;
-  // The scaling plots: in a checkpoint study, the series without
-  // checkpoints (the checkpointed ones have their own plots).
-  const std::vector<const Series*> shown = scaling_series(c);
   for (const Series* sp : shown) {
     const Series& se = *sp;
     any_scaling = any_scaling || se.kind != "single";
@@ -277,55 +274,43 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
     }
     d << "\n\n";
   }
-  const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"};
-  auto plot_cmd = [&](const std::string& name, int col, bool ideal_base, bool ideal_one,
-                      int pred_col) {
-    std::string s = "plot ";
-    bool first = true;
-    for (size_t si = 0; si < shown.size(); ++si) {
-      const auto& se = *shown[si];
-      const std::string lc = std::string(" lc rgb '") + colours[si % 6] + "'";
-      const std::string idx = "'" + name + ".dat' index " + std::to_string(si);
-      const std::string label = se.model + ", " + se.layout + " (" + se.kind + ")";
-      s += std::string(first ? "" : ", \\\n  ") + idx + " u 1:" + std::to_string(col) + ":" +
-           std::to_string(col + 1) + ":" + std::to_string(col + 2) + " w yerrorlines pt 7" + lc +
-           " t '" + q(label) + "'";
-      first = false;
-      if (ideal_base && !se.points.empty()) {
-        const Point& b = c.points[se.points.front()];
-        const double base = col == 2 ? b.tok_s_gpu.med : b.mfu.med;
-        s += ", \\\n  " + num(base) + " w l dt 2" + lc + " t 'ideal (" + std::to_string(b.gpus) +
-             "-rank value held)'";
-      }
-      if (pred_col > 0 && any_pred)
-        s += ", \\\n  " + idx + " u 1:($" + std::to_string(pred_col) + ">0?$" +
-             std::to_string(pred_col) + ":1/0) w lp dt 3 pt 6" + lc + " t '" +
-             q(prediction_label(c, se)) + "'";
-    }
-    if (ideal_one) s += ", \\\n  1 w l dt 2 lc rgb 'black' t 'ideal'";
-    return s + "\n";
-  };
-  std::string x = "set logscale x 2\nset xlabel '" + unit + "'\nset key outside bottom center " +
-                  "vertical maxrows 4 font ',9'\nset bmargin 9\n";
-  if (mark > 0)
-    x += "set arrow from " + num(mark) + ", graph 0 to " + num(mark) +
-         ", graph 1 nohead dt 4 lc rgb '#555555'\nset label 'jobs leave one node' at " + num(mark) +
-         ", graph 0.96 offset 0.5,0 font ',9'\n";
-  x += "set label 10 'bars: min-max over repeats or p10-p90 over steady-state steps, the wider' "
-       "at screen 0.01, screen 0.02 font ',8'\n";
-  const std::string bars;
-  out.push_back({"tok_s_gpu_vs_gpus", "Tokens/s per device vs " + unit + bars, d.str(),
-                 x + "set ylabel 'tokens/s per device'\nset yrange [0:*]\n" +
-                     plot_cmd("tok_s_gpu_vs_gpus", 2, true, false, 11)});
-  out.push_back({"mfu_vs_gpus", "MFU vs " + unit + " " + peak_note, d.str(),
-                 x + "set ylabel 'MFU (%)'\nset yrange [0:*]\n" +
-                     plot_cmd("mfu_vs_gpus", 5, true, false, 12)});
-  if (any_scaling)
-    out.push_back({"scaling_efficiency",
-                   "Scaling efficiency vs " + unit + " (bars: repeats' min-max)", d.str(),
-                   x + "set ylabel 'efficiency'\nset yrange [0:1.15]\n" +
-                       plot_cmd("scaling_efficiency", 8, false, true, 0)});
+  return d.str();
+}
 
+// One scaling plot's command: every shown series from column `col` (with its
+// low/high), optionally the base point held (ideal_base), the line at 1
+// (ideal_one) and the planner's prediction from column pred_col (0: none).
+std::string scaling_plot_cmd(const Campaign& c, const std::vector<const Series*>& shown,
+                             const std::string& name, int col, bool ideal_base, bool ideal_one,
+                             int pred_col, bool any_pred) {
+  const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"};
+  std::string s = "plot ";
+  bool first = true;
+  for (size_t si = 0; si < shown.size(); ++si) {
+    const auto& se = *shown[si];
+    const std::string lc = std::string(" lc rgb '") + colours[si % 6] + "'";
+    const std::string idx = "'" + name + ".dat' index " + std::to_string(si);
+    const std::string label = se.model + ", " + se.layout + " (" + se.kind + ")";
+    s += std::string(first ? "" : ", \\\n  ") + idx + " u 1:" + std::to_string(col) + ":" +
+         std::to_string(col + 1) + ":" + std::to_string(col + 2) + " w yerrorlines pt 7" + lc +
+         " t '" + q(label) + "'";
+    first = false;
+    if (ideal_base && !se.points.empty()) {
+      const Point& b = c.points[se.points.front()];
+      const double base = col == 2 ? b.tok_s_gpu.med : b.mfu.med;
+      s += ", \\\n  " + num(base) + " w l dt 2" + lc + " t 'ideal (" + std::to_string(b.gpus) +
+           "-rank value held)'";
+    }
+    if (pred_col > 0 && any_pred)
+      s += ", \\\n  " + idx + " u 1:($" + std::to_string(pred_col) + ">0?$" +
+           std::to_string(pred_col) + ":1/0) w lp dt 3 pt 6" + lc + " t '" +
+           q(prediction_label(c, se)) + "'";
+  }
+  if (ideal_one) s += ", \\\n  1 w l dt 2 lc rgb 'black' t 'ideal'";
+  return s + "\n";
+}
+
+Plot breakdown_plot(const Campaign& c) {
   // The median step in parts, one stacked bar per point; exposed
   // communication split by part of the step (tp, cp, pp, dp, ZeRO, host
   // reductions) from the step records' comm_wait_s.
@@ -342,21 +327,24 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
     bd << ' ' << p.comm_unattributed_s << ' ' << p.data_s << ' ' << p.ckpt_stall_s << ' '
        << p.other_s << '\n';
   }
-  out.push_back(
-      {"step_breakdown", "Median step in parts per point", bd.str(),
-       "set label 1 'checkpoint stall: per step on average; exposed communication split by the "
-       "host waits of each part (comm_wait_s)' at screen 0.01, screen 0.02 font ',8' noenhanced\n"
-       "set bmargin 7\nset style data histograms\nset style histogram rowstacked\nset style fill "
-       "solid 0.8 border -1\nset boxwidth 0.7\nset ylabel 'seconds per step'\nset yrange [0:*]\n"
-       "set xtics rotate by 45 right noenhanced font ',9'\nset key outside right top\n"
-       "plot 'step_breakdown.dat' u 2:xtic(1) t 'compute' lc rgb '#1f77b4', \\\n"
-       "  '' u 3 t 'exposed tp' lc rgb '#d62728', '' u 4 t 'exposed cp' lc rgb '#e377c2', \\\n"
-       "  '' u 5 t 'exposed pp' lc rgb '#9467bd', '' u 6 t 'exposed dp' lc rgb '#8c564b', \\\n"
-       "  '' u 7 t 'exposed ZeRO' lc rgb '#17becf', '' u 8 t 'exposed host reductions' lc rgb "
-       "'#bcbd22', \\\n  '' u 9 t 'exposed, unattributed' lc rgb '#7f7f7f', '' u 10 t 'data' lc "
-       "rgb '#2ca02c', \\\n  '' u 11 t 'checkpoint stall' lc rgb '#ff7f0e', '' u 12 t 'other "
-       "(bubble, waits)' lc rgb '#dddddd'\n"});
+  return Plot{
+      "step_breakdown", "Median step in parts per point", bd.str(),
+      "set label 1 'checkpoint stall: per step on average; exposed communication split by the "
+      "host waits of each part (comm_wait_s)' at screen 0.01, screen 0.02 font ',8' noenhanced\n"
+      "set bmargin 7\nset style data histograms\nset style histogram rowstacked\nset style fill "
+      "solid 0.8 border -1\nset boxwidth 0.7\nset ylabel 'seconds per step'\nset yrange [0:*]\n"
+      "set xtics rotate by 45 right noenhanced font ',9'\nset key outside right top\n"
+      "plot 'step_breakdown.dat' u 2:xtic(1) t 'compute' lc rgb '#1f77b4', \\\n"
+      "  '' u 3 t 'exposed tp' lc rgb '#d62728', '' u 4 t 'exposed cp' lc rgb '#e377c2', \\\n"
+      "  '' u 5 t 'exposed pp' lc rgb '#9467bd', '' u 6 t 'exposed dp' lc rgb '#8c564b', \\\n"
+      "  '' u 7 t 'exposed ZeRO' lc rgb '#17becf', '' u 8 t 'exposed host reductions' lc rgb "
+      "'#bcbd22', \\\n  '' u 9 t 'exposed, unattributed' lc rgb '#7f7f7f', '' u 10 t 'data' lc "
+      "rgb '#2ca02c', \\\n  '' u 11 t 'checkpoint stall' lc rgb '#ff7f0e', '' u 12 t 'other "
+      "(bubble, waits)' lc rgb '#dddddd'\n"};
+}
 
+void mfu_by_layout_plot(const Campaign& c, const std::vector<const Series*>& shown,
+                        const std::string& peak_note, std::vector<Plot>& out) {
   // An MFU sweep: several layouts at one size get one bar each, with the
   // peak memory beside it.
   std::vector<const Point*> swept;  // the shown series' points
@@ -413,6 +401,53 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
              "'#1f77b4' t 'MFU', " +
              mem_plot + "\n"});
   }
+}
+
+}  // namespace
+
+std::vector<Plot> campaign_plots(const Campaign& c) {
+  std::vector<Plot> out;
+  // CPU campaigns count ranks, not GPUs.
+  bool all_cpu = !c.runs.empty();
+  for (const auto& r : c.runs) all_cpu = all_cpu && r.device.rfind("cpu", 0) == 0;
+  const std::string unit = all_cpu ? "CPU ranks" : "GPUs";
+  const double mark = node_mark(c);
+  // The peak every MFU point is measured against, for the plots' titles.
+  std::string peak_note;
+  if (c.campaign_peak > 0)
+    peak_note = "at one peak for every run, " + num(c.campaign_peak / 1e9) +
+                " GFLOP/s per rank (measured once, at the smallest size)";
+  else if (!c.runs.empty() && c.runs.front().peak > 0)
+    peak_note = "at " + num(c.runs.front().peak / 1e12) + " TFLOP/s per device";
+  // The scaling plots: in a checkpoint study, the series without
+  // checkpoints (the checkpointed ones have their own plots).
+  const std::vector<const Series*> shown = scaling_series(c);
+  bool any_pred = false, any_scaling = false;
+  const std::string data = scaling_data(c, shown, any_pred, any_scaling);
+  std::string x = "set logscale x 2\nset xlabel '" + unit + "'\nset key outside bottom center " +
+                  "vertical maxrows 4 font ',9'\nset bmargin 9\n";
+  if (mark > 0)
+    x += "set arrow from " + num(mark) + ", graph 0 to " + num(mark) +
+         ", graph 1 nohead dt 4 lc rgb '#555555'\nset label 'jobs leave one node' at " + num(mark) +
+         ", graph 0.96 offset 0.5,0 font ',9'\n";
+  x += "set label 10 'bars: min-max over repeats or p10-p90 over steady-state steps, the wider' "
+       "at screen 0.01, screen 0.02 font ',8'\n";
+  const std::string bars;
+  out.push_back(
+      {"tok_s_gpu_vs_gpus", "Tokens/s per device vs " + unit + bars, data,
+       x + "set ylabel 'tokens/s per device'\nset yrange [0:*]\n" +
+           scaling_plot_cmd(c, shown, "tok_s_gpu_vs_gpus", 2, true, false, 11, any_pred)});
+  out.push_back({"mfu_vs_gpus", "MFU vs " + unit + " " + peak_note, data,
+                 x + "set ylabel 'MFU (%)'\nset yrange [0:*]\n" +
+                     scaling_plot_cmd(c, shown, "mfu_vs_gpus", 5, true, false, 12, any_pred)});
+  if (any_scaling)
+    out.push_back(
+        {"scaling_efficiency", "Scaling efficiency vs " + unit + " (bars: repeats' min-max)", data,
+         x + "set ylabel 'efficiency'\nset yrange [0:1.15]\n" +
+             scaling_plot_cmd(c, shown, "scaling_efficiency", 8, false, true, 0, any_pred)});
+
+  out.push_back(breakdown_plot(c));
+  mfu_by_layout_plot(c, shown, peak_note, out);
   return out;
 }
 
