@@ -40,6 +40,14 @@ usage() { sed -n '/^# Usage:/,/^# ignored/p' "$0" | sed 's/^# \{0,1\}//' >&2; ex
 # and dynamic linker, the C++ runtime, the driver, and the big NVIDIA ones.
 provided='^(ld-linux[-a-z0-9_]*|linux-vdso|libc|libm|libdl|libpthread|librt|libresolv|libutil|libanl|libstdc\+\+|libgcc_s|libcuda|libnvidia-|libcublas|libcublasLt|libcudnn|libcudnn_[a-z_]*|libnccl|libnvrtc|libnvJitLink)\.so'
 
+# is_elf FILE: the ELF magic, read without a process per file (the walks
+# below visit a few hundred files).
+is_elf() {
+  local magic=
+  LC_ALL=C IFS= read -r -d '' -n 4 magic <"$1" 2>/dev/null || true
+  [[ $magic == $'\x7fELF' ]]
+}
+
 pack() {
   local build=build out=.gpu-bundle/bundle.tar.xz level=9
   while (($#)); do
@@ -119,9 +127,9 @@ for t in json.load(sys.stdin)["tests"]:
   # Every shared library the carried files load, except those provided there.
   local elf lib name n=0
   while read -r elf; do
-    [[ $(head -c 4 "$elf" | tr -d '\0') == $'\x7fELF' ]] || continue
+    is_elf "$elf" || continue
     while read -r lib; do
-      name=$(basename "$lib")
+      name=${lib##*/}
       [[ $name =~ $provided ]] && continue
       [[ $lib == "$build_abs"/* ]] && continue
       [[ -e $stage/lib/$name ]] && continue

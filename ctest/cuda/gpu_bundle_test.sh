@@ -53,18 +53,21 @@ for t in json.load(sys.stdin)["tests"]:
 provided=$(sed -n "s/^provided='\(.*\)'$/\1/p" scripts/gpu-bundle.sh)
 [[ -n $provided ]] || { fail "no provided= list in scripts/gpu-bundle.sh"; exit 1; }
 for f in "$tmp"/x/lib/*; do
-  n=$(basename "$f")
+  n=${f##*/}
   [[ $n =~ $provided ]] && fail "carried $n, which the GPU machine brings itself"
 done
 
 # ---- closure by DT_NEEDED
-have=$( (ls "$tmp/x/lib"; ls "$tmp/x/tree/$rel/lib") | sort -u)
+declare -A have=()
+for f in "$tmp"/x/lib/* "$tmp/x/tree/$rel"/lib/*; do have[${f##*/}]=1; done
 missing=0
 while read -r elf; do
-  [[ $(head -c 4 "$elf" | tr -d '\0') == $'\x7fELF' ]] || continue
+  magic=
+  LC_ALL=C IFS= read -r -d '' -n 4 magic <"$elf" 2>/dev/null
+  [[ $magic == $'\x7fELF' ]] || continue
   while read -r need; do
     [[ $need =~ $provided ]] && continue
-    if ! grep -qx -- "$need" <<<"$have"; then
+    if [[ -z ${have[$need]:-} ]]; then
       ((missing < 10)) && echo "  ${elf#"$tmp"/x/} needs $need, not carried"
       missing=$((missing + 1))
     fi
@@ -85,7 +88,7 @@ cat "$tmp/unpack.txt"
 [[ -f $tmp/p/env.sh ]] || { fail "unpack wrote no env.sh"; exit 1; }
 [[ -x $co/$rel/app/scaletrain && -f $co/$rel/lib/libscaletrain_cuda.so ]] ||
   fail "unpack did not restore $rel in the checkout"
-if ldconfig -p | grep -q "libmpi\.so\.40 "; then
+if ldconfig -p | grep "libmpi\.so\.40 " >/dev/null; then
   [[ -e $tmp/p/lib-active/libmpi.so.40 ]] && fail "our libmpi is on LD_LIBRARY_PATH beside the machine's own Open MPI"
   [[ -e $tmp/p/lib-active/libpmix.so.2 ]] && fail "our libpmix is on LD_LIBRARY_PATH beside the machine's own Open MPI"
 fi
@@ -93,7 +96,10 @@ fi
 (
   # shellcheck disable=SC1091
   source "$tmp/p/env.sh"
-  ldd "$co/$rel/app/scaletrain" | grep -q "$tmp/p/lib-active/libhdf5" ||
+  # ldd's whole output first: grep -q closing the pipe early makes ldd die
+  # of SIGPIPE, which pipefail reports as a failure.
+  libs=$(ldd "$co/$rel/app/scaletrain")
+  [[ $libs == *"$tmp/p/lib-active/libhdf5"* ]] ||
     { echo "FAIL: the unpacked trainer does not load the carried HDF5"; exit 1; }
   "$co/$rel/app/scaletrain" --config "$src/configs/models/tiny.yaml" --set train.steps=2 \
     --set runtime.cpu_peak_gflops=1 --out "$tmp/run1" >"$tmp/run1.txt" 2>&1 ||
