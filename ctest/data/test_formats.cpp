@@ -150,6 +150,21 @@ TEST_F(Formats, MixedShardsAreRefusedNamingTheOddOne) {
   write_bytes(dir_ + "/mix/b.bin", raw_bytes(ids_, 2));
   e = refusal(dir_ + "/mix");
   EXPECT_NE(e.find("b.bin' is raw uint16"), std::string::npos) << e;
+  // A format or raw width the schema does not list is named with the
+  // schema's own choices (the one list, lib/config/schema.cpp).
+  write_bytes(dir_ + "/one.bin", raw_bytes(ids_, 2));
+  e = refusal(dir_ + "/one.bin", "parquet");
+  EXPECT_NE(e.find("data.format: 'parquet' is not one of auto|raw|llmc|megatron"),
+            std::string::npos)
+      << e;
+  try {
+    ShardSet s(dir_ + "/one.bin", "raw", "uint8", kVocab, "data.path");
+    ADD_FAILURE() << "raw uint8 accepted";
+  } catch (const UsageError& x) {
+    EXPECT_NE(std::string(x.what()).find("data.dtype: 'uint8' is not one of uint16|uint32"),
+              std::string::npos)
+        << x.what();
+  }
   fs::create_directories(dir_ + "/none");
   EXPECT_NE(refusal(dir_ + "/none").find("no *.bin"), std::string::npos);
   EXPECT_NE(refusal(dir_ + "/none/*.bin").find("matches no token files"), std::string::npos);

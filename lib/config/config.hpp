@@ -145,6 +145,13 @@ std::string config_to_yaml(const Config& cfg);
 // The resolved config as a JSON object string (for run.json).
 std::string config_to_json(const Config& cfg);
 
+// Throws the loader's own UsageError when `value` is not one of the
+// schema's choices for section.name, so code handed such a value outside a
+// Config (a shard's format, say) checks it against the one list. `where`
+// names the source in the message, as in load_config's ("" for none).
+void check_choice(const std::string& section, const std::string& name, const std::string& value,
+                  const std::string& where = "");
+
 // Every key with type, default, range and doc, as text for --help.
 std::string config_help();
 // The same, as Markdown (docs/config.md is generated from this).

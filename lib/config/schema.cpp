@@ -326,6 +326,15 @@ std::string range_text(const Key& k) {
   return "[" + fmt_double(k.min) + ", " + fmt_double(k.max) + "]";
 }
 
+namespace {
+void check_enum(const Key& k, const std::string& raw, const std::string& where) {
+  if (std::find(k.choices.begin(), k.choices.end(), raw) != k.choices.end()) return;
+  std::string hint = closest(raw, k.choices);
+  throw UsageError(k.full() + ": '" + raw + "' is not one of " + range_text(k) +
+                   (hint.empty() ? "" : "; did you mean '" + hint + "'?") + in_where(where));
+}
+}  // namespace
+
 void set_value(const Key& k, Config& cfg, const std::string& raw, const std::string& where) {
   void* p = k.field(cfg);
   const char* b = raw.data();
@@ -385,11 +394,7 @@ void set_value(const Key& k, Config& cfg, const std::string& raw, const std::str
       *static_cast<std::string*>(p) = raw;
       return;
     case Type::Enum: {
-      if (std::find(k.choices.begin(), k.choices.end(), raw) == k.choices.end()) {
-        std::string hint = closest(raw, k.choices);
-        throw UsageError(k.full() + ": '" + raw + "' is not one of " + range_text(k) +
-                         (hint.empty() ? "" : "; did you mean '" + hint + "'?") + in_where(where));
-      }
+      check_enum(k, raw, where);
       *static_cast<std::string*>(p) = raw;
       return;
     }
@@ -420,3 +425,13 @@ std::string default_value(const Key& k) {
 }
 
 }  // namespace st::config_detail
+
+namespace st {
+void check_choice(const std::string& section, const std::string& name, const std::string& value,
+                  const std::string& where) {
+  const config_detail::Key* k = config_detail::find_key(section, name);
+  ST_CHECK(k && k->type == config_detail::Type::Enum, section, ".", name,
+           " is not a choice key of the schema");
+  config_detail::check_enum(*k, value, where);
+}
+}  // namespace st

@@ -9,9 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <optional>
 
+#include "config/config.hpp"
 #include "core/error.hpp"
 
 namespace st {
@@ -243,12 +245,53 @@ void Shard::map(const std::string& file, uint64_t bytes) {
   map_bytes_ = size_t(bytes);
 }
 
+namespace {
+UsageError index_error(const std::string& key, const std::string& idx, uint64_t off,
+                       const std::string& what) {
+  return UsageError(key + ": Megatron index " + q(idx) + " at byte offset " + std::to_string(off) +
+                    ": " + what);
+}
+
+// A Megatron index's dtype code as a token type; float codes and codes out
+// of range are refused at the header's byte 17.
+template <class Bad>
+TokType megatron_dtype(uint8_t code, const Bad& bad) {
+  switch (code) {
+    case 1:
+      return TokType::kU8;
+      break;
+    case 2:
+      return TokType::kI8;
+      break;
+    case 3:
+      return TokType::kI16;
+      break;
+    case 4:
+      return TokType::kI32;
+      break;
+    case 5:
+      return TokType::kI64;
+      break;
+    case 8:
+      return TokType::kU16;
+      break;
+    case 6:
+    case 7:
+      throw bad(17, "dtype code " + std::to_string(code) + " (" +
+                        (code == 6 ? "float64" : "float32") +
+                        ") cannot hold token ids; valid codes: 1 uint8, 2 int8, 3 int16, "
+                        "4 int32, 5 int64, 8 uint16");
+    default:
+      throw bad(17, "dtype code " + std::to_string(code) +
+                        " is out of range; valid codes: 1 uint8, 2 int8, 3 int16, 4 int32, "
+                        "5 int64, 8 uint16");
+  }
+}
+}  // namespace
+
 Shard Shard::open(const std::string& path, const std::string& format, const std::string& raw_dtype,
                   const std::string& key) {
-  if (format != "auto" && format != "raw" && format != "llmc" && format != "megatron")
-    throw UsageError("data.format: '" + format +
-                     "' is not valid; choose auto, raw, llmc or megatron");
-  Shard s;
+  check_choice("data", "format", format, key);
   const auto prefix = megatron_prefix(path);
   std::string fmt = format;
   if (fmt == "auto") {
@@ -260,173 +303,160 @@ Shard Shard::open(const std::string& path, const std::string& format, const std:
       fmt = (m == kLlmcMagicU16 || m == kLlmcMagicU32) ? "llmc" : "raw";
     }
   }
+  Shard s = fmt == "megatron" ? open_megatron(path, prefix, key)
+            : fmt == "llmc"   ? open_llmc(path, key)
+                              : open_raw(path, raw_dtype, key);
   s.format_ = fmt;
+  return s;
+}
 
-  if (fmt == "megatron") {
-    if (!prefix)
-      throw UsageError(key + ": data.format=megatron but no Megatron index " + q(path + ".idx") +
-                       " (data.path names PREFIX, PREFIX.bin or PREFIX.idx of a Megatron-LM "
-                       "indexed dataset)");
-    const std::string idx = *prefix + ".idx", bin = *prefix + ".bin";
-    // The header and the index's size now; its arrays are mapped and read
-    // as the sampler asks (check_index), so opening costs the same for an
-    // index of a thousand sequences or of a billion.
-    FileBytes ib = read_prefix(key, idx, kIdxHeader);
-    const std::string& b = ib.data;
-    auto bad = [&](uint64_t off, const std::string& what) {
-      return UsageError(key + ": Megatron index " + q(idx) + " at byte offset " +
-                        std::to_string(off) + ": " + what);
-    };
-    if (ib.size < kIdxHeader)
-      throw bad(ib.size, "truncated: " + std::to_string(ib.size) +
-                             " bytes, shorter than the 34-byte header (magic MMIDIDX\\0\\0, "
-                             "uint64 version, uint8 dtype code, uint64 sequence and document "
-                             "counts)");
-    if (std::memcmp(b.data(), kMegatronMagic, 9) != 0)
-      throw bad(0, "bad magic; a Megatron-LM index starts with the 9 bytes MMIDIDX\\0\\0");
-    if (const uint64_t v = get<uint64_t>(b, 9); v != 1)
-      throw bad(9, "version " + std::to_string(v) + " is not supported (Megatron-LM writes 1)");
-    const uint8_t code = get<uint8_t>(b, 17);
-    switch (code) {
-      case 1:
-        s.type_ = TokType::kU8;
-        break;
-      case 2:
-        s.type_ = TokType::kI8;
-        break;
-      case 3:
-        s.type_ = TokType::kI16;
-        break;
-      case 4:
-        s.type_ = TokType::kI32;
-        break;
-      case 5:
-        s.type_ = TokType::kI64;
-        break;
-      case 8:
-        s.type_ = TokType::kU16;
-        break;
-      case 6:
-      case 7:
-        throw bad(17, "dtype code " + std::to_string(code) + " (" +
-                          (code == 6 ? "float64" : "float32") +
-                          ") cannot hold token ids; valid codes: 1 uint8, 2 int8, 3 int16, "
-                          "4 int32, 5 int64, 8 uint16");
-      default:
-        throw bad(17, "dtype code " + std::to_string(code) +
-                          " is out of range; valid codes: 1 uint8, 2 int8, 3 int16, 4 int32, "
-                          "5 int64, 8 uint16");
-    }
-    s.width_ = tok_type_width(s.type_);
-    const uint64_t ns = get<uint64_t>(b, 18), nd = get<uint64_t>(b, 26);
-    const uint64_t body = ib.size - kIdxHeader;
-    if (ns > body / 12 || nd > body / 8 || 12 * ns + 8 * nd > body ||
-        (body != 12 * ns + 8 * nd && body != 13 * ns + 8 * nd))
-      throw bad(18, "the header counts " + std::to_string(ns) + " sequences and " +
-                        std::to_string(nd) +
-                        " document indices, which need 34 + 12*sequences + 8*documents "
-                        "(+ sequences for modes) bytes, but the file has " +
-                        std::to_string(ib.size) + ": truncated or not a Megatron index");
-    s.idx_path_ = idx;
-    s.key_ = key;
-    s.seqs_ = ns;
-    s.docs_ = nd;
-    {
-      int fd = ::open(idx.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) throw UsageError(key + ": cannot open " + q(idx) + ": " + std::strerror(errno));
-      void* m = ::mmap(nullptr, size_t(ib.size), PROT_READ, MAP_PRIVATE, fd, 0);
-      ::close(fd);
-      if (m == MAP_FAILED)
-        throw UsageError(key + ": cannot mmap " + q(idx) + ": " + std::strerror(errno));
-      s.idx_ = static_cast<const unsigned char*>(m);
-      s.idx_bytes_ = size_t(ib.size);
-    }
-    // What can be checked in O(1): the first sequence starts at byte 0, the
-    // last ends where the .bin does, the document indices start at 0 and end
-    // at most at the sequence count. Sequences in between are checked as
-    // they are read (check_index), or all by data.verify=full.
-    uint64_t total_bytes = 0;
-    if (ns > 0) {
-      if (const int64_t p0 = s.seq_ptr(0); p0 != 0)
-        throw bad(kIdxHeader + 4 * ns, "sequence 0 starts at byte " + std::to_string(p0) +
-                                           ", expected 0 (sequences must be stored back to back)");
-      const int32_t last = s.seq_len(ns - 1);
-      if (last < 0)
-        throw bad(kIdxHeader + 4 * (ns - 1), "negative sequence length " + std::to_string(last));
-      const int64_t lp = s.seq_ptr(ns - 1);
-      if (lp < 0)
-        throw bad(kIdxHeader + 4 * ns + 8 * (ns - 1),
-                  "sequence " + std::to_string(ns - 1) + " starts at byte " + std::to_string(lp) +
-                      " (sequences must be stored back to back)");
-      total_bytes = uint64_t(lp) + uint64_t(last) * uint64_t(s.width_);
-    }
-    if (nd > 0) {
-      const int64_t d0 = s.doc_index(0), dl = s.doc_index(nd - 1);
-      if (d0 != 0)
-        throw bad(kIdxHeader + 12 * ns, "document index " + std::to_string(d0) +
-                                            " at position 0 is out of order (they run from 0 up "
-                                            "to the sequence count " +
-                                            std::to_string(ns) + ")");
-      if (dl < 0 || uint64_t(dl) > ns)
-        throw bad(kIdxHeader + 12 * ns + 8 * (nd - 1),
-                  "document index " + std::to_string(dl) + " at position " +
-                      std::to_string(nd - 1) +
-                      " is out of order (they run from 0 up to the sequence count " +
-                      std::to_string(ns) + ")");
-    }
-    const uint64_t bin_bytes = regular_size(key, bin);
-    if (bin_bytes != total_bytes || total_bytes % uint64_t(s.width_) != 0)
-      throw UsageError(key + ": Megatron data file " + q(bin) + " has " +
-                       std::to_string(bin_bytes) + " bytes but its index " + q(idx) +
-                       " says its last sequence ends at byte " + std::to_string(total_bytes) +
-                       " (" + std::to_string(total_bytes / uint64_t(s.width_)) + " " +
-                       tok_type_name(s.type_) + " ids): truncated or not the pair of this index");
-    s.path_ = bin;
-    s.n_ = total_bytes / uint64_t(s.width_);
-    s.map(bin, bin_bytes);
-    return s;
+Shard Shard::open_megatron(const std::string& path, const std::optional<std::string>& prefix,
+                           const std::string& key) {
+  Shard s;
+  if (!prefix)
+    throw UsageError(key + ": data.format=megatron but no Megatron index " + q(path + ".idx") +
+                     " (data.path names PREFIX, PREFIX.bin or PREFIX.idx of a Megatron-LM "
+                     "indexed dataset)");
+  const std::string idx = *prefix + ".idx", bin = *prefix + ".bin";
+  // The header and the index's size now; its arrays are mapped and read
+  // as the sampler asks (check_index), so opening costs the same for an
+  // index of a thousand sequences or of a billion.
+  FileBytes ib = read_prefix(key, idx, kIdxHeader);
+  const std::string& b = ib.data;
+  auto bad = [&](uint64_t off, const std::string& what) {
+    return index_error(key, idx, off, what);
+  };
+  if (ib.size < kIdxHeader)
+    throw bad(ib.size, "truncated: " + std::to_string(ib.size) +
+                           " bytes, shorter than the 34-byte header (magic MMIDIDX\\0\\0, "
+                           "uint64 version, uint8 dtype code, uint64 sequence and document "
+                           "counts)");
+  if (std::memcmp(b.data(), kMegatronMagic, 9) != 0)
+    throw bad(0, "bad magic; a Megatron-LM index starts with the 9 bytes MMIDIDX\\0\\0");
+  if (const uint64_t v = get<uint64_t>(b, 9); v != 1)
+    throw bad(9, "version " + std::to_string(v) + " is not supported (Megatron-LM writes 1)");
+  s.type_ = megatron_dtype(get<uint8_t>(b, 17), bad);
+  s.width_ = tok_type_width(s.type_);
+  const uint64_t ns = get<uint64_t>(b, 18), nd = get<uint64_t>(b, 26);
+  const uint64_t body = ib.size - kIdxHeader;
+  if (ns > body / 12 || nd > body / 8 || 12 * ns + 8 * nd > body ||
+      (body != 12 * ns + 8 * nd && body != 13 * ns + 8 * nd))
+    throw bad(18, "the header counts " + std::to_string(ns) + " sequences and " +
+                      std::to_string(nd) +
+                      " document indices, which need 34 + 12*sequences + 8*documents "
+                      "(+ sequences for modes) bytes, but the file has " +
+                      std::to_string(ib.size) + ": truncated or not a Megatron index");
+  s.idx_path_ = idx;
+  s.key_ = key;
+  s.seqs_ = ns;
+  s.docs_ = nd;
+  {
+    int fd = ::open(idx.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw UsageError(key + ": cannot open " + q(idx) + ": " + std::strerror(errno));
+    void* m = ::mmap(nullptr, size_t(ib.size), PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (m == MAP_FAILED)
+      throw UsageError(key + ": cannot mmap " + q(idx) + ": " + std::strerror(errno));
+    s.idx_ = static_cast<const unsigned char*>(m);
+    s.idx_bytes_ = size_t(ib.size);
   }
+  const uint64_t total_bytes = s.check_index_ends();
+  const uint64_t bin_bytes = regular_size(key, bin);
+  if (bin_bytes != total_bytes || total_bytes % uint64_t(s.width_) != 0)
+    throw UsageError(key + ": Megatron data file " + q(bin) + " has " + std::to_string(bin_bytes) +
+                     " bytes but its index " + q(idx) + " says its last sequence ends at byte " +
+                     std::to_string(total_bytes) + " (" +
+                     std::to_string(total_bytes / uint64_t(s.width_)) + " " +
+                     tok_type_name(s.type_) + " ids): truncated or not the pair of this index");
+  s.path_ = bin;
+  s.n_ = total_bytes / uint64_t(s.width_);
+  s.map(bin, bin_bytes);
+  return s;
+}
 
-  if (fmt == "llmc") {
-    FileBytes fb = read_prefix(key, path, kLlmcHeaderInts * 4);
-    auto bad = [&](uint64_t off, const std::string& what) {
-      return UsageError(key + ": llm.c shard " + q(path) + " at byte offset " +
-                        std::to_string(off) + ": " + what);
-    };
-    if (fb.size < uint64_t(kLlmcHeaderInts) * 4)
-      throw bad(fb.size, "truncated: " + std::to_string(fb.size) +
-                             " bytes, shorter than the 1024-byte header (256 int32)");
-    const int32_t magic = get<int32_t>(fb.data, 0), ver = get<int32_t>(fb.data, 4),
-                  count = get<int32_t>(fb.data, 8);
-    if (magic != kLlmcMagicU16 && magic != kLlmcMagicU32)
-      throw bad(0, "bad magic " + std::to_string(magic) + "; an llm.c shard starts with " +
-                       std::to_string(kLlmcMagicU16) + " (uint16 ids) or " +
-                       std::to_string(kLlmcMagicU32) + " (uint32 ids)");
-    const bool u16 = magic == kLlmcMagicU16;
-    const int32_t want = u16 ? kLlmcVersionU16 : kLlmcVersionU32;
-    if (ver != want)
-      throw bad(4, "version " + std::to_string(ver) + " is not supported with magic " +
-                       std::to_string(magic) + " (llm.c writes version " + std::to_string(want) +
-                       ")");
-    if (count < 0) throw bad(8, "negative token count " + std::to_string(count));
-    s.type_ = u16 ? TokType::kU16 : TokType::kU32;
-    s.width_ = u16 ? 2 : 4;
-    const uint64_t expect = uint64_t(kLlmcHeaderInts) * 4 + uint64_t(count) * uint64_t(s.width_);
-    if (fb.size != expect)
-      throw bad(8, "the header counts " + std::to_string(count) + " " + tok_type_name(s.type_) +
-                       " tokens, so the file should have " + std::to_string(expect) +
-                       " bytes, but it has " + std::to_string(fb.size) +
-                       ": truncated or not an llm.c shard");
-    s.path_ = path;
-    s.data_offset_ = uint64_t(kLlmcHeaderInts) * 4;
-    s.n_ = uint64_t(count);
-    s.map(path, fb.size);
-    return s;
+// What can be checked in O(1): the first sequence starts at byte 0, the
+// last ends where the .bin does, the document indices start at 0 and end at
+// most at the sequence count. Sequences in between are checked as they are
+// read (check_index), or all by data.verify=full. Returns the byte where
+// the last sequence ends.
+uint64_t Shard::check_index_ends() const {
+  const uint64_t ns = seqs_, nd = docs_;
+  auto bad = [&](uint64_t off, const std::string& what) {
+    return index_error(key_, idx_path_, off, what);
+  };
+  uint64_t total_bytes = 0;
+  if (ns > 0) {
+    if (const int64_t p0 = seq_ptr(0); p0 != 0)
+      throw bad(kIdxHeader + 4 * ns, "sequence 0 starts at byte " + std::to_string(p0) +
+                                         ", expected 0 (sequences must be stored back to back)");
+    const int32_t last = seq_len(ns - 1);
+    if (last < 0)
+      throw bad(kIdxHeader + 4 * (ns - 1), "negative sequence length " + std::to_string(last));
+    const int64_t lp = seq_ptr(ns - 1);
+    if (lp < 0)
+      throw bad(kIdxHeader + 4 * ns + 8 * (ns - 1), "sequence " + std::to_string(ns - 1) +
+                                                        " starts at byte " + std::to_string(lp) +
+                                                        " (sequences must be stored back to back)");
+    total_bytes = uint64_t(lp) + uint64_t(last) * uint64_t(width_);
   }
+  if (nd > 0) {
+    const int64_t d0 = doc_index(0), dl = doc_index(nd - 1);
+    if (d0 != 0)
+      throw bad(kIdxHeader + 12 * ns, "document index " + std::to_string(d0) +
+                                          " at position 0 is out of order (they run from 0 up "
+                                          "to the sequence count " +
+                                          std::to_string(ns) + ")");
+    if (dl < 0 || uint64_t(dl) > ns)
+      throw bad(kIdxHeader + 12 * ns + 8 * (nd - 1),
+                "document index " + std::to_string(dl) + " at position " + std::to_string(nd - 1) +
+                    " is out of order (they run from 0 up to the sequence count " +
+                    std::to_string(ns) + ")");
+  }
+  return total_bytes;
+}
 
-  // raw
-  if (raw_dtype != "uint16" && raw_dtype != "uint32")
-    throw UsageError("data.dtype: '" + raw_dtype + "' is not valid; choose uint16 or uint32");
+Shard Shard::open_llmc(const std::string& path, const std::string& key) {
+  Shard s;
+  FileBytes fb = read_prefix(key, path, kLlmcHeaderInts * 4);
+  auto bad = [&](uint64_t off, const std::string& what) {
+    return UsageError(key + ": llm.c shard " + q(path) + " at byte offset " + std::to_string(off) +
+                      ": " + what);
+  };
+  if (fb.size < uint64_t(kLlmcHeaderInts) * 4)
+    throw bad(fb.size, "truncated: " + std::to_string(fb.size) +
+                           " bytes, shorter than the 1024-byte header (256 int32)");
+  const int32_t magic = get<int32_t>(fb.data, 0), ver = get<int32_t>(fb.data, 4),
+                count = get<int32_t>(fb.data, 8);
+  if (magic != kLlmcMagicU16 && magic != kLlmcMagicU32)
+    throw bad(0, "bad magic " + std::to_string(magic) + "; an llm.c shard starts with " +
+                     std::to_string(kLlmcMagicU16) + " (uint16 ids) or " +
+                     std::to_string(kLlmcMagicU32) + " (uint32 ids)");
+  const bool u16 = magic == kLlmcMagicU16;
+  const int32_t want = u16 ? kLlmcVersionU16 : kLlmcVersionU32;
+  if (ver != want)
+    throw bad(4, "version " + std::to_string(ver) + " is not supported with magic " +
+                     std::to_string(magic) + " (llm.c writes version " + std::to_string(want) +
+                     ")");
+  if (count < 0) throw bad(8, "negative token count " + std::to_string(count));
+  s.type_ = u16 ? TokType::kU16 : TokType::kU32;
+  s.width_ = u16 ? 2 : 4;
+  const uint64_t expect = uint64_t(kLlmcHeaderInts) * 4 + uint64_t(count) * uint64_t(s.width_);
+  if (fb.size != expect)
+    throw bad(8, "the header counts " + std::to_string(count) + " " + tok_type_name(s.type_) +
+                     " tokens, so the file should have " + std::to_string(expect) +
+                     " bytes, but it has " + std::to_string(fb.size) +
+                     ": truncated or not an llm.c shard");
+  s.path_ = path;
+  s.data_offset_ = uint64_t(kLlmcHeaderInts) * 4;
+  s.n_ = uint64_t(count);
+  s.map(path, fb.size);
+  return s;
+}
+
+Shard Shard::open_raw(const std::string& path, const std::string& raw_dtype,
+                      const std::string& key) {
+  check_choice("data", "dtype", raw_dtype, key);
+  Shard s;
   s.type_ = raw_dtype == "uint16" ? TokType::kU16 : TokType::kU32;
   s.width_ = tok_type_width(s.type_);
   const uint64_t bytes = regular_size(key, path);

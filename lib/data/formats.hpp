@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace st {
@@ -91,6 +92,13 @@ class Shard {
     return int64_t(v);
   }
   void map(const std::string& file, uint64_t bytes);
+  // open() by format, each checking its own header.
+  static Shard open_megatron(const std::string& path, const std::optional<std::string>& prefix,
+                             const std::string& key);
+  static Shard open_llmc(const std::string& path, const std::string& key);
+  static Shard open_raw(const std::string& path, const std::string& raw_dtype,
+                        const std::string& key);
+  uint64_t check_index_ends() const;  // the index's O(1) checks; the .bin's expected size
   // The Megatron index's arrays, read from the mapped .idx.
   int32_t seq_len(uint64_t i) const;
   int64_t seq_ptr(uint64_t i) const;
