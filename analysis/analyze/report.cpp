@@ -115,6 +115,80 @@ std::string storage_markdown(const RunSummary& s) {
 }
 }  // namespace
 
+namespace {
+nlohmann::json checkpoint_json(const RunSummary& s) {
+  nlohmann::json cost = nlohmann::json::array();
+  for (const auto& c : s.ckpt_cost)
+    cost.push_back({{"step", c.step},
+                    {"stall_s", c.stall_s},
+                    {"wait_prev_s", c.wait_prev_s},
+                    {"interference_s", c.interference_s},
+                    {"steps_during", c.steps_during},
+                    {"persist_s", c.persist_s}});
+  return {{"steps", s.ckpt_steps},
+          {"total_step_s", s.total_step_s},
+          {"instrumented",
+           {{"stall_s", s.ckpt_stall_sum},
+            {"overhead", s.ckpt_overhead_instr},
+            {"source", s.ckpt_instr_source}}},
+          {"step_time_excess",
+           {{"stall_s", s.ckpt_excess_sum},
+            {"overhead", s.ckpt_overhead_excess},
+            {"per_checkpoint_s", s.ckpt_excess}}},
+          {"cost",
+           {{"stall_share", s.ckpt_stall_share},
+            {"interference_s", s.ckpt_interference_s},
+            {"interference_share", s.ckpt_interference_share},
+            {"persist_s", s.ckpt_persist_s},
+            {"per_checkpoint", cost}}},
+          {"restore_load_s", s.ckpt_load_s},
+          {"aggregate_bytes", s.ckpt_agg_bytes},
+          {"aggregate_write_Bps", s.ckpt_agg_bw},
+          {"write_s_mean", s.ckpt_write_s_mean},
+          {"bytes_mean", s.ckpt_bytes_mean},
+          {"bandwidth_Bps_mean", s.ckpt_bw_mean},
+          {"node_write_Bps", s.ckpt_node_Bps},
+          {"of_disk", s.ckpt_of_disk},
+          {"storage", s.storage}};
+}
+
+nlohmann::json stragglers_json(const RunSummary& s) {
+  nlohmann::json st;
+  st["rank_step_skew"] = s.rank_step_skew;
+  st["rank_busy_skew"] = s.rank_busy_skew;
+  st["host_busy_skew"] = s.host_busy_skew;
+  st["slowest_ranks"] = nlohmann::json::array();
+  for (int r : s.slowest_ranks) {
+    for (auto& rs : s.ranks)
+      if (rs.rank == r)
+        st["slowest_ranks"].push_back({{"rank", r},
+                                       {"host", rs.host},
+                                       {"busy_s", rs.busy_med},
+                                       {"dist_from_median", rs.dist}});
+  }
+  st["slowest_hosts"] = nlohmann::json::array();
+  for (int h : s.slowest_hosts)
+    st["slowest_hosts"].push_back({{"host", s.hosts[h].host},
+                                   {"busy_s", s.hosts[h].busy},
+                                   {"dist_from_median", s.hosts[h].dist}});
+  st["hosts"] = nlohmann::json::array();  // every host, in name order
+  for (const auto& h : s.hosts)
+    st["hosts"].push_back(
+        {{"host", h.host}, {"ranks", h.ranks}, {"busy_s", h.busy}, {"dist_from_median", h.dist}});
+  st["out_of_line"] = nlohmann::json::array();
+  for (auto& o : s.out_of_line)
+    st["out_of_line"].push_back(
+        {{"rank", o.rank}, {"share", o.what}, {"value", o.share}, {"median", o.median_share}});
+  st["waited_for_ranks"] = nlohmann::json::array();
+  for (const auto& [r, w] : s.waited_for_rank)
+    st["waited_for_ranks"].push_back({{"rank", r}, {"waited_s", w}});
+  st["waited_for_hosts"] = nlohmann::json::array();
+  for (const auto& [h, w] : s.waited_for_host)
+    st["waited_for_hosts"].push_back({{"host", h}, {"waited_s", w}});
+  return st;
+}
+}  // namespace
+
 nlohmann::json run_to_json(const RunSummary& s) {
   nlohmann::json j;
   j["dir"] = s.dir;
@@ -158,72 +232,8 @@ nlohmann::json run_to_json(const RunSummary& s) {
                  {"data", s.data_share},
                  {"compute", s.compute_share}};
   j["shares"]["comm_exposed_parts"] = parts_json(s.comm_part_share, s.comm_unattributed_share);
-  nlohmann::json cost = nlohmann::json::array();
-  for (const auto& c : s.ckpt_cost)
-    cost.push_back({{"step", c.step},
-                    {"stall_s", c.stall_s},
-                    {"wait_prev_s", c.wait_prev_s},
-                    {"interference_s", c.interference_s},
-                    {"steps_during", c.steps_during},
-                    {"persist_s", c.persist_s}});
-  j["checkpoint"] = {{"steps", s.ckpt_steps},
-                     {"total_step_s", s.total_step_s},
-                     {"instrumented",
-                      {{"stall_s", s.ckpt_stall_sum},
-                       {"overhead", s.ckpt_overhead_instr},
-                       {"source", s.ckpt_instr_source}}},
-                     {"step_time_excess",
-                      {{"stall_s", s.ckpt_excess_sum},
-                       {"overhead", s.ckpt_overhead_excess},
-                       {"per_checkpoint_s", s.ckpt_excess}}},
-                     {"cost",
-                      {{"stall_share", s.ckpt_stall_share},
-                       {"interference_s", s.ckpt_interference_s},
-                       {"interference_share", s.ckpt_interference_share},
-                       {"persist_s", s.ckpt_persist_s},
-                       {"per_checkpoint", cost}}},
-                     {"restore_load_s", s.ckpt_load_s},
-                     {"aggregate_bytes", s.ckpt_agg_bytes},
-                     {"aggregate_write_Bps", s.ckpt_agg_bw},
-                     {"write_s_mean", s.ckpt_write_s_mean},
-                     {"bytes_mean", s.ckpt_bytes_mean},
-                     {"bandwidth_Bps_mean", s.ckpt_bw_mean},
-                     {"node_write_Bps", s.ckpt_node_Bps},
-                     {"of_disk", s.ckpt_of_disk},
-                     {"storage", s.storage}};
-  nlohmann::json st;
-  st["rank_step_skew"] = s.rank_step_skew;
-  st["rank_busy_skew"] = s.rank_busy_skew;
-  st["host_busy_skew"] = s.host_busy_skew;
-  st["slowest_ranks"] = nlohmann::json::array();
-  for (int r : s.slowest_ranks) {
-    for (auto& rs : s.ranks)
-      if (rs.rank == r)
-        st["slowest_ranks"].push_back({{"rank", r},
-                                       {"host", rs.host},
-                                       {"busy_s", rs.busy_med},
-                                       {"dist_from_median", rs.dist}});
-  }
-  st["slowest_hosts"] = nlohmann::json::array();
-  for (int h : s.slowest_hosts)
-    st["slowest_hosts"].push_back({{"host", s.hosts[h].host},
-                                   {"busy_s", s.hosts[h].busy},
-                                   {"dist_from_median", s.hosts[h].dist}});
-  st["hosts"] = nlohmann::json::array();  // every host, in name order
-  for (const auto& h : s.hosts)
-    st["hosts"].push_back(
-        {{"host", h.host}, {"ranks", h.ranks}, {"busy_s", h.busy}, {"dist_from_median", h.dist}});
-  st["out_of_line"] = nlohmann::json::array();
-  for (auto& o : s.out_of_line)
-    st["out_of_line"].push_back(
-        {{"rank", o.rank}, {"share", o.what}, {"value", o.share}, {"median", o.median_share}});
-  st["waited_for_ranks"] = nlohmann::json::array();
-  for (const auto& [r, w] : s.waited_for_rank)
-    st["waited_for_ranks"].push_back({{"rank", r}, {"waited_s", w}});
-  st["waited_for_hosts"] = nlohmann::json::array();
-  for (const auto& [h, w] : s.waited_for_host)
-    st["waited_for_hosts"].push_back({{"host", h}, {"waited_s", w}});
-  j["stragglers"] = st;
+  j["checkpoint"] = checkpoint_json(s);
+  j["stragglers"] = stragglers_json(s);
   j["flagged_ranks"] = s.flagged_ranks;
   j["errors"] = s.errors;
   j["warnings"] = s.warnings;
@@ -236,6 +246,82 @@ static void files_section(std::ostringstream& o, const Written& w) {
   for (auto& x : w.files) o << "- " << x << "\n";
   for (auto& x : w.skipped_plots) o << "- skipped " << x << "\n";
 }
+
+namespace {
+void checkpoint_markdown(std::ostringstream& o, const RunSummary& s) {
+  o << "\n## Checkpoint overhead\n\n"
+    << s.ckpt_steps.size() << " checkpoint(s); total step time " << f(s.total_step_s, 2)
+    << " s.\n\n";
+  o << "| method | stall (s) | overhead |\n|---|---|---|\n";
+  o << "| instrumented (" << s.ckpt_instr_source << ") | " << f(s.ckpt_stall_sum, 3) << " | "
+    << pct(s.ckpt_overhead_instr, 3) << " |\n";
+  o << "| step-time excess (slowest of the checkpoint step and the 12 after it, minus the "
+       "window median) | "
+    << f(s.ckpt_excess_sum, 3) << " | " << pct(s.ckpt_overhead_excess, 3) << " |\n";
+  if (!s.ckpt_cost.empty()) {
+    o << "\nIn three parts (each committed checkpoint): the blocking **stall** (the step's "
+         "wait for this save's snapshot; the wait for the previous save to finish, when it "
+         "outlasted the interval, is that save's and is shown apart), the background "
+         "**interference** (the steps that started before the commit, "
+         "after the save's step: their time minus the window median, summed; noise makes it "
+         "negative when there is none), and the **persistence** time (first snapshot to last "
+         "commit, which overlaps training).\n\n"
+      << "| step | stall (s) | waited for the previous save (s) | interference (s) | steps "
+         "during write | persistence (s) |\n"
+         "|---|---|---|---|---|---|\n";
+    for (const auto& c : s.ckpt_cost)
+      o << "| " << c.step << " | " << f(c.stall_s, 3) << " | " << f(c.wait_prev_s, 3) << " | "
+        << f(c.interference_s, 3) << " | " << c.steps_during << " | " << f(c.persist_s, 3)
+        << " |\n";
+    o << "| **run** | " << pct(s.ckpt_stall_share, 3) << " of step time | | "
+      << pct(s.ckpt_interference_share, 3) << " of step time | | " << f(s.ckpt_persist_s, 3)
+      << " s in all |\n";
+    const SteadyCkpt sc = steady_checkpoints(s.ckpt_cost);
+    o << "\nFirst checkpoint (step " << s.ckpt_cost.front().step << "): stall + interference "
+      << f(sc.first_cost_s, 4) << " s. Steady state (the " << sc.cost_s.size() << " after it): "
+      << (sc.cost_s.empty() ? std::string("none")
+                            : "median " + f(median(sc.cost_s), 4) + " s per checkpoint")
+      << " (the cost C of the checkpoint study).\n";
+  }
+  if (s.ckpt_load_s > 0)
+    o << "\nRestore at start (ckpt_resume, slowest rank): " << f(s.ckpt_load_s, 3) << " s.\n";
+  if (s.ckpt_write_s_mean > 0)
+    o << "\nBackground write: " << f(s.ckpt_write_s_mean, 3) << " s, "
+      << human_bytes(s.ckpt_bytes_mean) << ", " << human_bytes(s.ckpt_bw_mean)
+      << "/s per checkpoint (rank 0 mean).\n";
+  o << storage_markdown(s);
+}
+
+void stragglers_markdown(std::ostringstream& o, const RunSummary& s) {
+  o << "\n## Stragglers\n\nBusy time = step time - exposed communication (the slow rank computes, "
+       "the others wait).\n\n";
+  o << "Skew (max-min)/median: rank step time " << pct(s.rank_step_skew) << ", rank busy time "
+    << pct(s.rank_busy_skew) << ", host busy time " << pct(s.host_busy_skew) << ".\n\n";
+  o << "| slowest ranks | host | busy (s) | vs median |\n|---|---|---|---|\n";
+  for (int r : s.slowest_ranks)
+    for (auto& rs : s.ranks)
+      if (rs.rank == r)
+        o << "| " << r << " | " << rs.host << " | " << f(rs.busy_med, 4) << " | "
+          << (rs.dist >= 0 ? "+" : "") << pct(rs.dist) << " |\n";
+  o << "\n| slowest hosts | busy (s) | vs median |\n|---|---|---|\n";
+  for (int h : s.slowest_hosts)
+    o << "| " << s.hosts[h].host << " | " << f(s.hosts[h].busy, 4) << " | "
+      << (s.hosts[h].dist >= 0 ? "+" : "") << pct(s.hosts[h].dist) << " |\n";
+  if (!s.waited_for_rank.empty()) {
+    o << "\nTime others waited for this rank (summed over the collectives it arrived last at, "
+         "from the trace records):\n\n| rank | others waited (s) |\n|---|---|\n";
+    for (const auto& [r, w] : s.waited_for_rank) o << "| " << r << " | " << f(w, 4) << " |\n";
+    o << "\n| host | others waited (s) |\n|---|---|\n";
+    for (const auto& [h, w] : s.waited_for_host) o << "| " << h << " | " << f(w, 4) << " |\n";
+  }
+  o << "\nRanks with a share out of line: ";
+  if (s.out_of_line.empty()) o << "none.\n";
+  for (auto& x : s.out_of_line)
+    o << "\n- rank " << x.rank << ": " << x.what << " share " << pct(x.share) << " (median "
+      << pct(x.median_share) << ")";
+  o << "\n";
+}
+}  // namespace
 
 std::string run_markdown(const RunSummary& s, const Written& w) {
   std::ostringstream o;
@@ -281,74 +367,8 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
       << s.val_loss.front().first << ") / " << f(s.val_loss.back().second, 4) << " (step "
       << s.val_loss.back().first << ") |\n";
   o << prediction_markdown(check_prediction(s));
-  o << "\n## Checkpoint overhead\n\n"
-    << s.ckpt_steps.size() << " checkpoint(s); total step time " << f(s.total_step_s, 2)
-    << " s.\n\n";
-  o << "| method | stall (s) | overhead |\n|---|---|---|\n";
-  o << "| instrumented (" << s.ckpt_instr_source << ") | " << f(s.ckpt_stall_sum, 3) << " | "
-    << pct(s.ckpt_overhead_instr, 3) << " |\n";
-  o << "| step-time excess (slowest of the checkpoint step and the 12 after it, minus the "
-       "window median) | "
-    << f(s.ckpt_excess_sum, 3) << " | " << pct(s.ckpt_overhead_excess, 3) << " |\n";
-  if (!s.ckpt_cost.empty()) {
-    o << "\nIn three parts (each committed checkpoint): the blocking **stall** (the step's "
-         "wait for this save's snapshot; the wait for the previous save to finish, when it "
-         "outlasted the interval, is that save's and is shown apart), the background "
-         "**interference** (the steps that started before the commit, "
-         "after the save's step: their time minus the window median, summed; noise makes it "
-         "negative when there is none), and the **persistence** time (first snapshot to last "
-         "commit, which overlaps training).\n\n"
-      << "| step | stall (s) | waited for the previous save (s) | interference (s) | steps "
-         "during write | persistence (s) |\n"
-         "|---|---|---|---|---|---|\n";
-    for (const auto& c : s.ckpt_cost)
-      o << "| " << c.step << " | " << f(c.stall_s, 3) << " | " << f(c.wait_prev_s, 3) << " | "
-        << f(c.interference_s, 3) << " | " << c.steps_during << " | " << f(c.persist_s, 3)
-        << " |\n";
-    o << "| **run** | " << pct(s.ckpt_stall_share, 3) << " of step time | | "
-      << pct(s.ckpt_interference_share, 3) << " of step time | | " << f(s.ckpt_persist_s, 3)
-      << " s in all |\n";
-    const SteadyCkpt sc = steady_checkpoints(s.ckpt_cost);
-    o << "\nFirst checkpoint (step " << s.ckpt_cost.front().step << "): stall + interference "
-      << f(sc.first_cost_s, 4) << " s. Steady state (the " << sc.cost_s.size() << " after it): "
-      << (sc.cost_s.empty() ? std::string("none")
-                            : "median " + f(median(sc.cost_s), 4) + " s per checkpoint")
-      << " (the cost C of the checkpoint study).\n";
-  }
-  if (s.ckpt_load_s > 0)
-    o << "\nRestore at start (ckpt_resume, slowest rank): " << f(s.ckpt_load_s, 3) << " s.\n";
-  if (s.ckpt_write_s_mean > 0)
-    o << "\nBackground write: " << f(s.ckpt_write_s_mean, 3) << " s, "
-      << human_bytes(s.ckpt_bytes_mean) << ", " << human_bytes(s.ckpt_bw_mean)
-      << "/s per checkpoint (rank 0 mean).\n";
-  o << storage_markdown(s);
-  o << "\n## Stragglers\n\nBusy time = step time - exposed communication (the slow rank computes, "
-       "the others wait).\n\n";
-  o << "Skew (max-min)/median: rank step time " << pct(s.rank_step_skew) << ", rank busy time "
-    << pct(s.rank_busy_skew) << ", host busy time " << pct(s.host_busy_skew) << ".\n\n";
-  o << "| slowest ranks | host | busy (s) | vs median |\n|---|---|---|---|\n";
-  for (int r : s.slowest_ranks)
-    for (auto& rs : s.ranks)
-      if (rs.rank == r)
-        o << "| " << r << " | " << rs.host << " | " << f(rs.busy_med, 4) << " | "
-          << (rs.dist >= 0 ? "+" : "") << pct(rs.dist) << " |\n";
-  o << "\n| slowest hosts | busy (s) | vs median |\n|---|---|---|\n";
-  for (int h : s.slowest_hosts)
-    o << "| " << s.hosts[h].host << " | " << f(s.hosts[h].busy, 4) << " | "
-      << (s.hosts[h].dist >= 0 ? "+" : "") << pct(s.hosts[h].dist) << " |\n";
-  if (!s.waited_for_rank.empty()) {
-    o << "\nTime others waited for this rank (summed over the collectives it arrived last at, "
-         "from the trace records):\n\n| rank | others waited (s) |\n|---|---|\n";
-    for (const auto& [r, w] : s.waited_for_rank) o << "| " << r << " | " << f(w, 4) << " |\n";
-    o << "\n| host | others waited (s) |\n|---|---|\n";
-    for (const auto& [h, w] : s.waited_for_host) o << "| " << h << " | " << f(w, 4) << " |\n";
-  }
-  o << "\nRanks with a share out of line: ";
-  if (s.out_of_line.empty()) o << "none.\n";
-  for (auto& x : s.out_of_line)
-    o << "\n- rank " << x.rank << ": " << x.what << " share " << pct(x.share) << " (median "
-      << pct(x.median_share) << ")";
-  o << "\n";
+  checkpoint_markdown(o, s);
+  stragglers_markdown(o, s);
   if (!s.flagged_ranks.empty() || !s.warnings.empty()) o << "\n## Problems\n\n";
   for (auto& e : s.errors) o << "- error (rank excluded): " << e << "\n";
   for (auto& e : s.warnings) o << "- " << e << "\n";
@@ -508,8 +528,8 @@ std::string repeats_markdown(const Campaign& c) {
     const RepeatCheck& q = p.repeats;
     o << "| " << p.layout << " | " << p.gpus << " | " << p.nodes << " | " << steps << " | "
       << percent_text(q.step_spread) << " | " << cpus << " | "
-      << (q.cpu_recorded ? percent_text(q.cpu_change, true) : std::string("-"))
-      << " | " << q.verdict << " |\n";
+      << (q.cpu_recorded ? percent_text(q.cpu_change, true) : std::string("-")) << " | "
+      << q.verdict << " |\n";
   }
   o << "\n";
   return o.str();
@@ -598,18 +618,15 @@ std::string campaign_markdown(const Campaign& c, const Written& w) {
   return o.str();
 }
 
-Written write_campaign_outputs(const Campaign& c, const std::string& out_dir, bool plots) {
-  make_dir(out_dir);
-  Written w;
-  emit(out_dir, "campaign.csv", campaign_csv(c), w);
-  const CkptStudy study = checkpoint_study(c, c.mtbf_s, c.storage_json);
-  nlohmann::json j;
-  j["runs"] = nlohmann::json::array();
-  for (auto& r : c.runs) j["runs"].push_back(run_to_json(r));
-  auto sp = [](const Spread& s) {
-    return nlohmann::json{{"median", s.med}, {"min", s.lo}, {"max", s.hi}};
-  };
-  j["points"] = nlohmann::json::array();
+namespace {
+nlohmann::json spread_json(const Spread& s) {
+  return nlohmann::json{{"median", s.med}, {"min", s.lo}, {"max", s.hi}};
+}
+
+nlohmann::json points_json(const Campaign& c) {
+  const auto sp = spread_json;
+  nlohmann::json out;
+  out = nlohmann::json::array();
   for (const auto& p : c.points) {
     nlohmann::json jp = {
         {"key", p.key},
@@ -642,9 +659,14 @@ Written write_campaign_outputs(const Campaign& c, const std::string& out_dir, bo
     jp["breakdown_s"]["comm_exposed_parts"] = parts_json(p.comm_part_s, p.comm_unattributed_s);
     jp["runs"] = nlohmann::json::array();
     for (size_t i : p.runs) jp["runs"].push_back(c.runs[i].dir);
-    j["points"].push_back(jp);
+    out.push_back(jp);
   }
-  j["series"] = nlohmann::json::array();
+  return out;
+}
+
+nlohmann::json series_json(const Campaign& c) {
+  nlohmann::json out;
+  out = nlohmann::json::array();
   for (auto& s : c.series) {
     nlohmann::json js = {{"model", s.model},         {"layout", s.layout},
                          {"kind", s.kind},           {"checkpoint_variant", s.ckpt_variant},
@@ -662,8 +684,23 @@ Written write_campaign_outputs(const Campaign& c, const std::string& out_dir, bo
     js["runs"] = nlohmann::json::array();
     for (size_t pi : s.points)
       for (size_t i : c.points[pi].runs) js["runs"].push_back(c.runs[i].dir);
-    j["series"].push_back(js);
+    out.push_back(js);
   }
+  return out;
+}
+}  // namespace
+
+Written write_campaign_outputs(const Campaign& c, const std::string& out_dir, bool plots) {
+  make_dir(out_dir);
+  Written w;
+  emit(out_dir, "campaign.csv", campaign_csv(c), w);
+  const CkptStudy study = checkpoint_study(c, c.mtbf_s, c.storage_json);
+  nlohmann::json j;
+  j["runs"] = nlohmann::json::array();
+  for (auto& r : c.runs) j["runs"].push_back(run_to_json(r));
+  const auto sp = spread_json;
+  j["points"] = points_json(c);
+  j["series"] = series_json(c);
   if (!c.campaign_peak_source.empty())
     j["campaign_peak"] = {{"flops", c.campaign_peak}, {"source", c.campaign_peak_source}};
   if (!study.empty()) {
