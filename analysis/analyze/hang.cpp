@@ -107,13 +107,12 @@ void check_dump(const json& j, const std::string& p) {
 
 }  // namespace
 
-std::string hang_report(const std::string& dir) {
-  std::vector<std::string> errs;
-  const auto info = telemetry::read_run_json(dir + "/run.json", errs);
-  if (!errs.empty()) throw UsageError(errs.front());
-  const int n = info.world_size;
+namespace {
+// Every rank's flight recorder dump that exists (absent ones stay
+// present=false); refuses a folder with none.
+std::vector<Dump> read_dumps(const std::string& dir, int n, int& present) {
   std::vector<Dump> d(static_cast<size_t>(n));
-  int present = 0;
+  present = 0;
   for (int r = 0; r < n; ++r) {
     const std::string p = dir + "/flight/" + telemetry::rank_file_name(r, ".json");
     std::ifstream f(p);
@@ -137,18 +136,15 @@ std::string hang_report(const std::string& dir) {
     throw UsageError(dir +
                      "/flight: no flight recorder dumps (the job ended normally, or ran "
                      "with runtime.flight_recorder=0)");
+  return d;
+}
 
-  // The job began ending when the first rank wrote its dump (on rank 0's
-  // clock). What a rank enqueued after that does not count: a rank stopped
-  // with SIGSTOP is continued by the launcher while it takes the job down,
-  // and may then enter the collective the others waited in for so long.
-  double t_end = std::numeric_limits<double>::infinity();
-  for (const auto& x : d)
-    if (x.present) t_end = std::min(t_end, x.raw.value("t", 0.0) + x.offset);
-  std::vector<bool> late(size_t(n), false);
+using Groups = std::map<std::pair<std::string, std::vector<int>>, std::map<int, Member>>;
 
-  // Every group instance (name + members) and each present member's view.
-  std::map<std::pair<std::string, std::vector<int>>, std::map<int, Member>> groups;
+// Every group instance (name + members) and each present member's view,
+// without what a rank enqueued after t_end (marked in `late`).
+Groups group_views(const std::vector<Dump>& d, int n, double t_end, std::vector<bool>& late) {
+  Groups groups;
   for (int r = 0; r < n; ++r) {
     if (!d[size_t(r)].present) continue;
     for (const auto& g : d[size_t(r)].raw["comms"]) {
@@ -171,13 +167,19 @@ std::string hang_report(const std::string& dir) {
     }
   }
 
-  // The first (earliest enqueued) collective some member has not completed.
-  struct Stuck {
-    std::string group, op;
-    std::vector<int> ranks;
-    int64_t seq = -1, bytes = 0;
-    double t = std::numeric_limits<double>::infinity();
-  } stuck;
+  return groups;
+}
+
+// The first (earliest enqueued) collective some member has not completed.
+struct Stuck {
+  std::string group, op;
+  std::vector<int> ranks;
+  int64_t seq = -1, bytes = 0;
+  double t = std::numeric_limits<double>::infinity();
+};
+
+Stuck first_stuck(const Groups& groups) {
+  Stuck stuck;
   for (const auto& [key, views] : groups) {
     if (key.second.size() < 2) continue;
     // The lowest seq entered by someone and not completed by every member.
@@ -203,19 +205,20 @@ std::string hang_report(const std::string& dir) {
     if (t < stuck.t) stuck = {key.first, op, key.second, lo, bytes, t};
   }
 
+  return stuck;
+}
+
+// The report of the collective found stuck: who never entered it, who
+// waits in it, each member's host and last doing.
+std::string stuck_report(const Stuck& stuck, const Groups& groups, const std::vector<Dump>& d,
+                         const std::vector<bool>& late, const telemetry::RunInfo& info,
+                         int present) {
+  const int n = int(d.size());
   std::ostringstream o;
-  if (stuck.seq < 0) {
-    o << "No collective was left incomplete in the " << present << " dump(s) of " << n
-      << " rank(s).";
-    for (int r = 0; r < n; ++r)
-      if (!d[size_t(r)].present) o << " Rank " << r << " wrote no dump.";
-    o << "\n";
-    return o.str();
-  }
   // Members that never entered it: no dump (named by absence), or a next
   // sequence number at or below it.
   std::vector<int> never, entered_not_done;
-  const auto& views = groups[{stuck.group, stuck.ranks}];
+  const auto& views = groups.at({stuck.group, stuck.ranks});
   for (int q : stuck.ranks) {
     auto it = views.find(q);
     if (it == views.end() || it->second.next_seq <= stuck.seq)
@@ -263,6 +266,38 @@ std::string hang_report(const std::string& dir) {
     }
   o << ".\n";
   return o.str();
+}
+
+}  // namespace
+
+std::string hang_report(const std::string& dir) {
+  std::vector<std::string> errs;
+  const auto info = telemetry::read_run_json(dir + "/run.json", errs);
+  if (!errs.empty()) throw UsageError(errs.front());
+  const int n = info.world_size;
+  int present = 0;
+  const std::vector<Dump> d = read_dumps(dir, n, present);
+  // The job began ending when the first rank wrote its dump (on rank 0's
+  // clock). What a rank enqueued after that does not count: a rank stopped
+  // with SIGSTOP is continued by the launcher while it takes the job down,
+  // and may then enter the collective the others waited in for so long.
+  double t_end = std::numeric_limits<double>::infinity();
+  for (const auto& x : d)
+    if (x.present) t_end = std::min(t_end, x.raw.value("t", 0.0) + x.offset);
+  std::vector<bool> late(size_t(n), false);
+
+  const Groups groups = group_views(d, n, t_end, late);
+  const Stuck stuck = first_stuck(groups);
+  std::ostringstream o;
+  if (stuck.seq < 0) {
+    o << "No collective was left incomplete in the " << present << " dump(s) of " << n
+      << " rank(s).";
+    for (int r = 0; r < n; ++r)
+      if (!d[size_t(r)].present) o << " Rank " << r << " wrote no dump.";
+    o << "\n";
+    return o.str();
+  }
+  return stuck_report(stuck, groups, d, late, info, present);
 }
 
 }  // namespace st::analysis
