@@ -21,6 +21,47 @@
 
 namespace po = boost::program_options;
 
+namespace {
+// Writes the inputs' bytes as ids of `dtype` to `out` (through out.partial
+// and a rename, so a failed run leaves no half file under the name), with
+// the llm.c header first when `llmc`. Returns the token count.
+uint64_t write_tokens(const std::string& out, const std::vector<std::string>& inputs,
+                      const std::string& dtype, bool llmc) {
+  std::string tmp = out + ".partial";
+  std::ofstream os(tmp, std::ios::binary);
+  if (!os) throw st::UsageError("cannot write '" + tmp + "'");
+  // The llm.c header (dev/data/data_common.py write_datafile), rewritten with
+  // the count once it is known.
+  std::vector<int32_t> header(st::kLlmcHeaderInts, 0);
+  header[0] = dtype == "uint16" ? st::kLlmcMagicU16 : st::kLlmcMagicU32;
+  header[1] = dtype == "uint16" ? st::kLlmcVersionU16 : st::kLlmcVersionU32;
+  if (llmc) os.write(reinterpret_cast<const char*>(header.data()), std::streamsize(1024));
+  uint64_t n = 0;
+  for (const auto& f : inputs) {
+    std::string text = st::read_file(f);
+    if (dtype == "uint16") {
+      std::vector<uint16_t> ids(text.begin(), text.end());
+      for (size_t i = 0; i < text.size(); ++i) ids[i] = uint16_t(uint8_t(text[i]));
+      os.write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 2));
+    } else {
+      std::vector<uint32_t> ids(text.size());
+      for (size_t i = 0; i < text.size(); ++i) ids[i] = uint32_t(uint8_t(text[i]));
+      os.write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 4));
+    }
+    n += text.size();
+  }
+  if (llmc) {
+    header[2] = int32_t(n);
+    os.seekp(0);
+    os.write(reinterpret_cast<const char*>(header.data()), std::streamsize(1024));
+  }
+  os.close();
+  if (!os) throw st::Error("write to '" + tmp + "' failed");
+  if (std::rename(tmp.c_str(), out.c_str()) != 0) throw st::Error("rename to '" + out + "' failed");
+  return n;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   try {
     std::string out, dtype = "uint16", format = "raw";
@@ -69,38 +110,7 @@ int main(int argc, char** argv) {
                            " tokens do not fit one llm.c shard (its header counts at most "
                            "2147483647); split the text into several shards");
 
-    std::string tmp = out + ".partial";
-    std::ofstream os(tmp, std::ios::binary);
-    if (!os) throw st::UsageError("cannot write '" + tmp + "'");
-    // The llm.c header (dev/data/data_common.py write_datafile), rewritten with
-    // the count once it is known.
-    std::vector<int32_t> header(st::kLlmcHeaderInts, 0);
-    header[0] = dtype == "uint16" ? st::kLlmcMagicU16 : st::kLlmcMagicU32;
-    header[1] = dtype == "uint16" ? st::kLlmcVersionU16 : st::kLlmcVersionU32;
-    if (llmc) os.write(reinterpret_cast<const char*>(header.data()), std::streamsize(1024));
-    uint64_t n = 0;
-    for (const auto& f : inputs) {
-      std::string text = st::read_file(f);
-      if (dtype == "uint16") {
-        std::vector<uint16_t> ids(text.begin(), text.end());
-        for (size_t i = 0; i < text.size(); ++i) ids[i] = uint16_t(uint8_t(text[i]));
-        os.write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 2));
-      } else {
-        std::vector<uint32_t> ids(text.size());
-        for (size_t i = 0; i < text.size(); ++i) ids[i] = uint32_t(uint8_t(text[i]));
-        os.write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 4));
-      }
-      n += text.size();
-    }
-    if (llmc) {
-      header[2] = int32_t(n);
-      os.seekp(0);
-      os.write(reinterpret_cast<const char*>(header.data()), std::streamsize(1024));
-    }
-    os.close();
-    if (!os) throw st::Error("write to '" + tmp + "' failed");
-    if (std::rename(tmp.c_str(), out.c_str()) != 0)
-      throw st::Error("rename to '" + out + "' failed");
+    const uint64_t n = write_tokens(out, inputs, dtype, llmc);
     nlohmann::json side = {{"format", "scaletrain.tokens/1"},
                            {"tokenizer", "bytes"},
                            {"dtype", dtype},
