@@ -30,10 +30,10 @@ void need_divisible(const char* key, long long value, const char* by_key, long l
 
 }  // namespace
 
-void validate(const Config& c) {
-  const auto& m = c.model;
-  const auto& p = c.parallel;
-  // Model shape.
+namespace {
+// The model's shape: heads divide d_model, an even head_dim for RoPE,
+// grouped-query heads that divide the heads.
+void validate_model(const ModelCfg& m) {
   need_divisible("model.d_model", m.d_model, "model.n_heads", m.n_heads);
   const int head_dim = m.d_model / m.n_heads;
   if (head_dim % 2 != 0)
@@ -49,8 +49,11 @@ void validate(const Config& c) {
     throw UsageError(kv("model.n_heads", m.n_heads) + " is not divisible by " +
                      kv("model.n_kv_heads", m.n_kv_heads) +
                      "; n_kv_heads must divide n_heads (grouped-query attention)");
+}
 
-  // Data.
+// The token files and the validation split.
+void validate_data(const Config& c) {
+  const auto& m = c.model;
   if (c.data.source == "file" && c.data.path.empty())
     throw UsageError(
         "data.source=file needs data.path (a token file); set data.path=FILE or "
@@ -73,15 +76,12 @@ void validate(const Config& c) {
   if (!c.data.val_path.empty() && c.data.source != "file")
     throw UsageError("data.val_path is set but data.source=" + c.data.source +
                      "; a validation split needs data.source=file");
+}
 
-  // Optimizer state: bf16 masters are the bf16 compute weights.
-  if (c.optim.state_dtype == "bf16" && c.train.precision == "fp32")
-    throw UsageError(
-        "optim.state_dtype=bf16 needs bf16 compute weights (the masters are the compute "
-        "weights), but train.precision=fp32; set train.precision=bf16 (or auto on a GPU) or "
-        "optim.state_dtype=fp32");
-
-  // Parallel layout against the shape.
+// The parallel layout against the shape, the pipeline split and ZeRO.
+void validate_layout(const Config& c) {
+  const auto& m = c.model;
+  const auto& p = c.parallel;
   need_divisible("model.n_heads", m.n_heads, "parallel.tp", p.tp);
   need_divisible("model.n_kv_heads", m.n_kv_heads, "parallel.tp", p.tp);
   need_divisible("model.ffn_hidden", m.ffn_hidden, "parallel.tp", p.tp);
@@ -112,7 +112,10 @@ void validate(const Config& c) {
                      " is not supported (ZeRO-3 gathers parameters per layer, which the pipeline "
                      "schedules do not interleave); valid: parallel.zero_stage 0|1|2 with pp > 1, "
                      "or parallel.pp=1");
+}
 
+// The device, checkpoints and the run's own settings.
+void validate_run(const Config& c) {
   // What a device can run is the backend's answer (lib/backend: Backend::supports),
   // asked by the trainer and the dry run; nothing device-specific is refused here.
   if (c.runtime.strict_device && c.runtime.device != "cpu")
@@ -139,6 +142,20 @@ void validate(const Config& c) {
     throw UsageError("runtime.cluster: '" + c.runtime.cluster +
                      "': no such file (a cluster file: configs/clusters/*.yaml, or one "
                      "`scaletrain-plan calibrate` wrote)");
+}
+}  // namespace
+
+void validate(const Config& c) {
+  validate_model(c.model);
+  validate_data(c);
+  // Optimizer state: bf16 masters are the bf16 compute weights.
+  if (c.optim.state_dtype == "bf16" && c.train.precision == "fp32")
+    throw UsageError(
+        "optim.state_dtype=bf16 needs bf16 compute weights (the masters are the compute "
+        "weights), but train.precision=fp32; set train.precision=bf16 (or auto on a GPU) or "
+        "optim.state_dtype=fp32");
+  validate_layout(c);
+  validate_run(c);
 }
 
 }  // namespace config_detail
