@@ -274,6 +274,79 @@ double RankClock::offset(double t) const {
   return off_start + f * (off_end - off_start);
 }
 
+namespace {
+// The lines of a file's text (the last one possibly unterminated).
+std::vector<std::string_view> split_lines(std::string_view all) {
+  std::vector<std::string_view> lines;
+  size_t b = 0;
+  while (b < all.size()) {
+    size_t e = all.find('\n', b);
+    if (e == std::string_view::npos) e = all.size();
+    lines.push_back(all.substr(b, e - b));
+    b = e + 1;
+  }
+  return lines;
+}
+
+// An event record: its name, step and time, or an error naming the line.
+void read_event(std::string_view line, int ln, const std::string& path, RankTelemetry& rt) {
+  try {
+    EventRecord ev;
+    ev.line = ln;
+    ev.fields = nlohmann::json::parse(line);
+    auto it = ev.fields.find("event");
+    if (it == ev.fields.end() || !it->is_string()) {
+      rt.errors.push_back(loc(path, ln) + ": event record without a string field 'event'");
+      return;
+    }
+    ev.event = it->get<std::string>();
+    if (auto s = ev.fields.find("step"); s != ev.fields.end() && !s->is_null()) {
+      if (!s->is_number_integer()) {
+        rt.errors.push_back(loc(path, ln) + ": field 'step': expected an integer, got " +
+                            s->dump());
+        return;
+      }
+      ev.step = s->get<int64_t>();
+    }
+    if (auto t = ev.fields.find("t"); t != ev.fields.end() && t->is_number())
+      ev.t = t->get<double>();
+    rt.events.push_back(std::move(ev));
+  } catch (const std::exception& ex) {
+    rt.errors.push_back(loc(path, ln) + ": " + ex.what());
+  }
+}
+
+// A trace record, kept as text with its step.
+TraceRecord read_trace(const std::vector<flat::Member>& ms, std::string_view line, int ln) {
+  TraceRecord tr;
+  tr.line = ln;
+  for (const auto& m : ms)
+    if (m.key == "step" && m.kind == flat::Kind::Number) {
+      long long v = 0;
+      if (flat::to_int64(m.value, v)) tr.step = v;
+    }
+  tr.text = std::string(line);
+  return tr;
+}
+
+// The clock events' offsets against rank 0 (start, and end when written).
+void read_clock(RankTelemetry& rt) {
+  for (const auto& e : rt.events) {
+    if (e.event != "clock") continue;
+    const std::string when = e.fields.value("when", "");
+    const double off = e.fields.value("offset_s", 0.0), err = e.fields.value("error_s", 0.0);
+    RankClock& c = rt.clock;
+    if (when == "start") {
+      c.t_start = e.t, c.off_start = off, c.have_start = true, c.have_end = false;
+      c.error_s = err;
+    } else if (when == "end") {
+      c.t_end = e.t, c.off_end = off, c.have_end = true;
+      c.error_s = std::max(c.error_s, err);
+    }
+  }
+}
+}  // namespace
+
 RankTelemetry read_rank_file(const std::string& path, bool keep_traces) {
   RankTelemetry rt;
   rt.path = path;
@@ -282,16 +355,7 @@ RankTelemetry read_rank_file(const std::string& path, bool keep_traces) {
     rt.errors.push_back(path + ": empty file (expected a header line first)");
     return rt;
   }
-  // Split into lines; remember whether the last one was terminated.
-  std::vector<std::string_view> lines;
-  std::string_view all(text);
-  size_t b = 0;
-  while (b < all.size()) {
-    size_t e = all.find('\n', b);
-    if (e == std::string_view::npos) e = all.size();
-    lines.push_back(all.substr(b, e - b));
-    b = e + 1;
-  }
+  const std::vector<std::string_view> lines = split_lines(text);
   const bool last_terminated = text.back() == '\n';
   rt.steps.reserve(lines.size());
   std::vector<flat::Member> ms;
@@ -338,41 +402,10 @@ RankTelemetry read_rank_file(const std::string& path, bool keep_traces) {
       }
       rt.steps.push_back(r);
     } else if (type == "event") {
-      try {
-        EventRecord ev;
-        ev.line = ln;
-        ev.fields = nlohmann::json::parse(line);
-        auto it = ev.fields.find("event");
-        if (it == ev.fields.end() || !it->is_string()) {
-          rt.errors.push_back(loc(path, ln) + ": event record without a string field 'event'");
-          continue;
-        }
-        ev.event = it->get<std::string>();
-        if (auto s = ev.fields.find("step"); s != ev.fields.end() && !s->is_null()) {
-          if (!s->is_number_integer()) {
-            rt.errors.push_back(loc(path, ln) + ": field 'step': expected an integer, got " +
-                                s->dump());
-            continue;
-          }
-          ev.step = s->get<int64_t>();
-        }
-        if (auto t = ev.fields.find("t"); t != ev.fields.end() && t->is_number())
-          ev.t = t->get<double>();
-        rt.events.push_back(std::move(ev));
-      } catch (const std::exception& ex) {
-        rt.errors.push_back(loc(path, ln) + ": " + ex.what());
-      }
+      read_event(line, ln, path, rt);
     } else if (type == "trace") {
       if (!keep_traces) continue;
-      TraceRecord tr;
-      tr.line = ln;
-      for (const auto& m : ms)
-        if (m.key == "step" && m.kind == flat::Kind::Number) {
-          long long v = 0;
-          if (flat::to_int64(m.value, v)) tr.step = v;
-        }
-      tr.text = std::string(line);
-      rt.traces.push_back(std::move(tr));
+      rt.traces.push_back(read_trace(ms, line, ln));
     } else if (type == "header") {
       rt.errors.push_back(loc(path, ln) + ": a second header record (only line 1 may be one)");
     } else {
@@ -380,19 +413,7 @@ RankTelemetry read_rank_file(const std::string& path, bool keep_traces) {
                           "\" (expected step, trace or event)");
     }
   }
-  for (const auto& e : rt.events) {
-    if (e.event != "clock") continue;
-    const std::string when = e.fields.value("when", "");
-    const double off = e.fields.value("offset_s", 0.0), err = e.fields.value("error_s", 0.0);
-    RankClock& c = rt.clock;
-    if (when == "start") {
-      c.t_start = e.t, c.off_start = off, c.have_start = true, c.have_end = false;
-      c.error_s = err;
-    } else if (when == "end") {
-      c.t_end = e.t, c.off_end = off, c.have_end = true;
-      c.error_s = std::max(c.error_s, err);
-    }
-  }
+  read_clock(rt);
   if (replay_from >= 0)
     rt.warnings.push_back(path + ": steps " + std::to_string(replay_from) + ".." +
                           std::to_string(replay_to) +
