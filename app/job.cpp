@@ -215,11 +215,10 @@ std::unique_ptr<Checkpointer> make_checkpointer(Job& j, const std::string& ckpt_
 
 }  // namespace
 
-std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
-  auto job = std::make_unique<Job>();
-  Job& j = *job;
-  j.cfg = std::move(cfg);
-  j.rt = &rt;
+namespace {
+// Threads per rank, and how waiting ranks wait (spin or sleep) when the
+// node's ranks x threads exceed its cores; the flight recorder's level.
+void set_threads(Job& j, Runtime& rt) {
   const int rank = rt.rank();
   j.threads = pick_threads(j.cfg.runtime.threads, rt.local_size());
   omp_set_num_threads(j.threads);
@@ -242,6 +241,63 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
   // where it writes once the run folder is known.
   spans::set_level(trace_level(j.cfg.runtime.trace));
   flight::configure("", rank, rt.host(), j.cfg.runtime.flight_recorder);
+}
+
+// Setup that can fail on bad input, agreed on by every rank before any
+// writes: the token source (a missing or bad token file), the first batch's
+// ids, the init checkpoint's headers, the evaluator, the run folder's
+// telemetry folder, lock and TensorBoard file. Returns the token source.
+std::unique_ptr<TokenSource> open_data(Job& j, Runtime& rt) {
+  const int rank = rt.rank();
+  const auto& par = j.cfg.parallel;
+  std::string setup_error;
+  std::unique_ptr<TokenSource> src;
+  try {
+    // data.verify=full: rank 0 reads every id once (agree_on_setup tells the others).
+    src = make_source(j.cfg.data, j.cfg.train.seed, j.cfg.model.vocab_size, j.cfg.model.seq_len,
+                      j.cfg.data.verify == "full" && rank == 0);
+    // The ids of the first global batch now (nothing is written yet); each
+    // later step checks its own batch (loader.check_step) before reading it.
+    check_windows(*src, j.cfg.model.seq_len, 0, uint64_t(global_batch(j.cfg)));
+    check_init_from(j.cfg.model);  // its headers against the model, before anything is written
+    j.evaluator = Evaluator::make(j.cfg, par.dp, j.mesh->coords().dp);
+    if (!src->format().empty()) j.cfg.data.format = src->format();  // auto -> detected, run.json
+    fs::create_directories(j.out + "/telemetry");
+    if (rank == 0) j.run_lock = RunFolderLock::acquire(j.out, rt.slurm().job_id);
+    open_tensorboard(j);
+  } catch (const UsageError& e) {
+    setup_error = e.what();
+  } catch (const fs::filesystem_error& e) {
+    setup_error = std::string("runtime.out: cannot create run folder '") + j.out + "': " + e.what();
+  }
+  agree_on_setup(*j.world, setup_error);
+  return src;
+}
+
+RunInfo run_info(Job& j, Runtime& rt) {
+  return RunInfo{&rt,
+                 &j.cfg,
+                 count_params(j.cfg.model),
+                 j.peak,
+                 j.peak_source,
+                 j.threads,
+                 j.mesh.get(),
+                 j.be->device().name(),
+                 j.be->device().id(),
+                 j.be->ops().describe(),
+                 j.run_id,
+                 -1,
+                 ""};
+}
+}  // namespace
+
+std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
+  auto job = std::make_unique<Job>();
+  Job& j = *job;
+  j.cfg = std::move(cfg);
+  j.rt = &rt;
+  const int rank = rt.rank();
+  set_threads(j, rt);
   PhaseClock& clock = startup_clock();
   j.world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, "world", j.cfg.runtime.timeout_s);
   j.node = j.world->split(rt.node_index(), rt.local_rank(), "node");
@@ -265,28 +321,7 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
   agree_on_setup(*j.world, check_host_memory(j.cfg, rt, *j.node, &host_share));
   clock.mark("host_memory");
 
-  // Setup that can fail on bad input: data first (a missing or bad token file).
-  std::string setup_error;
-  std::unique_ptr<TokenSource> src;
-  try {
-    // data.verify=full: rank 0 reads every id once (agree_on_setup tells the others).
-    src = make_source(j.cfg.data, j.cfg.train.seed, j.cfg.model.vocab_size, j.cfg.model.seq_len,
-                      j.cfg.data.verify == "full" && rank == 0);
-    // The ids of the first global batch now (nothing is written yet); each
-    // later step checks its own batch (loader.check_step) before reading it.
-    check_windows(*src, j.cfg.model.seq_len, 0, uint64_t(global_batch(j.cfg)));
-    check_init_from(j.cfg.model);  // its headers against the model, before anything is written
-    j.evaluator = Evaluator::make(j.cfg, par.dp, j.mesh->coords().dp);
-    if (!src->format().empty()) j.cfg.data.format = src->format();  // auto -> detected, run.json
-    fs::create_directories(j.out + "/telemetry");
-    if (rank == 0) j.run_lock = RunFolderLock::acquire(j.out, rt.slurm().job_id);
-    open_tensorboard(j);
-  } catch (const UsageError& e) {
-    setup_error = e.what();
-  } catch (const fs::filesystem_error& e) {
-    setup_error = std::string("runtime.out: cannot create run folder '") + j.out + "': " + e.what();
-  }
-  agree_on_setup(*j.world, setup_error);
+  std::unique_ptr<TokenSource> src = open_data(j, rt);
   clock.mark("data_open");
   if (rank == 0) log_open_file(j.out + "/log.txt");
   {
@@ -297,7 +332,6 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
     fs::remove(fpath, ec);
     flight::configure(fpath, rank, rt.host(), j.cfg.runtime.flight_recorder);
   }
-
   j.loader =
       std::make_unique<DataLoader>(std::move(src), j.cfg.model.seq_len, j.cfg.train.micro_batch,
                                    j.cfg.train.grad_accum, par.dp, j.mesh->coords().dp);
@@ -307,19 +341,7 @@ std::unique_ptr<Job> setup_job(Runtime& rt, Config cfg) {
   pick_peak(j);
   clock.mark("peak");
 
-  j.info = RunInfo{&rt,
-                   &j.cfg,
-                   count_params(j.cfg.model),
-                   j.peak,
-                   j.peak_source,
-                   j.threads,
-                   j.mesh.get(),
-                   j.be->device().name(),
-                   j.be->device().id(),
-                   j.be->ops().describe(),
-                   j.run_id,
-                   -1,
-                   ""};
+  j.info = run_info(j, rt);
   set_memory_capacity(j.info, j.be->device(), host_share, rt);
   if (rank == 0) write_run_json(j.out + "/run.json", j.info);
   if (rank == 0) add_prediction(j.out + "/run.json", j.cfg, rt.world_size());
