@@ -63,7 +63,7 @@ Key choice(S Config::*sec, const char* s, const char* n, std::string S::*m,
 
 constexpr double kBig = 1e9;
 
-std::vector<Key> build() {
+std::vector<Key> model_keys() {
   return {
       // model: the transformer's shape (Llama style: RMSNorm, RoPE, GQA, SwiGLU, untied head).
       any(F(model, preset),
@@ -87,6 +87,11 @@ std::vector<Key> build() {
           "e.g. written by scaletrain-convert export) instead of drawing them: its shape must "
           "be the model keys', each rank reads only the slices it holds (docs/convert.md); a "
           "resumed checkpoint takes precedence; empty = draw with init_std"),
+  };
+}
+
+std::vector<Key> parallel_keys() {
+  return {
       // parallel: Megatron's names; the mesh is pp x dp x cp x tp.
       num(F(parallel, dp), 0, 1 << 24, "data-parallel size; 0 = world / (tp*pp*cp)"),
       num(F(parallel, tp), 1, 4096, "tensor-parallel size"),
@@ -114,6 +119,11 @@ std::vector<Key> build() {
           ">= 1 and summing to model.n_layers; COUNT*REPEAT repeats a count (\"15,16*6,15\" is "
           "torchtitan's split of Llama 3.1 405B over pp 8); \"\" = the even split, which needs "
           "n_layers divisible by pp * num_model_chunks"),
+  };
+}
+
+std::vector<Key> train_keys() {
+  return {
       // train
       num(F(train, steps), 1, kBig, "optimizer steps to run"),
       num(F(train, micro_batch), 1, 1 << 20, "sequences per micro-batch per dp rank"),
@@ -136,6 +146,11 @@ std::vector<Key> build() {
           "stop cleanly after this global step, keeping train.steps for the LR schedule (0: off)"),
       num(F(train, eval_interval), 0, kBig,
           "evaluate the loss on data.val_path every N steps and after the last (0: never)"),
+  };
+}
+
+std::vector<Key> optim_keys() {
+  return {
       // optim: AdamW
       num(F(optim, lr), 0, 10, "peak learning rate"),
       num(F(optim, min_lr_ratio), 0, 1, "final learning rate as a fraction of lr"),
@@ -152,6 +167,11 @@ std::vector<Key> build() {
              "weights are the masters, moments in bf16, each stored with stochastic rounding; "
              "10 B a parameter, what fits an 8B model on one 141 GB GPU); bf16 needs "
              "train.precision=bf16"),
+  };
+}
+
+std::vector<Key> data_keys() {
+  return {
       // data
       choice(F(data, source), {"synthetic", "file"},
              "synthetic (seeded tokens) or file (memory-mapped token file)"),
@@ -169,6 +189,11 @@ std::vector<Key> build() {
       any(F(data, val_path),
           "held-out token file(s) for train.eval_interval, same forms and format as data.path"),
       num(F(data, val_batches), 1, 1 << 20, "global batches of held-out windows per evaluation"),
+  };
+}
+
+std::vector<Key> checkpoint_keys() {
+  return {
       // checkpoint
       num(F(checkpoint, interval), 0, kBig, "save every N steps; 0 disables"),
       any(F(checkpoint, save_last),
@@ -190,6 +215,11 @@ std::vector<Key> build() {
           "fault injection for tests: the background writer keeps a core busy this many "
           "seconds per save after writing its file, so the report's background interference "
           "shows; 0 = off"),
+  };
+}
+
+std::vector<Key> runtime_keys() {
+  return {
       // runtime
       choice(F(runtime, device), {"cpu", "cuda"},
              "compute backend (cuda: the CUDA backend library, loaded at start-up)"),
@@ -243,6 +273,15 @@ std::vector<Key> build() {
           "runtime.device=cpu the source tree's configs/clusters/cpu-local.yaml (this "
           "machine's calibration), else none"),
   };
+}
+
+// Every key, section by section in docs/design.md's order.
+std::vector<Key> build() {
+  std::vector<Key> all;
+  for (auto part : {model_keys, parallel_keys, train_keys, optim_keys, data_keys, checkpoint_keys,
+                    runtime_keys})
+    for (Key& k : part()) all.push_back(std::move(k));
+  return all;
 }
 #undef F
 
