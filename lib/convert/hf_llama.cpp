@@ -130,14 +130,11 @@ ExportCost export_cost(const ModelCfg& m, const std::string& dtype, uint64_t sha
   return c;
 }
 
-Folder::Folder(const std::string& dir, const ModelCfg& m) : dir_(dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw UsageError("'" + dir +
-                     "' is not a folder (expected a Hugging Face Llama folder: "
-                     "config.json and model.safetensors or model.safetensors.index.json)");
-  const std::string cpath = (fs::path(dir) / "config.json").string();
-  if (!fs::exists(cpath, ec)) throw UsageError("'" + cpath + "' is missing");
+namespace {
+// config.json against the model keys: a Llama of the same shape, norm eps
+// and RoPE base, no RoPE scaling, SwiGLU, no biases. Returns whether the
+// embedding and the head are tied.
+bool check_llama_config(const std::string& cpath, const ModelCfg& m) {
   json c = json::parse(read_file(cpath), nullptr, false);
   if (c.is_discarded() || !c.is_object()) throw UsageError("'" + cpath + "' is not a JSON object");
   if (c.contains("model_type") && c["model_type"] != "llama")
@@ -194,13 +191,16 @@ Folder::Folder(const std::string& dir, const ModelCfg& m) : dir_(dir) {
   for (const char* b : {"attention_bias", "mlp_bias"})
     if (c.value(b, false) != false)
       throw UsageError("'" + cpath + "': " + b + " is true; scaletrain's Llama has no biases");
-  tied_ = c.value("tie_word_embeddings", false);
+  return c.value("tie_word_embeddings", false);
+}
 
-  // Where each tensor is: the index's weight_map, or the one file.
+// Where each tensor is: the index's weight_map (HF name -> file name), or
+// the one file (an empty map; map_source names which).
+std::map<std::string, std::string> weight_map(const std::string& dir, std::string& map_source) {
+  std::error_code ec;
   const std::string ipath = (fs::path(dir) / "model.safetensors.index.json").string();
   const std::string single = (fs::path(dir) / "model.safetensors").string();
   std::map<std::string, std::string> where;  // HF name -> file name
-  std::string map_source;
   if (fs::exists(ipath, ec)) {
     map_source = ipath;
     json idx = json::parse(read_file(ipath), nullptr, false);
@@ -223,6 +223,23 @@ Folder::Folder(const std::string& dir, const ModelCfg& m) : dir_(dir) {
                      "' holds neither model.safetensors nor "
                      "model.safetensors.index.json");
   }
+  return where;
+}
+}  // namespace
+
+Folder::Folder(const std::string& dir, const ModelCfg& m) : dir_(dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw UsageError("'" + dir +
+                     "' is not a folder (expected a Hugging Face Llama folder: "
+                     "config.json and model.safetensors or model.safetensors.index.json)");
+  const std::string cpath = (fs::path(dir) / "config.json").string();
+  if (!fs::exists(cpath, ec)) throw UsageError("'" + cpath + "' is missing");
+  tied_ = check_llama_config(cpath, m);
+
+  const std::string single = (fs::path(dir) / "model.safetensors").string();
+  std::string map_source;
+  std::map<std::string, std::string> where = weight_map(dir, map_source);
   std::map<std::string, const safetensors::File*> open;
   auto file = [&](const std::string& name) {
     auto it = open.find(name);
