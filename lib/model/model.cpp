@@ -213,6 +213,15 @@ Model::Model(const ModelCfg& cfg, uint64_t seed, const ModelParallel& par, const
                  cfg.ffn_hidden, ")");
   ST_USAGE_CHECK(cfg.vocab_size % tp == 0, "parallel.tp = ", tp, " must divide model.vocab_size (",
                  cfg.vocab_size, ")");
+  m.declare_params(par.has_embedding, par.has_head);
+  m.allocate(opt.init_weights);
+}
+
+// Every parameter this rank holds (tp slice, pipeline stage), in forward
+// order, with its place in the flat buffers and its init stream index.
+void Model::Impl::declare_params(bool has_embedding, bool has_head) {
+  Impl& m = *this;
+  const int L = cfg.n_layers;
   const int64_t d = cfg.d_model, hd = cfg.d_model / cfg.n_heads;
   const int64_t qd = cfg.n_heads * hd, kd = cfg.n_kv_heads * hd, F = cfg.ffn_hidden;
   const int64_t V = cfg.vocab_size;
@@ -250,7 +259,7 @@ Model::Model(const ModelCfg& cfg, uint64_t seed, const ModelParallel& par, const
     m.params.push_back(std::move(p));
     return &m.params.back();
   };
-  m.tok_emb = add("tok_embeddings.weight", {V, d}, 0, -1, false, par.has_embedding);
+  m.tok_emb = add("tok_embeddings.weight", {V, d}, 0, -1, false, has_embedding);
   m.layers.resize(size_t(L));
   for (int l = 0; l < L; ++l) {
     const std::string pre = "layers." + std::to_string(l) + ".";
@@ -266,8 +275,8 @@ Model::Model(const ModelCfg& cfg, uint64_t seed, const ModelParallel& par, const
     P.w3 = add(pre + "feed_forward.w3.weight", {F, d}, 0, l, false, own);
     P.w2 = add(pre + "feed_forward.w2.weight", {d, F}, 1, l, false, own);
   }
-  m.norm = add("norm.weight", {d}, -1, L, true, par.has_head);
-  m.output = add("output.weight", {V, d}, 0, L, false, par.has_head);
+  m.norm = add("norm.weight", {d}, -1, L, true, has_head);
+  m.output = add("output.weight", {V, d}, 0, L, false, has_head);
   // Fix the flat offsets (params were added in forward order), keeping the
   // init stream index aside.
   std::vector<uint64_t> stream_index;
@@ -278,7 +287,13 @@ Model::Model(const ModelCfg& cfg, uint64_t seed, const ModelParallel& par, const
     off += (p.w.numel() + kAlign - 1) / kAlign * kAlign;
   }
   m.init_index = std::move(stream_index);
+}
 
+// The loss accumulator, the flat gradient buffer and (unless per-layer) the
+// flat weight buffer with every layer's views bound into it.
+void Model::Impl::allocate(bool init_weights) {
+  Impl& m = *this;
+  const int L = cfg.n_layers;
   m.loss_acc = Tensor({1}, DType::F64, MemCat::Other, *m.dev);
   m.loss_acc.zero();
   m.grads = Tensor({std::max<int64_t>(m.flat_n, 1)}, DType::F32, MemCat::Grads, *m.dev);
@@ -291,7 +306,7 @@ Model::Model(const ModelCfg& cfg, uint64_t seed, const ModelParallel& par, const
       if (m.spans[size_t(l + 1)].second)
         m.bind_layer(l, static_cast<char*>(m.weights.raw()) +
                             size_t(m.spans[size_t(l + 1)].first) * dtype_size(m.cdt));
-    if (opt.init_weights)
+    if (init_weights)
       for (Param& p : m.params) m.upload_weights(p);
   }
 }

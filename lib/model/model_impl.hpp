@@ -192,6 +192,8 @@ struct Model::Impl {
   int64_t head_chunk_rows(const Dims& D) const;
 
   // Storage.
+  void declare_params(bool has_embedding, bool has_head);  // construction, in order
+  void allocate(bool init_weights);
   void bind_layer(int layer, void* base);  // re-point the layer's weight views
   void bind_grads();
   void upload_weights(Param& p);  // the seeded values into p.w
