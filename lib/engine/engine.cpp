@@ -31,15 +31,19 @@ Engine::Engine(const Config& cfg, Mesh& mesh, Backend& be)
   if (pc.pp > 1) make_pp_links();
   std::vector<Communicator*> groups = {&mesh.dpcp(), &mesh.tp(), &mesh.cp()};
   for (auto& l : pp_links_) groups.push_back(l.get());
-  used_ = be.make_communicators(groups);
-  dpcp_ = used_[0];
+  const std::vector<Communicator*> made = be.make_communicators(groups);
+  comms_.dpcp = made.at(0);
+  comms_.tp = made.at(1);
+  comms_.cp = made.at(2);
+  comms_.pp.assign(made.begin() + 3, made.end());
+  dpcp_ = comms_.dpcp;
   const auto ranges = stage_layers(cfg, mesh.coords().pp);
   std::vector<Model*> chunks;
   for (size_t c = 0; c < ranges.size(); ++c) {
     ModelParallel par;
-    par.tp = used_[1];
+    par.tp = comms_.tp;
     par.sp = pc.sp;
-    par.cp = used_[2];
+    par.cp = comms_.cp;
     par.layer_begin = ranges[c].first;
     par.layer_end = ranges[c].second;
     par.has_embedding = mesh.first_stage() && c == 0;
@@ -124,7 +128,8 @@ std::vector<Communicator*> Engine::comms() {
   // The MPI groups carry the host scalars; the device communicators (the
   // same objects on CPU ranks) are those made at construction.
   for (Communicator* g : mesh_.groups()) add(g);
-  for (Communicator* c : used_) add(c);
+  for (Communicator* c : {comms_.dpcp, comms_.tp, comms_.cp}) add(c);
+  for (Communicator* c : comms_.pp) add(c);
   return out;
 }
 

@@ -94,8 +94,15 @@ class Engine {
   Device& dev_;
   ZeroMode zero_;  // what the ZeRO stage shards (zero_sync.hpp)
   DType cdt_;
-  Communicator* dpcp_ = nullptr;     // the gradient group, on the device
-  std::vector<Communicator*> used_;  // every device communicator: dp x cp, tp, cp, pp links
+  // The device communicators, made at construction in one order every rank
+  // computes alike (backend.hpp), each by its name.
+  struct DeviceGroups {
+    Communicator* dpcp = nullptr;   // the gradient group
+    Communicator* tp = nullptr;
+    Communicator* cp = nullptr;
+    std::vector<Communicator*> pp;  // one per pipeline link, pp_links_' order
+  } comms_;
+  Communicator* dpcp_ = nullptr;  // comms_.dpcp
   std::vector<std::unique_ptr<HostGroup>> pp_links_;  // pipeline p2p (engine_pipeline.cpp)
   struct PpSend {
     Tensor buf;  // kept until the send completes

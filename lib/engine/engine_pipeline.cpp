@@ -70,7 +70,7 @@ void Engine::make_pp_links() {
 Communicator& Engine::pp_link(bool forward, int sender) {
   const int P = mesh_.dims().pp;
   const size_t i = size_t((forward ? 0 : colours(P)) + colour(sender, P));
-  return *used_[3 + i];  // after dp x cp, tp, cp (the constructor's order)
+  return *comms_.pp.at(i);
 }
 
 double Engine::run_schedule(long step, const DataLoader& loader, StepOut& o) {
