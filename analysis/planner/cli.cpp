@@ -59,7 +59,7 @@ std::vector<T> parse_list(const std::string& flag, const std::string& v) {
 struct Args {
   std::string config, cluster, out, name = "cpu-local", campaign_name, benchmarks, models, placement,
                                     clusters_dir, add_to, bench = "scaletrain-bench-gemm",
-                                    nccl_intra, nccl_inter, attn_bench;
+                                    nccl_intra, nccl_inter, attn_bench, profile;
   std::vector<std::string> sets;
   KnobRanges r;
   int top = 10, near = 2, campaign_steps = 20, devices_per_node = 0;
@@ -216,6 +216,7 @@ int run_plan(const Args& a, const std::vector<std::string>& argv, std::ostream& 
   if (a.r.devices.empty() && a.weak.empty())
     throw UsageError("plan: give --devices N[,N...] (or --weak-scaling N,...)");
   Cluster cl = load_cluster(a.cluster);
+  if (!a.profile.empty()) cl = with_profile(cl, a.profile);
   if (a.devices_per_node > 0) cl.devices_per_node = a.devices_per_node;
   if (!a.placement.empty()) cl.placement = a.placement;
   const Config base = base_config(a, false);
@@ -289,7 +290,8 @@ int run_calibrate_gpu(const Args& a, const std::vector<std::string>& argv, std::
 
 int run_compare(const Args& a, const std::vector<std::string>& dirs, std::ostream& out) {
   if (a.cluster.empty()) throw UsageError("compare: give --cluster FILE");
-  const Cluster cl = load_cluster(a.cluster);
+  Cluster cl = load_cluster(a.cluster);
+  if (!a.profile.empty()) cl = with_profile(cl, a.profile);
   const auto rows = compare_runs(dirs, cl);
   const std::string dir =
       !a.out.empty() ? a.out : (fs::path(dirs[0]).parent_path() / "compare").string();
@@ -303,18 +305,20 @@ int run_reference(const std::string& cmd, const Args& a, std::ostream& out) {
   const std::string src = SCALETRAIN_SOURCE_DIR;
   const std::string cdir = !a.clusters_dir.empty() ? a.clusters_dir : src + "/configs/clusters";
   const std::string ref = src + "/analysis/reference/";
+  const std::string profile = a.profile.empty() ? kPublishedProfile : a.profile;
   if (cmd == "published") {
     const auto rows =
         read_published(!a.benchmarks.empty() ? a.benchmarks : ref + "torchtitan_llama3.csv",
                        !a.models.empty() ? a.models : ref + "torchtitan_llama3_models.csv");
-    write_published(predict_published(rows, cdir), out);
+    write_published(predict_published(rows, cdir, profile), out);
     return 0;
   }
   const auto rows = read_mpt_rows(!a.benchmarks.empty() ? a.benchmarks : ref + "mpt_benchmarks.csv",
                                   !a.models.empty() ? a.models : ref + "mpt_models.csv");
   const auto groups = mpt_fit(rows, {{"h100_80gb", cdir + "/h100-sxm-80gb.yaml"},
                                      {"a100_80gb", cdir + "/a100-sxm-80gb.yaml"},
-                                     {"a100_40gb", cdir + "/a100-sxm-40gb.yaml"}});
+                                     {"a100_40gb", cdir + "/a100-sxm-40gb.yaml"}},
+                            profile);
   write_mpt_fit(groups, a.out, out);
   return 0;
 }
@@ -367,6 +371,9 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     cli::po::options_description plan_o("plan outputs");
     plan_o.add_options()
         ("cluster", text(&a.cluster, "FILE"), "cluster file (configs/clusters/*.yaml)")
+        ("profile", text(&a.profile, "NAME"),
+         "price by the cluster file's fitted profile NAME (profiles:, e.g. mpt-fit) instead of "
+         "its pricing: another framework's runs, not our trainer's")
         ("devices-per-node", checked("N", one_int("--devices-per-node", &a.devices_per_node, 1)),
          "override the cluster file's devices per node")
         ("placement", checked("block|cyclic", placement_word(&a.placement)),
@@ -418,12 +425,16 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     cli::po::options_description compare_o("options");
     compare_o.add_options()
         ("cluster", text(&a.cluster, "FILE"), "cluster file the plan used")
+        ("profile", text(&a.profile, "NAME"),
+         "price by the cluster file's fitted profile NAME instead of its pricing")
         ("out", text(&a.out, "DIR"), "output folder (default <first RUN_DIR's parent>/compare)");
     cli::po::options_description ref_o("reference tables (default: analysis/reference/)");
     ref_o.add_options()
         ("benchmarks", text(&a.benchmarks, "CSV"), "published benchmark rows")
         ("models", text(&a.models, "CSV"), "their models")
-        ("clusters", text(&a.clusters_dir, "DIR"), "cluster files (default configs/clusters)");
+        ("clusters", text(&a.clusters_dir, "DIR"), "cluster files (default configs/clusters)")
+        ("profile", text(&a.profile, "NAME"),
+         "the fitted profile a rates-priced cluster file is priced by (default mpt-fit)");
     cli::po::options_description fit_o("options");
     fit_o.add_options()
         ("out", text(&a.out, "DIR"), "output folder");

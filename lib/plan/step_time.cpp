@@ -231,6 +231,8 @@ struct Priced {
   std::vector<uint32_t> run_end;
   std::vector<double> run_dur;
   std::vector<std::array<double, 4>> run_part;
+  // Attention FLOPs as priced (attention_price), per item and per run.
+  std::vector<double> attn_flops, run_attn_flops;
 };
 
 Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Cluster& cl) {
@@ -239,7 +241,12 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
   const auto& p = cfg.parallel;
   const int on_node = priced_ranks_on_node(cfg, cl);
   std::vector<double> op_s, alloc_s, coll_s;
-  for (const Op& op : t.ops) op_s.push_back(op_seconds(op, cl, on_node));
+  std::vector<double> op_attn;  // attention FLOPs as priced, per distinct op
+  for (const Op& op : t.ops) {
+    op_s.push_back(op_seconds(op, cl, on_node));
+    const bool attn = op.kind == OpKind::AttnFwd || op.kind == OpKind::AttnBwd;
+    op_attn.push_back(!attn ? 0.0 : cl.gpu() ? attention_price(op, cl).flops : op.flops());
+  }
   for (int64_t b : t.allocs) alloc_s.push_back(op_seconds(alloc_op(b), cl, on_node));
   std::map<int, int> node_rank_count;  // node -> world ranks on it (measured collectives only)
   if (!t.colls.empty() && !cl.collectives.empty()) {
@@ -256,10 +263,13 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
   o.tl = r->timeline;
   const auto& items = r->step.items;
   o.dur.assign(items.size(), 0);
+  o.attn_flops.assign(items.size(), 0);
+  o.run_attn_flops.assign(items.size(), 0);
   for (size_t i = 0; i < items.size(); ++i) {
     if (t.ref[i] < 0) continue;
     const bool coll = items[i].kind == Item::Coll;
     o.dur[i] = (coll ? coll_s : op_s)[size_t(t.ref[i])];
+    if (items[i].kind == Item::Kernel) o.attn_flops[i] = op_attn[size_t(t.ref[i])];
     if (t.alloc[i] >= 0) o.dur[i] += alloc_s[size_t(t.alloc[i])];
   }
   o.run_end.assign(items.size(), 0);
@@ -274,6 +284,7 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
            items[j].segment == items[i].segment && t.edge[j] == t.edge[i]) {
       o.run_dur[i] += o.dur[j];
       o.run_part[i][size_t(t.cls[j])] += o.dur[j];
+      o.run_attn_flops[i] += o.attn_flops[j];
       ++j;
     }
     o.run_end[i] = uint32_t(std::max(j, i + 1));
@@ -313,6 +324,7 @@ struct Replay {
   std::vector<std::pair<double, double>> busy;
   // Parts.
   double part[kNone + 1] = {};  // compute seconds by class (kernels, copies)
+  double attn_flops = 0;        // attention FLOPs as priced
   double total[kNone + 1] = {}, exposed[kNone + 1] = {}, bubble = 0;
   int64_t pp_recv_wait = -1;  // a pipeline receive's wait: split into pp and bubble
 };
@@ -451,6 +463,7 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
         if (L == pr.tl->compute) note_busy(r, st, lane);
         r.done[i] = lane;
         r.part[pr.tl->cls[i]] += dur;
+        if (dur > 0) r.attn_flops += pr.attn_flops[i];
         if (own && L == pr.tl->compute) r.work += dur;
         r.cause[i] = pr.tl->cls[i];
         return true;
@@ -556,6 +569,7 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
               const double stretch = priced_d > 0 ? d / priced_d : 1.0;
               for (int k = 0; k < 4; ++k)
                 r.part[k] += stretch * r.scale * r.cscale * pr.run_part[i][size_t(k)];
+              r.attn_flops += pr.run_attn_flops[i];
               if (!pr.tl->edge[i] && !r.head && r.op < r.ops.size() &&
                   pr.tl->lane[i] == pr.tl->compute)
                 r.work += d;
@@ -831,6 +845,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   StepPrediction r;
   r.gemm = c.part[kGemm];
   r.attention = c.part[kAttn];
+  r.attention_flops = c.attn_flops;
   r.elementwise = c.part[kElem];
   r.optimizer = c.part[kOptim];
   // Its idle time in receives: the schedule's own bubble (its idle in the
