@@ -59,11 +59,11 @@ std::vector<T> parse_list(const std::string& flag, const std::string& v) {
 struct Args {
   std::string config, cluster, out, name = "cpu-local", campaign_name, benchmarks, models, placement,
                                     clusters_dir, add_to, bench = "scaletrain-bench-gemm",
-                                    nccl_intra, nccl_inter, attn_bench, profile;
+                                    nccl_intra, nccl_inter, attn_bench, profile, mem_bench;
   std::vector<std::string> sets;
   KnobRanges r;
   int top = 10, near = 2, campaign_steps = 20, devices_per_node = 0;
-  bool plots = true;
+  bool plots = true, attn_blocks = false;
   double op_seconds = 0.05, coll_seconds = 0.2;
   std::vector<long> sizes;
   std::vector<int> weak;
@@ -283,8 +283,10 @@ int run_calibrate(const Args& a, const std::vector<std::string>& argv, std::ostr
 int run_calibrate_gpu(const Args& a, const std::vector<std::string>& argv, std::ostream& out) {
   if (a.cluster.empty() || a.out.empty())
     throw UsageError("calibrate-gpu: give --cluster BASE.yaml (a kind: gpu file) and --out FILE");
+  if (a.attn_blocks && a.attn_bench.empty())
+    throw UsageError("calibrate-gpu: --attn-blocks needs --attn-bench PATH");
   calibrate_gpu(a.cluster, a.out, a.bench, joined(argv), out, a.nccl_intra, a.nccl_inter,
-                a.attn_bench);
+                a.attn_bench, a.mem_bench, a.attn_blocks);
   return 0;
 }
 
@@ -417,6 +419,10 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
         ("bench", text(&a.bench, "PATH"), "GEMM benchmark (default scaletrain-bench-gemm on PATH)")
         ("attn-bench", text(&a.attn_bench, "PATH"),
          "measure rates.attention with it (scaletrain-bench-attention)")
+        ("attn-blocks", flag(&a.attn_blocks, true),
+         "also the ring-attention blocks (--block): `full` rows at the chunk length")
+        ("mem-bench", text(&a.mem_bench, "PATH"),
+         "measure rates.memory and rates.launch_us with it (scaletrain-bench-memory)")
         ("nccl-intra", text(&a.nccl_intra, "CMD"),
          "nccl-tests command inside one node (e.g. 'all_reduce_perf -b 1M -e 8G -f 2 -g 8'): "
          "its busbw rows become rates.busbw_intra")
