@@ -57,9 +57,9 @@ std::vector<T> parse_list(const std::string& flag, const std::string& v) {
 }
 
 struct Args {
-  std::string config, cluster, out, name = "cpu-local", campaign_name, benchmarks, models, placement,
-                                    clusters_dir, add_to, bench = "scaletrain-bench-gemm",
-                                    nccl_intra, nccl_inter, attn_bench, profile, mem_bench;
+  std::string config, cluster, out,
+      name = "cpu-local", campaign_name, benchmarks, models, placement, clusters_dir, add_to,
+      bench = "scaletrain-bench-gemm", nccl_intra, nccl_inter, attn_bench, profile, mem_bench;
   std::vector<std::string> sets;
   KnobRanges r;
   int top = 10, near = 2, campaign_steps = 20, devices_per_node = 0;
@@ -317,10 +317,11 @@ int run_reference(const std::string& cmd, const Args& a, std::ostream& out) {
   }
   const auto rows = read_mpt_rows(!a.benchmarks.empty() ? a.benchmarks : ref + "mpt_benchmarks.csv",
                                   !a.models.empty() ? a.models : ref + "mpt_models.csv");
-  const auto groups = mpt_fit(rows, {{"h100_80gb", cdir + "/h100-sxm-80gb.yaml"},
-                                     {"a100_80gb", cdir + "/a100-sxm-80gb.yaml"},
-                                     {"a100_40gb", cdir + "/a100-sxm-40gb.yaml"}},
-                            profile);
+  const auto groups = mpt_fit(rows,
+                              {{"h100_80gb", cdir + "/h100-sxm-80gb.yaml"},
+                               {"a100_80gb", cdir + "/a100-sxm-80gb.yaml"},
+                               {"a100_40gb", cdir + "/a100-sxm-40gb.yaml"}},
+                              profile);
   write_mpt_fit(groups, a.out, out);
   return 0;
 }

@@ -228,7 +228,8 @@ std::string splice_rates(const std::string& base_text, const std::vector<RatesTa
   std::vector<std::string> in = split(base_text, '\n'), o;
   if (!in.empty() && in.back().empty()) in.pop_back();
   auto block = [](const RatesTable& t) {
-    if (!t.scalar.empty()) return std::vector<std::string>{"  # " + t.comment, "  " + t.key + ": " + t.scalar};
+    if (!t.scalar.empty())
+      return std::vector<std::string>{"  # " + t.comment, "  " + t.key + ": " + t.scalar};
     std::vector<std::string> b = {"  # " + t.comment, "  " + t.key + ":"};
     for (const auto& e : t.entries) b.push_back("    - " + e);
     return b;
@@ -289,8 +290,10 @@ void calibrate_gpu(const std::string& base, const std::string& out, const std::s
   const Cluster c = load_cluster(base);
   if (!c.gpu()) throw UsageError("calibrate-gpu --cluster " + base + ": not a kind: gpu file");
   std::vector<RatesTable> tables;
-  RatesTable g{
-      "gemm", "bf16 GEMM: measured on this machine by calibrate-gpu (`calibrated:` says how)", {}, ""};
+  RatesTable g{"gemm",
+               "bf16 GEMM: measured on this machine by calibrate-gpu (`calibrated:` says how)",
+               {},
+               ""};
   for (const GemmRate& r : measure_gemm(bench, default_gemm_shapes(), 20, log)) {
     std::ostringstream e;
     e << "{m: " << std::llround(r.m) << ", n: " << std::llround(r.n) << ", k: " << std::llround(r.k)

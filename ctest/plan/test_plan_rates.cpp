@@ -600,7 +600,8 @@ TEST(PlanRates, PricingIsSaidAndChecked) {
   EXPECT_NE(e.find("missing key 'pricing'"), std::string::npos) << e;
   e = error(without("  launch_us: 3\n"));
   EXPECT_NE(e.find("pricing: rates needs rates.launch_us"), std::string::npos) << e;
-  e = error(without("  memory:\n    - {bytes: 1000000, gbps: 500}\n    - {bytes: 100000000, "
+  e =
+      error(without("  memory:\n    - {bytes: 1000000, gbps: 500}\n    - {bytes: 100000000, "
                     "gbps: 2000}\n"));
   EXPECT_NE(e.find("rates.memory"), std::string::npos) << e;
   e = error(base + "efficiency: {gemm: 0.5}\n");

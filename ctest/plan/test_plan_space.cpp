@@ -165,7 +165,8 @@ TEST(PlanSpace, LongContextAttentionAtTheCalibratedRate) {
   ASSERT_EQ(cl.pricing, "rates");
   double rf = 0, rb = 0;  // the file's causal row at 8192 tokens, head dim 128
   for (const auto& a : cl.rates.attention)
-    if (a.block == "causal" && a.head_dim == 128 && a.seq == 8192) rf = a.fwd_flops, rb = a.bwd_flops;
+    if (a.block == "causal" && a.head_dim == 128 && a.seq == 8192)
+      rf = a.fwd_flops, rb = a.bwd_flops;
   ASSERT_GT(rf, 0);
   // Causal forward FLOPs of one layer's attention on one rank per
   // micro-batch: 4 B (Hq / tp) hd Tg^2 / 2 / cp; selective runs it twice

@@ -98,8 +98,8 @@ int main(int argc, char** argv) {
       };
       auto upload = [&](const std::vector<int32_t>& h) {
         auto* d = static_cast<int32_t*>(buf(h.size() * sizeof(int32_t)));
-        ST_CUDA_CHECK(cudaMemcpyAsync(d, h.data(), h.size() * sizeof(int32_t),
-                                      cudaMemcpyHostToDevice, cs));
+        ST_CUDA_CHECK(
+            cudaMemcpyAsync(d, h.data(), h.size() * sizeof(int32_t), cudaMemcpyHostToDevice, cs));
         return d;
       };
       const int32_t* qpos = upload(zigzag(kRank));

@@ -50,15 +50,15 @@ int main(int argc, char** argv) {
       for (kc::bf16* p : {x, y}) bench::fill_small(f, p + at, int64_t(1) << 22, cs);
     std::printf("device: %s\n", name.c_str());
     for (int64_t n = int64_t(1) << 16; n <= max_n; n *= 4) {
-      const double t = bench::seconds_per_call(
-          s, 3, iters, [&] { ops->add(s, y, x, n, st::DType::BF16); });
+      const double t =
+          bench::seconds_per_call(s, 3, iters, [&] { ops->add(s, y, x, n, st::DType::BF16); });
       const double bytes = 3.0 * double(n) * 2;
       std::printf("add of %lld bf16 elements: %.3f us\nmem_bytes=%.0f mem_gbps=%.1f\n",
                   (long long)n, t * 1e6, bytes, bytes / t * 1e-9);
     }
     const int64_t launches = 1000;
-    const double t = bench::seconds_per_call(s, 100, launches,
-                                             [&] { ops->add(s, y, x, 1, st::DType::BF16); });
+    const double t =
+        bench::seconds_per_call(s, 100, launches, [&] { ops->add(s, y, x, 1, st::DType::BF16); });
     std::printf("%lld back-to-back adds of one element: %.3f us each\nlaunch_us=%.3f\n",
                 (long long)launches, t * 1e6, t * 1e6);
     dev->synchronize();

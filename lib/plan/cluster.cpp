@@ -138,7 +138,8 @@ Rates read_rates(const std::string& path, const Section& top) {
                                 e.str("block", "causal", false, {"causal", "full"})});
        });
   list("memory", {"bytes", "gbps"}, [&](const Section& e) {
-    r.memory.push_back({e.num("bytes", 0, true, 1, 1e15), e.num("gbps", 0, true, 0, 1e6, true) * 1e9});
+    r.memory.push_back(
+        {e.num("bytes", 0, true, 1, 1e15), e.num("gbps", 0, true, 0, 1e6, true) * 1e9});
   });
   std::sort(r.memory.begin(), r.memory.end(),
             [](const MemRate& a, const MemRate& b) { return a.bytes < b.bytes; });
@@ -156,8 +157,9 @@ Rates read_rates(const std::string& path, const Section& top) {
 // An `efficiency` map (or a profile's), over `base`.
 Cluster::Efficiency read_efficiency(const std::string& path, const std::string& key,
                                     const YAML::Node& node, Cluster::Efficiency base) {
-  const Section e(path, key, node,
-                  {"gemm", "attention", "memory", "network", "network_intra", "kernel_overhead_us"});
+  const Section e(
+      path, key, node,
+      {"gemm", "attention", "memory", "network", "network_intra", "kernel_overhead_us"});
   base.gemm = e.num("gemm", base.gemm, false, 0, 1, true);
   base.attention = e.num("attention", base.attention, false, 0, 1, true);
   base.memory = e.num("memory", base.memory, false, 0, 1, true);
@@ -308,14 +310,16 @@ Cluster load_cluster(const std::string& path) {
     c.eff.network_intra_given = true;
     c.eff.kernel_overhead = c.rates.launch;
   } else {
-    c.eff = s.has("efficiency") ? read_efficiency(path, "efficiency", s.node("efficiency"), fitted_base)
-                                : fitted_base;
+    c.eff = s.has("efficiency")
+                ? read_efficiency(path, "efficiency", s.node("efficiency"), fitted_base)
+                : fitted_base;
   }
   if (s.has("profiles")) {
     const YAML::Node n = s.node("profiles");
     if (!n.IsMap())
-      throw UsageError(s.where(n) + ": 'profiles' must be a map of name: {gemm, attention, "
-                                    "memory, network, network_intra, kernel_overhead_us}");
+      throw UsageError(s.where(n) +
+                       ": 'profiles' must be a map of name: {gemm, attention, "
+                       "memory, network, network_intra, kernel_overhead_us}");
     for (const auto& it : n) {
       const std::string name = it.first.as<std::string>();
       c.profiles[name] = read_efficiency(path, "profiles." + name, it.second, fitted_base);

@@ -916,11 +916,11 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   // attention is what it cost, not a FLOP share. GEMMs and elementwise
   // under full recomputation: the forward once more, a quarter of forward,
   // again and backward (1 + 1 + 2 by FLOPs); selective recomputes no GEMM.
-  const double attn_re =
-      c.attn_calls[0] > 0
-          ? c.attn_fwd * double(std::max<int64_t>(0, c.attn_calls[0] - c.attn_calls[1])) /
-                double(c.attn_calls[0])
-          : 0.0;
+  const double attn_re = c.attn_calls[0] > 0
+                             ? c.attn_fwd *
+                                   double(std::max<int64_t>(0, c.attn_calls[0] - c.attn_calls[1])) /
+                                   double(c.attn_calls[0])
+                             : 0.0;
   r.recompute = attn_re + (mode == "full" ? (r.gemm + r.elementwise) / 4 : 0.0);
   return r;
 }
