@@ -285,8 +285,12 @@ int run_calibrate_gpu(const Args& a, const std::vector<std::string>& argv, std::
     throw UsageError("calibrate-gpu: give --cluster BASE.yaml (a kind: gpu file) and --out FILE");
   if (a.attn_blocks && a.attn_bench.empty())
     throw UsageError("calibrate-gpu: --attn-blocks needs --attn-bench PATH");
+  // With a model (--config / --set), its step's own GEMM shapes too.
+  std::vector<GemmShape> model;
+  if (!a.config.empty() || !a.sets.empty())
+    model = model_gemm_shapes(base_config(a, true), default_gemm_shapes());
   calibrate_gpu(a.cluster, a.out, a.bench, joined(argv), out, a.nccl_intra, a.nccl_inter,
-                a.attn_bench, a.mem_bench, a.attn_blocks);
+                a.attn_bench, a.mem_bench, a.attn_blocks, model);
   return 0;
 }
 
@@ -463,7 +467,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
            0, 0, {&ref_o},
            [&](const auto&) { return run_reference("published", a, out); }});
     p.add({"calibrate-gpu", "", "a GPU cluster file from the GEMM benchmark and nccl-tests",
-           0, 0, {&gpu_o},
+           0, 0, {&gpu_o, &model_o},
            [&](const auto&) { return run_calibrate_gpu(a, args, out); }});
     // clang-format on
     p.default_command("plan");

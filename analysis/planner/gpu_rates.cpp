@@ -3,6 +3,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/util.hpp"
+#include "plan/recorded_step.hpp"
 
 namespace st::plan {
 
@@ -18,6 +20,25 @@ std::vector<GemmShape> default_gemm_shapes() {
   std::vector<GemmShape> v;
   for (int64_t s : {256, 512, 1024, 2048, 4096, 8192}) v.push_back({s, 8192, 8192});
   return v;
+}
+
+std::vector<GemmShape> model_gemm_shapes(const Config& cfg, const std::vector<GemmShape>& skip) {
+  auto sorted = [](GemmShape s) {
+    std::sort(s.begin(), s.end());
+    return s;
+  };
+  Config c = cfg;
+  if (c.parallel.dp == 0) resolve_layout(c, c.parallel.tp * c.parallel.pp * c.parallel.cp);
+  std::vector<GemmShape> seen, out;
+  for (const GemmShape& s : skip) seen.push_back(sorted(s));
+  for (const Op& op : step_ops(c)) {
+    if (op.kind != OpKind::Gemm) continue;
+    const GemmShape s{op.s[0], op.s[1], op.s[2]};
+    if (std::find(seen.begin(), seen.end(), sorted(s)) != seen.end()) continue;
+    seen.push_back(sorted(s));
+    out.push_back(s);
+  }
+  return out;
 }
 
 namespace {
@@ -286,7 +307,8 @@ std::string splice_rates(const std::string& base_text, const std::vector<RatesTa
 void calibrate_gpu(const std::string& base, const std::string& out, const std::string& bench,
                    const std::string& command, std::ostream& log, const std::string& nccl_intra,
                    const std::string& nccl_inter, const std::string& attn_bench,
-                   const std::string& mem_bench, bool attn_blocks) {
+                   const std::string& mem_bench, bool attn_blocks,
+                   const std::vector<GemmShape>& model_shapes) {
   const Cluster c = load_cluster(base);
   if (!c.gpu()) throw UsageError("calibrate-gpu --cluster " + base + ": not a kind: gpu file");
   std::vector<RatesTable> tables;
@@ -294,7 +316,9 @@ void calibrate_gpu(const std::string& base, const std::string& out, const std::s
                "bf16 GEMM: measured on this machine by calibrate-gpu (`calibrated:` says how)",
                {},
                ""};
-  for (const GemmRate& r : measure_gemm(bench, default_gemm_shapes(), 20, log)) {
+  std::vector<GemmShape> shapes = default_gemm_shapes();
+  shapes.insert(shapes.end(), model_shapes.begin(), model_shapes.end());
+  for (const GemmRate& r : measure_gemm(bench, shapes, 20, log)) {
     std::ostringstream e;
     e << "{m: " << std::llround(r.m) << ", n: " << std::llround(r.n) << ", k: " << std::llround(r.k)
       << ", tflops: " << r.flops / 1e12 << "}";

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
 #include "plan/cluster.hpp"
 
 namespace st::plan {
@@ -21,6 +22,14 @@ namespace st::plan {
 using GemmShape = std::array<int64_t, 3>;  // M, N, K
 // Smallest dimension 256 ... 8192 against 8192 x 8192.
 std::vector<GemmShape> default_gemm_shapes();
+// The distinct GEMM shapes of one training step of cfg (valid; parallel.dp
+// 0 taken as 1, which changes no GEMM: its layout's every stage, on the
+// recording backend), in step
+// order; shapes equal up to the order of their dimensions once (the
+// planner takes a row of the same shape in any order), and none already in
+// `skip`. What calibrate-gpu measures beside the default grid so that the
+// model's own GEMMs are priced at their own measured rates.
+std::vector<GemmShape> model_gemm_shapes(const Config& cfg, const std::vector<GemmShape>& skip);
 // Runs `bench M N K iters` per shape; the achieved rate from its last
 // "bf16_gemm_tflops=" line. UsageError naming the command on failure.
 std::vector<GemmRate> measure_gemm(const std::string& bench, const std::vector<GemmShape>& shapes,
@@ -72,7 +81,8 @@ struct RatesTable {
 // included, as it was.
 std::string splice_rates(const std::string& base_text, const std::vector<RatesTable>& tables,
                          const std::map<std::string, std::string>& calibrated);
-// Loads `base`, measures rates.gemm (measure_gemm), with `attn_bench`
+// Loads `base`, measures rates.gemm (measure_gemm: the default grid, then
+// `model_shapes`), with `attn_bench`
 // rates.attention (measure_attention; with `attn_blocks` its `full` ring-
 // block rows too), with `mem_bench` rates.memory and rates.launch_us
 // (measure_memory) and, for each nccl-tests command given, busbw_intra /
@@ -82,6 +92,6 @@ void calibrate_gpu(const std::string& base, const std::string& out, const std::s
                    const std::string& command, std::ostream& log,
                    const std::string& nccl_intra = "", const std::string& nccl_inter = "",
                    const std::string& attn_bench = "", const std::string& mem_bench = "",
-                   bool attn_blocks = false);
+                   bool attn_blocks = false, const std::vector<GemmShape>& model_shapes = {});
 
 }  // namespace st::plan

@@ -6,10 +6,12 @@
 // written into the cluster file and read back, the failures named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "config/config.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "planner/gpu_rates.hpp"
@@ -244,6 +246,44 @@ TEST_F(GpuRates, MemoryAndRingBlockRatesFromTheirBenches) {
   } catch (const st::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("block_full_fwd_tflops="), std::string::npos) << e.what();
   }
+}
+
+// With a model, calibrate-gpu also measures its step's own GEMM shapes:
+// each distinct one once (in any order of its dimensions), none of the
+// default grid again, the LM head's among them; the bench is asked for
+// each and every one is written.
+TEST_F(GpuRates, TheModelsOwnGemmShapes) {
+  const st::Config cfg = st::load_config(src() + "/configs/models/tiny.yaml",
+                                         {"data.source=synthetic", "model.seq_len=64"});
+  const auto grid = st::plan::default_gemm_shapes();
+  const auto shapes = st::plan::model_gemm_shapes(cfg, grid);
+  ASSERT_FALSE(shapes.empty());
+  auto sorted = [](st::plan::GemmShape s) {
+    std::sort(s.begin(), s.end());
+    return s;
+  };
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(sorted(shapes[i]), sorted(shapes[j]));
+    for (const auto& g : grid) EXPECT_NE(sorted(shapes[i]), sorted(g));
+  }
+  // The head: rows x vocabulary x d_model.
+  const int64_t rows = int64_t(cfg.train.micro_batch) * cfg.model.seq_len;
+  const st::plan::GemmShape head =
+      sorted({rows, int64_t(cfg.model.vocab_size), int64_t(cfg.model.d_model)});
+  EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(),
+                          [&](const auto& s) { return sorted(s) == head; }));
+  const std::string bench = script("echo \"$1 $2 $3\" >> " + (dir_ / "asked").string() +
+                                   "; echo bf16_gemm_tflops=100");
+  std::ostringstream log;
+  const std::string out = (dir_ / "out.yaml").string();
+  st::plan::calibrate_gpu(src() + "/configs/clusters/h100-sxm-80gb.yaml", out, bench, "cmd", log, "",
+                          "", "", "", false, shapes);
+  const st::plan::Cluster c = st::plan::load_cluster(out);
+  EXPECT_EQ(c.rates.gemm.size(), grid.size() + shapes.size());
+  const std::string asked = st::read_file((dir_ / "asked").string());
+  for (const auto& [m, n, k] : shapes)
+    EXPECT_NE(asked.find(std::to_string(m) + " " + std::to_string(n) + " " + std::to_string(k)),
+              std::string::npos);
 }
 
 TEST_F(GpuRates, FailuresAreNamed) {
