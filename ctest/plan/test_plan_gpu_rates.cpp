@@ -270,14 +270,14 @@ TEST_F(GpuRates, TheModelsOwnGemmShapes) {
   const int64_t rows = int64_t(cfg.train.micro_batch) * cfg.model.seq_len;
   const st::plan::GemmShape head =
       sorted({rows, int64_t(cfg.model.vocab_size), int64_t(cfg.model.d_model)});
-  EXPECT_TRUE(std::any_of(shapes.begin(), shapes.end(),
-                          [&](const auto& s) { return sorted(s) == head; }));
-  const std::string bench = script("echo \"$1 $2 $3\" >> " + (dir_ / "asked").string() +
-                                   "; echo bf16_gemm_tflops=100");
+  EXPECT_TRUE(
+      std::any_of(shapes.begin(), shapes.end(), [&](const auto& s) { return sorted(s) == head; }));
+  const std::string bench =
+      script("echo \"$1 $2 $3\" >> " + (dir_ / "asked").string() + "; echo bf16_gemm_tflops=100");
   std::ostringstream log;
   const std::string out = (dir_ / "out.yaml").string();
-  st::plan::calibrate_gpu(src() + "/configs/clusters/h100-sxm-80gb.yaml", out, bench, "cmd", log, "",
-                          "", "", "", false, shapes);
+  st::plan::calibrate_gpu(src() + "/configs/clusters/h100-sxm-80gb.yaml", out, bench, "cmd", log,
+                          "", "", "", "", false, shapes);
   const st::plan::Cluster c = st::plan::load_cluster(out);
   EXPECT_EQ(c.rates.gemm.size(), grid.size() + shapes.size());
   const std::string asked = st::read_file((dir_ / "asked").string());
