@@ -330,6 +330,45 @@ int run_reference(const std::string& cmd, const Args& a, std::ostream& out) {
   return 0;
 }
 
+// The option groups of calibrate-gpu, compare and the reference commands
+// (mpt-fit, published), stored into an Args.
+struct ToolOptions {
+  cli::po::options_description gpu{"calibrate-gpu options"}, compare{"options"},
+      ref{"reference tables (default: analysis/reference/)"}, fit{"options"};
+};
+void tool_options(Args& a, ToolOptions& t) {
+  // clang-format off
+  t.gpu.add_options()
+      ("cluster", cli::text(&a.cluster, "BASE.yaml"), "the kind: gpu cluster file to start from")
+      ("out", cli::text(&a.out, "FILE.yaml"), "cluster file to write")
+      ("bench", cli::text(&a.bench, "PATH"), "GEMM benchmark (default scaletrain-bench-gemm on PATH)")
+      ("attn-bench", cli::text(&a.attn_bench, "PATH"),
+       "measure rates.attention with it (scaletrain-bench-attention)")
+      ("attn-blocks", cli::flag(&a.attn_blocks, true),
+       "also the ring-attention blocks (--block): `full` rows at the chunk length")
+      ("mem-bench", cli::text(&a.mem_bench, "PATH"),
+       "measure rates.memory and rates.launch_us with it (scaletrain-bench-memory)")
+      ("nccl-intra", cli::text(&a.nccl_intra, "CMD"),
+       "nccl-tests command inside one node (e.g. 'all_reduce_perf -b 1M -e 8G -f 2 -g 8'): "
+       "its busbw rows become rates.busbw_intra")
+      ("nccl-inter", cli::text(&a.nccl_inter, "CMD"),
+       "the same across nodes (an mpirun of it): rates.busbw_inter");
+  t.compare.add_options()
+      ("cluster", cli::text(&a.cluster, "FILE"), "cluster file the plan used")
+      ("profile", cli::text(&a.profile, "NAME"),
+       "price by the cluster file's fitted profile NAME instead of its pricing")
+      ("out", cli::text(&a.out, "DIR"), "output folder (default <first RUN_DIR's parent>/compare)");
+  t.ref.add_options()
+      ("benchmarks", cli::text(&a.benchmarks, "CSV"), "published benchmark rows")
+      ("models", cli::text(&a.models, "CSV"), "their models")
+      ("clusters", cli::text(&a.clusters_dir, "DIR"), "cluster files (default configs/clusters)")
+      ("profile", cli::text(&a.profile, "NAME"),
+       "the fitted profile a rates-priced cluster file is priced by (default mpt-fit)");
+  t.fit.add_options()
+      ("out", cli::text(&a.out, "DIR"), "output folder");
+  // clang-format on
+}
+
 }  // namespace
 
 int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -417,38 +456,8 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
         ("add-to", text(&a.add_to, "FILE.yaml"),
          "time only the kernel calls FILE lacks (another model's shapes), keep its "
          "collectives; write the union to --out");
-    cli::po::options_description gpu_o("calibrate-gpu options");
-    gpu_o.add_options()
-        ("cluster", text(&a.cluster, "BASE.yaml"), "the kind: gpu cluster file to start from")
-        ("out", text(&a.out, "FILE.yaml"), "cluster file to write")
-        ("bench", text(&a.bench, "PATH"), "GEMM benchmark (default scaletrain-bench-gemm on PATH)")
-        ("attn-bench", text(&a.attn_bench, "PATH"),
-         "measure rates.attention with it (scaletrain-bench-attention)")
-        ("attn-blocks", flag(&a.attn_blocks, true),
-         "also the ring-attention blocks (--block): `full` rows at the chunk length")
-        ("mem-bench", text(&a.mem_bench, "PATH"),
-         "measure rates.memory and rates.launch_us with it (scaletrain-bench-memory)")
-        ("nccl-intra", text(&a.nccl_intra, "CMD"),
-         "nccl-tests command inside one node (e.g. 'all_reduce_perf -b 1M -e 8G -f 2 -g 8'): "
-         "its busbw rows become rates.busbw_intra")
-        ("nccl-inter", text(&a.nccl_inter, "CMD"),
-         "the same across nodes (an mpirun of it): rates.busbw_inter");
-    cli::po::options_description compare_o("options");
-    compare_o.add_options()
-        ("cluster", text(&a.cluster, "FILE"), "cluster file the plan used")
-        ("profile", text(&a.profile, "NAME"),
-         "price by the cluster file's fitted profile NAME instead of its pricing")
-        ("out", text(&a.out, "DIR"), "output folder (default <first RUN_DIR's parent>/compare)");
-    cli::po::options_description ref_o("reference tables (default: analysis/reference/)");
-    ref_o.add_options()
-        ("benchmarks", text(&a.benchmarks, "CSV"), "published benchmark rows")
-        ("models", text(&a.models, "CSV"), "their models")
-        ("clusters", text(&a.clusters_dir, "DIR"), "cluster files (default configs/clusters)")
-        ("profile", text(&a.profile, "NAME"),
-         "the fitted profile a rates-priced cluster file is priced by (default mpt-fit)");
-    cli::po::options_description fit_o("options");
-    fit_o.add_options()
-        ("out", text(&a.out, "DIR"), "output folder");
+    ToolOptions tools;
+    tool_options(a, tools);
 
     cli::Program p("scaletrain-plan", kFooter);
     p.add({"plan", "", "every layout of the knob ranges: feasible or not, memory, step time",
@@ -458,16 +467,16 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
            0, 0, {&calibrate_o, &model_o, &knobs_o},
            [&](const auto&) { return run_calibrate(a, args, out); }});
     p.add({"compare", "RUN_DIR...", "predicted against measured runs",
-           1, cli::kMany, {&compare_o},
+           1, cli::kMany, {&tools.compare},
            [&](const auto& dirs) { return run_compare(a, dirs, out); }});
     p.add({"mpt-fit", "", "the planner against the published MPT tables",
-           0, 0, {&ref_o, &fit_o},
+           0, 0, {&tools.ref, &tools.fit},
            [&](const auto&) { return run_reference("mpt-fit", a, out); }});
     p.add({"published", "", "the planner against torchtitan's published Llama 3 rows",
-           0, 0, {&ref_o},
+           0, 0, {&tools.ref},
            [&](const auto&) { return run_reference("published", a, out); }});
     p.add({"calibrate-gpu", "", "a GPU cluster file from the GEMM benchmark and nccl-tests",
-           0, 0, {&gpu_o, &model_o},
+           0, 0, {&tools.gpu, &model_o},
            [&](const auto&) { return run_calibrate_gpu(a, args, out); }});
     // clang-format on
     p.default_command("plan");

@@ -170,6 +170,61 @@ Cluster::Efficiency read_efficiency(const std::string& path, const std::string& 
   return base;
 }
 
+// `pricing`, `efficiency` and `profiles` (after `rates`): how the file is
+// priced, checked against what it holds.
+void read_pricing(const std::string& path, const Section& s, Cluster& c) {
+  // With kernel rates, a fitted gemm / attention / network is a fraction of
+  // those rates (rates.cpp): 1 unless the file or profile says otherwise.
+  Cluster::Efficiency fitted_base;
+  if (!c.rates.empty()) fitted_base.gemm = fitted_base.attention = fitted_base.network = 1;
+  if (c.gpu()) {
+    c.pricing = s.str("pricing", "", false, {"rates", "fitted"});
+    if (c.pricing.empty())
+      throw UsageError(path +
+                       ": missing key 'pricing' (a kind: gpu file says how it is priced: 'rates', "
+                       "the `rates` tables as measured, for our own trainer; 'fitted', the "
+                       "`efficiency` fractions fitted to another framework's published table)");
+  } else {
+    for (const char* k : {"pricing", "profiles"})
+      if (s.has(k))
+        throw UsageError(s.where(s.node(k)) + ": '" + k +
+                         "' is a kind: gpu key (a cpu cluster is priced by its measured ops)");
+  }
+  if (c.pricing == "rates") {
+    if (s.has("efficiency"))
+      throw UsageError(s.where(s.node("efficiency")) +
+                       ": 'efficiency' with pricing: rates; a rates-priced file takes no fitted "
+                       "fractions (put them under profiles.<name>, or say pricing: fitted)");
+    std::string missing;
+    if (c.rates.gemm.empty()) missing += " rates.gemm";
+    if (c.rates.attention.empty()) missing += " rates.attention";
+    if (c.rates.memory.empty()) missing += " rates.memory";
+    if (c.rates.launch < 0) missing += " rates.launch_us";
+    if (!missing.empty())
+      throw UsageError(path + ": pricing: rates needs" + missing +
+                       " (measure them with `scaletrain-plan calibrate-gpu`, or cite public "
+                       "figures; docs/planner.md)");
+    c.eff.gemm = c.eff.attention = c.eff.memory = c.eff.network = c.eff.network_intra = 1;
+    c.eff.network_intra_given = true;
+    c.eff.kernel_overhead = c.rates.launch;
+  } else {
+    c.eff = s.has("efficiency")
+                ? read_efficiency(path, "efficiency", s.node("efficiency"), fitted_base)
+                : fitted_base;
+  }
+  if (s.has("profiles")) {
+    const YAML::Node n = s.node("profiles");
+    if (!n.IsMap())
+      throw UsageError(s.where(n) +
+                       ": 'profiles' must be a map of name: {gemm, attention, "
+                       "memory, network, network_intra, kernel_overhead_us}");
+    for (const auto& it : n) {
+      const std::string name = it.first.as<std::string>();
+      c.profiles[name] = read_efficiency(path, "profiles." + name, it.second, fitted_base);
+    }
+  }
+}
+
 }  // namespace
 
 Cluster with_profile(const Cluster& c, const std::string& name) {
@@ -272,59 +327,8 @@ Cluster load_cluster(const std::string& path) {
   c.intra = read_link(path, s, "intra_node", true);
   c.inter = read_link(path, s, "inter_node", false);
   if (c.inter.bandwidth == 0) c.inter = c.intra;
-  // With kernel rates, a fitted gemm / attention / network is a fraction of
-  // those rates (rates.cpp): 1 unless the file or profile says otherwise.
-  Cluster::Efficiency fitted_base;
-  if (s.has("rates")) {
-    c.rates = read_rates(path, s);
-    fitted_base.gemm = fitted_base.attention = fitted_base.network = 1;
-  }
-  if (c.gpu()) {
-    c.pricing = s.str("pricing", "", false, {"rates", "fitted"});
-    if (c.pricing.empty())
-      throw UsageError(path +
-                       ": missing key 'pricing' (a kind: gpu file says how it is priced: 'rates', "
-                       "the `rates` tables as measured, for our own trainer; 'fitted', the "
-                       "`efficiency` fractions fitted to another framework's published table)");
-  } else {
-    for (const char* k : {"pricing", "profiles"})
-      if (s.has(k))
-        throw UsageError(s.where(s.node(k)) + ": '" + k +
-                         "' is a kind: gpu key (a cpu cluster is priced by its measured ops)");
-  }
-  if (c.pricing == "rates") {
-    if (s.has("efficiency"))
-      throw UsageError(s.where(s.node("efficiency")) +
-                       ": 'efficiency' with pricing: rates; a rates-priced file takes no fitted "
-                       "fractions (put them under profiles.<name>, or say pricing: fitted)");
-    std::string missing;
-    if (c.rates.gemm.empty()) missing += " rates.gemm";
-    if (c.rates.attention.empty()) missing += " rates.attention";
-    if (c.rates.memory.empty()) missing += " rates.memory";
-    if (c.rates.launch < 0) missing += " rates.launch_us";
-    if (!missing.empty())
-      throw UsageError(path + ": pricing: rates needs" + missing +
-                       " (measure them with `scaletrain-plan calibrate-gpu`, or cite public "
-                       "figures; docs/planner.md)");
-    c.eff.gemm = c.eff.attention = c.eff.memory = c.eff.network = c.eff.network_intra = 1;
-    c.eff.network_intra_given = true;
-    c.eff.kernel_overhead = c.rates.launch;
-  } else {
-    c.eff = s.has("efficiency")
-                ? read_efficiency(path, "efficiency", s.node("efficiency"), fitted_base)
-                : fitted_base;
-  }
-  if (s.has("profiles")) {
-    const YAML::Node n = s.node("profiles");
-    if (!n.IsMap())
-      throw UsageError(s.where(n) +
-                       ": 'profiles' must be a map of name: {gemm, attention, "
-                       "memory, network, network_intra, kernel_overhead_us}");
-    for (const auto& it : n) {
-      const std::string name = it.first.as<std::string>();
-      c.profiles[name] = read_efficiency(path, "profiles." + name, it.second, fitted_base);
-    }
-  }
+  if (s.has("rates")) c.rates = read_rates(path, s);
+  read_pricing(path, s, c);
   if (s.has("ops")) {
     const YAML::Node n = s.node("ops");
     if (!n.IsMap()) throw UsageError(s.where(n) + ": 'ops' must be a map of op key: seconds");
@@ -422,6 +426,58 @@ Cluster load_cluster(const std::string& path) {
   return c;
 }
 
+namespace {
+
+// cluster_to_yaml's `pricing`, `efficiency` (unless priced by rates) and
+// `profiles`.
+void write_pricing(std::ostream& o, const Cluster& c) {
+  auto eff = [&](const Cluster::Efficiency& e) {
+    o << "{gemm: " << e.gemm << ", attention: " << e.attention << ", memory: " << e.memory
+      << ", network: " << e.network << ", kernel_overhead_us: " << e.kernel_overhead * 1e6;
+    if (e.network_intra_given) o << ", network_intra: " << e.network_intra;
+    o << "}";
+  };
+  if (!c.pricing.empty()) o << "\npricing: " << (c.pricing == "rates" ? "rates" : "fitted");
+  if (c.pricing != "rates") {
+    o << "\nefficiency: ";
+    eff(c.eff);
+  }
+  if (!c.profiles.empty()) o << "\nprofiles:";
+  for (const auto& [name, e] : c.profiles) {
+    o << "\n  " << name << ": ";
+    eff(e);
+  }
+}
+
+// cluster_to_yaml's `rates` section.
+void write_rates(std::ostream& o, const Cluster& c) {
+  if (!c.rates.empty()) {
+    o << "\n# kernel-level rates: achieved TFLOP/s (attention: causal FLOP count) and "
+         "nccl-tests busbw (GB/s) by size\nrates:";
+    if (!c.rates.gemm.empty()) o << "\n  gemm:";
+    for (const auto& g : c.rates.gemm)
+      o << "\n    - {m: " << std::llround(g.m) << ", n: " << std::llround(g.n)
+        << ", k: " << std::llround(g.k) << ", tflops: " << g.flops / 1e12 << "}";
+    if (!c.rates.attention.empty()) o << "\n  attention:";
+    for (const auto& a : c.rates.attention)
+      o << "\n    - {head_dim: " << a.head_dim << ", seq: " << std::llround(a.seq)
+        << ", fwd_tflops: " << a.fwd_flops / 1e12 << ", bwd_tflops: " << a.bwd_flops / 1e12
+        << (a.block == "causal" ? "" : ", block: " + a.block) << "}";
+    if (!c.rates.memory.empty()) o << "\n  memory:";
+    for (const auto& m : c.rates.memory)
+      o << "\n    - {bytes: " << std::llround(m.bytes) << ", gbps: " << m.bw / 1e9 << "}";
+    if (c.rates.launch >= 0) o << "\n  launch_us: " << c.rates.launch * 1e6;
+    for (const auto* v : {&c.rates.intra, &c.rates.inter}) {
+      if (v->empty()) continue;
+      o << "\n  " << (v == &c.rates.intra ? "busbw_intra:" : "busbw_inter:");
+      for (const auto& b : *v)
+        o << "\n    - {bytes: " << std::llround(b.bytes) << ", gbps: " << b.busbw / 1e9 << "}";
+    }
+  }
+}
+
+}  // namespace
+
 std::string cluster_to_yaml(const Cluster& c) {
   std::ostringstream o;
   o.precision(6);
@@ -447,22 +503,7 @@ std::string cluster_to_yaml(const Cluster& c) {
     << ", latency_us: " << c.intra.latency * 1e6 << "}";
   o << "\ninter_node: {bandwidth_gbps: " << c.inter.bandwidth / 1e9
     << ", latency_us: " << c.inter.latency * 1e6 << "}";
-  auto eff = [&](const Cluster::Efficiency& e) {
-    o << "{gemm: " << e.gemm << ", attention: " << e.attention << ", memory: " << e.memory
-      << ", network: " << e.network << ", kernel_overhead_us: " << e.kernel_overhead * 1e6;
-    if (e.network_intra_given) o << ", network_intra: " << e.network_intra;
-    o << "}";
-  };
-  if (!c.pricing.empty()) o << "\npricing: " << (c.pricing == "rates" ? "rates" : "fitted");
-  if (c.pricing != "rates") {
-    o << "\nefficiency: ";
-    eff(c.eff);
-  }
-  if (!c.profiles.empty()) o << "\nprofiles:";
-  for (const auto& [name, e] : c.profiles) {
-    o << "\n  " << name << ": ";
-    eff(e);
-  }
+  write_pricing(o, c);
   if (c.progress != 0 || !c.gpu())
     o << "\n# async: collectives progress beside compute; polls: only while the issuing "
          "thread waits\ncollective_progress: "
@@ -498,29 +539,7 @@ std::string cluster_to_yaml(const Cluster& c) {
       o << "}";
     }
   }
-  if (!c.rates.empty()) {
-    o << "\n# kernel-level rates: achieved TFLOP/s (attention: causal FLOP count) and "
-         "nccl-tests busbw (GB/s) by size\nrates:";
-    if (!c.rates.gemm.empty()) o << "\n  gemm:";
-    for (const auto& g : c.rates.gemm)
-      o << "\n    - {m: " << std::llround(g.m) << ", n: " << std::llround(g.n)
-        << ", k: " << std::llround(g.k) << ", tflops: " << g.flops / 1e12 << "}";
-    if (!c.rates.attention.empty()) o << "\n  attention:";
-    for (const auto& a : c.rates.attention)
-      o << "\n    - {head_dim: " << a.head_dim << ", seq: " << std::llround(a.seq)
-        << ", fwd_tflops: " << a.fwd_flops / 1e12 << ", bwd_tflops: " << a.bwd_flops / 1e12
-        << (a.block == "causal" ? "" : ", block: " + a.block) << "}";
-    if (!c.rates.memory.empty()) o << "\n  memory:";
-    for (const auto& m : c.rates.memory)
-      o << "\n    - {bytes: " << std::llround(m.bytes) << ", gbps: " << m.bw / 1e9 << "}";
-    if (c.rates.launch >= 0) o << "\n  launch_us: " << c.rates.launch * 1e6;
-    for (const auto* v : {&c.rates.intra, &c.rates.inter}) {
-      if (v->empty()) continue;
-      o << "\n  " << (v == &c.rates.intra ? "busbw_intra:" : "busbw_inter:");
-      for (const auto& b : *v)
-        o << "\n    - {bytes: " << std::llround(b.bytes) << ", gbps: " << b.busbw / 1e9 << "}";
-    }
-  }
+  write_rates(o, c);
   if (!c.op_seconds.empty()) {
     o << "\n# measured seconds per kernel call, one rank alone (ops.hpp keys)\nops:";
     for (auto& [k, v] : c.op_seconds) o << "\n  " << q(k) << ": " << v;

@@ -231,11 +231,7 @@ struct Priced {
   std::vector<uint32_t> run_end;
   std::vector<double> run_dur;
   std::vector<std::array<double, 4>> run_part;
-  // Attention FLOPs as priced (attention_price), per item and per run; of
-  // the attention calls, the forward ones' seconds and the calls of each
-  // direction, per run.
-  std::vector<double> attn_flops, run_attn_flops, run_attn_fwd;
-  std::vector<std::array<int32_t, 2>> run_attn_calls;
+  std::vector<double> attn_flops;  // per item: attention FLOPs as priced (attention_price)
 };
 
 Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Cluster& cl) {
@@ -267,9 +263,6 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
   const auto& items = r->step.items;
   o.dur.assign(items.size(), 0);
   o.attn_flops.assign(items.size(), 0);
-  o.run_attn_flops.assign(items.size(), 0);
-  o.run_attn_fwd.assign(items.size(), 0);
-  o.run_attn_calls.assign(items.size(), {0, 0});
   for (size_t i = 0; i < items.size(); ++i) {
     if (t.ref[i] < 0) continue;
     const bool coll = items[i].kind == Item::Coll;
@@ -289,12 +282,6 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
            items[j].segment == items[i].segment && t.edge[j] == t.edge[i]) {
       o.run_dur[i] += o.dur[j];
       o.run_part[i][size_t(t.cls[j])] += o.dur[j];
-      o.run_attn_flops[i] += o.attn_flops[j];
-      if (t.cls[j] == kAttn && items[j].kind == Item::Kernel) {
-        const bool fwd = t.ops[size_t(t.ref[j])].kind == OpKind::AttnFwd;
-        o.run_attn_calls[i][fwd ? 0 : 1] += 1;
-        if (fwd) o.run_attn_fwd[i] += o.dur[j];
-      }
       ++j;
     }
     o.run_end[i] = uint32_t(std::max(j, i + 1));
@@ -334,12 +321,6 @@ struct Replay {
   std::vector<std::pair<double, double>> busy;
   // Parts.
   double part[kNone + 1] = {};  // compute seconds by class (kernels, copies)
-  double attn_flops = 0;        // attention FLOPs as priced
-  // Attention calls forward and backward, and the forward ones' seconds:
-  // where a block's forward runs again before its backward (act_ckpt), the
-  // calls beyond one per backward are the engine's recomputation.
-  int64_t attn_calls[2] = {0, 0};
-  double attn_fwd = 0;
   double total[kNone + 1] = {}, exposed[kNone + 1] = {}, bubble = 0;
   int64_t pp_recv_wait = -1;  // a pipeline receive's wait: split into pp and bubble
 };
@@ -478,12 +459,6 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
         if (L == pr.tl->compute) note_busy(r, st, lane);
         r.done[i] = lane;
         r.part[pr.tl->cls[i]] += dur;
-        if (dur > 0) r.attn_flops += pr.attn_flops[i];
-        if (dur > 0 && pr.tl->cls[i] == kAttn && it.kind == Item::Kernel) {
-          const bool fwd = pr.tl->ops[size_t(pr.tl->ref[i])].kind == OpKind::AttnFwd;
-          r.attn_calls[fwd ? 0 : 1] += 1;
-          if (fwd) r.attn_fwd += dur;
-        }
         if (own && L == pr.tl->compute) r.work += dur;
         r.cause[i] = pr.tl->cls[i];
         return true;
@@ -589,9 +564,6 @@ std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& 
               const double stretch = priced_d > 0 ? d / priced_d : 1.0;
               for (int k = 0; k < 4; ++k)
                 r.part[k] += stretch * r.scale * r.cscale * pr.run_part[i][size_t(k)];
-              r.attn_flops += pr.run_attn_flops[i];
-              r.attn_fwd += stretch * r.scale * r.cscale * pr.run_attn_fwd[i];
-              for (int k = 0; k < 2; ++k) r.attn_calls[k] += pr.run_attn_calls[i][size_t(k)];
               if (!pr.tl->edge[i] && !r.head && r.op < r.ops.size() &&
                   pr.tl->lane[i] == pr.tl->compute)
                 r.work += d;
@@ -789,6 +761,39 @@ std::vector<double> quota_sharing(const Config& cfg, const Cluster& cl,
   return f;
 }
 
+// The critical stage's attention FLOPs as priced and the recomputation's
+// share of its compute (StepPrediction::recompute), over the schedule's ops
+// (each its recorded segment, Replay::tmpl) and the items outside every
+// segment, at their priced seconds. Attention: the forward calls the
+// engine ran beyond one per backward call (each block's forward again
+// before its backward), at their price, so a long context's recomputed
+// attention is what it cost, not a FLOP share. GEMMs and elementwise under
+// full recomputation: the forward once more, a quarter of forward, again
+// and backward (1 + 1 + 2 by FLOPs); selective recomputes no GEMM.
+void attention_parts(const Replay& c, const std::string& act_ckpt, StepPrediction& r) {
+  const Priced& pr = *c.pr;
+  const auto& items = pr.rec->step.items;
+  std::map<int, std::array<double, 4>> seg;  // flops, forward seconds, forward and backward calls
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].kind != Item::Kernel || pr.tl->cls[i] != kAttn) continue;
+    const bool fwd = pr.tl->ops[size_t(pr.tl->ref[i])].kind == OpKind::AttnFwd;
+    auto& a = seg[items[i].segment];
+    a[0] += pr.attn_flops[i];
+    a[1] += fwd ? pr.dur[i] : 0.0;
+    a[fwd ? 2 : 3] += 1;
+  }
+  std::array<double, 4> t{};
+  auto add = [&](int s) {
+    if (const auto it = seg.find(s); it != seg.end())
+      for (size_t k = 0; k < 4; ++k) t[k] += it->second[k];
+  };
+  add(-1);
+  for (size_t op = 0; op < c.ops.size(); ++op) add(c.tmpl[op]);
+  r.attention_flops = t[0];
+  const double again = t[2] > 0 ? t[1] * std::max(0.0, t[2] - t[3]) / t[2] : 0.0;
+  r.recompute = again + (act_ckpt == "full" ? (r.gemm + r.elementwise) / 4 : 0.0);
+}
+
 }  // namespace
 
 StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
@@ -867,7 +872,6 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   StepPrediction r;
   r.gemm = c.part[kGemm];
   r.attention = c.part[kAttn];
-  r.attention_flops = c.attn_flops;
   r.elementwise = c.part[kElem];
   r.optimizer = c.part[kOptim];
   // Its idle time in receives: the schedule's own bubble (its idle in the
@@ -910,18 +914,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   const double hw_f = metrics::hw_flops_per_seq(ms, model_f, mode);
   r.mfu = metrics::utilization(model_f, seq_s, world, cl.peak_flops);
   r.hfu = metrics::utilization(hw_f, seq_s, world, cl.peak_flops);
-  // The recomputation's share of the compute. Attention: the forward calls
-  // the engine ran beyond one per backward call (each block's forward again
-  // before its backward), at their price, so a long context's recomputed
-  // attention is what it cost, not a FLOP share. GEMMs and elementwise
-  // under full recomputation: the forward once more, a quarter of forward,
-  // again and backward (1 + 1 + 2 by FLOPs); selective recomputes no GEMM.
-  const double attn_re = c.attn_calls[0] > 0
-                             ? c.attn_fwd *
-                                   double(std::max<int64_t>(0, c.attn_calls[0] - c.attn_calls[1])) /
-                                   double(c.attn_calls[0])
-                             : 0.0;
-  r.recompute = attn_re + (mode == "full" ? (r.gemm + r.elementwise) / 4 : 0.0);
+  attention_parts(c, mode, r);  // attention FLOPs and the recomputation
   return r;
 }
 
