@@ -250,7 +250,7 @@ AttnPrice attention_price(const Op& op, const Cluster& cl) {
   AttnPrice a;
   const bool fwd = op.kind == OpKind::AttnFwd;
   const int hd = int(op.s[4]);
-  if (!cl.fitted() && cl.pricing == "rates") {
+  if (cl.pricing == "rates") {
     // A ring block [Tq, Tk] (cp > 1 in the op, recorded_step.hpp) holds the
     // causal pairs of two chunks of the zig-zag split: half its pairs, in
     // sub-blocks of one chunk (Tq / 2) each, causal on the diagonal and
@@ -270,8 +270,10 @@ AttnPrice attention_price(const Op& op, const Cluster& cl) {
       a.block = "full";
     }
   } else {
-    // Fitted (and a file without pricing): every ring block's whole pairs, at
-    // the causal rows at the global length, times the fitted fraction.
+    // Fitted (and a file without pricing): a ring block for all its pairs
+    // (Op::flops), at the causal rows at the op's length (2 Tq for a
+    // block), times the fitted fraction: the rule the fractions were fitted
+    // with.
     a.flops = op.flops();
     a.seq = double(op.s[1]) * double(op.s[5]);
     a.rate = cl.rates.attention.empty()
