@@ -2,8 +2,11 @@
 // machines a job would run on. The device (name, dense peak FLOP/s at the
 // training precision, memory and its bandwidth), how many sit in a node, the
 // links inside and between nodes (bandwidth per device, one direction, and
-// latency), and efficiencies: the fractions of those figures the step-time
-// model uses, measured or fitted where known (docs/planner.md says which).
+// latency); on a GPU cluster how it is priced (`pricing`: its measured or
+// cited kernel rates as they are, or fractions fitted to another
+// framework's published table, with named fitted `profiles`); and
+// efficiencies: the fractions of those figures a fitted pricing uses
+// (docs/planner.md says which are measured and which fitted).
 // `scaletrain-plan calibrate` writes a CPU cluster file with measured kernel
 // times at the model's shapes, measured collectives and the slowdown of
 // ranks sharing the machine's cores. Every key is checked on load; an
