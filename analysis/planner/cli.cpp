@@ -57,13 +57,13 @@ std::vector<T> parse_list(const std::string& flag, const std::string& v) {
 }
 
 struct Args {
-  std::string config, cluster, out, name = "cpu-local", campaign_name, benchmarks, models, placement,
-                                    clusters_dir, add_to, bench = "scaletrain-bench-gemm",
-                                    nccl_intra, nccl_inter, attn_bench;
+  std::string config, cluster, out,
+      name = "cpu-local", campaign_name, benchmarks, models, placement, clusters_dir, add_to,
+      bench = "scaletrain-bench-gemm", nccl_intra, nccl_inter, attn_bench, profile, mem_bench;
   std::vector<std::string> sets;
   KnobRanges r;
   int top = 10, near = 2, campaign_steps = 20, devices_per_node = 0;
-  bool plots = true;
+  bool plots = true, attn_blocks = false;
   double op_seconds = 0.05, coll_seconds = 0.2;
   std::vector<long> sizes;
   std::vector<int> weak;
@@ -216,6 +216,7 @@ int run_plan(const Args& a, const std::vector<std::string>& argv, std::ostream& 
   if (a.r.devices.empty() && a.weak.empty())
     throw UsageError("plan: give --devices N[,N...] (or --weak-scaling N,...)");
   Cluster cl = load_cluster(a.cluster);
+  if (!a.profile.empty()) cl = with_profile(cl, a.profile);
   if (a.devices_per_node > 0) cl.devices_per_node = a.devices_per_node;
   if (!a.placement.empty()) cl.placement = a.placement;
   const Config base = base_config(a, false);
@@ -282,14 +283,21 @@ int run_calibrate(const Args& a, const std::vector<std::string>& argv, std::ostr
 int run_calibrate_gpu(const Args& a, const std::vector<std::string>& argv, std::ostream& out) {
   if (a.cluster.empty() || a.out.empty())
     throw UsageError("calibrate-gpu: give --cluster BASE.yaml (a kind: gpu file) and --out FILE");
+  if (a.attn_blocks && a.attn_bench.empty())
+    throw UsageError("calibrate-gpu: --attn-blocks needs --attn-bench PATH");
+  // With a model (--config / --set), its step's own GEMM shapes too.
+  std::vector<GemmShape> model;
+  if (!a.config.empty() || !a.sets.empty())
+    model = model_gemm_shapes(base_config(a, true), default_gemm_shapes());
   calibrate_gpu(a.cluster, a.out, a.bench, joined(argv), out, a.nccl_intra, a.nccl_inter,
-                a.attn_bench);
+                a.attn_bench, a.mem_bench, a.attn_blocks, model);
   return 0;
 }
 
 int run_compare(const Args& a, const std::vector<std::string>& dirs, std::ostream& out) {
   if (a.cluster.empty()) throw UsageError("compare: give --cluster FILE");
-  const Cluster cl = load_cluster(a.cluster);
+  Cluster cl = load_cluster(a.cluster);
+  if (!a.profile.empty()) cl = with_profile(cl, a.profile);
   const auto rows = compare_runs(dirs, cl);
   const std::string dir =
       !a.out.empty() ? a.out : (fs::path(dirs[0]).parent_path() / "compare").string();
@@ -303,20 +311,62 @@ int run_reference(const std::string& cmd, const Args& a, std::ostream& out) {
   const std::string src = SCALETRAIN_SOURCE_DIR;
   const std::string cdir = !a.clusters_dir.empty() ? a.clusters_dir : src + "/configs/clusters";
   const std::string ref = src + "/analysis/reference/";
+  const std::string profile = a.profile.empty() ? kPublishedProfile : a.profile;
   if (cmd == "published") {
     const auto rows =
         read_published(!a.benchmarks.empty() ? a.benchmarks : ref + "torchtitan_llama3.csv",
                        !a.models.empty() ? a.models : ref + "torchtitan_llama3_models.csv");
-    write_published(predict_published(rows, cdir), out);
+    write_published(predict_published(rows, cdir, profile), out);
     return 0;
   }
   const auto rows = read_mpt_rows(!a.benchmarks.empty() ? a.benchmarks : ref + "mpt_benchmarks.csv",
                                   !a.models.empty() ? a.models : ref + "mpt_models.csv");
-  const auto groups = mpt_fit(rows, {{"h100_80gb", cdir + "/h100-sxm-80gb.yaml"},
-                                     {"a100_80gb", cdir + "/a100-sxm-80gb.yaml"},
-                                     {"a100_40gb", cdir + "/a100-sxm-40gb.yaml"}});
+  const auto groups = mpt_fit(rows,
+                              {{"h100_80gb", cdir + "/h100-sxm-80gb.yaml"},
+                               {"a100_80gb", cdir + "/a100-sxm-80gb.yaml"},
+                               {"a100_40gb", cdir + "/a100-sxm-40gb.yaml"}},
+                              profile);
   write_mpt_fit(groups, a.out, out);
   return 0;
+}
+
+// The option groups of calibrate-gpu, compare and the reference commands
+// (mpt-fit, published), stored into an Args.
+struct ToolOptions {
+  cli::po::options_description gpu{"calibrate-gpu options"}, compare{"options"},
+      ref{"reference tables (default: analysis/reference/)"}, fit{"options"};
+};
+void tool_options(Args& a, ToolOptions& t) {
+  // clang-format off
+  t.gpu.add_options()
+      ("cluster", cli::text(&a.cluster, "BASE.yaml"), "the kind: gpu cluster file to start from")
+      ("out", cli::text(&a.out, "FILE.yaml"), "cluster file to write")
+      ("bench", cli::text(&a.bench, "PATH"), "GEMM benchmark (default scaletrain-bench-gemm on PATH)")
+      ("attn-bench", cli::text(&a.attn_bench, "PATH"),
+       "measure rates.attention with it (scaletrain-bench-attention)")
+      ("attn-blocks", cli::flag(&a.attn_blocks, true),
+       "also the ring-attention blocks (--block): `full` rows at the chunk length")
+      ("mem-bench", cli::text(&a.mem_bench, "PATH"),
+       "measure rates.memory and rates.launch_us with it (scaletrain-bench-memory)")
+      ("nccl-intra", cli::text(&a.nccl_intra, "CMD"),
+       "nccl-tests command inside one node (e.g. 'all_reduce_perf -b 1M -e 8G -f 2 -g 8'): "
+       "its busbw rows become rates.busbw_intra")
+      ("nccl-inter", cli::text(&a.nccl_inter, "CMD"),
+       "the same across nodes (an mpirun of it): rates.busbw_inter");
+  t.compare.add_options()
+      ("cluster", cli::text(&a.cluster, "FILE"), "cluster file the plan used")
+      ("profile", cli::text(&a.profile, "NAME"),
+       "price by the cluster file's fitted profile NAME instead of its pricing")
+      ("out", cli::text(&a.out, "DIR"), "output folder (default <first RUN_DIR's parent>/compare)");
+  t.ref.add_options()
+      ("benchmarks", cli::text(&a.benchmarks, "CSV"), "published benchmark rows")
+      ("models", cli::text(&a.models, "CSV"), "their models")
+      ("clusters", cli::text(&a.clusters_dir, "DIR"), "cluster files (default configs/clusters)")
+      ("profile", cli::text(&a.profile, "NAME"),
+       "the fitted profile a rates-priced cluster file is priced by (default mpt-fit)");
+  t.fit.add_options()
+      ("out", cli::text(&a.out, "DIR"), "output folder");
+  // clang-format on
 }
 
 }  // namespace
@@ -367,6 +417,9 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     cli::po::options_description plan_o("plan outputs");
     plan_o.add_options()
         ("cluster", text(&a.cluster, "FILE"), "cluster file (configs/clusters/*.yaml)")
+        ("profile", text(&a.profile, "NAME"),
+         "price by the cluster file's fitted profile NAME (profiles:, e.g. mpt-fit) instead of "
+         "its pricing: another framework's runs, not our trainer's")
         ("devices-per-node", checked("N", one_int("--devices-per-node", &a.devices_per_node, 1)),
          "override the cluster file's devices per node")
         ("placement", checked("block|cyclic", placement_word(&a.placement)),
@@ -403,30 +456,8 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
         ("add-to", text(&a.add_to, "FILE.yaml"),
          "time only the kernel calls FILE lacks (another model's shapes), keep its "
          "collectives; write the union to --out");
-    cli::po::options_description gpu_o("calibrate-gpu options");
-    gpu_o.add_options()
-        ("cluster", text(&a.cluster, "BASE.yaml"), "the kind: gpu cluster file to start from")
-        ("out", text(&a.out, "FILE.yaml"), "cluster file to write")
-        ("bench", text(&a.bench, "PATH"), "GEMM benchmark (default scaletrain-bench-gemm on PATH)")
-        ("attn-bench", text(&a.attn_bench, "PATH"),
-         "measure rates.attention with it (scaletrain-bench-attention)")
-        ("nccl-intra", text(&a.nccl_intra, "CMD"),
-         "nccl-tests command inside one node (e.g. 'all_reduce_perf -b 1M -e 8G -f 2 -g 8'): "
-         "its busbw rows become rates.busbw_intra")
-        ("nccl-inter", text(&a.nccl_inter, "CMD"),
-         "the same across nodes (an mpirun of it): rates.busbw_inter");
-    cli::po::options_description compare_o("options");
-    compare_o.add_options()
-        ("cluster", text(&a.cluster, "FILE"), "cluster file the plan used")
-        ("out", text(&a.out, "DIR"), "output folder (default <first RUN_DIR's parent>/compare)");
-    cli::po::options_description ref_o("reference tables (default: analysis/reference/)");
-    ref_o.add_options()
-        ("benchmarks", text(&a.benchmarks, "CSV"), "published benchmark rows")
-        ("models", text(&a.models, "CSV"), "their models")
-        ("clusters", text(&a.clusters_dir, "DIR"), "cluster files (default configs/clusters)");
-    cli::po::options_description fit_o("options");
-    fit_o.add_options()
-        ("out", text(&a.out, "DIR"), "output folder");
+    ToolOptions tools;
+    tool_options(a, tools);
 
     cli::Program p("scaletrain-plan", kFooter);
     p.add({"plan", "", "every layout of the knob ranges: feasible or not, memory, step time",
@@ -436,16 +467,16 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
            0, 0, {&calibrate_o, &model_o, &knobs_o},
            [&](const auto&) { return run_calibrate(a, args, out); }});
     p.add({"compare", "RUN_DIR...", "predicted against measured runs",
-           1, cli::kMany, {&compare_o},
+           1, cli::kMany, {&tools.compare},
            [&](const auto& dirs) { return run_compare(a, dirs, out); }});
     p.add({"mpt-fit", "", "the planner against the published MPT tables",
-           0, 0, {&ref_o, &fit_o},
+           0, 0, {&tools.ref, &tools.fit},
            [&](const auto&) { return run_reference("mpt-fit", a, out); }});
     p.add({"published", "", "the planner against torchtitan's published Llama 3 rows",
-           0, 0, {&ref_o},
+           0, 0, {&tools.ref},
            [&](const auto&) { return run_reference("published", a, out); }});
     p.add({"calibrate-gpu", "", "a GPU cluster file from the GEMM benchmark and nccl-tests",
-           0, 0, {&gpu_o},
+           0, 0, {&tools.gpu, &model_o},
            [&](const auto&) { return run_calibrate_gpu(a, args, out); }});
     // clang-format on
     p.default_command("plan");

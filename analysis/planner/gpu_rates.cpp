@@ -3,6 +3,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/util.hpp"
+#include "plan/recorded_step.hpp"
 
 namespace st::plan {
 
@@ -18,6 +20,25 @@ std::vector<GemmShape> default_gemm_shapes() {
   std::vector<GemmShape> v;
   for (int64_t s : {256, 512, 1024, 2048, 4096, 8192}) v.push_back({s, 8192, 8192});
   return v;
+}
+
+std::vector<GemmShape> model_gemm_shapes(const Config& cfg, const std::vector<GemmShape>& skip) {
+  auto sorted = [](GemmShape s) {
+    std::sort(s.begin(), s.end());
+    return s;
+  };
+  Config c = cfg;
+  if (c.parallel.dp == 0) resolve_layout(c, c.parallel.tp * c.parallel.pp * c.parallel.cp);
+  std::vector<GemmShape> seen, out;
+  for (const GemmShape& s : skip) seen.push_back(sorted(s));
+  for (const Op& op : step_ops(c)) {
+    if (op.kind != OpKind::Gemm) continue;
+    const GemmShape s{op.s[0], op.s[1], op.s[2]};
+    if (std::find(seen.begin(), seen.end(), sorted(s)) != seen.end()) continue;
+    seen.push_back(sorted(s));
+    out.push_back(s);
+  }
+  return out;
 }
 
 namespace {
@@ -64,31 +85,103 @@ std::vector<GemmRate> measure_gemm(const std::string& bench, const std::vector<G
   return out;
 }
 
-std::vector<AttnRate> measure_attention(const std::string& bench, std::ostream& log) {
+namespace {
+
+// The number after the last `key` in text (0 when absent or not a number).
+double last_value(const std::string& text, const std::string& key) {
+  const auto at = text.rfind(key);
+  if (at == std::string::npos) return 0;
+  try {
+    return std::stod(text.substr(at + key.size()));
+  } catch (const std::logic_error&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+std::vector<AttnRate> parse_attention_bench(const std::string& text, const std::string& what,
+                                            int hd, double T, bool blocks) {
+  std::vector<AttnRate> out;
+  auto row = [&](const std::string& prefix, double seq, const std::string& block) {
+    const double f = last_value(text, prefix + "fwd_tflops="),
+                 b = last_value(text, prefix + "bwd_tflops=");
+    if (!(f > 0) || !(b > 0))
+      throw UsageError(what + ": no positive " + prefix + "fwd_tflops= and " + prefix +
+                       "bwd_tflops= lines in its output:\n" + text);
+    out.push_back({hd, seq, f * 1e12, b * 1e12, block});
+  };
+  row("attn_", T, "causal");
+  if (blocks) row("block_full_", T / 2, "full");
+  return out;
+}
+
+std::vector<AttnRate> measure_attention(const std::string& bench, std::ostream& log, bool blocks) {
   std::vector<AttnRate> out;
   const int64_t hd = 128, heads = 16, tokens = 16384;  // FlashAttention-3's figures' setting
   for (int64_t T : {512, 1024, 2048, 4096, 8192, 16384}) {
-    const std::string cmd = bench + " " + std::to_string(T) + " " + std::to_string(hd) + " " +
-                            std::to_string(heads) + " " + std::to_string(tokens) + " 20";
+    const std::string cmd = bench + (blocks ? " --block " : " ") + std::to_string(T) + " " +
+                            std::to_string(hd) + " " + std::to_string(heads) + " " +
+                            std::to_string(tokens) + " 20";
     const auto [code, text] = run(cmd);
     if (code == 77)
       throw UsageError("calibrate-gpu: no GPU visible to '" + bench + "': " + text +
                        "(run it on the GPU machine the cluster file describes)");
-    double r[2] = {0, 0};
-    const char* keys[2] = {"attn_fwd_tflops=", "attn_bwd_tflops="};
-    for (int i = 0; i < 2; ++i)
-      if (const auto at = text.rfind(keys[i]); code == 0 && at != std::string::npos) try {
-          r[i] = std::stod(text.substr(at + std::strlen(keys[i])));
-        } catch (const std::logic_error&) {
-        }
-    if (code != 0 || !(r[0] > 0) || !(r[1] > 0))
-      throw UsageError("calibrate-gpu: '" + cmd + "' exited " + std::to_string(code) +
-                       " without positive attn_fwd_tflops= and attn_bwd_tflops= lines:\n" + text);
-    log << "calibrate-gpu: attention T " << T << " head_dim " << hd << ": " << r[0] << " / " << r[1]
-        << " TFLOP/s forward / backward\n";
-    out.push_back({int(hd), double(T), r[0] * 1e12, r[1] * 1e12});
+    if (code != 0)
+      throw UsageError("calibrate-gpu: '" + cmd + "' exited " + std::to_string(code) + ":\n" +
+                       text);
+    for (const AttnRate& a :
+         parse_attention_bench(text, "calibrate-gpu: '" + cmd + "'", int(hd), double(T), blocks)) {
+      log << "calibrate-gpu: attention " << a.block << " seq " << a.seq << " head_dim " << hd
+          << ": " << a.fwd_flops / 1e12 << " / " << a.bwd_flops / 1e12
+          << " TFLOP/s forward / backward\n";
+      out.push_back(a);
+    }
   }
   return out;
+}
+
+MemoryBench parse_memory_bench(const std::string& text, const std::string& what) {
+  MemoryBench m;
+  for (const std::string& line : split(text, '\n')) {
+    const auto b = line.find("mem_bytes="), g = line.find("mem_gbps=");
+    if (b != std::string::npos && g != std::string::npos) {
+      const double bytes = last_value(line.substr(b, g - b), "mem_bytes="),
+                   gbps = last_value(line.substr(g), "mem_gbps=");
+      if (!(bytes > 0) || !(gbps > 0))
+        throw UsageError(what + ": '" + line + "': expected positive mem_bytes= and mem_gbps=");
+      if (!m.memory.empty() && bytes <= m.memory.back().bytes)
+        throw UsageError(what + ": '" + line + "': sizes must ascend");
+      m.memory.push_back({bytes, gbps * 1e9});
+    }
+    if (const auto l = line.find("launch_us="); l != std::string::npos) {
+      const double us = last_value(line.substr(l), "launch_us=");
+      if (!(us >= 0) || us > 1e4)
+        throw UsageError(what + ": '" + line + "': expected launch_us= in [0, 10000]");
+      m.launch = us * 1e-6;
+    }
+  }
+  if (m.memory.empty() || m.launch < 0)
+    throw UsageError(what +
+                     ": expected 'mem_bytes=<B> mem_gbps=<x>' lines and a 'launch_us=<x>' line "
+                     "(scaletrain-bench-memory's output), got:\n" +
+                     text);
+  return m;
+}
+
+MemoryBench measure_memory(const std::string& bench, std::ostream& log) {
+  const std::string cmd = bench + " 20";
+  const auto [code, text] = run(cmd);
+  if (code == 77)
+    throw UsageError("calibrate-gpu: no GPU visible to '" + bench + "': " + text +
+                     "(run it on the GPU machine the cluster file describes)");
+  if (code != 0)
+    throw UsageError("calibrate-gpu: '" + cmd + "' exited " + std::to_string(code) + ":\n" + text);
+  MemoryBench m = parse_memory_bench(text, "calibrate-gpu: '" + cmd + "'");
+  for (const MemRate& r : m.memory)
+    log << "calibrate-gpu: elementwise " << r.bytes << " bytes: " << r.bw / 1e9 << " GB/s\n";
+  log << "calibrate-gpu: launch " << m.launch * 1e6 << " us\n";
+  return m;
 }
 
 std::vector<BusBw> parse_nccl_tests(const std::string& text, const std::string& what) {
@@ -156,6 +249,8 @@ std::string splice_rates(const std::string& base_text, const std::vector<RatesTa
   std::vector<std::string> in = split(base_text, '\n'), o;
   if (!in.empty() && in.back().empty()) in.pop_back();
   auto block = [](const RatesTable& t) {
+    if (!t.scalar.empty())
+      return std::vector<std::string>{"  # " + t.comment, "  " + t.key + ": " + t.scalar};
     std::vector<std::string> b = {"  # " + t.comment, "  " + t.key + ":"};
     for (const auto& e : t.entries) b.push_back("    - " + e);
     return b;
@@ -211,13 +306,19 @@ std::string splice_rates(const std::string& base_text, const std::vector<RatesTa
 
 void calibrate_gpu(const std::string& base, const std::string& out, const std::string& bench,
                    const std::string& command, std::ostream& log, const std::string& nccl_intra,
-                   const std::string& nccl_inter, const std::string& attn_bench) {
+                   const std::string& nccl_inter, const std::string& attn_bench,
+                   const std::string& mem_bench, bool attn_blocks,
+                   const std::vector<GemmShape>& model_shapes) {
   const Cluster c = load_cluster(base);
   if (!c.gpu()) throw UsageError("calibrate-gpu --cluster " + base + ": not a kind: gpu file");
   std::vector<RatesTable> tables;
-  RatesTable g{
-      "gemm", "bf16 GEMM: measured on this machine by calibrate-gpu (`calibrated:` says how)", {}};
-  for (const GemmRate& r : measure_gemm(bench, default_gemm_shapes(), 20, log)) {
+  RatesTable g{"gemm",
+               "bf16 GEMM: measured on this machine by calibrate-gpu (`calibrated:` says how)",
+               {},
+               ""};
+  std::vector<GemmShape> shapes = default_gemm_shapes();
+  shapes.insert(shapes.end(), model_shapes.begin(), model_shapes.end());
+  for (const GemmRate& r : measure_gemm(bench, shapes, 20, log)) {
     std::ostringstream e;
     e << "{m: " << std::llround(r.m) << ", n: " << std::llround(r.n) << ", k: " << std::llround(r.k)
       << ", tflops: " << r.flops / 1e12 << "}";
@@ -231,16 +332,41 @@ void calibrate_gpu(const std::string& base, const std::string& out, const std::s
     kept = "attention";
   } else {
     RatesTable t{"attention",
-                 "causal fused attention: measured on this machine (`calibrated:` says how)",
-                 {}};
-    for (const AttnRate& a : measure_attention(attn_bench, log)) {
+                 attn_blocks ? "fused attention, causal and ring blocks (full): measured on this "
+                               "machine (`calibrated:` says how)"
+                             : "causal fused attention: measured on this machine (`calibrated:` "
+                               "says how)",
+                 {},
+                 ""};
+    for (const AttnRate& a : measure_attention(attn_bench, log, attn_blocks)) {
       std::ostringstream e;
       e << "{head_dim: " << a.head_dim << ", seq: " << std::llround(a.seq)
-        << ", fwd_tflops: " << a.fwd_flops / 1e12 << ", bwd_tflops: " << a.bwd_flops / 1e12 << "}";
+        << ", fwd_tflops: " << a.fwd_flops / 1e12 << ", bwd_tflops: " << a.bwd_flops / 1e12
+        << (a.block == "causal" ? "" : ", block: " + a.block) << "}";
       t.entries.push_back(e.str());
     }
     tables.push_back(t);
     meta["attention_rates"] = "measured by " + attn_bench + " (calibrate-gpu)";
+  }
+  if (mem_bench.empty()) {
+    kept += std::string(kept.empty() ? "" : ", ") + "memory, launch_us";
+  } else {
+    const MemoryBench m = measure_memory(mem_bench, log);
+    RatesTable t{"memory",
+                 "elementwise bandwidth by bytes moved: measured on this machine (`calibrated:` "
+                 "says how)",
+                 {},
+                 ""};
+    for (const MemRate& r : m.memory) {
+      std::ostringstream e;
+      e << "{bytes: " << std::llround(r.bytes) << ", gbps: " << r.bw / 1e9 << "}";
+      t.entries.push_back(e.str());
+    }
+    tables.push_back(t);
+    std::ostringstream l;
+    l << m.launch * 1e6;
+    tables.push_back({"launch_us", "per kernel launch: measured on this machine", {}, l.str()});
+    meta["memory_rates"] = "measured by " + mem_bench + " (calibrate-gpu)";
   }
   for (const auto& [key, cmd] :
        {std::pair{"busbw_intra", nccl_intra}, {"busbw_inter", nccl_inter}}) {
@@ -248,7 +374,8 @@ void calibrate_gpu(const std::string& base, const std::string& out, const std::s
       kept += std::string(kept.empty() ? "" : ", ") + key;
       continue;
     }
-    RatesTable t{key, "nccl-tests busbw: measured on this machine (`calibrated:` says how)", {}};
+    RatesTable t{
+        key, "nccl-tests busbw: measured on this machine (`calibrated:` says how)", {}, ""};
     for (const BusBw& b : measure_busbw(cmd, log)) {
       std::ostringstream e;
       e << "{bytes: " << std::llround(b.bytes) << ", gbps: " << b.busbw / 1e9 << "}";

@@ -160,7 +160,8 @@ std::vector<double> minimise_positive(const std::function<double(const std::vect
 }
 
 std::vector<MptGroup> mpt_fit(const std::vector<MptRow>& rows,
-                              const std::map<std::string, std::string>& clusters) {
+                              const std::map<std::string, std::string>& clusters,
+                              const std::string& profile) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const MptRow*>> by;
   for (const MptRow& r : rows) {
@@ -175,7 +176,7 @@ std::vector<MptGroup> mpt_fit(const std::vector<MptRow>& rows,
     const std::string gpu = g.substr(0, g.find(' '));
     auto it = clusters.find(gpu);
     if (it == clusters.end()) throw UsageError("mpt-fit: no cluster file for GPU '" + gpu + "'");
-    G.cluster = load_cluster(it->second);
+    G.cluster = fitted_pricing(load_cluster(it->second), profile);
     if (g.find("fp8") != std::string::npos) {
       G.cluster.precision = "fp8";
       G.cluster.peak_flops *= 2;  // dense fp8 is twice bf16 on H100 (lib/metrics table)

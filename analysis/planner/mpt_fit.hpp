@@ -53,9 +53,12 @@ struct MptGroup {
                  int single) const;
 };
 
-// Fits every group; `clusters` maps a GPU key to its cluster file.
+// Fits every group; `clusters` maps a GPU key to its cluster file, whose
+// fitted `profile` (fitted_pricing) supplies what the fit holds fixed
+// (memory fraction, kernel overhead, network_intra).
 std::vector<MptGroup> mpt_fit(const std::vector<MptRow>& rows,
-                              const std::map<std::string, std::string>& clusters);
+                              const std::map<std::string, std::string>& clusters,
+                              const std::string& profile = kPublishedProfile);
 
 // Writes mpt_fit.md / .csv / .json into out_dir (when not empty) and prints the table.
 void write_mpt_fit(const std::vector<MptGroup>& groups, const std::string& out_dir,

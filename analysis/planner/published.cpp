@@ -16,10 +16,11 @@ namespace {
 // Grand Teton hosts: H100 with 96 GB HBM2e at 2.4 TB/s and a 500 W limit
 // (the table's own hardware notes); the H100 SXM file's rates (700 W) stand
 // in for its compute, with its memory and bandwidth replaced.
-Cluster cluster_for(const std::string& gpu, const std::string& dir, const std::string& where) {
-  if (gpu == "h200") return load_cluster(dir + "/h200-141gb.yaml");
+Cluster cluster_for(const std::string& gpu, const std::string& dir, const std::string& where,
+                    const std::string& profile) {
+  if (gpu == "h200") return fitted_pricing(load_cluster(dir + "/h200-141gb.yaml"), profile);
   if (gpu == "h100_96gb_500w") {
-    Cluster c = load_cluster(dir + "/h100-sxm-80gb.yaml");
+    Cluster c = fitted_pricing(load_cluster(dir + "/h100-sxm-80gb.yaml"), profile);
     c.name = "h100-hbm2e-96gb-500w";
     c.memory_bytes = 96e9;  // 96 GB as published; what the device reports is not
     c.memory_bandwidth = 2.4e12;
@@ -122,10 +123,11 @@ std::vector<PublishedRow> read_published(const std::string& table_csv,
 }
 
 std::vector<PublishedResult> predict_published(const std::vector<PublishedRow>& rows,
-                                               const std::string& clusters_dir) {
+                                               const std::string& clusters_dir,
+                                               const std::string& profile) {
   std::vector<PublishedResult> out;
   for (const PublishedRow& r : rows) {
-    const Cluster cl = cluster_for(r.gpu, clusters_dir, "row " + std::to_string(r.line));
+    const Cluster cl = cluster_for(r.gpu, clusters_dir, "row " + std::to_string(r.line), profile);
     // torchtitan's FSDP2 is ZeRO 3 over the fsdp ranks with one unit per
     // block (one bucket each), fp32 gradient reduction (ZeRO 2 with full
     // gradients under PP, split as torchtitan did); its TP is Megatron

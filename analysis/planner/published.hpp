@@ -34,9 +34,12 @@ struct PublishedResult {
   Candidate plan;  // the row's layout as scaletrain-plan sizes and times it
   double error() const { return plan.time.tokens_per_s_device / row->tps_gpu - 1; }
 };
-// Plans every row; `clusters_dir` holds the cluster files (configs/clusters).
+// Plans every row; `clusters_dir` holds the cluster files (configs/clusters),
+// priced by their fitted `profile` (torchtitan is not our trainer:
+// fitted_pricing).
 std::vector<PublishedResult> predict_published(const std::vector<PublishedRow>& rows,
-                                               const std::string& clusters_dir);
+                                               const std::string& clusters_dir,
+                                               const std::string& profile = kPublishedProfile);
 // Mean |error| over the timed rows that match `precision` ("" for all).
 double published_mape(const std::vector<PublishedResult>& res, const std::string& precision);
 // The table (markdown), each timed row's predicted step parts (compute by

@@ -45,6 +45,7 @@ json time_json(const StepPrediction& t) {
   return {{"step", t.step},
           {"gemm", t.gemm},
           {"attention", t.attention},
+          {"attention_flops", t.attention_flops},
           {"elementwise", t.elementwise},
           {"recompute", t.recompute},
           {"bubble", t.bubble},
@@ -95,7 +96,16 @@ json cand_json(const Candidate& c, int rank) {
 
 std::string time_parts(const StepPrediction& t) {
   std::ostringstream o;
-  o << "gemm " << ms(t.gemm) << ", attn " << ms(t.attention) << ", elem " << ms(t.elementwise);
+  o << "gemm " << ms(t.gemm) << ", attn " << ms(t.attention);
+  // Attention's FLOPs as priced and the rate they ran at (launches in).
+  if (t.attention > 0 && t.attention_flops > 0) {
+    std::ostringstream a;
+    a.precision(3);
+    a << " (" << t.attention_flops / 1e15 << " PFLOP at " << t.attention_flops / t.attention / 1e12
+      << " TFLOP/s)";
+    o << a.str();
+  }
+  o << ", elem " << ms(t.elementwise);
   if (t.recompute > 0) o << " (recompute " << ms(t.recompute) << ")";
   if (t.bubble > 0) o << ", bubble " << ms(t.bubble);
   if (t.imbalance > 0) o << ", first/last-stage imbalance " << ms(t.imbalance);

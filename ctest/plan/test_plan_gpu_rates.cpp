@@ -6,10 +6,12 @@
 // written into the cluster file and read back, the failures named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "config/config.hpp"
 #include "core/error.hpp"
 #include "core/util.hpp"
 #include "planner/gpu_rates.hpp"
@@ -174,10 +176,114 @@ TEST_F(GpuRates, AttentionBenchRowsReplaceThePublishedOnes) {
                             "", "", attn.string());
     ADD_FAILURE() << "half a result accepted";
   } catch (const st::UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("without positive attn_fwd_tflops= and attn_bwd_tflops="),
+    EXPECT_NE(std::string(e.what()).find("no positive attn_fwd_tflops= and attn_bwd_tflops="),
               std::string::npos)
         << e.what();
   }
+}
+
+// The memory bench (scaletrain-bench-memory's format: "mem_bytes=<B>
+// mem_gbps=<x>" per size, "launch_us=<x>") and the attention bench's block
+// mode (--block first; "block_full_*" beside the causal lines) become
+// rates.memory, rates.launch_us and `full` attention rows at the chunk
+// length; the base file's published figures and their citations go, the
+// file reads back priced by rates. Its malformed outputs are named.
+TEST_F(GpuRates, MemoryAndRingBlockRatesFromTheirBenches) {
+  const std::string gemm = script("echo bf16_gemm_tflops=100");
+  const auto mem = dir_ / "mem.sh", attn = dir_ / "attn.sh";
+  std::ofstream(mem) << "#!/bin/sh\necho \"iters $1\"\n"
+                     << "echo mem_bytes=393216 mem_gbps=700.5\n"
+                     << "echo mem_bytes=1610612736 mem_gbps=2900\necho launch_us=2.5\n";
+  std::ofstream(attn) << "#!/bin/sh\n[ \"$1\" = --block ] || exit 3\nshift\n"
+                      << "echo attn_fwd_tflops=$(($1 / 32))\necho attn_bwd_tflops=$(($1 / 64))\n"
+                      << "echo block_diag_fwd_tflops=1\necho block_diag_bwd_tflops=1\n"
+                      << "echo block_full_fwd_tflops=$(($1 / 16))\n"
+                      << "echo block_full_bwd_tflops=$(($1 / 8))\n";
+  for (const auto& p : {mem, attn}) fs::permissions(p, fs::perms::owner_all);
+  const std::string out = (dir_ / "out.yaml").string();
+  std::ostringstream log;
+  st::plan::calibrate_gpu(src() + "/configs/clusters/h100-sxm-80gb.yaml", out, gemm, "cmd", log, "",
+                          "", attn.string(), mem.string(), true);
+  const st::plan::Cluster c = st::plan::load_cluster(out);
+  EXPECT_EQ(c.pricing, "rates");
+  ASSERT_EQ(c.rates.memory.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.rates.memory[0].bytes, 393216);
+  EXPECT_DOUBLE_EQ(c.rates.memory[1].bw, 2900e9);
+  EXPECT_DOUBLE_EQ(c.rates.launch, 2.5e-6);
+  ASSERT_EQ(c.rates.attention.size(), 12u);
+  int full = 0;
+  for (const auto& a : c.rates.attention) {
+    if (a.block != "full") continue;
+    ++full;
+    // Measured at T, written at the chunk T / 2: fwd T/16 = seq/8.
+    EXPECT_DOUBLE_EQ(a.fwd_flops, a.seq / 8 * 1e12) << a.seq;
+    EXPECT_DOUBLE_EQ(a.bwd_flops, a.seq / 4 * 1e12) << a.seq;
+  }
+  EXPECT_EQ(full, 6);
+  const std::string text = st::read_file(out);
+  EXPECT_EQ(text.find("inferred"), std::string::npos) << text;  // the H100 file's memory citation
+  EXPECT_EQ(text.find("assumed, not measured"), std::string::npos) << text;
+  EXPECT_NE(c.meta.at("memory_rates").find(mem.string()), std::string::npos);
+
+  auto named = [](const std::string& text) {
+    try {
+      st::plan::parse_memory_bench(text, "bench");
+    } catch (const st::UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(named("mem_bytes=100 mem_gbps=5\n").find("launch_us="), std::string::npos);
+  EXPECT_NE(named("launch_us=3\n").find("mem_bytes="), std::string::npos);
+  EXPECT_NE(named("mem_bytes=100 mem_gbps=5\nmem_bytes=50 mem_gbps=6\nlaunch_us=1\n")
+                .find("sizes must ascend"),
+            std::string::npos);
+  EXPECT_NE(named("mem_bytes=100 mem_gbps=-5\nlaunch_us=1\n").find("positive"), std::string::npos);
+  try {
+    st::plan::parse_attention_bench("attn_fwd_tflops=3\nattn_bwd_tflops=2\n", "bench", 128, 1024,
+                                    true);
+    ADD_FAILURE() << "block mode without block lines accepted";
+  } catch (const st::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("block_full_fwd_tflops="), std::string::npos) << e.what();
+  }
+}
+
+// With a model, calibrate-gpu also measures its step's own GEMM shapes:
+// each distinct one once (in any order of its dimensions), none of the
+// default grid again, the LM head's among them; the bench is asked for
+// each and every one is written.
+TEST_F(GpuRates, TheModelsOwnGemmShapes) {
+  const st::Config cfg = st::load_config(src() + "/configs/models/tiny.yaml",
+                                         {"data.source=synthetic", "model.seq_len=64"});
+  const auto grid = st::plan::default_gemm_shapes();
+  const auto shapes = st::plan::model_gemm_shapes(cfg, grid);
+  ASSERT_FALSE(shapes.empty());
+  auto sorted = [](st::plan::GemmShape s) {
+    std::sort(s.begin(), s.end());
+    return s;
+  };
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(sorted(shapes[i]), sorted(shapes[j]));
+    for (const auto& g : grid) EXPECT_NE(sorted(shapes[i]), sorted(g));
+  }
+  // The head: rows x vocabulary x d_model.
+  const int64_t rows = int64_t(cfg.train.micro_batch) * cfg.model.seq_len;
+  const st::plan::GemmShape head =
+      sorted({rows, int64_t(cfg.model.vocab_size), int64_t(cfg.model.d_model)});
+  EXPECT_TRUE(
+      std::any_of(shapes.begin(), shapes.end(), [&](const auto& s) { return sorted(s) == head; }));
+  const std::string bench =
+      script("echo \"$1 $2 $3\" >> " + (dir_ / "asked").string() + "; echo bf16_gemm_tflops=100");
+  std::ostringstream log;
+  const std::string out = (dir_ / "out.yaml").string();
+  st::plan::calibrate_gpu(src() + "/configs/clusters/h100-sxm-80gb.yaml", out, bench, "cmd", log,
+                          "", "", "", "", false, shapes);
+  const st::plan::Cluster c = st::plan::load_cluster(out);
+  EXPECT_EQ(c.rates.gemm.size(), grid.size() + shapes.size());
+  const std::string asked = st::read_file((dir_ / "asked").string());
+  for (const auto& [m, n, k] : shapes)
+    EXPECT_NE(asked.find(std::to_string(m) + " " + std::to_string(n) + " " + std::to_string(k)),
+              std::string::npos);
 }
 
 TEST_F(GpuRates, FailuresAreNamed) {

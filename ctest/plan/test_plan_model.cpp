@@ -319,7 +319,7 @@ class ClusterFile : public ::testing::Test {
 
 const char* kGood =
     "name: g\ndevice: H100 SXM\nmemory_gib: 80\nmemory_bandwidth_gbps: 3350\n"
-    "devices_per_node: 8\nintra_node: {bandwidth_gbps: 450, latency_us: 3}\n";
+    "devices_per_node: 8\nintra_node: {bandwidth_gbps: 450, latency_us: 3}\npricing: fitted\n";
 
 TEST_F(ClusterFile, ReadsAGoodFileAndTheTablePeak) {
   const Cluster c = st::plan::load_cluster(write(kGood));
@@ -336,7 +336,7 @@ TEST_F(ClusterFile, RefusesBadInputNamingKeyAndValidValues) {
   std::string e = error(std::string(kGood) + "memory_gbi: 3\n");
   EXPECT_NE(e.find("unknown key 'memory_gbi'"), std::string::npos) << e;
   EXPECT_NE(e.find("did you mean 'memory_gib'"), std::string::npos) << e;
-  EXPECT_NE(e.find(":7"), std::string::npos) << "line number: " << e;
+  EXPECT_NE(e.find(":8"), std::string::npos) << "line number: " << e;
   e = error(std::string(kGood) + "efficiency: {gemm: 1.5}\n");
   EXPECT_NE(e.find("'efficiency.gemm': 1.5 is outside (0, 1]"), std::string::npos) << e;
   e = error(std::string(kGood) + "kind: tpu\n");

@@ -33,7 +33,8 @@ std::string temp_file(const std::string& text) {
 }
 
 // A GPU cluster with one row per table and nothing else that could matter:
-// no kernel overhead, memory so fast that no call is memory-bound.
+// no kernel overhead, memory so fast that no call is memory-bound; priced
+// by fractions (all 1 here) of its rates.
 const char* kSmall = R"(name: t
 device: H100 SXM
 memory_gib: 80
@@ -41,6 +42,7 @@ memory_bandwidth_gbps: 1000000
 devices_per_node: 8
 intra_node: {bandwidth_gbps: 450, latency_us: 3}
 inter_node: {bandwidth_gbps: 50, latency_us: 8}
+pricing: fitted
 efficiency: {kernel_overhead_us: 0}
 rates:
   gemm:
@@ -66,6 +68,16 @@ Op attn(OpKind kind, int64_t T, int64_t hd) {
   Op o;
   o.kind = kind;
   const int64_t s[6] = {1, T, 16, 16, hd, 1};
+  for (int i = 0; i < 6; ++i) o.s[i] = s[i];
+  return o;
+}
+
+// One sequence of T tokens (a ring block: T queries over T keys, recorded
+// as cp 2), Hq query and Hkv key heads.
+Op attn_op(OpKind kind, int64_t T, int64_t Hq, int64_t Hkv, int64_t hd, int64_t cp) {
+  Op o;
+  o.kind = kind;
+  const int64_t s[6] = {1, T, Hq, Hkv, hd, cp};
   for (int i = 0; i < 6; ++i) o.s[i] = s[i];
   return o;
 }
@@ -431,7 +443,7 @@ ops:
                   {"{cpus: 0.45, burst_us: 0}", {"burst_us"}},
                   {"0.45", {"cpu_quota"}}});
   std::string gpu = file;
-  gpu.replace(gpu.find("kind: cpu"), 9, "kind: gpu\nmemory_bandwidth_gbps: 1000");
+  gpu.replace(gpu.find("kind: cpu"), 9, "kind: gpu\npricing: fitted\nmemory_bandwidth_gbps: 1000");
   EXPECT_NE(error(gpu).find("'cpu_quota' is a kind: cpu fact"), std::string::npos) << error(gpu);
 }
 
@@ -466,11 +478,165 @@ TEST(PlanRates, ShippedGpuFilesCarryRates) {
   EXPECT_NEAR(h200.memory_bytes / 1048576.0, 143771, 5);
   const Cluster h100 = st::plan::load_cluster(src() + "/configs/clusters/h100-sxm-80gb.yaml");
   EXPECT_NEAR(h100.memory_bytes / 1048576.0, 81559, 5);
-  // NVLink / NVSwitch at the nccl-tests busbw as measured; the fabric's
-  // fraction is mpt-fit's.
-  EXPECT_DOUBLE_EQ(h100.eff.intra(), 1);
-  EXPECT_DOUBLE_EQ(h200.eff.intra(), 1);
-  EXPECT_LT(h100.eff.network, 1);
+  // Both priced by their rates as they are (our trainer), with the MPT fit
+  // as a named profile: NVLink / NVSwitch at the nccl-tests busbw as
+  // measured there too, the fabric's fraction mpt-fit's.
+  for (const Cluster* c : {&h100, &h200}) {
+    EXPECT_EQ(c->pricing, "rates");
+    EXPECT_FALSE(c->rates.memory.empty());
+    EXPECT_GE(c->rates.launch, 0);
+    EXPECT_DOUBLE_EQ(c->eff.gemm * c->eff.attention * c->eff.network * c->eff.intra(), 1);
+    const Cluster fit = st::plan::with_profile(*c, st::plan::kPublishedProfile);
+    EXPECT_TRUE(fit.fitted());
+    EXPECT_DOUBLE_EQ(fit.eff.intra(), 1);
+    EXPECT_LT(fit.eff.network, 1);
+    EXPECT_LT(fit.eff.attention, 1);
+  }
+  // The A100 files have no kernel rates: fitted fractions of the peaks, and
+  // they say so.
+  for (const char* f : {"a100-sxm-80gb.yaml", "a100-sxm-40gb.yaml"})
+    EXPECT_EQ(st::plan::load_cluster(src() + "/configs/clusters/" + f).pricing, "fitted") << f;
+}
+
+// pricing: rates. The tables as they are, no fraction: a GEMM at its own
+// shape's row when the table has one (any order of the dimensions), else
+// by its smallest dimension; a memory-bound op from its bytes at the
+// bandwidth interpolated over `memory`; every call plus launch_us; an
+// attention call at its causal row; a ring block (cp > 1 in the op) for
+// half its pairs (the zig-zag split's unmasked half) at the `full` rows at
+// the chunk length, or without them at the causal rows at its query length.
+const char* kRates = R"(name: r
+device: H100 SXM
+memory_gib: 80
+memory_bandwidth_gbps: 3350
+devices_per_node: 8
+intra_node: {bandwidth_gbps: 450, latency_us: 3}
+pricing: rates
+profiles:
+  slow: {gemm: 0.5, attention: 0.25, memory: 0.5, kernel_overhead_us: 10}
+rates:
+  gemm:
+    - {m: 4096, n: 4096, k: 4096, tflops: 700}
+    - {m: 1024, n: 8192, k: 8192, tflops: 500}
+    - {m: 8192, n: 8192, k: 8192, tflops: 800}
+    - {m: 1024, n: 1024, k: 1024, tflops: 250}
+  attention:
+    - {head_dim: 128, seq: 1024, fwd_tflops: 400, bwd_tflops: 300}
+    - {head_dim: 128, seq: 4096, fwd_tflops: 600, bwd_tflops: 500}
+  memory:
+    - {bytes: 1000000, gbps: 500}
+    - {bytes: 100000000, gbps: 2000}
+  launch_us: 3
+)";
+
+TEST(PlanRates, RatesPricingUsesTheTablesAsTheyAre) {
+  const std::string file = temp_file(kRates);
+  const Cluster c = st::plan::load_cluster(file);
+  ASSERT_EQ(c.pricing, "rates");
+  const double launch = 3e-6;
+  // A row of the same shape, transposed (8192 x 1024 x 8192): 500 TFLOP/s,
+  // not the smallest-dimension lookup's (the first row at 1024: 250).
+  Op g = gemm(8192, 1024, 8192);
+  EXPECT_NEAR(st::plan::op_seconds(g, c, 1), 2.0 * 8192 * 1024 * 8192 / 500e12 + launch, 1e-12);
+  // No row of its shape: by its smallest dimension, 2048 between the rows
+  // at 1024 (500) and 4096 (700): half way in log, 600.
+  g = gemm(2048, 8192, 8192);
+  EXPECT_NEAR(st::plan::op_seconds(g, c, 1), 2.0 * 2048 * 8192 * 8192 / 600e12 + launch, 1e-12);
+  // An Add of n elements moves 3n bf16 elements (6n bytes): at 10 MB,
+  // half way in log between the rows, 1250 GB/s.
+  Op add;
+  add.kind = OpKind::Add;
+  add.s[0] = 10000000 / 6;
+  const double bytes = 6.0 * double(add.s[0]);
+  const double bw = 500e9 + std::log(bytes / 1e6) / std::log(100.0) * 1500e9;
+  EXPECT_NEAR(st::plan::op_seconds(add, c, 1), bytes / bw + launch, 1e-12);
+  // Causal attention over 4096 tokens: its row.
+  const Op f = attn_op(OpKind::AttnFwd, 4096, 32, 8, 128, 1);
+  const double causal = 4.0 * 32 * 128 * 4096.0 * 4096 / 2;
+  EXPECT_NEAR(st::plan::op_seconds(f, c, 1), causal / 600e12 + launch, 1e-12);
+  // A ring block of 4096 queries over 4096 keys (recorded as cp 2): half its
+  // 4 x 32 x 128 x 4096^2 FLOPs, and with no full rows at the causal rows of
+  // 4096: the same price as the causal call.
+  const Op blk = attn_op(OpKind::AttnBwd, 4096, 32, 8, 128, 2);
+  const auto p = st::plan::attention_price(blk, c);
+  EXPECT_DOUBLE_EQ(p.flops, 2.5 * causal);
+  EXPECT_EQ(p.block, "causal");
+  EXPECT_NEAR(p.seconds, 2.5 * causal / 500e12, 1e-12);
+  // With full rows, at the chunk length (2048): between 1024 and 4096 of them.
+  std::string with_full = kRates;
+  with_full.replace(with_full.find("  memory:"), 0,
+                    "    - {head_dim: 128, seq: 1024, fwd_tflops: 450, bwd_tflops: 350, block: "
+                    "full}\n    - {head_dim: 128, seq: 4096, fwd_tflops: 650, bwd_tflops: 550, "
+                    "block: full}\n");
+  const auto q = st::plan::attention_price(blk, st::plan::load_cluster(temp_file(with_full)));
+  EXPECT_EQ(q.block, "full");
+  EXPECT_DOUBLE_EQ(q.seq, 2048);
+  EXPECT_NEAR(q.rate, 450e12, 1e3);  // half way in log
+  EXPECT_NEAR(q.seconds, 2.5 * causal / 450e12, 1e-12);
+  // The causal call keeps the causal rows beside full ones.
+  EXPECT_EQ(st::plan::attention_price(f, st::plan::load_cluster(temp_file(with_full))).block,
+            "causal");
+
+  // A fitted profile: the old formula, fractions of the same rates; the
+  // block priced for its whole pairs at the global length (4096 x 2).
+  const Cluster slow = st::plan::with_profile(c, "slow");
+  EXPECT_TRUE(slow.fitted());
+  EXPECT_NEAR(st::plan::op_seconds(f, slow, 1), causal / (600e12 * 0.25) + 10e-6, 1e-12);
+  EXPECT_NEAR(st::plan::attention_price(blk, slow).seconds, 2 * 2.5 * causal / (500e12 * 0.25),
+              1e-12);
+}
+
+// Each file says how it is priced, and a rates-priced file carries what
+// pricing by rates needs and no fractions; a profile that is not there is
+// named with the ones that are.
+TEST(PlanRates, PricingIsSaidAndChecked) {
+  const std::string base = kRates;
+  auto without = [&](const std::string& line) {
+    std::string t = base;
+    t.erase(t.find(line), line.size());
+    return t;
+  };
+  std::string e = error(without("pricing: rates\n"));
+  EXPECT_NE(e.find("missing key 'pricing'"), std::string::npos) << e;
+  e = error(without("  launch_us: 3\n"));
+  EXPECT_NE(e.find("pricing: rates needs rates.launch_us"), std::string::npos) << e;
+  e =
+      error(without("  memory:\n    - {bytes: 1000000, gbps: 500}\n    - {bytes: 100000000, "
+                    "gbps: 2000}\n"));
+  EXPECT_NE(e.find("rates.memory"), std::string::npos) << e;
+  e = error(base + "efficiency: {gemm: 0.5}\n");
+  EXPECT_NE(e.find("'efficiency' with pricing: rates"), std::string::npos) << e;
+  std::string bad = base;
+  bad.replace(bad.find("pricing: rates"), 14, "pricing: guessed");
+  e = error(bad);
+  EXPECT_NE(e.find("'pricing': 'guessed' is not one of rates|fitted"), std::string::npos) << e;
+  bad = base;
+  bad.replace(bad.find("slow: {gemm: 0.5"), 16, "slow: {gemm: 1.5");
+  e = error(bad);
+  EXPECT_NE(e.find("'profiles.slow.gemm': 1.5 is outside (0, 1]"), std::string::npos) << e;
+  bad = base;
+  bad.replace(bad.find("fwd_tflops: 400, bwd_tflops: 300}"), 33,
+              "fwd_tflops: 400, bwd_tflops: 300, block: diagonal}");
+  e = error(bad);
+  EXPECT_NE(e.find("'rates.attention[0].block': 'diagonal' is not one of causal|full"),
+            std::string::npos)
+      << e;
+  const Cluster c = st::plan::load_cluster(temp_file(base));
+  try {
+    (void)st::plan::with_profile(c, "mpt-fit");
+    ADD_FAILURE() << "an unknown profile was accepted";
+  } catch (const st::UsageError& x) {
+    EXPECT_NE(std::string(x.what()).find("no profile 'mpt-fit' (its profiles: slow)"),
+              std::string::npos)
+        << x.what();
+  }
+  // The writer keeps pricing, profiles, memory, launch and block kinds.
+  const Cluster back = st::plan::load_cluster(temp_file(st::plan::cluster_to_yaml(c)));
+  EXPECT_EQ(back.pricing, "rates");
+  EXPECT_EQ(back.profiles.count("slow"), 1u);
+  EXPECT_DOUBLE_EQ(back.profiles.at("slow").attention, 0.25);
+  EXPECT_EQ(back.rates.memory.size(), 2u);
+  EXPECT_DOUBLE_EQ(back.rates.launch, 3e-6);
 }
 
 }  // namespace

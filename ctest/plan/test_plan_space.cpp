@@ -127,3 +127,95 @@ TEST(PlanSpace, PlansA16kDeviceLayout) {
   EXPECT_GT(c[0].time.mfu, 0);
   EXPECT_LT(c[0].time.mfu, 1);
 }
+
+namespace {
+
+// The 405B shape at 128K context over 16,384 devices: tp 8, cp 16 (8192
+// tokens a rank, chunks of 4096), pp 16 (7,8*14,7 layers), dp 8, 16
+// micro-batches, with the recomputation policies given.
+std::vector<Candidate> long_context(const st::plan::Cluster& cl,
+                                    const std::vector<std::string>& act_ckpt) {
+  const Config base = st::load_config_unchecked(
+      "", with(k405b, {"parallel.pipeline_layers=7,8*14,7", "model.seq_len=131072"}));
+  KnobRanges r = one_layout(base, 16384, 8, 8, 16, 1, 16);
+  r.cp = {16};
+  r.act_ckpt = act_ckpt;
+  return st::plan::plan_space(base, r, cl);
+}
+
+const Candidate& by_policy(const std::vector<Candidate>& c, const std::string& act_ckpt) {
+  for (const Candidate& x : c)
+    if (x.cfg.train.act_ckpt == act_ckpt) return x;
+  throw std::runtime_error("no layout with act_ckpt " + act_ckpt);
+}
+
+std::string clusters() { return std::string(SCALETRAIN_SOURCE_DIR) + "/configs/clusters/"; }
+
+}  // namespace
+
+// Priced by rates, the long-context layout's attention is what its FLOPs
+// take at the rate the cluster file holds for a rank's 8192 tokens (within
+// 25%: the stage with the most layers, 8, is the reference; the critical
+// stage may hold 7 and the head), and the plan carries the FLOPs it priced,
+// which ran between the file's backward and forward rates. The fitted
+// profile (fractions of MPT's 2023 runs, a ring block's masked half
+// counted) misses the same figure by far more: the test tells them apart.
+TEST(PlanSpace, LongContextAttentionAtTheCalibratedRate) {
+  const auto cl = st::plan::load_cluster(clusters() + "h100-sxm-80gb.yaml");
+  ASSERT_EQ(cl.pricing, "rates");
+  double rf = 0, rb = 0;  // the file's causal row at 8192 tokens, head dim 128
+  for (const auto& a : cl.rates.attention)
+    if (a.block == "causal" && a.head_dim == 128 && a.seq == 8192)
+      rf = a.fwd_flops, rb = a.bwd_flops;
+  ASSERT_GT(rf, 0);
+  // Causal forward FLOPs of one layer's attention on one rank per
+  // micro-batch: 4 B (Hq / tp) hd Tg^2 / 2 / cp; selective runs it twice
+  // and the backward (2.5 times it) once.
+  const double Tg = 131072, f = 4.0 * 1 * (128 / 8) * 128 * Tg * Tg / 2 / 16;
+  const double per_layer = 2 * f / rf + 2.5 * f / rb;
+  const double expected = 8 * 16 * per_layer;
+  const auto c = long_context(cl, {"selective"});
+  ASSERT_EQ(c.size(), 1u);
+  ASSERT_TRUE(c[0].timed) << c[0].reason;
+  const auto& t = c[0].time;
+  EXPECT_NEAR(t.attention / expected, 1.0, 0.25) << t.attention << " s against " << expected;
+  const double rate = t.attention_flops / t.attention;
+  EXPECT_GE(rate, 0.95 * rb);
+  EXPECT_LE(rate, rf);
+  // The attention FLOPs priced: 7 or 8 layers' worth.
+  EXPECT_GE(t.attention_flops, 7 * 16 * 4.5 * f * 0.999);
+  EXPECT_LE(t.attention_flops, 8 * 16 * 4.5 * f * 1.001);
+  const auto fitted =
+      long_context(st::plan::with_profile(cl, st::plan::kPublishedProfile), {"selective"});
+  ASSERT_TRUE(fitted[0].timed);
+  EXPECT_GT(fitted[0].time.attention / expected, 1.25);
+}
+
+// Recomputation the planner and the engine agree on: the planner's
+// `recompute` part of selective recomputation (the attention core again,
+// lib/model/block.cpp) is the attention time the engine's recorded step
+// adds over no recomputation; at 128K context, where memory allows no
+// recomputation (141 GB H200) the planner ranks it first, and where it does
+// not (80 GB H100) the cheapest policy that fits.
+TEST(PlanSpace, LongContextRecomputationAsTheEngineRunsIt) {
+  const auto h200 = st::plan::load_cluster(clusters() + "h200-141gb.yaml");
+  const auto c = long_context(h200, {"none", "selective", "full"});
+  ASSERT_EQ(c.size(), 3u);
+  const Candidate &none = by_policy(c, "none"), &sel = by_policy(c, "selective"),
+                  &full = by_policy(c, "full");
+  for (const Candidate* x : {&none, &sel, &full}) ASSERT_TRUE(x->timed) << x->reason;
+  EXPECT_DOUBLE_EQ(none.time.recompute, 0);
+  EXPECT_NEAR(sel.time.recompute / (sel.time.attention - none.time.attention), 1.0, 0.03);
+  EXPECT_GT(full.time.recompute, sel.time.recompute);
+  ASSERT_TRUE(none.feasible) << none.reason;
+  EXPECT_EQ(c[0].cfg.train.act_ckpt, "none");
+  EXPECT_LT(none.time.step, sel.time.step);
+  EXPECT_LT(sel.time.step, full.time.step);
+
+  const auto h100 = st::plan::load_cluster(clusters() + "h100-sxm-80gb.yaml");
+  const auto d = long_context(h100, {"none", "selective", "full"});
+  EXPECT_FALSE(by_policy(d, "none").feasible);
+  EXPECT_NE(by_policy(d, "none").reason.find("memory"), std::string::npos);
+  EXPECT_TRUE(d[0].feasible);
+  EXPECT_EQ(d[0].cfg.train.act_ckpt, "selective");
+}

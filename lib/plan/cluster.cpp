@@ -115,7 +115,7 @@ Link read_link(const std::string& path, const Section& top, const std::string& k
 Rates read_rates(const std::string& path, const Section& top) {
   Rates r;
   const Section s(path, "rates", top.node("rates"),
-                  {"gemm", "attention", "busbw_intra", "busbw_inter"});
+                  {"gemm", "attention", "busbw_intra", "busbw_inter", "memory", "launch_us"});
   auto list = [&](const std::string& key, const std::vector<std::string>& keys, auto&& each) {
     if (!s.has(key)) return;
     const YAML::Node n = s.node(key);
@@ -129,12 +129,21 @@ Rates read_rates(const std::string& path, const Section& top) {
     r.gemm.push_back({e.num("m", 0, true, 1, 1e9), e.num("n", 0, true, 1, 1e9),
                       e.num("k", 0, true, 1, 1e9), e.num("tflops", 0, true, 0, 1e5, true) * 1e12});
   });
-  list("attention", {"head_dim", "seq", "fwd_tflops", "bwd_tflops"}, [&](const Section& e) {
-    r.attention.push_back({int(e.num("head_dim", 0, true, 1, 1 << 16)),
-                           e.num("seq", 0, true, 1, 1e9),
-                           e.num("fwd_tflops", 0, true, 0, 1e5, true) * 1e12,
-                           e.num("bwd_tflops", 0, true, 0, 1e5, true) * 1e12});
+  list("attention", {"head_dim", "seq", "fwd_tflops", "bwd_tflops", "block"},
+       [&](const Section& e) {
+         r.attention.push_back({int(e.num("head_dim", 0, true, 1, 1 << 16)),
+                                e.num("seq", 0, true, 1, 1e9),
+                                e.num("fwd_tflops", 0, true, 0, 1e5, true) * 1e12,
+                                e.num("bwd_tflops", 0, true, 0, 1e5, true) * 1e12,
+                                e.str("block", "causal", false, {"causal", "full"})});
+       });
+  list("memory", {"bytes", "gbps"}, [&](const Section& e) {
+    r.memory.push_back(
+        {e.num("bytes", 0, true, 1, 1e15), e.num("gbps", 0, true, 0, 1e6, true) * 1e9});
   });
+  std::sort(r.memory.begin(), r.memory.end(),
+            [](const MemRate& a, const MemRate& b) { return a.bytes < b.bytes; });
+  if (s.has("launch_us")) r.launch = s.num("launch_us", 0, true, 0, 1e4) * 1e-6;
   for (const char* key : {"busbw_intra", "busbw_inter"}) {
     auto& v = std::string(key) == "busbw_intra" ? r.intra : r.inter;
     list(key, {"bytes", "gbps"}, [&](const Section& e) {
@@ -145,7 +154,97 @@ Rates read_rates(const std::string& path, const Section& top) {
   return r;
 }
 
+// An `efficiency` map (or a profile's), over `base`.
+Cluster::Efficiency read_efficiency(const std::string& path, const std::string& key,
+                                    const YAML::Node& node, Cluster::Efficiency base) {
+  const Section e(
+      path, key, node,
+      {"gemm", "attention", "memory", "network", "network_intra", "kernel_overhead_us"});
+  base.gemm = e.num("gemm", base.gemm, false, 0, 1, true);
+  base.attention = e.num("attention", base.attention, false, 0, 1, true);
+  base.memory = e.num("memory", base.memory, false, 0, 1, true);
+  base.network = e.num("network", base.network, false, 0, 4, true);
+  base.network_intra_given = e.has("network_intra");
+  base.network_intra = e.num("network_intra", 1, false, 0, 4, true);
+  base.kernel_overhead = e.num("kernel_overhead_us", 0, false, 0, 1e6) * 1e-6;
+  return base;
+}
+
+// `pricing`, `efficiency` and `profiles` (after `rates`): how the file is
+// priced, checked against what it holds.
+void read_pricing(const std::string& path, const Section& s, Cluster& c) {
+  // With kernel rates, a fitted gemm / attention / network is a fraction of
+  // those rates (rates.cpp): 1 unless the file or profile says otherwise.
+  Cluster::Efficiency fitted_base;
+  if (!c.rates.empty()) fitted_base.gemm = fitted_base.attention = fitted_base.network = 1;
+  if (c.gpu()) {
+    c.pricing = s.str("pricing", "", false, {"rates", "fitted"});
+    if (c.pricing.empty())
+      throw UsageError(path +
+                       ": missing key 'pricing' (a kind: gpu file says how it is priced: 'rates', "
+                       "the `rates` tables as measured, for our own trainer; 'fitted', the "
+                       "`efficiency` fractions fitted to another framework's published table)");
+  } else {
+    for (const char* k : {"pricing", "profiles"})
+      if (s.has(k))
+        throw UsageError(s.where(s.node(k)) + ": '" + k +
+                         "' is a kind: gpu key (a cpu cluster is priced by its measured ops)");
+  }
+  if (c.pricing == "rates") {
+    if (s.has("efficiency"))
+      throw UsageError(s.where(s.node("efficiency")) +
+                       ": 'efficiency' with pricing: rates; a rates-priced file takes no fitted "
+                       "fractions (put them under profiles.<name>, or say pricing: fitted)");
+    std::string missing;
+    if (c.rates.gemm.empty()) missing += " rates.gemm";
+    if (c.rates.attention.empty()) missing += " rates.attention";
+    if (c.rates.memory.empty()) missing += " rates.memory";
+    if (c.rates.launch < 0) missing += " rates.launch_us";
+    if (!missing.empty())
+      throw UsageError(path + ": pricing: rates needs" + missing +
+                       " (measure them with `scaletrain-plan calibrate-gpu`, or cite public "
+                       "figures; docs/planner.md)");
+    c.eff.gemm = c.eff.attention = c.eff.memory = c.eff.network = c.eff.network_intra = 1;
+    c.eff.network_intra_given = true;
+    c.eff.kernel_overhead = c.rates.launch;
+  } else {
+    c.eff = s.has("efficiency")
+                ? read_efficiency(path, "efficiency", s.node("efficiency"), fitted_base)
+                : fitted_base;
+  }
+  if (s.has("profiles")) {
+    const YAML::Node n = s.node("profiles");
+    if (!n.IsMap())
+      throw UsageError(s.where(n) +
+                       ": 'profiles' must be a map of name: {gemm, attention, "
+                       "memory, network, network_intra, kernel_overhead_us}");
+    for (const auto& it : n) {
+      const std::string name = it.first.as<std::string>();
+      c.profiles[name] = read_efficiency(path, "profiles." + name, it.second, fitted_base);
+    }
+  }
+}
+
 }  // namespace
+
+Cluster with_profile(const Cluster& c, const std::string& name) {
+  const auto it = c.profiles.find(name);
+  if (it == c.profiles.end()) {
+    std::string have;
+    for (const auto& [k, e] : c.profiles) have += (have.empty() ? "" : ", ") + k;
+    throw UsageError((c.path.empty() ? c.name : c.path) + ": no profile '" + name + "' (" +
+                     (have.empty() ? "the file has no profiles" : "its profiles: " + have) + ")");
+  }
+  Cluster o = c;
+  o.pricing = "fitted";
+  o.profile = name;
+  o.eff = it->second;
+  return o;
+}
+
+Cluster fitted_pricing(const Cluster& c, const std::string& name) {
+  return c.pricing == "rates" ? with_profile(c, name) : c;
+}
 
 double MeasuredCollective::seconds(double bytes) const {
   const double by_fit = fit.latency + bytes / fit.bandwidth;
@@ -191,6 +290,8 @@ Cluster load_cluster(const std::string& path) {
                    "collective_progress",
                    "cpu_quota",
                    "rates",
+                   "pricing",
+                   "profiles",
                    "notes",
                    "calibrated"});
   Cluster c;
@@ -226,24 +327,8 @@ Cluster load_cluster(const std::string& path) {
   c.intra = read_link(path, s, "intra_node", true);
   c.inter = read_link(path, s, "inter_node", false);
   if (c.inter.bandwidth == 0) c.inter = c.intra;
-  // With kernel rates, gemm / attention / network are fractions of those
-  // rates (rates.cpp): 1 unless the file says otherwise.
-  if (s.has("rates")) {
-    c.rates = read_rates(path, s);
-    c.eff.gemm = c.eff.attention = c.eff.network = 1;
-  }
-  if (s.has("efficiency")) {
-    const Section e(
-        path, "efficiency", s.node("efficiency"),
-        {"gemm", "attention", "memory", "network", "network_intra", "kernel_overhead_us"});
-    c.eff.gemm = e.num("gemm", c.eff.gemm, false, 0, 1, true);
-    c.eff.attention = e.num("attention", c.eff.attention, false, 0, 1, true);
-    c.eff.memory = e.num("memory", c.eff.memory, false, 0, 1, true);
-    c.eff.network = e.num("network", c.eff.network, false, 0, 4, true);
-    c.eff.network_intra_given = e.has("network_intra");
-    c.eff.network_intra = e.num("network_intra", 1, false, 0, 4, true);
-    c.eff.kernel_overhead = e.num("kernel_overhead_us", 0, false, 0, 1e6) * 1e-6;
-  }
+  if (s.has("rates")) c.rates = read_rates(path, s);
+  read_pricing(path, s, c);
   if (s.has("ops")) {
     const YAML::Node n = s.node("ops");
     if (!n.IsMap()) throw UsageError(s.where(n) + ": 'ops' must be a map of op key: seconds");
@@ -341,6 +426,58 @@ Cluster load_cluster(const std::string& path) {
   return c;
 }
 
+namespace {
+
+// cluster_to_yaml's `pricing`, `efficiency` (unless priced by rates) and
+// `profiles`.
+void write_pricing(std::ostream& o, const Cluster& c) {
+  auto eff = [&](const Cluster::Efficiency& e) {
+    o << "{gemm: " << e.gemm << ", attention: " << e.attention << ", memory: " << e.memory
+      << ", network: " << e.network << ", kernel_overhead_us: " << e.kernel_overhead * 1e6;
+    if (e.network_intra_given) o << ", network_intra: " << e.network_intra;
+    o << "}";
+  };
+  if (!c.pricing.empty()) o << "\npricing: " << (c.pricing == "rates" ? "rates" : "fitted");
+  if (c.pricing != "rates") {
+    o << "\nefficiency: ";
+    eff(c.eff);
+  }
+  if (!c.profiles.empty()) o << "\nprofiles:";
+  for (const auto& [name, e] : c.profiles) {
+    o << "\n  " << name << ": ";
+    eff(e);
+  }
+}
+
+// cluster_to_yaml's `rates` section.
+void write_rates(std::ostream& o, const Cluster& c) {
+  if (!c.rates.empty()) {
+    o << "\n# kernel-level rates: achieved TFLOP/s (attention: causal FLOP count) and "
+         "nccl-tests busbw (GB/s) by size\nrates:";
+    if (!c.rates.gemm.empty()) o << "\n  gemm:";
+    for (const auto& g : c.rates.gemm)
+      o << "\n    - {m: " << std::llround(g.m) << ", n: " << std::llround(g.n)
+        << ", k: " << std::llround(g.k) << ", tflops: " << g.flops / 1e12 << "}";
+    if (!c.rates.attention.empty()) o << "\n  attention:";
+    for (const auto& a : c.rates.attention)
+      o << "\n    - {head_dim: " << a.head_dim << ", seq: " << std::llround(a.seq)
+        << ", fwd_tflops: " << a.fwd_flops / 1e12 << ", bwd_tflops: " << a.bwd_flops / 1e12
+        << (a.block == "causal" ? "" : ", block: " + a.block) << "}";
+    if (!c.rates.memory.empty()) o << "\n  memory:";
+    for (const auto& m : c.rates.memory)
+      o << "\n    - {bytes: " << std::llround(m.bytes) << ", gbps: " << m.bw / 1e9 << "}";
+    if (c.rates.launch >= 0) o << "\n  launch_us: " << c.rates.launch * 1e6;
+    for (const auto* v : {&c.rates.intra, &c.rates.inter}) {
+      if (v->empty()) continue;
+      o << "\n  " << (v == &c.rates.intra ? "busbw_intra:" : "busbw_inter:");
+      for (const auto& b : *v)
+        o << "\n    - {bytes: " << std::llround(b.bytes) << ", gbps: " << b.busbw / 1e9 << "}";
+    }
+  }
+}
+
+}  // namespace
+
 std::string cluster_to_yaml(const Cluster& c) {
   std::ostringstream o;
   o.precision(6);
@@ -366,11 +503,7 @@ std::string cluster_to_yaml(const Cluster& c) {
     << ", latency_us: " << c.intra.latency * 1e6 << "}";
   o << "\ninter_node: {bandwidth_gbps: " << c.inter.bandwidth / 1e9
     << ", latency_us: " << c.inter.latency * 1e6 << "}";
-  o << "\nefficiency: {gemm: " << c.eff.gemm << ", attention: " << c.eff.attention
-    << ", memory: " << c.eff.memory << ", network: " << c.eff.network
-    << ", kernel_overhead_us: " << c.eff.kernel_overhead * 1e6;
-  if (c.eff.network_intra_given) o << ", network_intra: " << c.eff.network_intra;
-  o << "}";
+  write_pricing(o, c);
   if (c.progress != 0 || !c.gpu())
     o << "\n# async: collectives progress beside compute; polls: only while the issuing "
          "thread waits\ncollective_progress: "
@@ -406,24 +539,7 @@ std::string cluster_to_yaml(const Cluster& c) {
       o << "}";
     }
   }
-  if (!c.rates.empty()) {
-    o << "\n# kernel-level rates: achieved TFLOP/s (attention: causal FLOP count) and "
-         "nccl-tests busbw (GB/s) by size\nrates:";
-    if (!c.rates.gemm.empty()) o << "\n  gemm:";
-    for (const auto& g : c.rates.gemm)
-      o << "\n    - {m: " << std::llround(g.m) << ", n: " << std::llround(g.n)
-        << ", k: " << std::llround(g.k) << ", tflops: " << g.flops / 1e12 << "}";
-    if (!c.rates.attention.empty()) o << "\n  attention:";
-    for (const auto& a : c.rates.attention)
-      o << "\n    - {head_dim: " << a.head_dim << ", seq: " << std::llround(a.seq)
-        << ", fwd_tflops: " << a.fwd_flops / 1e12 << ", bwd_tflops: " << a.bwd_flops / 1e12 << "}";
-    for (const auto* v : {&c.rates.intra, &c.rates.inter}) {
-      if (v->empty()) continue;
-      o << "\n  " << (v == &c.rates.intra ? "busbw_intra:" : "busbw_inter:");
-      for (const auto& b : *v)
-        o << "\n    - {bytes: " << std::llround(b.bytes) << ", gbps: " << b.busbw / 1e9 << "}";
-    }
-  }
+  write_rates(o, c);
   if (!c.op_seconds.empty()) {
     o << "\n# measured seconds per kernel call, one rank alone (ops.hpp keys)\nops:";
     for (auto& [k, v] : c.op_seconds) o << "\n  " << q(k) << ": " << v;

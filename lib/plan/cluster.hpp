@@ -2,8 +2,11 @@
 // machines a job would run on. The device (name, dense peak FLOP/s at the
 // training precision, memory and its bandwidth), how many sit in a node, the
 // links inside and between nodes (bandwidth per device, one direction, and
-// latency), and efficiencies: the fractions of those figures the step-time
-// model uses, measured or fitted where known (docs/planner.md says which).
+// latency); on a GPU cluster how it is priced (`pricing`: its measured or
+// cited kernel rates as they are, or fractions fitted to another
+// framework's published table, with named fitted `profiles`); and
+// efficiencies: the fractions of those figures a fitted pricing uses
+// (docs/planner.md says which are measured and which fitted).
 // `scaletrain-plan calibrate` writes a CPU cluster file with measured kernel
 // times at the model's shapes, measured collectives and the slowdown of
 // ranks sharing the machine's cores. Every key is checked on load; an
@@ -54,10 +57,22 @@ struct GemmRate {  // bf16 GEMM C[m,n] = A[m,k] B[k,n]
   double m = 0, n = 0, k = 0;
   double flops = 0;  // achieved FLOP/s
 };
-struct AttnRate {  // fused attention at one head dim and (global) sequence length
+// Fused attention at one head dim, sequence length and block kind:
+// causal, one causal call over `seq` tokens (the whole sequence at cp 1;
+// FLOPs counted for the causal half); full, one block of `seq` queries over
+// `seq` keys with no mask (a ring-attention block between two chunks; its
+// whole FLOPs counted).
+struct AttnRate {
   int head_dim = 0;
   double seq = 0;
-  double fwd_flops = 0, bwd_flops = 0;  // achieved FLOP/s, causal FLOP count
+  double fwd_flops = 0, bwd_flops = 0;  // achieved FLOP/s
+  std::string block = "causal";         // causal | full
+};
+// Bytes a memory-bound kernel moves (read + written) and the rate the
+// device's own elementwise kernels reach at that size.
+struct MemRate {
+  double bytes = 0;
+  double bw = 0;  // bytes/s
 };
 struct BusBw {  // nccl-tests' busbw of an all_reduce of `bytes`
   double bytes = 0;
@@ -69,7 +84,15 @@ struct Rates {
   // intra: a group inside one node; inter: a group spanning nodes with every
   // device of each node in it (NCCL runs one ring per NIC).
   std::vector<BusBw> intra, inter;
-  bool empty() const { return gemm.empty() && attention.empty() && intra.empty() && inter.empty(); }
+  // Elementwise and optimizer kernels: achieved bandwidth by bytes moved
+  // (ascending bytes); the per-launch overhead of a kernel (seconds; < 0:
+  // not given).
+  std::vector<MemRate> memory;
+  double launch = -1;
+  bool empty() const {
+    return gemm.empty() && attention.empty() && intra.empty() && inter.empty() && memory.empty() &&
+           launch < 0;
+  }
 };
 
 struct Cluster {
@@ -128,6 +151,18 @@ struct Cluster {
   double cpu_quota = 0;
   double cpu_quota_period = 0.1;  // seconds
   Rates rates;        // GPU clusters: kernel-level rates (empty: the efficiencies' roofline)
+  // How a GPU cluster's kernels and collectives are priced (`pricing`):
+  // "rates", at the `rates` tables as measured (calibrate-gpu on the device,
+  // or public benchmarks the file cites), elementwise kernels from their
+  // bytes at rates.memory, plus rates.launch per kernel call: our own
+  // trainer's kernels, no fractions; "fitted", at the `efficiency`
+  // fractions of the rates (or of the peaks), fitted to another framework's
+  // published table. `profiles` are named sets of fitted fractions a file
+  // carries beside its rates (with_profile applies one). CPU clusters: "".
+  std::string pricing;
+  std::string profile;  // the profile applied (with_profile), "" if none
+  std::map<std::string, Efficiency> profiles;
+  bool fitted() const { return pricing == "fitted"; }
   std::string notes;  // free text carried along
   std::map<std::string, std::string> meta;  // calibrated: date, host, command ...
 
@@ -140,5 +175,15 @@ struct Cluster {
 Cluster load_cluster(const std::string& path);
 // The file text load_cluster reads back (comments name the units).
 std::string cluster_to_yaml(const Cluster& c);
+// c priced by its fitted profile `name` (pricing fitted, efficiency =
+// profiles[name]); UsageError naming the file and its profiles when it has
+// no such profile.
+Cluster with_profile(const Cluster& c, const std::string& name);
+// The name of the profile the shipped GPU files carry: the fractions
+// `scaletrain-plan mpt-fit` fitted to MPT's published H100 table.
+inline const char* kPublishedProfile = "mpt-fit";
+// For predicting another framework's published table: a fitted (or CPU)
+// file as it is, a rates-priced one by its profile `name`.
+Cluster fitted_pricing(const Cluster& c, const std::string& name);
 
 }  // namespace st::plan

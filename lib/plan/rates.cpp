@@ -2,6 +2,7 @@
 #include "plan/rates.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -73,19 +74,45 @@ double gemm_rate(const Rates& r, double small) {
   return interp_log(pts, small);
 }
 
-// Achieved FLOP/s of fused attention: the rows of the nearest head dim,
-// interpolated over the global sequence length.
-double attention_rate(const Rates& r, int head_dim, double seq, bool fwd) {
+// Achieved FLOP/s of fused attention: the rows of `block` kind at the
+// nearest head dim, interpolated over the sequence length (0: the table
+// has no row of that kind).
+double attention_rate(const Rates& r, int head_dim, double seq, bool fwd,
+                      const std::string& block = "causal") {
   int best = 0;
   for (const auto& a : r.attention)
-    if (!best || std::abs(std::log(double(a.head_dim) / head_dim)) <
-                     std::abs(std::log(double(best) / head_dim)))
+    if (a.block == block && (!best || std::abs(std::log(double(a.head_dim) / head_dim)) <
+                                          std::abs(std::log(double(best) / head_dim))))
       best = a.head_dim;
   std::vector<std::pair<double, double>> pts;
   for (const auto& a : r.attention)
-    if (a.head_dim == best) pts.push_back({a.seq, fwd ? a.fwd_flops : a.bwd_flops});
+    if (a.block == block && a.head_dim == best)
+      pts.push_back({a.seq, fwd ? a.fwd_flops : a.bwd_flops});
+  if (pts.empty()) return 0;
   std::sort(pts.begin(), pts.end());
   return interp_log(pts, seq);
+}
+
+// A GEMM's rate from the table: a row of the same shape (its three
+// dimensions in any order: a transposed call runs the same tiles), else
+// by its smallest dimension (gemm_rate).
+double gemm_shape_rate(const Rates& r, const Op& op) {
+  std::array<double, 3> want = {double(op.s[0]), double(op.s[1]), double(op.s[2])};
+  std::sort(want.begin(), want.end());
+  for (const auto& g : r.gemm) {
+    std::array<double, 3> have = {g.m, g.n, g.k};
+    std::sort(have.begin(), have.end());
+    if (have == want) return g.flops;
+  }
+  return gemm_rate(r, want[0]);
+}
+
+// Achieved bandwidth of a memory-bound kernel moving `bytes` (rates.memory,
+// linear in log between sizes, clamped at both ends).
+double memory_rate(const Rates& r, double bytes) {
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& m : r.memory) pts.push_back({m.bytes, m.bw});
+  return interp_log(pts, std::max(bytes, 1.0));
 }
 
 double busbw(const std::vector<BusBw>& v, double bytes) {
@@ -219,9 +246,59 @@ double concurrency_slowdown(const Cluster& cl, int ranks) {
   return lo->second + w * (hi->second - lo->second);
 }
 
+AttnPrice attention_price(const Op& op, const Cluster& cl) {
+  AttnPrice a;
+  const bool fwd = op.kind == OpKind::AttnFwd;
+  const int hd = int(op.s[4]);
+  if (cl.pricing == "rates") {
+    // A ring block [Tq, Tk] (cp > 1 in the op, recorded_step.hpp) holds the
+    // causal pairs of two chunks of the zig-zag split: half its pairs, in
+    // sub-blocks of one chunk (Tq / 2) each, causal on the diagonal and
+    // full off it (test_cp_split). Priced at the `full` rows at the chunk
+    // length; a table without them prices the block as the causal call of
+    // the same pairs (Tq queries over Tq keys).
+    const bool ring = op.s[5] > 1;
+    a.flops = ring ? op.flops() / 2 : op.flops();
+    a.seq = double(op.s[1]);
+    if (ring) {
+      a.rate = attention_rate(cl.rates, hd, a.seq / 2, fwd, "full");
+      if (a.rate > 0) a.block = "full", a.seq /= 2;
+    }
+    if (!(a.rate > 0)) a.rate = attention_rate(cl.rates, hd, a.seq, fwd, "causal");
+    if (!(a.rate > 0)) {  // the file has only `full` rows
+      a.rate = attention_rate(cl.rates, hd, a.seq, fwd, "full");
+      a.block = "full";
+    }
+  } else {
+    // Fitted (and a file without pricing): a ring block for all its pairs
+    // (Op::flops), at the causal rows at the op's length (2 Tq for a
+    // block), times the fitted fraction: the rule the fractions were fitted
+    // with.
+    a.flops = op.flops();
+    a.seq = double(op.s[1]) * double(op.s[5]);
+    a.rate = cl.rates.attention.empty()
+                 ? cl.peak_flops * cl.eff.attention
+                 : attention_rate(cl.rates, hd, a.seq, fwd) * cl.eff.attention;
+  }
+  a.seconds = a.flops / a.rate;
+  return a;
+}
+
 double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node) {
   if (!cl.gpu()) return measured_or_scaled(op, cl) * concurrency_slowdown(cl, ranks_on_node);
   const double bytes = op.elements() * (op.kind == OpKind::Adam ? 4.0 : 2.0);
+  if (cl.pricing == "rates") {
+    // Measured rates as they are: a memory-bound kernel at the bandwidth
+    // the device's elementwise kernels reach at its size, a GEMM at its
+    // shape's rate, attention by attention_price, each plus one launch.
+    if (op.kind == OpKind::Alloc) return 0;
+    const double mem = bytes / memory_rate(cl.rates, bytes);
+    double t = mem;
+    if (op.kind == OpKind::Gemm) t = std::max(mem, op.flops() / gemm_shape_rate(cl.rates, op));
+    if (op.kind == OpKind::AttnFwd || op.kind == OpKind::AttnBwd)
+      t = std::max(mem, attention_price(op, cl).seconds);
+    return t + cl.rates.launch;
+  }
   const double mem = bytes / (cl.memory_bandwidth * cl.eff.memory);
   double t = mem;
   if (op.kind == OpKind::Alloc) return 0;  // the caching allocator reuses device memory
@@ -234,15 +311,8 @@ double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node) {
                                               : gemm_rate(cl.rates, small) * cl.eff.gemm;
     t = std::max(mem, op.flops() / rate);
   }
-  if (op.kind == OpKind::AttnFwd || op.kind == OpKind::AttnBwd) {
-    const bool fwd = op.kind == OpKind::AttnFwd;
-    const double rate =
-        cl.rates.attention.empty()
-            ? cl.peak_flops * cl.eff.attention
-            : attention_rate(cl.rates, int(op.s[4]), double(op.s[1]) * double(op.s[5]), fwd) *
-                  cl.eff.attention;
-    t = std::max(mem, op.flops() / rate);
-  }
+  if (op.kind == OpKind::AttnFwd || op.kind == OpKind::AttnBwd)
+    t = std::max(mem, attention_price(op, cl).seconds);
   return t + cl.eff.kernel_overhead;
 }
 

@@ -71,8 +71,20 @@ struct QuotaClock {
 QuotaClock quota_clock(const QuotaNode& q, int ranks, double per_price, double tokens);
 
 // One kernel call on one rank, with `ranks_on_node` ranks sharing the node
-// (priced at their concurrency_slowdown).
+// (priced at their concurrency_slowdown). A GPU cluster with pricing:
+// rates prices the `rates` tables as measured plus rates.launch_us per
+// call; pricing: fitted, the rates (or peaks) times the fitted fractions.
 double op_seconds(const Op& op, const Cluster& cl, int ranks_on_node);
+// What an attention call (AttnFwd / AttnBwd) costs on a GPU cluster before
+// its launch: the FLOPs priced (pricing rates: the pairs the kernel
+// computes, half of a ring block's; fitted: Op::flops), the rate and which
+// rows it came from (block kind, sequence length), and flops / rate.
+struct AttnPrice {
+  double flops = 0, rate = 0, seconds = 0;
+  std::string block = "causal";
+  double seq = 0;
+};
+AttnPrice attention_price(const Op& op, const Cluster& cl);
 // What a collective is priced as: its kind (the seam's row: ring factors,
 // communicator.hpp) and, for an exchange, whether it is the cp ring's shift
 // (send to the next, receive from the previous: Axis::Cp) or a pipeline

@@ -45,8 +45,10 @@ std::shared_ptr<const StageRecord> stage_record(const Config& cfg, int stage, in
 int stand_in_stage(const Config& cfg, int stage);
 
 // A recorded kernel call as the pricing type: its kind and the shape a CPU
-// cluster file's table is keyed by. A ring-attention block [Tq, Tk] is
-// priced as the causal op of Tq queries with cp = 2 Tk / Tq (the same FLOPs);
+// cluster file's table is keyed by. A ring-attention block [Tq, Tk] becomes
+// the causal op of Tq queries with cp = 2 Tk / Tq (the same FLOPs as the
+// whole block; pricing by rates counts the half the zig-zag split leaves
+// unmasked, rates.hpp attention_price);
 // the byte counts of copies and fills as elements of the cluster's dtype.
 Op kernel_op(const record::KernelCall& k);
 // The allocations made before a kernel call (elements of 4 bytes, the CPU

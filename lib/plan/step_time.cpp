@@ -231,6 +231,7 @@ struct Priced {
   std::vector<uint32_t> run_end;
   std::vector<double> run_dur;
   std::vector<std::array<double, 4>> run_part;
+  std::vector<double> attn_flops;  // per item: attention FLOPs as priced (attention_price)
 };
 
 Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Cluster& cl) {
@@ -239,7 +240,12 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
   const auto& p = cfg.parallel;
   const int on_node = priced_ranks_on_node(cfg, cl);
   std::vector<double> op_s, alloc_s, coll_s;
-  for (const Op& op : t.ops) op_s.push_back(op_seconds(op, cl, on_node));
+  std::vector<double> op_attn;  // attention FLOPs as priced, per distinct op
+  for (const Op& op : t.ops) {
+    op_s.push_back(op_seconds(op, cl, on_node));
+    const bool attn = op.kind == OpKind::AttnFwd || op.kind == OpKind::AttnBwd;
+    op_attn.push_back(!attn ? 0.0 : cl.gpu() ? attention_price(op, cl).flops : op.flops());
+  }
   for (int64_t b : t.allocs) alloc_s.push_back(op_seconds(alloc_op(b), cl, on_node));
   std::map<int, int> node_rank_count;  // node -> world ranks on it (measured collectives only)
   if (!t.colls.empty() && !cl.collectives.empty()) {
@@ -256,10 +262,12 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
   o.tl = r->timeline;
   const auto& items = r->step.items;
   o.dur.assign(items.size(), 0);
+  o.attn_flops.assign(items.size(), 0);
   for (size_t i = 0; i < items.size(); ++i) {
     if (t.ref[i] < 0) continue;
     const bool coll = items[i].kind == Item::Coll;
     o.dur[i] = (coll ? coll_s : op_s)[size_t(t.ref[i])];
+    if (items[i].kind == Item::Kernel) o.attn_flops[i] = op_attn[size_t(t.ref[i])];
     if (t.alloc[i] >= 0) o.dur[i] += alloc_s[size_t(t.alloc[i])];
   }
   o.run_end.assign(items.size(), 0);
@@ -753,6 +761,39 @@ std::vector<double> quota_sharing(const Config& cfg, const Cluster& cl,
   return f;
 }
 
+// The critical stage's attention FLOPs as priced and the recomputation's
+// share of its compute (StepPrediction::recompute), over the schedule's ops
+// (each its recorded segment, Replay::tmpl) and the items outside every
+// segment, at their priced seconds. Attention: the forward calls the
+// engine ran beyond one per backward call (each block's forward again
+// before its backward), at their price, so a long context's recomputed
+// attention is what it cost, not a FLOP share. GEMMs and elementwise under
+// full recomputation: the forward once more, a quarter of forward, again
+// and backward (1 + 1 + 2 by FLOPs); selective recomputes no GEMM.
+void attention_parts(const Replay& c, const std::string& act_ckpt, StepPrediction& r) {
+  const Priced& pr = *c.pr;
+  const auto& items = pr.rec->step.items;
+  std::map<int, std::array<double, 4>> seg;  // flops, forward seconds, forward and backward calls
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].kind != Item::Kernel || pr.tl->cls[i] != kAttn) continue;
+    const bool fwd = pr.tl->ops[size_t(pr.tl->ref[i])].kind == OpKind::AttnFwd;
+    auto& a = seg[items[i].segment];
+    a[0] += pr.attn_flops[i];
+    a[1] += fwd ? pr.dur[i] : 0.0;
+    a[fwd ? 2 : 3] += 1;
+  }
+  std::array<double, 4> t{};
+  auto add = [&](int s) {
+    if (const auto it = seg.find(s); it != seg.end())
+      for (size_t k = 0; k < 4; ++k) t[k] += it->second[k];
+  };
+  add(-1);
+  for (size_t op = 0; op < c.ops.size(); ++op) add(c.tmpl[op]);
+  r.attention_flops = t[0];
+  const double again = t[2] > 0 ? t[1] * std::max(0.0, t[2] - t[3]) / t[2] : 0.0;
+  r.recompute = again + (act_ckpt == "full" ? (r.gemm + r.elementwise) / 4 : 0.0);
+}
+
 }  // namespace
 
 StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
@@ -873,8 +914,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   const double hw_f = metrics::hw_flops_per_seq(ms, model_f, mode);
   r.mfu = metrics::utilization(model_f, seq_s, world, cl.peak_flops);
   r.hfu = metrics::utilization(hw_f, seq_s, world, cl.peak_flops);
-  // The recomputation's share of the compute: the FLOPs it adds.
-  r.recompute = hw_f > 0 ? r.compute() * (hw_f - model_f) / hw_f : 0;
+  attention_parts(c, mode, r);  // attention FLOPs and the recomputation
   return r;
 }
 

@@ -34,6 +34,10 @@ struct StepPrediction {
   // Compute on the critical stage per step (all micro-batches).
   double gemm = 0, attention = 0, elementwise = 0;
   double recompute = 0;  // share of the three above spent recomputing (act_ckpt)
+  // The attention FLOPs the critical stage's calls were priced for
+  // (attention_price: pairs computed, recomputation included): with
+  // `attention`, the rate its attention ran at.
+  double attention_flops = 0;
   // The critical stage's idle time in pipeline receives (beyond the
   // messages themselves): bubble is the schedule's own (its idle when every
   // stage's ops take as long as its own and none carries embedding, head or
