@@ -598,6 +598,12 @@ TEST(PlanRates, PricingIsSaidAndChecked) {
   };
   std::string e = error(without("pricing: rates\n"));
   EXPECT_NE(e.find("missing key 'pricing'"), std::string::npos) << e;
+  // A file from before the key, with its fitted fractions (calibrate-gpu's
+  // output on the H200, committed with its study), loads as what it is.
+  const Cluster old = st::plan::load_cluster(
+      src() + "/results/gpu-check-h200-20261204/h200-141gb-calibrated.yaml");
+  EXPECT_TRUE(old.fitted());
+  EXPECT_EQ(old.pricing, "fitted");
   e = error(without("  launch_us: 3\n"));
   EXPECT_NE(e.find("pricing: rates needs rates.launch_us"), std::string::npos) << e;
   e =

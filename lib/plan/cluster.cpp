@@ -179,6 +179,10 @@ void read_pricing(const std::string& path, const Section& s, Cluster& c) {
   if (!c.rates.empty()) fitted_base.gemm = fitted_base.attention = fitted_base.network = 1;
   if (c.gpu()) {
     c.pricing = s.str("pricing", "", false, {"rates", "fitted"});
+    // Files written before the key (calibrate-gpu's output of earlier
+    // releases, results/gpu-check-h200-20261204) carry `efficiency` and were
+    // priced by it: they still load, as what they are.
+    if (c.pricing.empty() && s.has("efficiency")) c.pricing = "fitted";
     if (c.pricing.empty())
       throw UsageError(path +
                        ": missing key 'pricing' (a kind: gpu file says how it is priced: 'rates', "
