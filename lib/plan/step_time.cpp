@@ -53,14 +53,13 @@
 #include "parallel/pipeline.hpp"
 #include "parallel/stages.hpp"
 #include "plan/recorded_step.hpp"
+#include "plan/replay.hpp"
 #include "plan/time_model.hpp"
 
 namespace st::plan {
 namespace {
 
 using record::Item;
-
-enum Cls : uint8_t { kGemm, kAttn, kElem, kOptim, kDp, kTp, kPp, kCp, kZero, kOther, kNone };
 
 Cls kernel_class(const Op& o, record::Kernel k) {
   if (k == record::Kernel::Adamw || k == record::Kernel::Sumsq) return kOptim;
@@ -88,28 +87,6 @@ Cls coll_class(const record::CollCall& c) {
 }
 
 }  // namespace
-
-// The cluster-independent view of a record the replay needs, built once per
-// record: each item's clock (stream or communicator) and class, and the
-// distinct calls it prices (a step repeats the same few shapes).
-struct Timeline {
-  struct Coll {
-    CollPrice kind;
-    int64_t bytes;
-    int ranks;
-    GroupAxis axis;  // the mesh axis it spans (stride; node flag of the recorded mesh)
-  };
-  std::vector<Op> ops;              // distinct kernel calls and copies
-  std::vector<int64_t> allocs;      // distinct allocation sizes (bytes)
-  std::vector<Coll> colls;          // distinct collectives
-  std::vector<int32_t> ref, alloc;  // per item: index in ops / colls; allocs
-  std::vector<Cls> cls;
-  std::vector<uint8_t> edge;  // the stage's own work (embedding, head, loss)
-  std::vector<int32_t> lane;  // clock of the item: a stream, or a communicator
-  int lanes = 0, compute = 0;
-  std::vector<std::pair<size_t, size_t>> seg;  // item range of each segment
-  size_t head_end = 0, tail_begin = 0;
-};
 
 namespace {
 
@@ -219,21 +196,6 @@ int priced_ranks_on_node(const Config& cfg, const Cluster& cl) {
   return std::min(p.dp * p.tp * p.pp * p.cp, cl.devices_per_node);
 }
 
-// One stage's record, priced: seconds of every item.
-struct Priced {
-  std::shared_ptr<const StageRecord> rec;
-  std::shared_ptr<const Timeline> tl;
-  std::vector<double> dur;
-  // Runs of kernels and copies on one clock within one segment (all edge
-  // work or none), replayed as one step: the run starting at item i ends at
-  // run_end[i], takes run_dur[i] and adds run_part[i] to the compute parts
-  // (gemm, attention, elementwise, optimizer).
-  std::vector<uint32_t> run_end;
-  std::vector<double> run_dur;
-  std::vector<std::array<double, 4>> run_part;
-  std::vector<double> attn_flops;  // per item: attention FLOPs as priced (attention_price)
-};
-
 Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Cluster& cl) {
   std::call_once(r->once, [&] { r->timeline = build_timeline(*r, cfg, cl.gpu()); });
   const Timeline& t = *r->timeline;
@@ -288,336 +250,6 @@ Priced price(std::shared_ptr<const StageRecord> r, const Config& cfg, const Clus
     i = o.run_end[i];
   }
   return o;
-}
-
-// The replay of one stage.
-struct Replay {
-  const Priced* pr = nullptr;
-  std::vector<PipeOp> ops;  // the full schedule
-  std::vector<int> tmpl;    // recorded segment of each op
-  std::vector<double> clock, done;
-  std::vector<Cls> cause;  // what each item's completion waited for last
-  double host = 0;
-  size_t op = 0, pos = 0;  // next op (ops.size(): the tail) and item within it
-  bool head = true, finished = false, recv_used = false;
-  double sent = -1;  // when the op's send was issued (-1: none yet)
-  // The stage's own work in its ops (not edge work): the compute stream's
-  // kernels and copies and the collectives it runs inline, in seconds.
-  double work = 0;
-  double scale = 1;   // every item's duration times this (the even replay)
-  double cscale = 1;  // kernels and copies times this: the node's sharing (ReplayOpts)
-  // The node's quota followed through the step (ReplayOpts::quota): where
-  // the compute stream's kernels and copies end.
-  QuotaClock quota;
-  // Polls: collectives issued and not yet complete, in issue order. They
-  // progress only while the issuing thread waits for a collective.
-  struct Pending {
-    size_t item;
-    double earliest;  // no progress before (a receive: its send's issue)
-    double rem;       // seconds of it left
-  };
-  std::vector<Pending> pending;
-  // The compute stream's busy intervals, when asked for (ReplayOpts::busy).
-  std::vector<std::pair<double, double>> busy;
-  // Parts.
-  double part[kNone + 1] = {};  // compute seconds by class (kernels, copies)
-  double total[kNone + 1] = {}, exposed[kNone + 1] = {}, bubble = 0;
-  int64_t pp_recv_wait = -1;  // a pipeline receive's wait: split into pp and bubble
-};
-
-// How the stages are replayed beside the prices. polls: collectives on a
-// communicator's clock progress only while the issuing thread waits for a
-// collective (Cluster::async_progress false); cscale: per stage, its
-// kernels and copies times this (ranks of other stages sharing its node);
-// busy: keep each stage's compute-stream intervals; quota: per stage, the
-// clock of a node holding only its ranks (ranks 0: none; cscale then 1).
-struct ReplayOpts {
-  bool polls = false;
-  std::vector<double> cscale;
-  bool busy = false;
-  std::vector<QuotaClock> quota;
-};
-
-// Every stage replayed over the full schedule, together. `scale` empty: as
-// recorded; else the even pipeline: no stage carries edge work (embedding,
-// head, loss) and stage s's other items take scale[s] times as long, so
-// every stage's ops take as long as one stage's.
-std::vector<Replay> replay_stages(const Config& cfg, const std::vector<Priced>& priced,
-                                  const std::vector<int>& stand_in, const std::vector<int>& slot,
-                                  const std::vector<double>& scale, const ReplayOpts& opt) {
-  const bool edge = scale.empty();
-  const auto& p = cfg.parallel;
-  const int P = p.pp, v = p.num_model_chunks, M = cfg.train.grad_accum, V = P * v;
-  const int Mr = priced[0].rec->micro;
-  // The recorded micro-batch an op of the full schedule replays: the first
-  // and the last are their own (set-up of the step, the gradient
-  // reduction's launch), the others one between.
-  auto pick = [&](int micro) {
-    if (Mr == M || micro == 0) return micro;
-    return micro == M - 1 ? Mr - 1 : std::min(micro, Mr - 2);
-  };
-  std::vector<Replay> rp(static_cast<size_t>(P));
-  for (int s = 0; s < P; ++s) {
-    Replay& r = rp[size_t(s)];
-    const int rs = stand_in[size_t(s)];
-    r.pr = &priced[size_t(slot[size_t(rs)])];
-    const int segs = int(r.pr->tl->seg.size());
-    // pp = 1 too: the engine runs it as a one-stage pipeline.
-    r.ops = pipeline_schedule(P, v, M, s);
-    const std::vector<PipeOp> rec = pipeline_schedule(P, v, Mr, rs);
-    ST_CHECK(segs == int(rec.size()), "recorded step of stage ", s, ": ", segs, " segments for ",
-             rec.size(), " pipeline ops");
-    for (const PipeOp& o : r.ops) {
-      int t = -1;
-      for (size_t j = 0; j < rec.size() && t < 0; ++j)
-        if (rec[j].forward == o.forward && rec[j].chunk == o.chunk && rec[j].micro == pick(o.micro))
-          t = int(j);
-      ST_CHECK(t >= 0, "recorded step: no segment for a pipeline op");
-      r.tmpl.push_back(t);
-    }
-    if (!edge) r.scale = scale[size_t(s)];
-    if (!opt.cscale.empty()) r.cscale = opt.cscale[size_t(s)];
-    if (!opt.quota.empty()) r.quota = opt.quota[size_t(s)];
-    if (r.quota.ranks > 0) r.cscale = 1;
-    r.clock.assign(size_t(r.pr->tl->lanes), 0);
-    r.done.assign(r.pr->dur.size(), 0);
-    r.cause.assign(r.pr->dur.size(), kNone);
-  }
-  const double unknown = -1;
-  // When each op's send was issued: its neighbour's receive starts then.
-  std::vector<double> fin_f(size_t(M * V), unknown), fin_b(size_t(M * V), unknown);
-
-  // Where kernels and copies priced `priced` seconds, started at `start` on
-  // stage r's clock L, end: the compute stream through its node's quota
-  // clock (none: the price as it is).
-  auto end_of_run = [](Replay& r, int32_t L, double start, double priced) {
-    return L == r.pr->tl->compute ? r.quota.run(start, priced) : start + priced;
-  };
-  // A compute-stream interval of stage r (merged with the previous one when
-  // they touch).
-  auto note_busy = [&](Replay& r, double b, double e) {
-    if (!opt.busy || e <= b) return;
-    if (!r.busy.empty() && r.busy.back().second >= b - 1e-12)
-      r.busy.back().second = std::max(r.busy.back().second, e);
-    else
-      r.busy.push_back({b, e});
-  };
-  // Polls: the thread waits from `from` to `to`, inside the communicator:
-  // the pending collectives progress meanwhile, each communicator's in
-  // order (one after its previous one), the communicators side by side.
-  auto progress_in_wait = [&](Replay& r, double from, double to) {
-    std::map<int32_t, double> at;  // each communicator's clock in the window (-1: stalled)
-    for (Replay::Pending& q : r.pending) {
-      const int32_t L = r.pr->tl->lane[q.item];
-      const auto it = at.find(L);
-      const double c = it == at.end() ? from : it->second;
-      if (c < 0) continue;
-      const double start = std::max(c, q.earliest);
-      const double run = std::min(q.rem, std::max(0.0, to - start));
-      q.rem -= run;
-      if (q.rem > 1e-12 * (1 + run)) {
-        at[L] = -1;
-        continue;
-      }
-      q.rem = 0;
-      r.done[q.item] = start + run;
-      r.clock[size_t(L)] = std::max(r.clock[size_t(L)], start + run);
-      at[L] = start + run;
-    }
-    r.pending.erase(std::remove_if(r.pending.begin(), r.pending.end(),
-                                   [](const Replay::Pending& q) { return q.rem == 0; }),
-                    r.pending.end());
-  };
-  // Polls: a wait from `now` for pending collective j lasts until its
-  // communicator has run what was issued on it before j, and j.
-  auto completes_at = [&](const Replay& r, size_t j, double now) {
-    const int32_t L = r.pr->tl->lane[j];
-    double t = now;
-    for (const Replay::Pending& q : r.pending) {
-      if (r.pr->tl->lane[q.item] != L) continue;
-      t = std::max(t, q.earliest) + q.rem;
-      if (q.item == j) break;
-    }
-    return t;
-  };
-
-  // Runs item i of stage r; false when it waits for another stage.
-  auto run_item = [&](Replay& r, int s, size_t i, bool first_recv_pending, bool& used_recv) {
-    const Priced& pr = *r.pr;
-    const Item& it = pr.rec->step.items[i];
-    const int32_t L = pr.tl->lane[i];
-    double& lane = r.clock[size_t(L)];
-    double dur = edge || !pr.tl->edge[i] ? r.scale * pr.dur[i] : 0.0;
-    const bool own = !pr.tl->edge[i] && !r.head && r.op < r.ops.size();
-    switch (it.kind) {
-      case Item::Kernel:
-      case Item::Copy: {
-        dur *= r.cscale;
-        const double st = std::max(lane, r.host);
-        lane = end_of_run(r, L, st, dur);
-        dur = lane - st;
-        if (L == pr.tl->compute) note_busy(r, st, lane);
-        r.done[i] = lane;
-        r.part[pr.tl->cls[i]] += dur;
-        if (own && L == pr.tl->compute) r.work += dur;
-        r.cause[i] = pr.tl->cls[i];
-        return true;
-      }
-      case Item::Coll: {
-        double st = std::max(lane, r.host);
-        if (it.stream != L) st = std::max(st, r.clock[size_t(it.stream)]);
-        const record::CollCall& c = pr.rec->step.collectives[size_t(it.ref)];
-        if (first_recv_pending && c.recv) {
-          const PipeOp& o = r.ops[r.op];
-          const int vs = o.chunk * P + s;
-          const double dep =
-              o.forward ? fin_f[size_t(o.micro * V + vs - 1)] : fin_b[size_t(o.micro * V + vs + 1)];
-          if (dep == unknown) return false;
-          st = std::max(st, dep);
-          used_recv = true;
-          r.pp_recv_wait = int64_t(i);
-        } else if (!c.recv && r.sent < 0 && pr.tl->cls[i] == kPp && r.op < r.ops.size() &&
-                   !r.head) {
-          r.sent = st;  // the op's send: its neighbour may receive from now
-        }
-        if (opt.polls && it.stream != L) {
-          // Issued beside compute on a thread that drives it: it moves only
-          // while the thread waits for a collective (progress_in_wait).
-          r.pending.push_back({i, st, dur});
-          r.total[pr.tl->cls[i]] += dur;
-          r.cause[i] = pr.tl->cls[i];
-          return true;
-        }
-        lane = st + dur;
-        r.done[i] = lane;
-        r.total[pr.tl->cls[i]] += dur;
-        if (own && it.stream == pr.tl->compute && pr.tl->cls[i] != kPp) r.work += dur;
-        r.cause[i] = pr.tl->cls[i];
-        return true;
-      }
-      case Item::Mark:
-        r.done[i] = std::max(lane, r.host);
-        r.cause[i] = kNone;
-        return true;
-      case Item::Wait:
-      case Item::HostWait: {
-        const size_t j = size_t(it.ref);
-        double& t = it.kind == Item::Wait ? lane : r.host;
-        double before = it.kind == Item::Wait ? std::max(lane, r.host) : r.host;
-        if (opt.polls && pr.rec->step.items[j].kind == Item::Coll) {
-          // The thread (its compute runs inline) waits inside the
-          // communicator: what it issued progresses until j is done.
-          before = std::max(before, r.clock[size_t(pr.tl->compute)]);
-          const bool mine = std::any_of(r.pending.begin(), r.pending.end(),
-                                        [&](const Replay::Pending& q) { return q.item == j; });
-          const double until = mine ? completes_at(r, j, before) : r.done[j];
-          if (until > before) progress_in_wait(r, before, until * (1 + 1e-12));
-        }
-        const double jump = r.done[j] - before;
-        if (jump > 0) {
-          const Cls c = r.cause[j];
-          if (int64_t(j) == r.pp_recv_wait) {
-            const double x = std::min(jump, edge || !pr.tl->edge[j] ? r.scale * pr.dur[j] : 0.0);
-            r.exposed[kPp] += x;
-            r.bubble += jump - x;
-          } else if (c != kNone && c >= kDp) {
-            r.exposed[c] += jump;
-          }
-        }
-        t = std::max(t, r.done[j]);
-        return true;
-      }
-    }
-    return true;
-  };
-
-  // Walk every stage as far as its dependencies allow, until all are done.
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int s = 0; s < P; ++s) {
-      Replay& r = rp[size_t(s)];
-      const Priced& pr = *r.pr;
-      while (!r.finished) {
-        size_t b, e;
-        bool needs_recv = false;
-        if (r.head) {
-          b = 0, e = pr.tl->head_end;
-        } else if (r.op < r.ops.size()) {
-          std::tie(b, e) = pr.tl->seg[size_t(r.tmpl[r.op])];
-          const PipeOp& o = r.ops[r.op];
-          const int vs = o.chunk * P + s;
-          needs_recv = P > 1 && (o.forward ? vs > 0 : vs < V - 1);
-        } else {
-          b = pr.tl->tail_begin, e = pr.dur.size();
-        }
-        bool stalled = false;
-        while (b + r.pos < e) {
-          const size_t i = b + r.pos;
-          if (pr.run_end[i] > i + 1) {  // a run of kernels and copies on one clock
-            if (edge || !pr.tl->edge[i]) {
-              const double priced_d = r.scale * r.cscale * pr.run_dur[i];
-              double& lane = r.clock[size_t(pr.tl->lane[i])];
-              const double b0 = std::max(lane, r.host);
-              lane = end_of_run(r, pr.tl->lane[i], b0, priced_d);
-              const double d = lane - b0;
-              if (pr.tl->lane[i] == pr.tl->compute) note_busy(r, b0, lane);
-              const double stretch = priced_d > 0 ? d / priced_d : 1.0;
-              for (int k = 0; k < 4; ++k)
-                r.part[k] += stretch * r.scale * r.cscale * pr.run_part[i][size_t(k)];
-              if (!pr.tl->edge[i] && !r.head && r.op < r.ops.size() &&
-                  pr.tl->lane[i] == pr.tl->compute)
-                r.work += d;
-            }
-            r.pos = pr.run_end[i] - b;
-            progress = true;
-            continue;
-          }
-          bool used = false;
-          if (!run_item(r, s, b + r.pos, needs_recv && !r.recv_used, used)) {
-            stalled = true;
-            break;
-          }
-          r.recv_used = r.recv_used || used;
-          ++r.pos;
-          progress = true;
-        }
-        if (stalled) break;
-        if (r.head) {
-          r.head = false;
-        } else if (r.op < r.ops.size()) {
-          // The op is done; without a send of its own (the last virtual
-          // stage's forward, the first's backward: nobody receives it) its
-          // finish is the compute stream's.
-          const PipeOp& o = r.ops[r.op];
-          const int vs = o.chunk * P + s;
-          (o.forward ? fin_f : fin_b)[size_t(o.micro * V + vs)] =
-              r.sent >= 0 ? r.sent : std::max(r.clock[size_t(pr.tl->compute)], r.host);
-          ++r.op;
-        } else {
-          // Collectives never waited for in the step progress at its end.
-          if (!r.pending.empty()) {
-            double now = r.host;
-            for (double c : r.clock) now = std::max(now, c);
-            progress_in_wait(r, now, std::numeric_limits<double>::infinity());
-          }
-          r.finished = true;
-        }
-        r.pos = 0;
-        r.recv_used = false;
-        r.sent = -1;
-        progress = true;
-      }
-    }
-  }
-  for (int s = 0; s < P; ++s)
-    ST_CHECK(rp[size_t(s)].finished, "pipeline replay stalled at stage ", s);
-  return rp;
-}
-
-double end_of(const Replay& r) {
-  double t = r.host;
-  for (double c : r.clock) t = std::max(t, c);
-  return t;
 }
 
 // The ranks of each pipeline stage on each node (the cluster's placement,
@@ -834,7 +466,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
       opt.quota.push_back(quota_clock(q, alone_ranks[size_t(s)], per_price, q.cpus * q.period));
     }
   }
-  std::vector<Replay> rp = replay_stages(cfg, priced, stand_in, slot, {}, opt);
+  std::vector<Replay> rp = PipelineReplay(cfg, priced, stand_in, slot, {}, opt).run();
   // Stages sharing a node, or a quota on the nodes: replayed again at the
   // rate their turns and idle give (node_sharing, quota_sharing) until it
   // settles; halfway steps, as the turns move with it. A clock starts the
@@ -859,7 +491,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
       moved = std::max(moved, std::abs(next[size_t(s)] / was - 1));
     }
     opt.cscale = next;
-    rp = replay_stages(cfg, priced, stand_in, slot, {}, opt);
+    rp = PipelineReplay(cfg, priced, stand_in, slot, {}, opt).run();
     if (moved < 1e-3) break;
   }
   opt.busy = false;
@@ -883,7 +515,7 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
     std::vector<double> scale(static_cast<size_t>(P), 1.0);
     for (int s = 0; s < P; ++s)
       if (rp[size_t(s)].work > 0) scale[size_t(s)] = c.work / rp[size_t(s)].work;
-    const std::vector<Replay> even = replay_stages(cfg, priced, stand_in, slot, scale, opt);
+    const std::vector<Replay> even = PipelineReplay(cfg, priced, stand_in, slot, scale, opt).run();
     r.bubble = std::min(c.bubble, even[size_t(crit)].bubble);
     r.imbalance = c.bubble - r.bubble;
   }
