@@ -1,6 +1,7 @@
 // Implementation of step_record.hpp.
 #include "step_record.hpp"
 
+#include <array>
 #include <map>
 #include <string>
 
@@ -35,19 +36,18 @@ namespace {
 // since their last reset_stats, by part of the step (comm_part): the step
 // record's `comm_wait_s`, every part present.
 json comm_waits(MpiCommunicator& world, const std::vector<Communicator*>& comms) {
-  std::map<std::string, double> part;
-  for (const auto& n : telemetry::comm_part_names()) part[n] = 0;
+  std::array<double, kCommParts> part{};
   std::vector<Communicator*> all = {&world};
   for (Communicator* g : comms)
     if (g != &world) all.push_back(g);
   for (Communicator* g : all)
     for (int k = 0; k < int(CollKind::kCount); ++k) {
       const CollStats s = g->stats(CollKind(k));
-      part[comm_part(g->axis().axis, CollKind(k), false)] += s.wait_s;
-      part[comm_part(g->axis().axis, CollKind(k), true)] += s.host_s;
+      part[ix(comm_part(g->axis().axis, CollKind(k), false))] += s.wait_s;
+      part[ix(comm_part(g->axis().axis, CollKind(k), true))] += s.host_s;
     }
   json j = json::object();
-  for (const auto& [n, v] : part) j[n] = v;
+  for (CommPart p : kAllCommParts) j[comm_part_name(p)] = part[ix(p)];
   return j;
 }
 

@@ -311,7 +311,8 @@ Campaign build_campaign(std::vector<RunSummary> runs, bool group_by_model, doubl
     if (q.verdict == "one run" || q.verdict == "agree") continue;
     std::ostringstream w;
     w << p.layout << ", " << p.gpus << " ranks: its " << p.runs.size() << " repeats' steps are "
-      << percent_text(q.step_spread) << " apart (more than " << percent_text(kRepeatTolerance) << "); ";
+      << percent_text(q.step_spread) << " apart (more than " << percent_text(kRepeatTolerance)
+      << "); ";
     if (!q.cpu_recorded)
       w << "the runs recorded no cpu_s, so whether the host's speed moved is not known";
     else

@@ -53,7 +53,7 @@ struct Point {
   double compute_s = 0, comm_exposed_s = 0, data_s = 0, ckpt_stall_s = 0, other_s = 0;
   // comm_exposed_s in parts (RunSummary::comm_part_share order: tp, cp, pp,
   // dp, zero, other) and what no wait explains; they sum to comm_exposed_s.
-  std::array<double, 6> comm_part_s{};
+  std::array<double, kCommParts> comm_part_s{};
   double comm_unattributed_s = 0;
   int64_t mem_peak_bytes = 0;       // max over repeats
   int64_t mem_capacity_bytes = -1;  // min over repeats that recorded it (-1: none did)

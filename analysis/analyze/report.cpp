@@ -76,11 +76,11 @@ std::string csv_quote(const std::string& s) {
   return o + "\"";
 }
 
-// Exposed communication by part (telemetry::comm_part_names order) and what
+// Exposed communication by part (comm/comm_part.hpp) and what
 // no wait explains: summary.json's and campaign.json's comm_exposed_parts.
-nlohmann::json parts_json(const std::array<double, 6>& part, double unattributed) {
+nlohmann::json parts_json(const std::array<double, kCommParts>& part, double unattributed) {
   nlohmann::json j = nlohmann::json::object();
-  for (size_t k = 0; k < part.size(); ++k) j[telemetry::comm_part_names()[k]] = part[k];
+  for (CommPart p : kAllCommParts) j[comm_part_name(p)] = part[ix(p)];
   j["unattributed"] = unattributed;
   return j;
 }
@@ -354,7 +354,7 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
   {
     o << "| exposed comm by part |";
     for (size_t k = 0; k < s.comm_part_share.size(); ++k)
-      o << " " << telemetry::comm_part_names()[k] << " " << pct(s.comm_part_share[k]);
+      o << " " << kCommPartNames[k] << " " << pct(s.comm_part_share[k]);
     o << " unattributed " << pct(s.comm_unattributed_share) << " |\n";
   }
   o << "| data / compute share | " << pct(s.data_share) << " / " << pct(s.compute_share) << " |\n";

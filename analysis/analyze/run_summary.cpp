@@ -295,7 +295,7 @@ void utilization(const telemetry::RunInfo& ri, const Options& opt, RunSummary& s
 void step_shares(const telemetry::RunTelemetry& run, const std::vector<int>& good,
                  const std::set<int64_t>& win, RunSummary& s) {
   double sum_step = 0, sum_comm = 0, sum_exp = 0, sum_data = 0, sum_comp = 0;
-  std::array<double, 6> wait{};
+  std::array<double, kCommParts> wait{};
   for (int r : good)
     for (auto& st : run.ranks[r].steps)
       if (win.count(st.step)) {
@@ -307,15 +307,19 @@ void step_shares(const telemetry::RunTelemetry& run, const std::vector<int>& goo
         for (size_t k = 0; k < wait.size(); ++k) wait[k] += st.comm_wait[k];
       }
   if (sum_step <= 0) return;
-  // tp (0) and cp (1) wait inside the forward and backward: exposed, not compute.
-  const double in_compute = std::min(sum_comp, wait[0] + wait[1]);
-  const double scale = wait[0] + wait[1] > 0 ? in_compute / (wait[0] + wait[1]) : 0;
-  s.comm_part_share[0] = wait[0] * scale / sum_step;
-  s.comm_part_share[1] = wait[1] * scale / sum_step;
-  // comm_exposed_s over pp, dp, zero, other in proportion to their waits.
-  const double rest = wait[2] + wait[3] + wait[4] + wait[5];
-  for (size_t k = 2; k < wait.size(); ++k)
-    s.comm_part_share[k] = rest > 0 ? sum_exp * (wait[k] / rest) / sum_step : 0;
+  // tp and cp wait inside the forward and backward: exposed, not compute.
+  const double inside = wait[ix(CommPart::Tp)] + wait[ix(CommPart::Cp)];
+  const double in_compute = std::min(sum_comp, inside);
+  const double scale = inside > 0 ? in_compute / inside : 0;
+  // comm_exposed_s over the others (pp, dp, zero, other) in proportion to their waits.
+  double rest = 0;
+  for (CommPart p : kAllCommParts)
+    if (p != CommPart::Tp && p != CommPart::Cp) rest += wait[ix(p)];
+  for (CommPart p : kAllCommParts)
+    s.comm_part_share[ix(p)] = p == CommPart::Tp || p == CommPart::Cp
+                                   ? wait[ix(p)] * scale / sum_step
+                               : rest > 0 ? sum_exp * (wait[ix(p)] / rest) / sum_step
+                                          : 0;
   s.comm_unattributed_share = rest > 0 ? 0 : sum_exp / sum_step;
   s.comm_share = sum_comm / sum_step;
   s.comm_exposed_share = (sum_exp + in_compute) / sum_step;

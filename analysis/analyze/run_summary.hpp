@@ -103,7 +103,7 @@ struct RunSummary {
   // (records without comm_wait_s, GPU streams) is comm_unattributed_share.
   // The parts and the unattributed share sum to comm_exposed_share.
   double comm_share = 0, comm_exposed_share = 0, data_share = 0, compute_share = 0;
-  std::array<double, 6> comm_part_share{};
+  std::array<double, kCommParts> comm_part_share{};  // by CommPart
   double comm_unattributed_share = 0;
   // checkpoints
   std::vector<int64_t> ckpt_steps;

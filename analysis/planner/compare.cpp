@@ -202,7 +202,8 @@ void write_compare(const std::vector<CompareRow>& rows, const Cluster& cl,
   };
   std::ostringstream md, csv;
   md << "# Predicted against measured\n\ncluster file: `" << cl.path << "` (" << cl.name
-     << "); each run predicted with its ranks on the nodes they ran on (run.json hosts)\n\n| run | layout | "
+     << "); each run predicted with its ranks on the nodes they ran on (run.json hosts)\n\n| run | "
+        "layout | "
         "ranks | per node | memory pred MiB | memory meas MiB | error | step pred ms | "
         "step meas ms | error | step pred at run speed ms | error | exposed comm pred ms | "
         "meas ms | error | compute pred ms | meas ms | bubble pred ms | rest meas ms | "
@@ -221,19 +222,18 @@ void write_compare(const std::vector<CompareRow>& rows, const Cluster& cl,
   for (const auto& r : rows) {
     unplaced += r.block_placement ? 0 : 1;
     md << "| " << r.run << " | " << r.layout << " | " << r.ranks << " | " << r.ranks_per_node
-       << (r.block_placement ? "" : " (not in blocks)") << " | "
-       << f(r.mem_pred / 1048576, 1) << " | " << f(r.mem_meas / 1048576, 1) << " | "
-       << f(100 * r.mem_err(), 1) << "% | " << f(r.step_pred * 1e3, 1) << " | "
-       << f(r.step_meas * 1e3, 1) << " | " << f(100 * r.step_err(), 1) << "% | "
+       << (r.block_placement ? "" : " (not in blocks)") << " | " << f(r.mem_pred / 1048576, 1)
+       << " | " << f(r.mem_meas / 1048576, 1) << " | " << f(100 * r.mem_err(), 1) << "% | "
+       << f(r.step_pred * 1e3, 1) << " | " << f(r.step_meas * 1e3, 1) << " | "
+       << f(100 * r.step_err(), 1) << "% | "
        << (r.step_pred_rt > 0
                ? f(r.step_pred_rt * 1e3, 1) + " | " + f(100 * r.step_rt_err(), 1) + "%"
                : std::string("- | -"))
        << " | " << f(r.exposed_pred * 1e3, 1) << " | " << f(r.exposed_meas * 1e3, 1) << " | "
        << (r.exposed_meas > 0 ? f(100 * r.exposed_err(), 1) + "%" : std::string("-")) << " | "
        << f(r.compute_pred * 1e3, 1) << " | " << f(r.compute_meas * 1e3, 1) << " | "
-       << f(r.bubble_pred * 1e3, 1) << " | " << f(r.other_meas * 1e3, 1) << " | "
-       << r.waits_stage << " | " << f(r.waits_pred * 1e3, 1) << " | "
-       << f(r.waits_meas * 1e3, 1) << " | "
+       << f(r.bubble_pred * 1e3, 1) << " | " << f(r.other_meas * 1e3, 1) << " | " << r.waits_stage
+       << " | " << f(r.waits_pred * 1e3, 1) << " | " << f(r.waits_meas * 1e3, 1) << " | "
        << (r.waits_meas > 0.001 ? f(100 * r.waits_err(), 1) + "%" : std::string("-")) << " |\n";
     csv << r.run << "," << r.layout << "," << r.ranks << "," << r.ranks_per_node << ","
         << (r.block_placement ? 1 : 0) << "," << r.mem_pred << "," << r.mem_meas << ","

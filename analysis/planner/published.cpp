@@ -190,15 +190,16 @@ void write_published(const std::vector<PublishedResult>& res, std::ostream& out)
     if (!x.plan.timed) continue;
     const StepPrediction& t = x.plan.time;
     auto ms = [](double s) { return 1e3 * s; };
-    auto comm = [&](const CommPart& c) {
+    auto comm = [&](CommPart part) {
+      const CommTime& c = t.part(part);
       std::ostringstream p;
       p << std::fixed << std::setprecision(0) << ms(c.exposed) << " (" << ms(c.total) << ")";
       return p.str();
     };
     o << std::setprecision(0) << "| " << x.row->line << " | " << ms(t.step) << " | " << ms(t.gemm)
       << " | " << ms(t.attention) << " | " << ms(t.elementwise) << " | " << ms(t.optimizer) << " | "
-      << comm(t.zero) << " | " << comm(t.dp) << " | " << comm(t.tp) << " | " << comm(t.cp) << " | "
-      << comm(t.other) << " |\n";
+      << comm(CommPart::Zero) << " | " << comm(CommPart::Dp) << " | " << comm(CommPart::Tp) << " | "
+      << comm(CommPart::Cp) << " | " << comm(CommPart::Other) << " |\n";
   }
   auto pct = [](double v) {
     std::ostringstream p;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -41,26 +42,22 @@ json mem_json(const MemoryEstimate& m) {
           {"stage", m.stage}};
 }
 json time_json(const StepPrediction& t) {
-  auto cp = [](const CommPart& c) { return json{{"total", c.total}, {"exposed", c.exposed}}; };
-  return {{"step", t.step},
-          {"gemm", t.gemm},
-          {"attention", t.attention},
-          {"attention_flops", t.attention_flops},
-          {"elementwise", t.elementwise},
-          {"recompute", t.recompute},
-          {"bubble", t.bubble},
-          {"imbalance", t.imbalance},
-          {"optimizer", t.optimizer},
-          {"dp", cp(t.dp)},
-          {"tp", cp(t.tp)},
-          {"pp", cp(t.pp)},
-          {"cp", cp(t.cp)},
-          {"zero", cp(t.zero)},
-          {"other", cp(t.other)},
-          {"tokens_per_s", t.tokens_per_s},
-          {"tokens_per_s_device", t.tokens_per_s_device},
-          {"mfu", t.mfu},
-          {"hfu", t.hfu}};
+  json j = {{"step", t.step},
+            {"gemm", t.gemm},
+            {"attention", t.attention},
+            {"attention_flops", t.attention_flops},
+            {"elementwise", t.elementwise},
+            {"recompute", t.recompute},
+            {"bubble", t.bubble},
+            {"imbalance", t.imbalance},
+            {"optimizer", t.optimizer},
+            {"tokens_per_s", t.tokens_per_s},
+            {"tokens_per_s_device", t.tokens_per_s_device},
+            {"mfu", t.mfu},
+            {"hfu", t.hfu}};
+  for (CommPart p : kAllCommParts)
+    j[comm_part_name(p)] = {{"total", t.part(p).total}, {"exposed", t.part(p).exposed}};
+  return j;
 }
 json cand_json(const Candidate& c, int rank) {
   const auto& p = c.cfg.parallel;
@@ -109,11 +106,9 @@ std::string time_parts(const StepPrediction& t) {
   if (t.recompute > 0) o << " (recompute " << ms(t.recompute) << ")";
   if (t.bubble > 0) o << ", bubble " << ms(t.bubble);
   if (t.imbalance > 0) o << ", first/last-stage imbalance " << ms(t.imbalance);
-  const std::pair<const char*, const CommPart*> parts[] = {{"dp", &t.dp},     {"tp", &t.tp},
-                                                           {"pp", &t.pp},     {"cp", &t.cp},
-                                                           {"zero", &t.zero}, {"other", &t.other}};
-  for (auto& [n, c] : parts)
-    if (c->total > 0) o << ", " << n << " " << ms(c->exposed) << "/" << ms(c->total);
+  for (CommPart p : kAllCommParts)
+    if (t.part(p).total > 0)
+      o << ", " << comm_part_name(p) << " " << ms(t.part(p).exposed) << "/" << ms(t.part(p).total);
   o << ", optim " << ms(t.optimizer);
   return o.str();
 }
@@ -275,11 +270,10 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
      << base.model.seq_len << " |\n| cluster | `" << cl.path << "`: " << cl.device << ", "
      << gib(cl.memory_bytes) << " GiB (" << gib(cl.memory_reserved) << " reserved), "
      << cl.devices_per_node << " per node"
-     << (cl.placement == "block" ? "" : " (ranks " + cl.placement + " over the nodes)")
-     << ", peak " << fx(cl.peak_flops / 1e12, 3) << " TFLOP/s ("
-     << cl.peak_source << ") |\n| layouts | " << cands.size() << ": " << feasible
-     << " predicted feasible, " << over << " over the memory limit, " << invalid
-     << " invalid |\n\n";
+     << (cl.placement == "block" ? "" : " (ranks " + cl.placement + " over the nodes)") << ", peak "
+     << fx(cl.peak_flops / 1e12, 3) << " TFLOP/s (" << cl.peak_source << ") |\n| layouts | "
+     << cands.size() << ": " << feasible << " predicted feasible, " << over
+     << " over the memory limit, " << invalid << " invalid |\n\n";
   md << "Memory is the worst pipeline stage's peak per device (w weights, g gradients, o "
         "optimizer state, act activations, buf communication buffers, ws workspace), in GiB. "
         "Time parts are per step; communication as exposed/total ms. Both come from step 1 of "
@@ -326,11 +320,11 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
   // CSV and JSON: every layout.
   std::ostringstream csv;
   // The columns of a timed layout; an untimed one leaves exactly these empty.
-  const std::string timed_cols =
+  std::string timed_cols =
       "peak_bytes,weights,grads,optim,activations,buffers,workspace,margin_bytes,step_s,gemm_s,"
-      "attention_s,elementwise_s,recompute_s,bubble_s,imbalance_s,dp_exposed_s,tp_exposed_s,pp_"
-      "exposed_s,"
-      "cp_exposed_s,zero_exposed_s,other_s,optimizer_s,tokens_per_s,tokens_per_s_device,mfu,hfu";
+      "attention_s,elementwise_s,recompute_s,bubble_s,imbalance_s,";
+  for (CommPart p : kAllCommParts) timed_cols += std::string(comm_part_name(p)) + "_exposed_s,";
+  timed_cols += "optimizer_s,tokens_per_s,tokens_per_s_device,mfu,hfu";
   const size_t n_timed = size_t(std::count(timed_cols.begin(), timed_cols.end(), ',')) + 1;
   csv << "rank,name,devices,dp,tp,pp,cp,sp,zero_stage,num_model_chunks,dp_bucket_mb,micro_batch,"
          "grad_accum,act_ckpt,pipeline_split,chunk_layers,feasible,reason,"
@@ -383,10 +377,10 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
       csv << ',' << m.total() << ',' << m.weights << ',' << m.grads << ',' << m.optim << ','
           << m.activations << ',' << m.buffers << ',' << m.workspace << ',' << c.margin() << ','
           << t.step << ',' << t.gemm << ',' << t.attention << ',' << t.elementwise << ','
-          << t.recompute << ',' << t.bubble << ',' << t.imbalance << ',' << t.dp.exposed << ','
-          << t.tp.exposed << ',' << t.pp.exposed << ',' << t.cp.exposed << ',' << t.zero.exposed
-          << ',' << t.other.exposed << ',' << t.optimizer << ',' << t.tokens_per_s << ','
-          << t.tokens_per_s_device << ',' << t.mfu << ',' << t.hfu;
+          << t.recompute << ',' << t.bubble << ',' << t.imbalance << ',';
+      for (const CommTime& x : t.comm) csv << x.exposed << ',';
+      csv << t.optimizer << ',' << t.tokens_per_s << ',' << t.tokens_per_s_device << ',' << t.mfu
+          << ',' << t.hfu;
     } else {
       csv << std::string(n_timed, ',');
     }
@@ -432,21 +426,16 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
   // imbalance, each group's exposed
   // communication, the optimizer (they add up to the step).
   struct Part {
-    const char* name;
-    double (*get)(const StepPrediction&);
+    std::string name;
+    std::function<double(const StepPrediction&)> get;
   };
-  const Part parts[] = {
-      {"compute", [](const StepPrediction& t) { return t.compute(); }},
-      {"bubble", [](const StepPrediction& t) { return t.bubble; }},
-      {"imbalance", [](const StepPrediction& t) { return t.imbalance; }},
-      {"tp", [](const StepPrediction& t) { return t.tp.exposed; }},
-      {"cp", [](const StepPrediction& t) { return t.cp.exposed; }},
-      {"pp", [](const StepPrediction& t) { return t.pp.exposed; }},
-      {"dp", [](const StepPrediction& t) { return t.dp.exposed; }},
-      {"zero", [](const StepPrediction& t) { return t.zero.exposed; }},
-      {"other", [](const StepPrediction& t) { return t.other.exposed; }},
-      {"optimizer", [](const StepPrediction& t) { return t.optimizer; }},
-  };
+  std::vector<Part> parts = {{"compute", [](const StepPrediction& t) { return t.compute(); }},
+                             {"bubble", [](const StepPrediction& t) { return t.bubble; }},
+                             {"imbalance", [](const StepPrediction& t) { return t.imbalance; }}};
+  for (CommPart c : kAllCommParts)
+    parts.push_back(
+        {comm_part_name(c), [c](const StepPrediction& t) { return t.part(c).exposed; }});
+  parts.push_back({"optimizer", [](const StepPrediction& t) { return t.optimizer; }});
   std::ostringstream md, csv, dat, bd;
   md << "# Weak-scaling projection on " << cl.name << "\n\n"
      << "Per size: the fastest predicted-feasible layout at the same per-device batch; "
@@ -458,13 +447,13 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
      << "| devices | nodes | best layout | pipeline split | global batch | step ms |";
   for (const Part& p : parts) md << " " << p.name << " |";
   md << " tokens/s | tok/s/device | MFU % | peak GiB | efficiency |\n|";
-  for (size_t i = 0; i < 11 + std::size(parts); ++i) md << "---|";
+  for (size_t i = 0; i < 11 + parts.size(); ++i) md << "---|";
   md << "\n";
   csv << "devices,nodes,layout,pipeline_split,chunk_layers,dp,tp,pp,cp,sp,zero_stage,"
          "num_model_chunks,micro_batch,grad_accum,global_batch,step_s";
   for (const Part& p : parts) csv << ',' << p.name << "_s";
   csv << ",tokens_per_s,tokens_per_s_device,mfu,peak_bytes,efficiency\n";
-  const size_t n_cols = 21 + std::size(parts);
+  const size_t n_cols = 21 + parts.size();
   dat << "# devices tok_s_device efficiency mfu\n";
   bd << "# devices";
   for (const Part& p : parts) bd << ' ' << p.name << "_ms";
@@ -474,7 +463,7 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
     const int nodes = (w.devices + cl.devices_per_node - 1) / cl.devices_per_node;
     if (!w.best) {
       md << "| " << w.devices << " | " << nodes << " | none feasible |";
-      for (size_t i = 3; i < 11 + std::size(parts); ++i) md << " |";
+      for (size_t i = 3; i < 11 + parts.size(); ++i) md << " |";
       md << "\n";
       csv << w.devices << ',' << nodes << std::string(n_cols - 2, ',') << '\n';
       j.push_back({{"devices", w.devices}, {"feasible", false}});
@@ -523,7 +512,7 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
     std::string stack = "plot ";
     // Stacked: each curve is the sum of the parts up to it.
     std::string sum;
-    for (size_t i = 0; i < std::size(parts); ++i) {
+    for (size_t i = 0; i < parts.size(); ++i) {
       sum += (sum.empty() ? "$" : "+$") + std::to_string(i + 2);
       stack = stack + (i ? ", \\\n  " : "") + "'weak_scaling_parts.dat' u 1:(" + sum +
               ") w lp t '" + (i ? "+ " : "") + parts[i].name + "'";

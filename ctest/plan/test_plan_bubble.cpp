@@ -64,7 +64,8 @@ TEST(PlanBubble, BalancedPipelinePaysTheSchedulesOwnBubble) {
     // One micro-batch's forward and backward on a stage: its compute and
     // the tp collectives it blocks on (sequence parallelism's gathers and
     // reduce-scatters run inline on the compute stream), m of them a step.
-    const double ops = t.compute() + t.tp.exposed + t.cp.exposed;
+    const double ops =
+        t.compute() + t.part(st::CommPart::Tp).exposed + t.part(st::CommPart::Cp).exposed;
     const double want = double(q.pp - 1) / double(q.chunks * q.micro) * ops;
     EXPECT_NEAR(t.bubble, want, 0.10 * want)
         << "pp " << q.pp << " x " << q.chunks << " chunks x " << q.micro
@@ -90,9 +91,11 @@ TEST(PlanBubble, DataParallelAcrossNodesCostsOnlyItsCollectives) {
   const Config c = llama70b_widths(16, 4, 1, 16, 2, 1);
   const StepPrediction in = st::plan::predict_step(c, h100(4096));
   const StepPrediction across = st::plan::predict_step(c, h100(8));
-  EXPECT_GT(across.dp.total, in.dp.total);  // the inter-node link is slower
-  const double exposed_in = in.dp.exposed + in.zero.exposed;
-  const double exposed_across = across.dp.exposed + across.zero.exposed;
+  EXPECT_GT(across.part(st::CommPart::Dp).total,
+            in.part(st::CommPart::Dp).total);  // the inter-node link is slower
+  const double exposed_in = in.part(st::CommPart::Dp).exposed + in.part(st::CommPart::Zero).exposed;
+  const double exposed_across =
+      across.part(st::CommPart::Dp).exposed + across.part(st::CommPart::Zero).exposed;
   EXPECT_LE(across.step - in.step, exposed_across - exposed_in + 0.01 * in.step)
       << "step " << in.step << " -> " << across.step << " s; dp + ZeRO exposed " << exposed_in
       << " -> " << exposed_across << " s; bubble " << in.bubble << " -> " << across.bubble << " s";

@@ -225,13 +225,14 @@ TEST(PlanTime, TensorParallelCollectivesBlock) {
   const auto t = st::plan::predict_step(c, unit_cluster());
   const Counts n = count(c, 0);
   EXPECT_GT(n.tp_latency, 0);
-  EXPECT_NEAR(t.tp.total, 1e-3 * n.tp_latency, 1e-9);
+  EXPECT_NEAR(t.part(st::CommPart::Tp).total, 1e-3 * n.tp_latency, 1e-9);
   // Nearly all waited for on the compute stream (the gradient all-reduces
   // of replicated weights may overlap what follows them).
-  EXPECT_LE(t.tp.exposed, t.tp.total + 1e-12);
-  EXPECT_GE(t.tp.exposed, 0.9 * t.tp.total);
-  EXPECT_LE(t.step, 1e-3 * (double(n.work) + n.tp_latency) + t.other.total + 1e-9);
-  EXPECT_GE(t.step, 1e-3 * double(n.work) + t.tp.exposed - 1e-9);
+  EXPECT_LE(t.part(st::CommPart::Tp).exposed, t.part(st::CommPart::Tp).total + 1e-12);
+  EXPECT_GE(t.part(st::CommPart::Tp).exposed, 0.9 * t.part(st::CommPart::Tp).total);
+  EXPECT_LE(t.step,
+            1e-3 * (double(n.work) + n.tp_latency) + t.part(st::CommPart::Other).total + 1e-9);
+  EXPECT_GE(t.step, 1e-3 * double(n.work) + t.part(st::CommPart::Tp).exposed - 1e-9);
 }
 
 TEST(PlanTime, GradientBucketsOverlapTheBackward) {
@@ -244,13 +245,14 @@ TEST(PlanTime, GradientBucketsOverlapTheBackward) {
   const Config one = model({"parallel.dp=2", "parallel.dp_bucket_mb=1000", "train.micro_batch=1"});
   const auto t1 = st::plan::predict_step(one, cl);
   const double bytes = count(one, 0).dp_bytes;
-  EXPECT_NEAR(t1.dp.total, bytes / 1e9, 1e-9);  // all-reduce over 2: 2 * 1/2 of the bytes
-  EXPECT_NEAR(t1.dp.exposed, t1.dp.total, 1e-9);
+  EXPECT_NEAR(t1.part(st::CommPart::Dp).total, bytes / 1e9,
+              1e-9);  // all-reduce over 2: 2 * 1/2 of the bytes
+  EXPECT_NEAR(t1.part(st::CommPart::Dp).exposed, t1.part(st::CommPart::Dp).total, 1e-9);
   const Config many = model(
       {"parallel.dp=2", "parallel.dp_bucket_mb=0.25", "train.micro_batch=1", "train.grad_accum=2"});
   const auto t2 = st::plan::predict_step(many, cl);
-  EXPECT_GT(t2.dp.total, 0);
-  EXPECT_LT(t2.dp.exposed, 0.9 * t2.dp.total);
+  EXPECT_GT(t2.part(st::CommPart::Dp).total, 0);
+  EXPECT_LT(t2.part(st::CommPart::Dp).exposed, 0.9 * t2.part(st::CommPart::Dp).total);
 }
 
 TEST(PlanTime, ZeroReduceScattersHideBehindTheNextLayersBackward) {
@@ -269,8 +271,8 @@ TEST(PlanTime, ZeroReduceScattersHideBehindTheNextLayersBackward) {
                             "parallel.dp_bucket_mb=1", "train.micro_batch=1"});
     const auto t = st::plan::predict_step(c, cl);
     SCOPED_TRACE(zero);
-    EXPECT_GT(t.dp.total, 0);
-    EXPECT_LT(t.dp.exposed, 0.5 * t.dp.total);
+    EXPECT_GT(t.part(st::CommPart::Dp).total, 0);
+    EXPECT_LT(t.part(st::CommPart::Dp).exposed, 0.5 * t.part(st::CommPart::Dp).total);
   }
 }
 

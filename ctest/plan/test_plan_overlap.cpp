@@ -99,15 +99,17 @@ TEST(PlanOverlap, CpuRanksExposeTheDpAllReduceGpusHideIt) {
   async.progress = 1;
   const StepPrediction p = st::plan::predict_step(c, polls);
   const StepPrediction a = st::plan::predict_step(c, async);
-  ASSERT_GT(p.dp.total, 0);
+  ASSERT_GT(p.part(st::CommPart::Dp).total, 0);
   // The same collectives at the same prices either way.
-  EXPECT_NEAR(a.dp.total, p.dp.total, 1e-9 * p.dp.total);
+  EXPECT_NEAR(a.part(st::CommPart::Dp).total, p.part(st::CommPart::Dp).total,
+              1e-9 * p.part(st::CommPart::Dp).total);
   // Polls: nothing of them overlaps the backward; the step is the compute,
   // the optimizer, the whole reduction and the loss / norm reductions.
-  EXPECT_NEAR(p.dp.exposed, p.dp.total, 0.01 * p.dp.total);
+  EXPECT_NEAR(p.part(st::CommPart::Dp).exposed, p.part(st::CommPart::Dp).total,
+              0.01 * p.part(st::CommPart::Dp).total);
   EXPECT_NEAR(p.step, p.compute() + p.optimizer + p.exposed_comm(), 0.01 * p.step);
   // Async: the buckets launched during the backward run beside it.
-  EXPECT_LT(a.dp.exposed, 0.99 * a.dp.total);
+  EXPECT_LT(a.part(st::CommPart::Dp).exposed, 0.99 * a.part(st::CommPart::Dp).total);
   EXPECT_LT(a.step, p.step);
 
   // A GPU cluster (NCCL: async by its kind): Llama-2-70B's widths, 4
@@ -121,15 +123,18 @@ TEST(PlanOverlap, CpuRanksExposeTheDpAllReduceGpusHideIt) {
   Cluster h = st::plan::load_cluster(src() + "/configs/clusters/h100-sxm-80gb.yaml");
   h.devices_per_node = 8;
   const StepPrediction gp = st::plan::predict_step(g, h);
-  ASSERT_GT(gp.dp.total, 0);
-  EXPECT_LT(gp.dp.exposed, 0.5 * gp.dp.total)
-      << "dp exposed " << gp.dp.exposed << " of " << gp.dp.total << " s";
+  ASSERT_GT(gp.part(st::CommPart::Dp).total, 0);
+  EXPECT_LT(gp.part(st::CommPart::Dp).exposed, 0.5 * gp.part(st::CommPart::Dp).total)
+      << "dp exposed " << gp.part(st::CommPart::Dp).exposed << " of "
+      << gp.part(st::CommPart::Dp).total << " s";
   // The same file told its collectives progress only in waits: with no
   // other wait in the backward the buckets are exposed whole.
   h.progress = -1;
   const StepPrediction gq = st::plan::predict_step(g, h);
-  EXPECT_NEAR(gq.dp.total, gp.dp.total, 1e-9 * gp.dp.total);
-  EXPECT_NEAR(gq.dp.exposed, gq.dp.total, 0.01 * gq.dp.total);
+  EXPECT_NEAR(gq.part(st::CommPart::Dp).total, gp.part(st::CommPart::Dp).total,
+              1e-9 * gp.part(st::CommPart::Dp).total);
+  EXPECT_NEAR(gq.part(st::CommPart::Dp).exposed, gq.part(st::CommPart::Dp).total,
+              0.01 * gq.part(st::CommPart::Dp).total);
   EXPECT_GT(gq.step, gp.step);
 }
 
@@ -245,14 +250,16 @@ TEST(PlanOverlap, PlacementDecidesWhichGroupsCrossNodes) {
   const StepPrediction b = st::plan::predict_step(c, block);
   const StepPrediction y = st::plan::predict_step(c, cyclic);
   const StepPrediction h = st::plan::predict_step(c, hosts);
-  ASSERT_GT(b.dp.total, 0);
+  ASSERT_GT(b.part(st::CommPart::Dp).total, 0);
   // The same 2-rank all-reduce, priced by the inter-node fit instead of
   // the one inside a node: slower on the emulated cluster's shaped links.
-  EXPECT_GT(y.dp.total, 2 * b.dp.total) << "dp in blocks " << b.dp.total << " s, round robin "
-                                        << y.dp.total << " s";
+  EXPECT_GT(y.part(st::CommPart::Dp).total, 2 * b.part(st::CommPart::Dp).total)
+      << "dp in blocks " << b.part(st::CommPart::Dp).total << " s, round robin "
+      << y.part(st::CommPart::Dp).total << " s";
   EXPECT_GT(y.step, b.step);
   EXPECT_NEAR(h.step, y.step, 1e-9 * y.step);
-  EXPECT_NEAR(h.dp.total, y.dp.total, 1e-9 * y.dp.total);
+  EXPECT_NEAR(h.part(st::CommPart::Dp).total, y.part(st::CommPart::Dp).total,
+              1e-9 * y.part(st::CommPart::Dp).total);
   // Each node now holds both stages: they take turns, slowed by less than
   // both at once (in blocks: always both at once).
   EXPECT_LT(y.compute(), 0.97 * b.compute());
@@ -326,17 +333,18 @@ TEST(PlanOverlap, GroupsPricedByTheirShapeOnTheNodes) {
   cyclic.placement = "cyclic";
   const StepPrediction b = st::plan::predict_step(c, block);
   const StepPrediction y = st::plan::predict_step(c, cyclic);
-  ASSERT_GT(b.dp.total, 0);
-  EXPECT_NEAR(y.dp.total / b.dp.total, 0.04 / 0.03, 1e-6)
-      << "dp in blocks " << b.dp.total << " s, round robin " << y.dp.total << " s";
+  ASSERT_GT(b.part(st::CommPart::Dp).total, 0);
+  EXPECT_NEAR(y.part(st::CommPart::Dp).total / b.part(st::CommPart::Dp).total, 0.04 / 0.03, 1e-6)
+      << "dp in blocks " << b.part(st::CommPart::Dp).total << " s, round robin "
+      << y.part(st::CommPart::Dp).total << " s";
   // dp 4, one rank a node: the (1, 1) measurement, as if it were the only one.
   const Config d = study(4, 1, 2, 1);
   Cluster alone = shaped(1), only = shaped(1);
   std::erase_if(only.collectives, [](const auto& m) {
     return m.kind == "all_reduce" && (m.per_node != 1 || m.node_ranks != 1);
   });
-  EXPECT_NEAR(st::plan::predict_step(d, alone).dp.total, st::plan::predict_step(d, only).dp.total,
-              1e-12);
+  EXPECT_NEAR(st::plan::predict_step(d, alone).part(st::CommPart::Dp).total,
+              st::plan::predict_step(d, only).part(st::CommPart::Dp).total, 1e-12);
 }
 
 }  // namespace

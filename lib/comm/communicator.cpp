@@ -51,21 +51,21 @@ const char* axis_name(Axis a) {
   return size_t(a) < sizeof kNames / sizeof kNames[0] ? kNames[size_t(a)] : "?";
 }
 
-const char* comm_part(Axis a, CollKind k, bool host) {
-  if (host) return "other";
+CommPart comm_part(Axis a, CollKind k, bool host) {
+  if (host) return CommPart::Other;
   switch (a) {
     case Axis::Tp:
-      return "tp";
+      return CommPart::Tp;
     case Axis::Cp:
-      return "cp";
+      return CommPart::Cp;
     case Axis::Pp:
-      return "pp";
+      return CommPart::Pp;
     case Axis::Dp:
     case Axis::DpCp:
     case Axis::None:
       break;
   }
-  return k == CollKind::AllGather ? "zero" : "dp";
+  return k == CollKind::AllGather ? CommPart::Zero : CommPart::Dp;
 }
 
 void set_wait_answer(WaitAnswer f) { g_answer.store(f); }

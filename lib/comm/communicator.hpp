@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm_part.hpp"
 #include "core/poll_wait.hpp"
 #include "tensor/device.hpp"
 #include "tensor/dtype.hpp"
@@ -100,12 +101,12 @@ enum class Axis : uint8_t {
   Pp,        // pipeline: the stage links (and the pp host group)
 };
 const char* axis_name(Axis a);  // "none", "tp", "cp", "dp", "dp_cp", "pp"
-// The part of a step a collective belongs to, by its group's axis (the
-// planner's parts, lib/plan/time_model.hpp): "tp", "cp", "pp"; on dp/dp_cp
-// (and groups of no axis) an all_gather is "zero" (ZeRO's parameter
-// gathers), the rest "dp" (gradient reductions); the blocking collectives of
-// host values (loss, norm, votes) are "other".
-const char* comm_part(Axis a, CollKind k, bool host);
+// The part of a step a collective belongs to (comm_part.hpp), by its
+// group's axis: tp, cp, pp; on dp/dp_cp (and groups of no axis) an
+// all_gather is zero (ZeRO's parameter gathers), the rest dp (gradient
+// reductions); the blocking collectives of host values (loss, norm, votes)
+// are other.
+CommPart comm_part(Axis a, CollKind k, bool host);
 
 struct GroupAxis {
   Axis axis = Axis::None;

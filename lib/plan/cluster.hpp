@@ -150,7 +150,7 @@ struct Cluster {
   // part of a period spends the rest of it faster (step_time.cpp).
   double cpu_quota = 0;
   double cpu_quota_period = 0.1;  // seconds
-  Rates rates;        // GPU clusters: kernel-level rates (empty: the efficiencies' roofline)
+  Rates rates;  // GPU clusters: kernel-level rates (empty: the efficiencies' roofline)
   // How a GPU cluster's kernels and collectives are priced (`pricing`):
   // "rates", at the `rates` tables as measured (calibrate-gpu on the device,
   // or public benchmarks the file cites), elementwise kernels from their
@@ -163,7 +163,7 @@ struct Cluster {
   std::string profile;  // the profile applied (with_profile), "" if none
   std::map<std::string, Efficiency> profiles;
   bool fitted() const { return pricing == "fitted"; }
-  std::string notes;  // free text carried along
+  std::string notes;                        // free text carried along
   std::map<std::string, std::string> meta;  // calibrated: date, host, command ...
 
   bool gpu() const { return kind == "gpu"; }

@@ -210,7 +210,7 @@ void PipelineReplay::run_wait(Replay& r, size_t i) {
       const double x = std::min(jump, edge_ || !pr.tl->edge[j] ? r.scale * pr.dur[j] : 0.0);
       r.exposed[kPp] += x;
       r.bubble += jump - x;
-    } else if (c != kNone && c >= kDp) {
+    } else if (is_comm(c)) {
       r.exposed[c] += jump;
     }
   }

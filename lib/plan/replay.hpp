@@ -17,8 +17,12 @@
 namespace st::plan {
 
 // The class of an item in the step's parts: compute (gemm, attention,
-// elementwise, optimizer), then the collectives by the axis they span.
-enum Cls : uint8_t { kGemm, kAttn, kElem, kOptim, kDp, kTp, kPp, kCp, kZero, kOther, kNone };
+// elementwise, optimizer), then one per part of the step a collective
+// belongs to, in CommPart's order (comm/comm_part.hpp: the one list).
+enum Cls : uint8_t { kGemm, kAttn, kElem, kOptim, kComm, kNone = kComm + kCommParts };
+inline constexpr Cls cls_of(CommPart p) { return Cls(kComm + ix(p)); }
+inline constexpr Cls kPp = cls_of(CommPart::Pp);
+inline constexpr bool is_comm(Cls c) { return c >= kComm && c < kNone; }
 
 // The cluster-independent view of a record the replay needs, built once per
 // record: each item's clock (stream or communicator) and class, and the

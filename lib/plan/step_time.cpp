@@ -68,23 +68,9 @@ Cls kernel_class(const Op& o, record::Kernel k) {
   return kElem;
 }
 
-// A collective's class in the step's parts, by the axis its group spans.
-Cls coll_class(const record::CollCall& c) {
-  if (c.host) return kOther;
-  switch (c.axis.axis) {
-    case Axis::Tp:
-      return kTp;
-    case Axis::Cp:
-      return kCp;
-    case Axis::Pp:
-      return kPp;
-    case Axis::Dp:
-    case Axis::DpCp:
-    case Axis::None:
-      break;
-  }
-  return c.kind == CollKind::AllGather ? kZero : kDp;
-}
+// A collective's class in the step's parts: its CommPart (comm_part, the
+// trainer's own rule for its telemetry).
+Cls coll_class(const record::CollCall& c) { return cls_of(comm_part(c.axis.axis, c.kind, c.host)); }
 
 }  // namespace
 
@@ -519,14 +505,14 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
     r.bubble = std::min(c.bubble, even[size_t(crit)].bubble);
     r.imbalance = c.bubble - r.bubble;
   }
-  CommPart* parts[] = {&r.dp, &r.tp, &r.pp, &r.cp, &r.zero, &r.other};
-  for (int k = kDp; k <= kOther; ++k) {
-    parts[k - kDp]->total = c.total[k];
-    parts[k - kDp]->exposed = std::min(c.exposed[k], c.total[k]);
+  for (CommPart p : kAllCommParts) {
+    const Cls k = cls_of(p);
+    r.comm[ix(p)].total = c.total[k];
+    r.comm[ix(p)].exposed = std::min(c.exposed[k], c.total[k]);
   }
   // Blocking collectives waited for on the host (the loss and norm
   // reductions) are exposed whole.
-  r.other.exposed = r.other.total;
+  r.part(CommPart::Other).exposed = r.part(CommPart::Other).total;
   r.step = end_of(c);
   for (int s = 0; s < P; ++s) {
     const auto& part = rp[size_t(s)].part;

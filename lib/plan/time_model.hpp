@@ -15,9 +15,11 @@
 // GPU cluster. The pipeline is simulated op by op over all stages, so the
 // bubble of 1F1B and interleaved schedules comes out of the dependencies.
 #pragma once
-#include <vector>
+#include <array>
 #include <string>
+#include <vector>
 
+#include "comm/comm_part.hpp"
 #include "config/config.hpp"
 #include "plan/cluster.hpp"
 #include "plan/ops.hpp"
@@ -25,8 +27,8 @@
 
 namespace st::plan {
 
-struct CommPart {
-  double total = 0;    // seconds per step the group's collectives take
+struct CommTime {
+  double total = 0;    // seconds per step the part's collectives take
   double exposed = 0;  // seconds per step the step waits for them
 };
 
@@ -44,7 +46,11 @@ struct StepPrediction {
   // loss), imbalance what the stages' unequal work adds to it (the first
   // and last stages' embedding, head and loss; an uneven layer split).
   double bubble = 0, imbalance = 0;
-  CommPart dp, tp, pp, cp, zero, other;  // zero: ZeRO parameter gathers; other: loss / norm
+  // Collectives by part of the step (comm/comm_part.hpp; zero: ZeRO's
+  // parameter gathers, other: the loss, norm and other host scalars).
+  std::array<CommTime, kCommParts> comm{};
+  const CommTime& part(CommPart p) const { return comm[ix(p)]; }
+  CommTime& part(CommPart p) { return comm[ix(p)]; }
   double optimizer = 0;
   double step = 0;
   int devices = 0;
@@ -57,7 +63,9 @@ struct StepPrediction {
   std::vector<double> stage_waits;
   double compute() const { return gemm + attention + elementwise; }
   double exposed_comm() const {
-    return dp.exposed + tp.exposed + pp.exposed + cp.exposed + zero.exposed + other.exposed;
+    double s = 0;
+    for (const CommTime& c : comm) s += c.exposed;
+    return s;
   }
 };
 

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm_part.hpp"
+
 namespace st::telemetry {
 
 inline constexpr int kSchemaMajor = 1;         // "scaletrain.telemetry/1"
@@ -32,7 +34,7 @@ struct StepRecord {
   int64_t mem_peak_bytes = 0;
   // comm_wait_s by part, in comm_part_names() order (tp, cp, pp, dp, zero,
   // other); all 0 in records written before the field existed.
-  std::array<double, 6> comm_wait{};
+  std::array<double, kCommParts> comm_wait{};
   bool has_comm_wait = false;
   int line = 0;  // line number in the rank file (for messages)
 };

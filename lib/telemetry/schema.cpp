@@ -3,6 +3,8 @@
 // meaning; docs/telemetry.md is regenerated from these tables.
 #include "telemetry/schema.hpp"
 
+#include "comm/comm_part.hpp"
+
 namespace st::telemetry {
 namespace {
 
@@ -30,7 +32,7 @@ std::vector<Field> coll_members() {
 }  // namespace
 
 const std::vector<std::string>& comm_part_names() {
-  static const std::vector<std::string> n = {"tp", "cp", "pp", "dp", "zero", "other"};
+  static const std::vector<std::string> n(kCommPartNames.begin(), kCommPartNames.end());
   return n;
 }
 
