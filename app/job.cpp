@@ -148,12 +148,33 @@ void resume(Job& j, const std::string& ckpt_dir) {
   }
   const double tr = wall_time();
   long at = 0;
-  try {
-    at = restore(j.engine->state(), j.cfg, *from);
-  } catch (const UsageError& e) {
-    err = e.what();
+  while (true) {
+    std::string damaged;  // a data block failed its CRC32C on this rank
+    try {
+      at = restore(j.engine->state(), j.cfg, *from);
+    } catch (const UsageError& e) {
+      err = e.what();
+    } catch (const Error& e) {
+      damaged = e.what();
+    }
+    agree_on_setup(*j.world, err);
+    double bad = damaged.empty() ? 0.0 : 1.0;
+    j.world->all_reduce_max(&bad, 1);
+    if (bad == 0.0) break;
+    if (!damaged.empty()) logw("checkpoint skipped: ", *from, ": ", damaged);
+    const bool folder = fs::exists(fs::path(j.cfg.checkpoint.resume) / "index.json");
+    if (folder) {
+      err = damaged.empty() ? "" : "checkpoint.resume: '" + *from + "' is not loadable: " + damaged;
+      agree_on_setup(*j.world, err);
+    }
+    log0("checkpoint ", *from, " did not load (a damaged block, named above); trying older steps");
+    from = pick_resume(j.cfg.checkpoint, ckpt_dir, *j.world,
+                       parse_step_dir(fs::path(*from).filename().string()));
+    if (!from) {  // nothing older loads: refused like a run that finds no good step
+      agree_on_setup(*j.world, check_checkpoint_dir(ckpt_dir, false, j.rt->rank()));
+      throw UsageError("checkpoint: no loadable step left in '" + ckpt_dir + "'");
+    }
   }
-  agree_on_setup(*j.world, err);
   j.engine->after_restore();
   j.start_step = at + 1;
   j.tel.event("ckpt_resume", at,
