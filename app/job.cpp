@@ -135,6 +135,7 @@ void init_from(Job& j) {
 void resume(Job& j, const std::string& ckpt_dir) {
   std::string err;
   std::optional<std::string> from;
+  const double t_pick = wall_time();
   try {
     from = pick_resume(j.cfg.checkpoint, ckpt_dir, *j.world);
   } catch (const UsageError& e) {
@@ -177,8 +178,19 @@ void resume(Job& j, const std::string& ckpt_dir) {
   }
   j.engine->after_restore();
   j.start_step = at + 1;
+  // restore_s: the whole restore (the step's choice, its metadata check and
+  // the load), beside the checkpoint's bytes: the study's restore bandwidth.
+  int64_t bytes = 0;
+  try {
+    bytes = nlohmann::json::parse(read_file(*from + "/index.json")).value("bytes", int64_t(0));
+  } catch (const std::exception&) {
+  }
   j.tel.event("ckpt_resume", at,
-              {{"path", *from}, {"from_step", at}, {"load_s", wall_time() - tr}});
+              {{"path", *from},
+               {"from_step", at},
+               {"load_s", wall_time() - tr},
+               {"restore_s", wall_time() - t_pick},
+               {"bytes", bytes}});
   log0("resumed from ", *from, " (step ", at, ") in ", wall_time() - tr, " s");
 }
 

@@ -347,9 +347,16 @@ RunSummary summarize_run(const telemetry::RunTelemetry& run, const Options& opt)
   // The restore at start: the slowest rank's load (every rank loads its part).
   for (int r : good)
     for (auto& ev : run.ranks[r].events)
-      if (ev.event == "ckpt_resume")
-        if (auto it = ev.fields.find("load_s"); it != ev.fields.end() && it->is_number())
-          s.ckpt_load_s = std::max(s.ckpt_load_s, it->get<double>());
+      if (ev.event == "ckpt_resume") {
+        auto num = [&](const char* k) {
+          auto it = ev.fields.find(k);
+          return it != ev.fields.end() && it->is_number() ? it->get<double>() : 0.0;
+        };
+        s.ckpt_load_s = std::max(s.ckpt_load_s, num("load_s"));
+        s.ckpt_restore_s =
+            std::max(s.ckpt_restore_s, num("restore_s") > 0 ? num("restore_s") : num("load_s"));
+        s.ckpt_restore_bytes = std::max(s.ckpt_restore_bytes, num("bytes"));
+      }
   if (ck.empty())
     for (size_t i = 0; i < n; ++i)
       if (stall_max[i] > 0) ck.insert(steps[i]);
