@@ -204,13 +204,17 @@ RestoreFigures bench_restore(const std::string& step_dir, MpiCommunicator& world
                              bool whole_files) {
   const int r = world.rank(), w = world.size();
   const int64_t cols = 1024, R = s.rows, shift = R / (2 * w);
-  std::vector<std::vector<float>> buf(s.views.size());
-  std::vector<ShardView> want;
+  // Row boxes [a, b): the last rank's share wraps around to the first rows.
   const int64_t lo = std::min(R, r * (R / w) + shift), hi = (r == w - 1) ? R : lo + R / w;
-  for (size_t t = 0; t < s.views.size(); ++t) {
-    buf[t].resize(size_t((hi - lo) * cols));
-    want.push_back({s.views[t].name, {R, cols}, {lo, 0}, {hi - lo, cols}, buf[t].data()});
-  }
+  std::vector<std::pair<int64_t, int64_t>> boxes = {{lo, hi}};
+  if (r == w - 1 && shift > 0) boxes.push_back({0, shift});
+  std::vector<std::vector<float>> buf;
+  std::vector<ShardView> want;
+  for (const auto& [a, b] : boxes)
+    for (size_t t = 0; t < s.views.size(); ++t) {
+      buf.emplace_back(size_t((b - a) * cols));
+      want.push_back({s.views[t].name, {R, cols}, {a, 0}, {b - a, cols}, buf.back().data()});
+    }
   world.barrier();
   drop_cache(step_dir);
   world.barrier();
