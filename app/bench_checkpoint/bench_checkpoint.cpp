@@ -287,23 +287,35 @@ int main(int argc, char** argv) {
     }
     // Each restore right after the cold read probed again (the disk's rate
     // at that moment): the trainer's (metadata, then every block once), and
-    // the same with whole files verified first (each byte read twice).
+    // the same with whole files verified first (each byte read twice);
+    // medians over --saves pairs, the range of the ratio beside them.
     for (const bool whole : {false, true}) {
-      const StorageProbe pr = probe_storage(a.dir, int64_t(a.probe_mib) << 20, world.rank(), *node);
+      std::vector<double> ratio, bps, probe, ver, sec;
+      RestoreFigures rf;
       const double l = load1();
-      const RestoreFigures rf = bench_restore(last_dir, world, s, whole);
+      for (int i = 0; i < a.saves; ++i) {
+        const StorageProbe pr =
+            probe_storage(a.dir, int64_t(a.probe_mib) << 20, world.rank(), *node);
+        rf = bench_restore(last_dir, world, s, whole);
+        ratio.push_back(pr.read_all_Bps > 0 ? rf.Bps / pr.read_all_Bps : 0);
+        bps.push_back(rf.Bps);
+        probe.push_back(pr.read_all_Bps);
+        ver.push_back(rf.verify_s);
+        sec.push_back(rf.seconds);
+      }
       if (r0)
         std::printf(
-            "\ncold restore of %s%s: find_latest_good %.2f s, then the resharding load %.2f s "
-            "(%.0f MiB of CRC blocks read for %.0f MiB wanted); %.2f s, %.0f MiB/s = %.2f of the "
-            "probed cold read just before (%.0f MiB/s, %d readers, %s); load %.2f (1 min) "
-            "before, %.2f after\n",
+            "\ncold restore of %s%s, medians of %d (each after its own probe of the cold read, "
+            "%d readers): find_latest_good %.3f s, whole restore %.3f s (%.0f MiB of CRC blocks "
+            "read for %.0f MiB wanted), %.0f MiB/s against a probed %.0f MiB/s: restore / "
+            "probed %.2f (range %.2f-%.2f); load %.2f (1 min) before, %.2f after\n",
             last_dir.c_str(),
             whole ? " with whole files verified first (every byte read twice)"
                   : " (metadata CRC32C, then each block once as the loader reads it)",
-            rf.verify_s, rf.seconds - rf.verify_s, rf.from_disk / 1048576, rf.wanted / 1048576,
-            rf.seconds, rf.Bps / 1048576, pr.read_all_Bps > 0 ? rf.Bps / pr.read_all_Bps : 0,
-            pr.read_all_Bps / 1048576, pr.writers, pr.read_method.c_str(), l, load1());
+            a.saves, node->size(), median(ver), median(sec), rf.from_disk / 1048576,
+            rf.wanted / 1048576, median(bps) / 1048576, median(probe) / 1048576, median(ratio),
+            *std::min_element(ratio.begin(), ratio.end()),
+            *std::max_element(ratio.begin(), ratio.end()), l, load1());
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
