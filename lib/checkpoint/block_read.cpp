@@ -1,6 +1,6 @@
 // Implementation of block_read.hpp: the plan (which CRC blocks, which copies
 // out of each), the reads (consecutive blocks joined into one pread of up to
-// kReadCap bytes), and a reader thread two reads ahead of the checks.
+// 8 MiB), and two reader threads, each a read ahead of the checks.
 #include "checkpoint/block_read.hpp"
 
 #include <fcntl.h>
@@ -23,7 +23,8 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 constexpr uint64_t kGapMax = uint64_t(1) << 20;  // join blocks fewer bytes apart into one read
-constexpr int kSlots = 2;                        // reads in flight ahead of the checks
+constexpr int kReaders = 2;                      // reader threads: reads in flight at once
+constexpr int kSlots = 4;  // buffers: each reader one read ahead of the checks
 
 uint64_t round_down(uint64_t x) { return x / kPage * kPage; }
 uint64_t round_up(uint64_t x) { return (x + kPage - 1) / kPage * kPage; }
@@ -152,8 +153,9 @@ class Source {
   int direct_ = -1, buffered_ = -1;
 };
 
-// A reader thread filling kSlots buffers with `reads` in order, each waited
-// for by the checking thread through take() and handed back by give().
+// kReaders reader threads filling kSlots buffers with `reads` (reader t
+// takes reads t, t + kReaders, ...), each waited for in order by the
+// checking thread through take() and handed back by give().
 class Pipeline {
  public:
   Pipeline(Source& src, const std::vector<Read>& reads, const std::vector<Block>& blocks,
@@ -163,7 +165,7 @@ class Pipeline {
       s.buf.reset(static_cast<char*>(std::aligned_alloc(kPage, round_up(cap))));
       if (!s.buf) throw Error("out of memory for a " + std::to_string(cap) + "-byte read buffer");
     }
-    thread_ = std::thread([this] { run(); });
+    for (int t = 0; t < kReaders; ++t) threads_.emplace_back([this, t] { run(t); });
   }
   ~Pipeline() {
     {
@@ -171,7 +173,7 @@ class Pipeline {
       stop_ = true;
     }
     cv_.notify_all();
-    thread_.join();
+    for (auto& t : threads_) t.join();
   }
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -200,8 +202,8 @@ class Pipeline {
     std::string error;
   };
 
-  void run() {
-    for (size_t i = 0; i < reads_.size(); ++i) {
+  void run(int t) {
+    for (size_t i = size_t(t); i < reads_.size(); i += kReaders) {
       Slot& s = slots_[i % kSlots];
       {
         std::unique_lock<std::mutex> lk(mu_);
@@ -229,7 +231,7 @@ class Pipeline {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace

@@ -3,7 +3,7 @@
 // against index.json before any HDF5 call parses it; the data a load needs is
 // then read in whole CRC blocks by large preads (O_DIRECT where the file
 // system takes it: no page-cache copy, cold at the device's rate), two reads
-// in flight on a reader thread while the caller's thread verifies each block
+// in flight on two reader threads while the caller's thread verifies each block
 // against its CRC32C and copies the wanted bytes straight to their
 // destinations. Every byte is read from the disk once and touched by the CPU
 // twice (the checksum, the copy). docs/checkpoint-format.md, "Restoring cold".
