@@ -168,7 +168,8 @@ void resume(Job& j, const std::string& ckpt_dir) {
       err = damaged.empty() ? "" : "checkpoint.resume: '" + *from + "' is not loadable: " + damaged;
       agree_on_setup(*j.world, err);
     }
-    log0("checkpoint ", *from, " did not load (a damaged block, named above); trying older steps");
+    log0("checkpoint ", *from,
+         " did not load (a damaged block; the rank that read it names it); trying older steps");
     from = pick_resume(j.cfg.checkpoint, ckpt_dir, *j.world,
                        parse_step_dir(fs::path(*from).filename().string()));
     if (!from) {  // nothing older loads: refused like a run that finds no good step

@@ -245,24 +245,34 @@ TEST(CheckpointE2E, KillDuringBackgroundWriteResumesFromPreviousCommit) {
   fs::remove_all(d);
 }
 
+// A resume checks the rank files' metadata first and each data block as it
+// loads it: a flipped byte in the middle of rank 1's largest dataset of
+// step 10 passes the first check, fails its block at load, and every rank
+// goes back to step 5.
 TEST(CheckpointE2E, CorruptNewestCheckpointIsNamedAndSkipped) {
   const std::string d = fresh_dir("ckpt-corrupt");
   run_ok(2, tiny(20, 2) + " --set train.stop_after=10 --set checkpoint.keep_last_n=3 --out " + d);
-  // Flip one byte in the middle of rank 1's file of step 10.
-  const std::string f = d + "/checkpoints/step_00000010/rank_00001.h5";
+  const std::string step = d + "/checkpoints/step_00000010", f = step + "/rank_00001.h5";
+  const auto idx = nlohmann::json::parse(std::ifstream(step + "/index.json"));
+  uint64_t at = 0, len = 0;
+  for (const auto& e : idx["files"][1]["data_extents"])
+    if (e[1].get<uint64_t>() > len) {
+      at = e[0].get<uint64_t>();
+      len = e[1].get<uint64_t>();
+    }
+  ASSERT_GT(len, 0u) << idx["files"][1].dump();
   {
     std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
-    io.seekg(0, std::ios::end);
-    auto size = io.tellg();
-    io.seekp(size / 2);
+    const auto pos = std::streamoff(at + len / 2);
     char c;
-    io.seekg(size / 2);
+    io.seekg(pos);
     io.get(c);
-    io.seekp(size / 2);
+    io.seekp(pos);
     io.put(char(c ^ 0x5a));
   }
   auto out = run_ok(2, tiny(20, 2) + " --out " + d);
-  EXPECT_NE(out.find("rank_00001.h5"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank_00001.h5', dataset '"), std::string::npos) << out;
+  EXPECT_NE(out.find("checksum mismatch"), std::string::npos) << out;
   EXPECT_NE(out.find("resumed from " + d + "/checkpoints/step_00000005"), std::string::npos) << out;
   fs::remove_all(d);
 }
