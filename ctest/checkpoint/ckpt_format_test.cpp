@@ -173,8 +173,8 @@ TEST(CheckpointBlocks, MetadataFirstThenEveryBlockTheLoaderReads) {
   fs::remove_all(dir);
 }
 
-// ctest/checkpoint/fixtures/v2: steps saved by ckpt_helper as built at main
-// d5c476c (format /2, before per-block CRCs). It verifies, loads bitwise
+// ctest/checkpoint/fixtures/v2: step 1 saved by ckpt_helper as built on main
+// before format /3 (format /2, no per-block CRCs). It verifies, loads bitwise
 // under other layouts, and a flipped byte in it is still refused by name.
 TEST(CheckpointBlocks, ReadsAFormat2Checkpoint) {
   const std::string dir = temp_dir("v2");
