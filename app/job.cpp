@@ -135,6 +135,7 @@ void init_from(Job& j) {
 void resume(Job& j, const std::string& ckpt_dir) {
   std::string err;
   std::optional<std::string> from;
+  const double t_pick = wall_time();
   try {
     from = pick_resume(j.cfg.checkpoint, ckpt_dir, *j.world);
   } catch (const UsageError& e) {
@@ -148,16 +149,49 @@ void resume(Job& j, const std::string& ckpt_dir) {
   }
   const double tr = wall_time();
   long at = 0;
-  try {
-    at = restore(j.engine->state(), j.cfg, *from);
-  } catch (const UsageError& e) {
-    err = e.what();
+  while (true) {
+    std::string damaged;  // a data block failed its CRC32C on this rank
+    try {
+      at = restore(j.engine->state(), j.cfg, *from);
+    } catch (const UsageError& e) {
+      err = e.what();
+    } catch (const Error& e) {
+      damaged = e.what();
+    }
+    agree_on_setup(*j.world, err);
+    double bad = damaged.empty() ? 0.0 : 1.0;
+    j.world->all_reduce_max(&bad, 1);
+    if (bad == 0.0) break;
+    if (!damaged.empty()) logw("checkpoint skipped: ", *from, ": ", damaged);
+    const bool folder = fs::exists(fs::path(j.cfg.checkpoint.resume) / "index.json");
+    if (folder) {
+      err = damaged.empty() ? "" : "checkpoint.resume: '" + *from + "' is not loadable: " + damaged;
+      agree_on_setup(*j.world, err);
+    }
+    log0("checkpoint ", *from,
+         " did not load (a damaged block; the rank that read it names it); trying older steps");
+    from = pick_resume(j.cfg.checkpoint, ckpt_dir, *j.world,
+                       parse_step_dir(fs::path(*from).filename().string()));
+    if (!from) {  // nothing older loads: refused like a run that finds no good step
+      agree_on_setup(*j.world, check_checkpoint_dir(ckpt_dir, false, j.rt->rank()));
+      throw UsageError("checkpoint: no loadable step left in '" + ckpt_dir + "'");
+    }
   }
-  agree_on_setup(*j.world, err);
   j.engine->after_restore();
   j.start_step = at + 1;
+  // restore_s: the whole restore (the step's choice, its metadata check and
+  // the load), beside the checkpoint's bytes: the study's restore bandwidth.
+  int64_t bytes = 0;
+  try {
+    bytes = nlohmann::json::parse(read_file(*from + "/index.json")).value("bytes", int64_t(0));
+  } catch (const std::exception&) {
+  }
   j.tel.event("ckpt_resume", at,
-              {{"path", *from}, {"from_step", at}, {"load_s", wall_time() - tr}});
+              {{"path", *from},
+               {"from_step", at},
+               {"load_s", wall_time() - tr},
+               {"restore_s", wall_time() - t_pick},
+               {"bytes", bytes}});
   log0("resumed from ", *from, " (step ", at, ") in ", wall_time() - tr, " s");
 }
 

@@ -87,16 +87,24 @@ std::vector<double> parse_mtbf_list(const std::string& text) {
 CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
                            const std::string& storage_json) {
   CkptStudy st;
-  std::map<int, std::vector<double>> restore;
+  std::map<int, std::vector<double>> restore, restore_all, restore_bytes, probed_read;
+  std::map<int, int> nodes_of;
   for (size_t pi = 0; pi < c.points.size(); ++pi) {
     const Point& p = c.points[pi];
-    std::vector<double> ov, ss, is, bw, bytes, load, first_persist, disk;
+    std::vector<double> ov, ss, is, bw, bytes, load, first_persist, disk, node, probed;
     CkptPoint k;
     const RunSummary& f = c.runs[p.runs.front()];
     int min_run = -1;
     for (size_t i : p.runs) {
       const RunSummary& r = c.runs[i];
       if (r.ckpt_load_s > 0) load.push_back(r.ckpt_load_s);
+      if (r.ckpt_restore_s > 0 && r.ckpt_restore_bytes > 0) {
+        restore_all[p.gpus].push_back(r.ckpt_restore_s);
+        restore_bytes[p.gpus].push_back(r.ckpt_restore_bytes);
+      }
+      nodes_of[p.gpus] = std::max(1, r.nodes);
+      if (r.storage.is_object() && r.storage.value("read_all_Bps", 0.0) > 0)
+        probed_read[p.gpus].push_back(r.storage.value("read_all_Bps", 0.0));
       if (r.ckpt_cost.empty()) continue;
       ss.push_back(r.ckpt_stall_share);
       is.push_back(r.ckpt_interference_share);
@@ -111,6 +119,9 @@ CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
       bw.push_back(r.ckpt_agg_bw);
       bytes.push_back(r.ckpt_agg_bytes);
       if (r.ckpt_of_disk > 0) disk.push_back(r.ckpt_of_disk);
+      if (r.ckpt_node_Bps > 0) node.push_back(r.ckpt_node_Bps);
+      if (r.storage.is_object() && r.storage.value("write_all_Bps", 0.0) > 0)
+        probed.push_back(r.storage.value("write_all_Bps", 0.0));
     }
     for (double l : load) restore[p.gpus].push_back(l);
     if (ov.empty() || f.ckpt_interval <= 0) continue;
@@ -131,6 +142,8 @@ CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
     k.persist_s = k.steady_n > 0 ? median(k.steady_persist_s) : k.first_persist_s;
     k.agg_bw = median(bw);
     k.of_disk = disk.empty() ? 0 : median(disk);
+    k.node_Bps = node.empty() ? 0 : median(node);
+    k.probed_write_Bps = probed.empty() ? 0 : median(probed);
     k.bytes = median(bytes);
     k.step_s = p.step_s.med;
     if (k.steady_min_run < kMinSteadyCheckpoints)
@@ -146,6 +159,16 @@ CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
     return std::tie(a.gpus, a.mode, a.interval) < std::tie(b.gpus, b.mode, b.interval);
   });
   for (auto& [g, v] : restore) st.restore_s.push_back({g, spread_of(v)});
+  for (auto& [g, v] : restore_all) {
+    RestoreRate rr;
+    rr.gpus = g;
+    rr.nodes = nodes_of[g];
+    rr.restore_s = median(v);
+    rr.bytes = median(restore_bytes[g]);
+    rr.node_Bps = rr.restore_s > 0 ? rr.bytes / rr.restore_s / rr.nodes : 0;
+    rr.probed_read_Bps = probed_read[g].empty() ? 0 : median(probed_read[g]);
+    st.restore_rate.push_back(rr);
+  }
   // The optimal interval per size and mode: C and P are the medians over
   // the steady-state checkpoints of every interval and repeat of that size
   // and mode, so C does not depend on the interval the runs used.

@@ -45,8 +45,10 @@ struct CkptPoint {   // one (size, mode, interval) point of the study
   int steady_min_run = 0;  // the fewest in one repeat
   double agg_bw = 0;       // aggregate write bandwidth (B/s), median over repeats
   double of_disk = 0;      // the node's write bandwidth / its run's storage probe, median; 0: none
-  double bytes = 0;        // every rank's bytes of one checkpoint
-  double step_s = 0;       // median step time
+  double node_Bps = 0;     // the node's write bandwidth (rank 0's commits), median; 0: none
+  double probed_write_Bps = 0;  // run.json storage.write_all_Bps (the node's writers), median
+  double bytes = 0;             // every rank's bytes of one checkpoint
+  double step_s = 0;            // median step time
 };
 struct OptimalInterval {
   int gpus = 0;
@@ -65,9 +67,18 @@ struct StorageLimit {
   double bytes = 0, seconds = 0, bandwidth = 0;
   std::string path, method;
 };
+// The restore's bandwidth per size: the checkpoint's bytes over the median
+// restore time (choice, metadata check and load; the slowest rank), per
+// node, beside the cold read the storage probe measured for that size's
+// node (run.json storage.read_all_Bps, median over the size's runs).
+struct RestoreRate {
+  int gpus = 0, nodes = 1;
+  double bytes = 0, restore_s = 0, node_Bps = 0, probed_read_Bps = 0;
+};
 struct CkptStudy {
   std::vector<CkptPoint> points;
   std::vector<std::pair<int, Spread>> restore_s;  // (ranks, load time over resumed runs)
+  std::vector<RestoreRate> restore_rate;
   std::vector<OptimalInterval> optimal;
   StorageLimit storage;
   // Points whose runs took fewer than kMinSteadyCheckpoints steady

@@ -452,15 +452,18 @@ std::string ckpt_markdown(const CkptStudy& st) {
        "over the run's checkpoints.\n\n"
     << "| ranks | mode | interval (steps) | overhead | stall | interference | C (s) | P (s) | "
        "first checkpoint stall (s) | steady checkpoints (fewest per run) | aggregate write | "
-       "node write / probed (run.json `storage`) | bytes per checkpoint |\n"
-       "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+       "node write MiB/s | probed write MiB/s (run.json `storage`) | node write / probed | "
+       "bytes per checkpoint |\n"
+       "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  auto mibs = [](double Bps) { return Bps > 0 ? f(Bps / 1048576, 0) : std::string("not probed"); };
   for (const auto& k : st.points)
     o << "| " << k.gpus << " | " << k.mode << " | " << k.interval << " | "
       << spread_text(k.overhead, 3, 100) << "% | " << pct(k.stall_share.med, 3) << " | "
       << pct(k.interference_share.med, 3) << " | " << f(k.cost_s, 4) << " | " << f(k.persist_s, 4)
       << " | " << f(k.first_cost_s, 4) << " | " << k.steady_n << " (" << k.steady_min_run << ") | "
-      << human_bytes(k.agg_bw) << "/s | " << (k.of_disk > 0 ? pct(k.of_disk, 0) : "not probed")
-      << " | " << human_bytes(k.bytes) << " |\n";
+      << human_bytes(k.agg_bw) << "/s | " << mibs(k.node_Bps) << " | " << mibs(k.probed_write_Bps)
+      << " | " << (k.of_disk > 0 ? pct(k.of_disk, 0) : "not probed") << " | "
+      << human_bytes(k.bytes) << " |\n";
   for (const auto& n : st.notes) o << "\nNote: " << n << ".\n";
   o << "\n**Storage limit:** ";
   if (st.storage.measured)
@@ -477,6 +480,19 @@ std::string ckpt_markdown(const CkptStudy& st) {
     o << "\n\n| ranks | restore (s), median [min, max] |\n|---|---|\n";
     for (const auto& [g, sp] : st.restore_s)
       o << "| " << g << " | " << spread_text(sp, 3) << " |\n";
+    o << "\n";
+  }
+  if (!st.restore_rate.empty()) {
+    o << "**Restore bandwidth** (the checkpoint's bytes over the whole restore: the step's "
+         "choice, its metadata check and the load, slowest rank, median over resumed runs; per "
+         "node) beside the storage probe's cold read of that size's node (run.json "
+         "`storage.read_all_Bps`, median over the size's runs):\n\n"
+         "| ranks | bytes | restore (s) | restore MiB/s per node | probed cold read MiB/s | "
+         "restore / probed |\n|---|---|---|---|---|---|\n";
+    for (const auto& r : st.restore_rate)
+      o << "| " << r.gpus << " | " << human_bytes(r.bytes) << " | " << f(r.restore_s, 3) << " | "
+        << mibs(r.node_Bps) << " | " << mibs(r.probed_read_Bps) << " | "
+        << (r.probed_read_Bps > 0 ? f(r.node_Bps / r.probed_read_Bps, 2) : "not probed") << " |\n";
     o << "\n";
   }
   o << "### Optimal interval for a failure rate\n\nThe interval T that minimises the "
@@ -732,11 +748,21 @@ Written write_campaign_outputs(const Campaign& c, const std::string& out_dir, bo
                               {"steady_checkpoints", k.steady_n},
                               {"steady_checkpoints_min_per_run", k.steady_min_run},
                               {"aggregate_write_Bps", k.agg_bw},
+                              {"node_write_Bps", k.node_Bps},
+                              {"probed_write_Bps", k.probed_write_Bps},
                               {"bytes", k.bytes}});
     ck["notes"] = study.notes;
     ck["restore_s"] = nlohmann::json::array();
     for (const auto& [g, r] : study.restore_s)
       ck["restore_s"].push_back({{"ranks", g}, {"load_s", sp(r)}});
+    ck["restore_rate"] = nlohmann::json::array();
+    for (const auto& r : study.restore_rate)
+      ck["restore_rate"].push_back({{"ranks", r.gpus},
+                                    {"nodes", r.nodes},
+                                    {"bytes", r.bytes},
+                                    {"restore_s", r.restore_s},
+                                    {"node_read_Bps", r.node_Bps},
+                                    {"probed_read_Bps", r.probed_read_Bps}});
     if (study.storage.measured)
       ck["storage"] = {{"bytes", study.storage.bytes},
                        {"seconds", study.storage.seconds},

@@ -350,10 +350,15 @@ std::map<int64_t, double> checkpoint_events(const telemetry::RunTelemetry& run,
     for (auto& ev : run.ranks[r].events) {
       if ((ev.event == "ckpt_begin" || ev.event == "ckpt_commit") && ev.step >= 0)
         ck.insert(ev.step);
-      // The restore at start: the slowest rank's load (every rank loads its part).
-      if (ev.event == "ckpt_resume")
-        if (auto it = ev.fields.find("load_s"); it != ev.fields.end() && it->is_number())
-          s.ckpt_load_s = std::max(s.ckpt_load_s, it->get<double>());
+      // The restore at start: the slowest rank's load (every rank loads its
+      // part), and its restore alone (load_s in records without it).
+      if (ev.event == "ckpt_resume") {
+        s.ckpt_load_s = std::max(s.ckpt_load_s, num_field(ev, "load_s"));
+        s.ckpt_restore_s =
+            std::max(s.ckpt_restore_s, num_field(ev, "restore_s") > 0 ? num_field(ev, "restore_s")
+                                                                      : num_field(ev, "load_s"));
+        s.ckpt_restore_bytes = std::max(s.ckpt_restore_bytes, num_field(ev, "bytes"));
+      }
       if (ev.event != "ckpt_commit") continue;
       auto& a = agg[ev.step];
       a.first += ev.fields.value("bytes", 0.0);

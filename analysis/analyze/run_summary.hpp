@@ -118,8 +118,11 @@ struct RunSummary {
   std::vector<CkptCost> ckpt_cost;
   double ckpt_stall_share = 0, ckpt_interference_s = 0, ckpt_interference_share = 0;
   double ckpt_persist_s = 0;
-  // the restore at start (the ckpt_resume event; 0 when the run did not resume)
-  double ckpt_load_s = 0;
+  // the restore at start (the ckpt_resume event; 0 when the run did not resume):
+  // the load, and the whole restore (the step's choice and its metadata check,
+  // then the load; load_s for a trainer that did not record restore_s), the
+  // slowest rank's; and the checkpoint's tensor bytes
+  double ckpt_load_s = 0, ckpt_restore_s = 0, ckpt_restore_bytes = 0;
   // The node's write bandwidth per commit (rank 0's ckpt_commit
   // node_write_Bps, median) and its share of the probed disk (of_disk);
   // run.json `storage` (the trainer's storage probe), absent when not probed.

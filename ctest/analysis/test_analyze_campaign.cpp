@@ -317,7 +317,7 @@ TEST(AnalyzeCampaign, CostPerCheckpointDoesNotChangeWithTheInterval) {
 // A checkpoint study (2 sizes x no checkpoint and two intervals x 2 repeats)
 // holds one weak-scaling series: the checkpointed layouts are the study's
 // points. The campaign header used to list "weak scaling" once per
-// interval x mode (8 times in results/ckpt-overhead-tiny-cpu-20261202).
+// interval x mode (8 times in the checkpoint study of 2026-12-02, since replaced).
 TEST(AnalyzeCampaign, CheckpointVariantsAreNotScalingSeriesOfTheirOwn) {
   TmpDir t;
   std::vector<std::string> args = {"campaign"};
@@ -483,4 +483,51 @@ TEST(AnalyzeCampaign, BreakdownLabelsAreShortAndThePredictionNamesItsClusterFile
   ASSERT_NE(tok, plots.end());
   EXPECT_NE(tok->script.find("planner prediction (results/study/cluster.yaml)"), std::string::npos)
       << tok->script;
+}
+
+// The study's bandwidth columns (issue 53): the node's write beside the
+// storage probe's write (run.json `storage`), and the restore's bandwidth
+// (the checkpoint's bytes over the slowest rank's whole restore, per node)
+// beside the probe's cold read. Planted: node_write_Bps 5e8 against a probed
+// 1e9, and a 1 GiB restore taking 2.0 / 2.5 s on the two ranks of one node
+// against a probed 8e8 B/s.
+TEST(AnalyzeCampaign, CheckpointStudyCarriesWriteAndRestoreBandwidth) {
+  TmpDir t;
+  SynthSpec s;
+  s.dir = t / "runs/ckpt";
+  s.world = 2;
+  s.steps = 60;
+  s.ckpt_interval = 10;
+  write_synthetic_run(s);
+  auto run = nlohmann::json::parse(std::ifstream(s.dir + "/run.json"));
+  run["storage"] = {{"write_all_Bps", 1e9}, {"read_all_Bps", 8e8}};
+  std::ofstream(s.dir + "/run.json") << run.dump(2) << "\n";
+  for (int r = 0; r < 2; ++r) {
+    const std::string p = s.dir + "/telemetry/rank_0000" + std::to_string(r) + ".jsonl";
+    std::ifstream in(p);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    if (r == 0)
+      for (size_t at = 0; (at = text.find("\"write_s\":4.0,", at)) != std::string::npos;)
+        text.insert(at += 14, "\"node_write_Bps\":5e8,\"of_disk\":0.5,");
+    text += std::string("{\"type\":\"event\",\"event\":\"ckpt_resume\",\"step\":0,\"t\":0,") +
+            "\"path\":\"x\",\"from_step\":0,\"load_s\":1.0,\"restore_s\":" + (r ? "2.5" : "2.0") +
+            ",\"bytes\":1073741824}\n";
+    std::ofstream(p) << text;
+  }
+  const CkptStudy st = checkpoint_study(build_campaign({analyse(s.dir)}, false), {86400}, "");
+  ASSERT_EQ(st.points.size(), 1u);
+  EXPECT_DOUBLE_EQ(st.points[0].node_Bps, 5e8);
+  EXPECT_DOUBLE_EQ(st.points[0].probed_write_Bps, 1e9);
+  ASSERT_EQ(st.restore_rate.size(), 1u);
+  EXPECT_EQ(st.restore_rate[0].nodes, 1);
+  EXPECT_DOUBLE_EQ(st.restore_rate[0].restore_s, 2.5);
+  EXPECT_DOUBLE_EQ(st.restore_rate[0].node_Bps, 1073741824 / 2.5);
+  EXPECT_DOUBLE_EQ(st.restore_rate[0].probed_read_Bps, 8e8);
+  std::ostringstream o, e;
+  ASSERT_EQ(cli_main({"campaign", s.dir, "--no-plots"}, o, e), 0) << e.str();
+  std::ifstream f(t / "runs/analysis/report.md");
+  const std::string md((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("| 477 | 954 | 50% |"), std::string::npos) << md;  // MiB/s: 5e8, 1e9
+  EXPECT_NE(md.find("| 2.500 | 410 | 763 | 0.54 |"), std::string::npos) << md;
 }

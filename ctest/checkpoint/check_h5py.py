@@ -1,6 +1,7 @@
 # Reads a committed scaletrain checkpoint with h5py only (no scaletrain code):
 # every tensor shard listed in index.json is found by name in its rank file
-# with the indexed shape, float32 dtype and matching attributes.
+# with the indexed shape, float32 dtype and matching attributes, and (format
+# /3) its data where index.json's file_offset says.
 # Usage: check_h5py.py STEP_DIR ; exit 0 when all good, 77 when h5py is missing.
 import json
 import os
@@ -15,7 +16,8 @@ except ImportError:
 step_dir = sys.argv[1]
 with open(os.path.join(step_dir, "index.json")) as f:
     index = json.load(f)
-assert index["format"] == "scaletrain.checkpoint/2", index["format"]
+assert index["format"] in ("scaletrain.checkpoint/2", "scaletrain.checkpoint/3"), index["format"]
+v3 = index["format"] == "scaletrain.checkpoint/3"
 n = 0
 for name, t in index["tensors"].items():
     for s in t["shards"]:
@@ -28,6 +30,8 @@ for name, t in index["tensors"].items():
             assert int(d.attrs["checksum"]) == s["checksum"], name
             dt = d.attrs["dtype"]
             assert (dt.decode() if isinstance(dt, bytes) else str(dt)) == "float32", dt
+            if v3 and d.size:
+                assert d.id.get_offset() == s["file_offset"], (name, d.id.get_offset())
             _ = d[...]
             n += 1
     with h5py.File(os.path.join(step_dir, index["files"][0]["file"]), "r") as h:

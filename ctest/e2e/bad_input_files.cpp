@@ -283,7 +283,8 @@ std::vector<Case> checkpoint_rows() {
             step3_into_step6(r, {"/rank_00000.h5", "/rank_00001.h5"});
             return resume(x, r + kStep6);
           },
-          {"step_00000006/rank_00000.h5", "file checksum mismatch", "another checkpoint's"}),
+          // (a resume checks the metadata's CRC32C first: format /3)
+          {"step_00000006/rank_00000.h5", "metadata checksum mismatch", "another checkpoint's"}),
       row("index re-checksummed for another step's rank files",
           [](Ctx& x) {
             // Step 3's files with step 3's sizes and checksums in step 6's

@@ -4,8 +4,9 @@
 // resuming under another pipeline split (even <-> uneven), a rank
 // killed with SIGKILL mid-write leaves the previous committed step to resume
 // from, a corrupted newest checkpoint is named and skipped, SIGUSR1 gives an
-// emergency checkpoint that resumes exactly, and h5py reads every tensor of a
-// trainer checkpoint.
+// emergency checkpoint that resumes exactly, h5py reads every tensor of a
+// trainer checkpoint, and the start-up warning when an interval cannot hide
+// a save's write is right in both directions.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <thread>
 
 #include "checkpoint/checkpoint.hpp"
@@ -26,7 +28,11 @@ using namespace st::test;
 namespace fs = std::filesystem;
 
 namespace {
-const std::string kTiny = " --set runtime.cpu_peak_gflops=1 --set checkpoint.interval=5";
+// No storage probe (checkpoint.probe_mb=0): these runs test saves and
+// resumes, not the probe, which would write and read 3 x 64 MiB at every
+// start (StartUpSaysWhenTheIntervalCannotHideAWrite runs it).
+const std::string kTiny =
+    " --set runtime.cpu_peak_gflops=1 --set checkpoint.interval=5 --set checkpoint.probe_mb=0";
 
 std::string tiny(int steps, int ranks, int global_batch = 12) {
   return " --config " + src_dir() +
@@ -239,24 +245,34 @@ TEST(CheckpointE2E, KillDuringBackgroundWriteResumesFromPreviousCommit) {
   fs::remove_all(d);
 }
 
+// A resume checks the rank files' metadata first and each data block as it
+// loads it: a flipped byte in the middle of rank 1's largest dataset of
+// step 10 passes the first check, fails its block at load, and every rank
+// goes back to step 5.
 TEST(CheckpointE2E, CorruptNewestCheckpointIsNamedAndSkipped) {
   const std::string d = fresh_dir("ckpt-corrupt");
   run_ok(2, tiny(20, 2) + " --set train.stop_after=10 --set checkpoint.keep_last_n=3 --out " + d);
-  // Flip one byte in the middle of rank 1's file of step 10.
-  const std::string f = d + "/checkpoints/step_00000010/rank_00001.h5";
+  const std::string step = d + "/checkpoints/step_00000010", f = step + "/rank_00001.h5";
+  const auto idx = nlohmann::json::parse(std::ifstream(step + "/index.json"));
+  uint64_t at = 0, len = 0;
+  for (const auto& e : idx["files"][1]["data_extents"])
+    if (e[1].get<uint64_t>() > len) {
+      at = e[0].get<uint64_t>();
+      len = e[1].get<uint64_t>();
+    }
+  ASSERT_GT(len, 0u) << idx["files"][1].dump();
   {
     std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
-    io.seekg(0, std::ios::end);
-    auto size = io.tellg();
-    io.seekp(size / 2);
+    const auto pos = std::streamoff(at + len / 2);
     char c;
-    io.seekg(size / 2);
+    io.seekg(pos);
     io.get(c);
-    io.seekp(size / 2);
+    io.seekp(pos);
     io.put(char(c ^ 0x5a));
   }
   auto out = run_ok(2, tiny(20, 2) + " --out " + d);
-  EXPECT_NE(out.find("rank_00001.h5"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank_00001.h5', dataset '"), std::string::npos) << out;
+  EXPECT_NE(out.find("checksum mismatch"), std::string::npos) << out;
   EXPECT_NE(out.find("resumed from " + d + "/checkpoints/step_00000005"), std::string::npos) << out;
   fs::remove_all(d);
 }
@@ -323,5 +339,72 @@ TEST(CheckpointE2E, FailedSavesContinueOrStop) {
   EXPECT_NE(stop.exit_code, 0) << stop.output;
   EXPECT_EQ(stop.term_signal, 0) << stop.output;
   EXPECT_LT(read_series(d + "/abort", 0, "loss").size(), 12u) << "on_error=abort must stop";
+  fs::remove_all(d);
+}
+
+// configs/clusters/cpu-local.yaml with every kernel `factor` times slower
+// (its measured op times times `factor`, its peak divided by it), written
+// into `dir`: the trainer's run.json prediction of a step scales with it.
+std::string scaled_cluster(const std::string& dir, double factor) {
+  std::ifstream in(src_dir() + "/configs/clusters/cpu-local.yaml");
+  const std::string out = dir + "/cluster-" + std::to_string(int(std::log10(factor))) + ".yaml";
+  std::ofstream o(out);
+  auto g9 = [](double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.9g", x);
+    return std::string(b);
+  };
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t colon = line.rfind(": ");
+    if (line.rfind("  \"", 0) == 0 && colon != std::string::npos)
+      line = line.substr(0, colon + 2) + g9(std::stod(line.substr(colon + 2)) * factor);
+    else if (line.rfind("peak_tflops: ", 0) == 0)
+      line = "peak_tflops: " + g9(std::stod(line.substr(13)) / factor);
+    o << line << "\n";
+  }
+  return out;
+}
+
+// The start-up line and warning of app/ckpt_storage.cpp (issue 53 item 4)
+// from the storage probe (4 MiB) and run.json's predicted step time, set
+// through the cluster file: with kernels 1e4 times faster than measured a
+// step is predicted far shorter than the write of its state, so interval 1
+// cannot hide it and the warning must name the predicted step and the
+// smallest interval that would; 1e4 times slower, a step is predicted to
+// take longer than any write here, so there is no warning. The only runs of
+// this file with the probe on (2 steps on 1 rank each).
+TEST(CheckpointE2E, StartUpSaysWhenTheIntervalCannotHideAWrite) {
+  const std::string d = fresh_dir("ckpt-overlap");
+  const std::string args = " --config " + src_dir() +
+                           "/configs/models/tiny.yaml --set train.steps=2 --set train.micro_batch=4"
+                           " --set checkpoint.interval=1 --set checkpoint.probe_mb=4";
+  auto num = [](const std::string& s, const std::string& re) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(s, m, std::regex(re))) << re << "\n" << s;
+    return m.size() > 1 ? std::stod(m[1].str()) : -1.0;
+  };
+  const std::string g = "([0-9.]+(?:e[-+]?[0-9]+)?)";
+  const std::string fast =
+      run_ok(1, args + " --set runtime.cluster=" + scaled_cluster(d, 1e-4) + " --out " + d + "/f");
+  const double write_s = num(fast, "per node: " + g + " s at the probed");
+  EXPECT_GT(write_s, 0) << fast;
+  EXPECT_NEAR(num(fast, "checkpoint.interval=1 hides it when a step takes >= " + g), write_s,
+              1e-5 * write_s);
+  const auto run = nlohmann::json::parse(std::ifstream(d + "/f/run.json"));
+  ASSERT_TRUE(run.contains("storage")) << "the probe's figures in run.json";
+  const double step = run["prediction"]["step_s"].get<double>();
+  ASSERT_LT(step, write_s / 10) << "the scaled cluster file should predict a step far shorter";
+  EXPECT_NE(fast.find("cannot hide a save's write"), std::string::npos) << fast;
+  EXPECT_NEAR(num(fast, "at the predicted " + g + " s per step"), step, 1e-5 * step);
+  const double hide = num(fast, "an interval of ([0-9]+) steps or more would hide it");
+  EXPECT_NEAR(hide, std::ceil(write_s / step), 1e-4 * hide + 1) << fast;
+
+  const std::string slow =
+      run_ok(1, args + " --set runtime.cluster=" + scaled_cluster(d, 1e4) + " --out " + d + "/s");
+  const auto srun = nlohmann::json::parse(std::ifstream(d + "/s/run.json"));
+  EXPECT_GT(srun["prediction"]["step_s"].get<double>(), 10.0);
+  EXPECT_NE(slow.find("hides it when a step takes >="), std::string::npos) << slow;
+  EXPECT_EQ(slow.find("cannot hide"), std::string::npos) << slow;
   fs::remove_all(d);
 }

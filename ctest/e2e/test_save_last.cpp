@@ -18,7 +18,7 @@ void run_tiny(const std::string& d, const std::string& extra) {
   auto r = run_scaletrain(1, "--config " + src_dir() +
                                  "/configs/models/tiny.yaml --set train.steps=7 "
                                  "--set checkpoint.interval=5 --set checkpoint.keep_last_n=5 "
-                                 "--set runtime.cpu_peak_gflops=1 " +
+                                 "--set runtime.cpu_peak_gflops=1 --set checkpoint.probe_mb=0 " +
                                  extra + " --out " + d);
   ASSERT_EQ(r.exit_code, 0) << r.output;
 }

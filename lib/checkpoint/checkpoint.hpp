@@ -126,10 +126,16 @@ class Checkpointer {
 // ---- loading ----------------------------------------------------------------
 
 struct VerifyOptions {
-  // Read every rank file whole and compare its CRC32C with index.json before
-  // HDF5 opens it. false: compare sizes only, and let HDF5 parse the bytes
-  // unchecked (for files known to be intact).
+  // Compare every rank file's bytes with index.json before HDF5 opens it.
+  // false: compare sizes only, and let HDF5 parse the bytes unchecked (for
+  // files known to be intact).
   bool checksums = true;
+  // With checksums: read every rank file whole against its CRC32C. false
+  // (format /3 only): check the metadata's CRC32C (KiB per file) and leave
+  // the data to load(), which checks every CRC block it reads; a /2 file is
+  // read whole regardless (its metadata has no CRC of its own).
+  bool data = true;
+  long before_step = -1;     // find_latest_good: only steps older than this (-1: all)
   int part = 0, nparts = 1;  // verify only rank files with index % nparts == part
   // Set when every rank of a job verifies its part (part = rank, nparts =
   // ranks): a collective that returns whether every part was good, so that
@@ -161,8 +167,9 @@ struct LoadResult {
   nlohmann::json scalars;       // rank 0's scalars (index.json)
   nlohmann::json rank_scalars;  // scalars of `rank` below (null if none)
   std::vector<uint8_t> rng;     // RNG bytes of `rank` below (empty if none)
-  int64_t bytes_read = 0;
-  int datasets_verified = 0;  // whole datasets read and checksummed during this load
+  int64_t bytes_read = 0;       // tensor bytes copied into the wanted shards
+  int64_t bytes_from_disk = 0;  // format /3: whole CRC blocks read and verified (>= bytes_read)
+  int datasets_verified = 0;    // whole datasets read and checksummed during this load
   double seconds = 0;
 };
 

@@ -70,8 +70,10 @@ struct Checkpointer::Job {
   int64_t bytes = 0;
   int64_t file_bytes = 0;  // the rank file's size and CRC32C, for index.json
   uint32_t file_crc = 0;
-  std::string error;  // this rank's write error
+  uint32_t meta_crc = 0;  // CRC32C of its HDF5 metadata (index.json's meta_crc32c)
+  std::string error;      // this rank's write error
   nlohmann::json entries;
+  nlohmann::json extents;  // the rank file's data extents, for index.json
   // Seconds per phase of the write, vote and commit (the ckpt_commit
   // event's phases_s): where a slow save spent its time.
   nlohmann::json phases = nlohmann::json::object();
@@ -311,6 +313,8 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
       jb.bytes = rf.bytes;
       jb.file_bytes = rf.file_bytes;
       jb.file_crc = rf.file_crc;
+      jb.meta_crc = rf.meta_crc;
+      jb.extents = std::move(rf.extents);
       const ckpt::RankFileTimes& rt = rf.times;
       jb.phases["h5_create"] = rt.create_s;
       jb.phases["h5_datasets"] = rt.datasets_s;
@@ -377,6 +381,9 @@ std::string Checkpointer::vote(Job& j) {
                                {"bytes", j.bytes},
                                {"file_bytes", j.file_bytes},
                                {"file_crc32c", j.file_crc},
+                               {"meta_crc32c", j.meta_crc},
+                               {"block_bytes", ckpt::kCrcBlock},
+                               {"data_extents", j.extents},
                                {"file_s", j.file_s},
                                {"host", host_id_},
                                {"disk_write_Bps", opt_.disk_write_Bps},

@@ -24,7 +24,10 @@ nlohmann::json build_index(const std::vector<nlohmann::json>& ranks, long step,
                      {"file", r["file"]},
                      {"bytes", r["bytes"]},
                      {"file_bytes", r["file_bytes"]},
-                     {"file_crc32c", r["file_crc32c"]}});
+                     {"file_crc32c", r["file_crc32c"]},
+                     {"meta_crc32c", r["meta_crc32c"]},
+                     {"block_bytes", r["block_bytes"]},
+                     {"data_extents", r["data_extents"]}});
     total += r["bytes"].get<int64_t>();
     for (const auto& s : r["shards"]) {
       const std::string name = s["name"];
@@ -52,7 +55,9 @@ nlohmann::json build_index(const std::vector<nlohmann::json>& ranks, long step,
                              {"rank", r["rank"]},
                              {"offset", s["offset"]},
                              {"shape", s["shape"]},
-                             {"checksum", s["checksum"]}});
+                             {"checksum", s["checksum"]},
+                             {"file_offset", s["file_offset"]},
+                             {"block_crc32c", s["block_crc32c"]}});
     }
   }
   for (auto& [name, t] : tensors.items()) {

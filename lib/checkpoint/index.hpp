@@ -26,6 +26,10 @@ struct IndexShard {
   int rank = 0;      // the rank that wrote `file`
   Dims offset, shape;
   uint32_t checksum = 0;
+  // Format /3 (empty / 0 in /2): where the shard's bytes start in `file`
+  // and the CRC32C of each IndexRankFile::block_bytes of them.
+  uint64_t file_offset = 0;
+  std::vector<uint32_t> block_crcs;
 };
 struct IndexTensor {
   Dims global_shape;
@@ -33,13 +37,19 @@ struct IndexTensor {
 };
 struct IndexRankFile {
   int rank = 0;
-  std::string file;  // always rank_file_name(rank)
-  int64_t bytes = 0;       // tensor bytes in it
-  int64_t file_bytes = 0;  // the file's size
-  uint32_t file_crc = 0;   // CRC32C of the whole file
+  std::string file;          // always rank_file_name(rank)
+  int64_t bytes = 0;         // tensor bytes in it
+  int64_t file_bytes = 0;    // the file's size
+  uint32_t file_crc = 0;     // CRC32C of the whole file
+  uint32_t meta_crc = 0;     // /3: CRC32C of the bytes outside every shard's data
+  uint64_t block_bytes = 0;  // /3: bytes per data CRC block (0 in /2)
+  // /3: every dataset's data as (offset, bytes), sorted, disjoint, inside
+  // the file: what meta_crc leaves out (replicas the index lists once included).
+  std::vector<std::pair<uint64_t, uint64_t>> extents;
 };
 struct Index {
   std::string path;  // .../index.json, for messages
+  int version = 3;   // 2 or 3 (scaletrain.checkpoint/N)
   long step = 0;
   int world_size = 0;
   nlohmann::json layout = nlohmann::json::object();

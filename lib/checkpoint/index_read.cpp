@@ -154,6 +154,53 @@ bool is_regular_file(const std::string& p, std::string& why) {
   return true;
 }
 
+// Format /3: a file's data extents, sorted, disjoint and inside it.
+void read_extents(const Checker& c, const json& v, const std::string& f, IndexRankFile& rf) {
+  c.array(v, f);
+  uint64_t end = 0;
+  for (size_t k = 0; k < v.size(); ++k) {
+    const std::string g = f + "[" + std::to_string(k) + "]";
+    if (!v[k].is_array() || v[k].size() != 2) c.fail(g, "expected [offset, bytes]", &v[k]);
+    const uint64_t off = uint64_t(c.integer(v[k][0], g + "[0]", 0, rf.file_bytes));
+    const uint64_t len = uint64_t(c.integer(v[k][1], g + "[1]", 1, rf.file_bytes));
+    if (off < end || off + len > uint64_t(rf.file_bytes))
+      c.fail(g,
+             "overlaps the previous extent, is out of order, or runs past the file's " +
+                 std::to_string(rf.file_bytes) + " bytes",
+             &v[k]);
+    end = off + len;
+    rf.extents.push_back({off, len});
+  }
+}
+
+// Format /3: the shard's bytes lie inside its file, and its block CRCs
+// number one per block of them.
+void read_blocks(const Checker& c, const json& s, const std::string& g, const IndexRankFile& in,
+                 IndexShard& sh) {
+  const uint64_t len = uint64_t(numel(sh.shape)) * sizeof(float);
+  sh.file_offset =
+      uint64_t(c.integer(c.member(s, g, "file_offset"), g + ".file_offset", 0, in.file_bytes));
+  if (sh.file_offset + len > uint64_t(in.file_bytes))
+    c.fail(g + ".file_offset",
+           "the shard's " + std::to_string(len) +
+               " bytes from there run past the end of its file (" + std::to_string(in.file_bytes) +
+               " bytes)",
+           &s["file_offset"]);
+  if (len > 0 && !std::binary_search(in.extents.begin(), in.extents.end(),
+                                     std::pair<uint64_t, uint64_t>{sh.file_offset, len}))
+    c.fail(g + ".file_offset", "the shard's bytes are not one of its file's data_extents",
+           &s["file_offset"]);
+  const json& b = c.array(c.member(s, g, "block_crc32c"), g + ".block_crc32c");
+  const uint64_t want = (len + in.block_bytes - 1) / in.block_bytes;
+  if (b.size() != want)
+    c.fail(g + ".block_crc32c", "expected " + std::to_string(want) + " CRC32Cs (one per " +
+                                    std::to_string(in.block_bytes) + " bytes of the shard), got " +
+                                    std::to_string(b.size()));
+  for (size_t k = 0; k < b.size(); ++k)
+    sh.block_crcs.push_back(
+        uint32_t(c.integer(b[k], g + ".block_crc32c[" + std::to_string(k) + "]", 0, UINT32_MAX)));
+}
+
 }  // namespace
 
 Index read_index(const std::string& step_dir) {
@@ -176,9 +223,10 @@ Index read_index(const std::string& step_dir) {
                      "', written by an older scaletrain whose rank files carry no checksum of "
                      "their own; this version reads '" +
                      kFormat + "', which lets it refuse a damaged file before HDF5 parses it");
-  if (format != kFormat)
+  if (format != kFormat && format != kFormatV2)
     throw UsageError("checkpoint index '" + idx.path + "': format is '" + format + "', expected '" +
-                     kFormat + "'");
+                     kFormat + "' (or the older '" + kFormatV2 + "')");
+  idx.version = format == kFormat ? 3 : 2;
   idx.step = long(c.integer(c.member(j, "", "step"), "step", 0, LONG_MAX / 2));
   const long folder_step =
       parse_step_dir(fs::path(step_dir).lexically_normal().filename().string());
@@ -220,6 +268,15 @@ Index read_index(const std::string& step_dir) {
                               std::numeric_limits<int64_t>::max());
     rf.file_crc = uint32_t(
         c.integer(c.member(files[i], f, "file_crc32c"), f + ".file_crc32c", 0, UINT32_MAX));
+    if (idx.version >= 3) {
+      rf.meta_crc = uint32_t(
+          c.integer(c.member(files[i], f, "meta_crc32c"), f + ".meta_crc32c", 0, UINT32_MAX));
+      rf.block_bytes = uint64_t(c.integer(c.member(files[i], f, "block_bytes"), f + ".block_bytes",
+                                          4096, int64_t(1) << 40));
+      if (rf.block_bytes % 4096)
+        c.fail(f + ".block_bytes", "expected a multiple of 4096", &files[i]["block_bytes"]);
+      read_extents(c, c.member(files[i], f, "data_extents"), f + ".data_extents", rf);
+    }
     idx.files.push_back(rf);
   }
 
@@ -244,12 +301,13 @@ Index read_index(const std::string& step_dir) {
       const json& s = c.object(shards[i], g);
       IndexShard sh;
       sh.file = c.string(c.member(s, g, "file"), g + ".file");
-      bool listed = false;
+      const IndexRankFile* in = nullptr;
       for (const auto& rf : idx.files)
         if (rf.file == sh.file) {
-          listed = true;
+          in = &rf;
           sh.rank = rf.rank;
         }
+      const bool listed = in != nullptr;
       if (!listed) c.fail(g + ".file", "not one of the rank files listed in 'files'", &s["file"]);
       if (auto r = s.find("rank");
           r != s.end() && c.integer(*r, g + ".rank", 0, idx.world_size - 1) != sh.rank)
@@ -261,6 +319,7 @@ Index read_index(const std::string& step_dir) {
           c.fail(g, "offset " + json(sh.offset).dump() + " + shape " + json(sh.shape).dump() +
                         " lies outside the global shape " + json(it.global_shape).dump());
       sh.checksum = uint32_t(c.integer(c.member(s, g, "checksum"), g + ".checksum", 0, UINT32_MAX));
+      if (idx.version >= 3) read_blocks(c, s, g, *in, sh);
       it.shards.push_back(std::move(sh));
     }
     check_exact_cover(it, c, f);

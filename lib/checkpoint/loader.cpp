@@ -1,10 +1,13 @@
-// Loading side: verify a step folder (structure and CRC32C of every dataset),
-// pick the newest good one, and load shards of a new layout by reading the
-// overlapping hyperslabs of whichever saved shards hold them.
+// Loading side: verify a step folder (structure, the rank files' metadata
+// CRC32C before HDF5 parses them, the whole files' CRC32C unless the loader
+// is to check the data block by block), pick the newest good one, and load
+// shards of a new layout from whichever saved shards hold them: format /3
+// by whole CRC blocks read once (block_read.hpp), /2 by HDF5 hyperslabs.
 #include <algorithm>
 #include <filesystem>
 #include <map>
 
+#include "checkpoint/block_read.hpp"
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/h5.hpp"
 #include "checkpoint/index.hpp"
@@ -31,8 +34,8 @@ void check_binding(hid_t f, const ckpt::Index& idx, int rank) {
     return v[0];
   };
   const std::string format = h5::read_attr_str(f, "format");
-  if (format != ckpt::kFormat)
-    throw Error("format is '" + format + "', expected '" + ckpt::kFormat + "'");
+  const char* want = idx.version >= 3 ? ckpt::kFormat : ckpt::kFormatV2;
+  if (format != want) throw Error("format is '" + format + "' but index.json is '" + want + "'");
   const int64_t step = one("step"), r = one("rank"), world = one("world_size");
   if (step != idx.step)
     throw Error(detail::cat("this file was written at step ", step, " but '", idx.path,
@@ -43,6 +46,31 @@ void check_binding(hid_t f, const ckpt::Index& idx, int rank) {
 }
 
 std::vector<hsize_t> hs(const Dims& d) { return {d.begin(), d.end()}; }
+
+// Format /3: the rank file's bytes outside its data (HDF5's metadata, the
+// _meta blobs) against index.json, before HDF5 parses them. "" or why not.
+std::string check_meta(const std::string& path, const ckpt::IndexRankFile& rf) {
+  try {
+    const uint32_t got = ckpt::meta_crc32c(path, uint64_t(rf.file_bytes), rf.extents);
+    if (got == rf.meta_crc) return "";
+    return detail::cat("metadata checksum mismatch: index.json says ", rf.meta_crc, ", file ", got,
+                       " (the file was damaged, or is another checkpoint's)");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+// Format /3: HDF5 keeps the dataset where index.json says its bytes are.
+void check_storage(hid_t d, const ckpt::IndexShard& s) {
+  if (ckpt::numel(s.shape) == 0) return;
+  h5::Handle dcpl(ST_HDF5_CHECK(H5Dget_create_plist(d)));
+  if (H5Pget_layout(dcpl) != H5D_CONTIGUOUS) throw Error("not a contiguous dataset");
+  const haddr_t a = H5Dget_offset(d);
+  if (a == HADDR_UNDEF || uint64_t(a) != s.file_offset)
+    throw Error(detail::cat("its data is at byte ",
+                            a == HADDR_UNDEF ? std::string("(none)") : std::to_string(a),
+                            " of the file but index.json says ", s.file_offset));
+}
 
 std::vector<uint8_t> read_meta(hid_t f, const std::string& path, const char* name) {
   try {
@@ -128,7 +156,11 @@ std::string verify_checkpoint(const std::string& step_dir, const VerifyOptions& 
     if (ec || size != rf.file_bytes)
       return detail::cat("'", path, "': ", size, " bytes but index.json says ", rf.file_bytes,
                          " (truncated or changed)");
-    if (o.checksums) {
+    if (o.checksums && idx.version >= 3) {
+      const std::string why = check_meta(path, rf);
+      if (!why.empty()) return "'" + path + "': " + why;
+    }
+    if (o.checksums && (o.data || idx.version < 3)) {
       int64_t n = 0;
       uint32_t crc = 0;
       try {
@@ -157,6 +189,7 @@ std::string verify_checkpoint(const std::string& step_dir, const VerifyOptions& 
         if (stored != s->checksum)
           throw Error(
               detail::cat("checksum attribute ", stored, " but index.json says ", s->checksum));
+        if (idx.version >= 3) check_storage(d, *s);
       }
       ds.clear();
       if (o.checksums) {
@@ -183,6 +216,7 @@ std::optional<std::string> find_latest_good(const std::string& dir, const Verify
     logw("checkpoint: '", dir, "/latest' names ", latest, " but the newest committed folder is ",
          fs::path(steps[0].second).filename().string(), "; trying newest first");
   for (const auto& [n, path] : steps) {
+    if (o.before_step >= 0 && n >= o.before_step) continue;
     std::string why = verify_checkpoint(path, o);
     const bool good = o.all_good ? o.all_good(why.empty()) : why.empty();
     if (good) return path;
@@ -196,10 +230,77 @@ std::optional<std::string> find_latest_good(const std::string& dir, const Verify
   return std::nullopt;
 }
 
+namespace {
+
+// Format /2: the box [lo, lo+cnt) of saved shard (soff, sshape) into `w`
+// by one HDF5 hyperslab read.
+void read_box(hid_t d, const Dims& soff, const Dims& lo, const Dims& cnt, ShardView& w) {
+  const size_t nd = cnt.size();
+  h5::Handle fsp(ST_HDF5_CHECK(H5Dget_space(d)));
+  Dims fs0(nd), ms0(nd);
+  for (size_t i = 0; i < nd; ++i) {
+    fs0[i] = lo[i] - soff[i];
+    ms0[i] = lo[i] - w.offset[i];
+  }
+  auto a = hs(fs0), b = hs(ms0), c = hs(cnt), wdims = hs(w.shape);
+  ST_HDF5_CHECK(H5Sselect_hyperslab(fsp, H5S_SELECT_SET, a.data(), nullptr, c.data(), nullptr));
+  h5::Handle msp(ST_HDF5_CHECK(H5Screate_simple(int(nd), wdims.data(), nullptr)));
+  ST_HDF5_CHECK(H5Sselect_hyperslab(msp, H5S_SELECT_SET, b.data(), nullptr, c.data(), nullptr));
+  ST_HDF5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, w.data));
+}
+
+// CRC32C of the whole saved shard (soff, sshape) as loaded into `w`.
+uint32_t box_crc(const ShardView& w, const Dims& soff, const Dims& sshape) {
+  const size_t nd = sshape.size();
+  uint32_t crc = 0;
+  Dims g(nd);
+  for_rows(sshape, [&](const Dims& k) {
+    for (size_t i = 0; i < nd; ++i) g[i] = soff[i] + k[i] - w.offset[i];
+    crc = crc32c_update(crc, w.data + ravel(g, w.shape), size_t(sshape.back()) * sizeof(float));
+  });
+  return crc;
+}
+
+// Format /2: `n` elements from local index `src` (within one row) to `dst`.
+void read_run(hid_t d, const Dims& src, int64_t n, float* dst) {
+  Dims cnt(src.size(), 1);
+  cnt.back() = n;
+  auto sa = hs(src), sc = hs(cnt);
+  h5::Handle fsp(ST_HDF5_CHECK(H5Dget_space(d)));
+  ST_HDF5_CHECK(H5Sselect_hyperslab(fsp, H5S_SELECT_SET, sa.data(), nullptr, sc.data(), nullptr));
+  hsize_t len = hsize_t(n);
+  h5::Handle msp(ST_HDF5_CHECK(H5Screate_simple(1, &len, nullptr)));
+  ST_HDF5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, dst));
+}
+
+// Format /3: what one load reads of each rank file, by saved shard.
+struct Plan {
+  std::map<std::string, std::map<const ckpt::IndexShard*, ckpt::ShardRead>> files;
+  void copy(const ckpt::IndexShard& s, const std::string& name, int64_t src_elem, int64_t n,
+            float* dst) {
+    ckpt::ShardRead& r = files[s.file][&s];
+    r.shard = &s;
+    r.dataset = name;
+    const uint64_t src = uint64_t(src_elem) * sizeof(float), len = uint64_t(n) * sizeof(float);
+    char* d = reinterpret_cast<char*>(dst);
+    if (!r.copies.empty()) {  // rows that follow each other on both sides: one copy
+      ckpt::Copy& last = r.copies.back();
+      if (last.src + last.len == src && last.dst + last.len == d) {
+        last.len += len;
+        return;
+      }
+    }
+    r.copies.push_back({src, len, d});
+  }
+};
+
+}  // namespace
+
 LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int rank) {
   h5::quiet_errors();
   double t0 = wall_time();
   const ckpt::Index idx = ckpt::read_index(step_dir);
+  const bool v3 = idx.version >= 3;
   LoadResult r;
   r.path = step_dir;
   r.step = idx.step;
@@ -208,6 +309,11 @@ LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int r
   r.scalars = idx.scalars;
   std::vector<std::string> names;
   for (const auto& [n, t] : idx.tensors) names.push_back(n);
+  auto rank_file = [&](const std::string& f) -> const ckpt::IndexRankFile& {
+    for (const auto& rf : idx.files)
+      if (rf.file == f) return rf;
+    throw Error("not listed in index.json");  // read_index refuses such an index
+  };
 
   std::map<std::string, h5::Handle> files;
   auto file = [&](const std::string& f, int frank) -> hid_t {
@@ -216,25 +322,32 @@ LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int r
       const std::string path = (fs::path(step_dir) / f).string();
       std::error_code ec;
       if (!fs::is_regular_file(path, ec)) throw Error("missing or not a regular file");
-      for (const auto& rf : idx.files)
-        if (rf.file == f && int64_t(fs::file_size(path, ec)) != rf.file_bytes)
-          throw Error(detail::cat("size ", fs::file_size(path, ec), " bytes but index.json says ",
-                                  rf.file_bytes, " (truncated or changed)"));
+      const ckpt::IndexRankFile& rf = rank_file(f);
+      if (int64_t(fs::file_size(path, ec)) != rf.file_bytes)
+        throw Error(detail::cat("size ", fs::file_size(path, ec), " bytes but index.json says ",
+                                rf.file_bytes, " (truncated or changed)"));
+      if (v3) {  // HDF5 parses only metadata that matches its CRC32C
+        const std::string why = check_meta(path, rf);
+        if (!why.empty()) throw Error(why);
+      }
       h5::Handle h = h5::open_file_readonly(path);
       check_binding(h, idx, frank);
       it = files.emplace(f, std::move(h)).first;
     }
     return it->second;
   };
-  // Opens a saved shard's dataset and checks its shape against the index.
+  // Opens a saved shard's dataset and checks its shape (and, /3, where its
+  // bytes are) against the index.
   auto open_shard = [&](const ckpt::IndexShard& s, const std::string& name) {
     h5::Handle d(ST_HDF5_CHECK(H5Dopen2(file(s.file, s.rank), name.c_str(), H5P_DEFAULT)));
     const Dims shape = h5::dataset_shape(d);
     if (shape != s.shape)
       throw Error(
           detail::cat("shape ", json(shape).dump(), " but index.json says ", json(s.shape).dump()));
+    if (v3) check_storage(d, s);
     return d;
   };
+  Plan plan;
 
   for (ShardView& w : want) {
     auto found = idx.tensors.find(w.name);
@@ -267,33 +380,26 @@ LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int r
           }
           if (empty) continue;
           h5::Handle d = open_shard(s, w.name);
-          h5::Handle fsp(ST_HDF5_CHECK(H5Dget_space(d)));
-          Dims fs0(nd), ms0(nd);
-          for (size_t i = 0; i < nd; ++i) {
-            fs0[i] = lo[i] - soff[i];
-            ms0[i] = lo[i] - w.offset[i];
-          }
-          auto a = hs(fs0), b = hs(ms0), c = hs(cnt), wdims = hs(w.shape);
-          ST_HDF5_CHECK(
-              H5Sselect_hyperslab(fsp, H5S_SELECT_SET, a.data(), nullptr, c.data(), nullptr));
-          h5::Handle msp(ST_HDF5_CHECK(H5Screate_simple(int(nd), wdims.data(), nullptr)));
-          ST_HDF5_CHECK(
-              H5Sselect_hyperslab(msp, H5S_SELECT_SET, b.data(), nullptr, c.data(), nullptr));
-          ST_HDF5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT, w.data));
-          int64_t n = ckpt::numel(cnt);
+          const int64_t n = ckpt::numel(cnt);
           covered += n;
           r.bytes_read += n * int64_t(sizeof(float));
-          if (cnt == sshape) {  // the whole saved dataset: verify its checksum
-            uint32_t crc = 0;
-            Dims g(nd);
-            for_rows(sshape, [&](const Dims& idx2) {
-              for (size_t i = 0; i < nd; ++i) g[i] = soff[i] + idx2[i] - w.offset[i];
-              crc = crc32c_update(crc, w.data + ravel(g, w.shape),
-                                  size_t(sshape.back()) * sizeof(float));
+          if (v3) {  // row runs of the box, copied as their CRC blocks are read
+            Dims src(nd), dst(nd);
+            for_rows(cnt, [&](const Dims& k) {
+              for (size_t i = 0; i < nd; ++i) {
+                src[i] = lo[i] - soff[i] + k[i];
+                dst[i] = lo[i] - w.offset[i] + k[i];
+              }
+              plan.copy(s, w.name, ravel(src, sshape), cnt.back(), w.data + ravel(dst, w.shape));
             });
-            if (crc != s.checksum)
-              throw Error(
-                  detail::cat("checksum mismatch: index.json says ", s.checksum, ", data ", crc));
+            if (cnt == sshape) r.datasets_verified++;
+            continue;
+          }
+          read_box(d, soff, lo, cnt, w);
+          if (cnt == sshape) {  // the whole saved dataset: verify its checksum
+            if (box_crc(w, soff, sshape) != s.checksum)
+              throw Error(detail::cat("checksum mismatch: index.json says ", s.checksum, ", data ",
+                                      box_crc(w, soff, sshape)));
             r.datasets_verified++;
           }
         } else {
@@ -310,16 +416,10 @@ LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int r
               Dims src = unravel(a, gs), dst = unravel(a, w.global_shape);
               for (size_t q = 0; q < src.size(); ++q) src[q] -= soff[q];
               for (size_t q = 0; q < dst.size(); ++q) dst[q] -= w.offset[q];
-              Dims cnt(src.size(), 1);
-              cnt.back() = b - a;
-              auto sa = hs(src), sc = hs(cnt);
-              h5::Handle fsp(ST_HDF5_CHECK(H5Dget_space(d)));
-              ST_HDF5_CHECK(
-                  H5Sselect_hyperslab(fsp, H5S_SELECT_SET, sa.data(), nullptr, sc.data(), nullptr));
-              hsize_t len = hsize_t(b - a);
-              h5::Handle msp(ST_HDF5_CHECK(H5Screate_simple(1, &len, nullptr)));
-              ST_HDF5_CHECK(H5Dread(d, H5T_NATIVE_FLOAT, msp, fsp, H5P_DEFAULT,
-                                    w.data + ravel(dst, w.shape)));
+              if (v3)
+                plan.copy(s, w.name, ravel(src, sshape), b - a, w.data + ravel(dst, w.shape));
+              else
+                read_run(d, src, b - a, w.data + ravel(dst, w.shape));
               covered += b - a;
               r.bytes_read += (b - a) * int64_t(sizeof(float));
             }
@@ -338,6 +438,16 @@ LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int r
       throw UsageError(detail::cat("checkpoint '", step_dir, "': tensor '", w.name,
                                    "': saved shards cover ", covered, " of the ",
                                    ckpt::numel(w.shape), " requested elements"));
+  }
+  for (auto& [fname, by_shard] : plan.files) {  // /3: each file's blocks, once, in file order
+    const std::string path = (fs::path(step_dir) / fname).string();
+    std::vector<ckpt::ShardRead> reads;
+    for (auto& [s, rd] : by_shard) reads.push_back(std::move(rd));
+    try {
+      r.bytes_from_disk += ckpt::read_shards(path, rank_file(fname).block_bytes, reads);
+    } catch (const std::exception& e) {
+      throw Error("'" + path + "', " + e.what());
+    }
   }
   if (rank >= 0 && rank < r.saved_world_size) {
     std::string fname = ckpt::rank_file_name(rank);

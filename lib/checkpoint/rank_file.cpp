@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "checkpoint/block_read.hpp"
 #include "checkpoint/h5.hpp"
 #include "core/crc32c.hpp"
 #include "core/error.hpp"
@@ -50,11 +51,29 @@ namespace {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the writer stores native floats as IEEE float32 little-endian");
 
-// A dataset's place in the file and the CRC32C of its bytes.
+// A dataset's place in the file, the CRC32C of its bytes and of each
+// kCrcBlock of them.
 struct Extent {
   uint64_t off = 0, len = 0;
   uint32_t crc = 0;
+  std::vector<uint32_t> blocks;
 };
+
+// The extent's CRC32C assembled from its blocks' (no byte read again).
+uint32_t combine_blocks(const std::vector<uint32_t>& blocks, uint64_t len) {
+  uint32_t crc = 0;
+  for (size_t b = 0; b < blocks.size(); ++b)
+    crc = crc32c_combine(crc, blocks[b], std::min<uint64_t>(kCrcBlock, len - b * kCrcBlock));
+  return crc;
+}
+
+// Block CRCs of bytes in memory (the H5Dwrite variant, which never sees them per block).
+std::vector<uint32_t> block_crcs(const char* p, uint64_t len) {
+  std::vector<uint32_t> out;
+  for (uint64_t a = 0; a < len; a += kCrcBlock)
+    out.push_back(crc32c(p + a, size_t(std::min<uint64_t>(kCrcBlock, len - a))));
+  return out;
+}
 
 // An fd of the file being written, for the data's pwrites beside HDF5's own.
 class Fd {
@@ -119,67 +138,41 @@ struct Sink {
   uint64_t since_wb = 0;
 };
 
-// One dataset's bytes: each block checksummed, then written while it is
-// still in the cache; write-back started every `writeback` bytes so the
-// final fsync finds little left to do.
-uint32_t write_extent(Sink& sink, const char* p, uint64_t off, uint64_t len, const WriteTuning& wt,
-                      const std::string& path) {
+// One dataset's bytes: each kCrcBlock checksummed (its CRC goes to the
+// index), then written in `wt.block` pieces while it is still in the cache;
+// write-back started every `writeback` bytes so the final fsync finds
+// little left to do. Returns the blocks' CRC32Cs.
+std::vector<uint32_t> write_extent(Sink& sink, const char* p, uint64_t off, uint64_t len,
+                                   const WriteTuning& wt, const std::string& path) {
   constexpr uint64_t kPage = 4096;
-  uint32_t crc = 0;
-  const size_t block = std::max<size_t>(wt.block, kPage) / kPage * kPage;
+  std::vector<uint32_t> crcs;
+  const size_t piece = std::max<size_t>(wt.block, kPage) / kPage * kPage;
   const bool aligned = sink.direct >= 0 && off % kPage == 0 && uintptr_t(p) % kPage == 0;
-  for (uint64_t done = 0; done < len;) {
-    size_t n = size_t(std::min<uint64_t>(block, len - done));
-    const bool direct = aligned && n >= kPage;
-    if (direct) n = n / kPage * kPage;  // the tail (< 4 KiB) goes buffered
-    crc = crc32c_update(crc, p + done, n);
-    pwrite_all(direct ? sink.direct : sink.fd, p + done, n, off + done, path);
-    done += n;
-    sink.since_wb += direct ? 0 : n;
-    if (wt.writeback && sink.since_wb >= wt.writeback) {
-      ::sync_file_range(sink.fd, 0, 0, SYNC_FILE_RANGE_WRITE);  // a hint: errors surface at fsync
-      sink.since_wb = 0;
+  for (uint64_t b0 = 0; b0 < len; b0 += kCrcBlock) {
+    const uint64_t b1 = std::min<uint64_t>(b0 + kCrcBlock, len);
+    uint32_t crc = 0;
+    for (uint64_t done = b0; done < b1;) {
+      size_t n = size_t(std::min<uint64_t>(piece, b1 - done));
+      const bool direct = aligned && n >= kPage;
+      if (direct) n = n / kPage * kPage;  // the tail (< 4 KiB) goes buffered
+      crc = crc32c_update(crc, p + done, n);
+      pwrite_all(direct ? sink.direct : sink.fd, p + done, n, off + done, path);
+      done += n;
+      sink.since_wb += direct ? 0 : n;
+      if (wt.writeback && sink.since_wb >= wt.writeback) {
+        ::sync_file_range(sink.fd, 0, 0, SYNC_FILE_RANGE_WRITE);  // a hint: errors surface at fsync
+        sink.since_wb = 0;
+      }
     }
+    crcs.push_back(crc);
   }
-  return crc;
-}
-
-// CRC32C of bytes [a, b) of the file: runs the file system reports as
-// holes (alignment padding never written) are zeros, checksummed without
-// reading them; the rest is read (HDF5's metadata, from the page cache).
-uint32_t crc_range(int fd, uint64_t a, uint64_t b, uint32_t crc, std::vector<char>& buf,
-                   const std::string& path) {
-  while (a < b) {
-    // ENXIO: a hole up to the end; any other error: no hole information,
-    // so everything is read.
-    off_t data = ::lseek(fd, off_t(a), SEEK_DATA);
-    if (data < 0 && errno != ENXIO) data = off_t(a);
-    const uint64_t d = data < 0 ? b : std::min<uint64_t>(uint64_t(data), b);
-    if (d > a) {  // a hole: zeros
-      crc = crc32c_zeros(crc, d - a);
-      a = d;
-      continue;
-    }
-    off_t hole = ::lseek(fd, off_t(a), SEEK_HOLE);
-    const uint64_t e =
-        hole < 0 ? b : std::min<uint64_t>(std::max<uint64_t>(uint64_t(hole), a + 1), b);
-    for (; a < e;) {
-      const size_t n = size_t(std::min<uint64_t>(buf.size(), e - a));
-      const ssize_t r = ::pread(fd, buf.data(), n, off_t(a));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0)
-        throw Error("reading back '" + path + "' at byte " + std::to_string(a) + ": " +
-                    (r < 0 ? std::strerror(errno) : "unexpected end of file"));
-      crc = crc32c_update(crc, buf.data(), size_t(r));
-      a += uint64_t(r);
-    }
-  }
-  return crc;
+  return crcs;
 }
 
 // The whole file's CRC32C from the data extents' CRCs (combined, not read)
-// and HDF5's bytes between them (read back).
-uint32_t file_crc(const std::string& path, std::vector<Extent> ext, int64_t& size) {
+// and HDF5's bytes between them (read back), and `meta`: the CRC32C of those
+// in-between bytes alone (index.json's meta_crc32c).
+uint32_t file_crc(const std::string& path, std::vector<Extent> ext, int64_t& size, uint32_t& meta) {
   Fd fd(path, O_RDONLY);
   struct stat stt {};
   if (::fstat(fd.get(), &stt) != 0)
@@ -188,16 +181,23 @@ uint32_t file_crc(const std::string& path, std::vector<Extent> ext, int64_t& siz
   std::sort(ext.begin(), ext.end(), [](const Extent& x, const Extent& y) { return x.off < y.off; });
   std::vector<char> buf(size_t(64) << 10);
   uint32_t crc = 0;
+  meta = 0;
   uint64_t pos = 0;
+  auto gap = [&](uint64_t a, uint64_t b) {
+    const uint32_t g = crc32c_range(fd.get(), a, b, 0, buf, path);
+    crc = crc32c_combine(crc, g, b - a);
+    meta = crc32c_combine(meta, g, b - a);
+  };
   for (const Extent& e : ext) {
     if (e.off < pos || e.off + e.len > uint64_t(size))
       throw Error("'" + path + "': a dataset's storage at byte " + std::to_string(e.off) +
                   " overlaps another or lies beyond the end of the file");
-    crc = crc_range(fd.get(), pos, e.off, crc, buf, path);
+    gap(pos, e.off);
     crc = crc32c_combine(crc, e.crc, e.len);
     pos = e.off + e.len;
   }
-  return crc_range(fd.get(), pos, uint64_t(size), crc, buf, path);
+  gap(pos, uint64_t(size));
+  return crc;
 }
 }  // namespace
 
@@ -244,7 +244,8 @@ RankFileOut write_rank_file(const std::string& path, long step, int rank, int wo
 
     if (wt.h5_write) {
       for (size_t i = 0; i < shards.size(); ++i) {
-        ext[i].crc = crc32c(shards[i].data, ext[i].len);
+        ext[i].blocks = block_crcs(reinterpret_cast<const char*>(shards[i].data), ext[i].len);
+        ext[i].crc = combine_blocks(ext[i].blocks, ext[i].len);
         if (ext[i].len)
           ST_HDF5_CHECK(
               H5Dwrite(dsets[i], H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, shards[i].data));
@@ -255,8 +256,9 @@ RankFileOut write_rank_file(const std::string& path, long step, int rank, int wo
       Fd direct(wt.direct ? path : std::string(), O_WRONLY | O_DIRECT, false);
       Sink sink{fd.get(), wt.direct ? direct.get() : -1, 0};
       for (size_t i = 0; i < shards.size(); ++i) {
-        ext[i].crc = write_extent(sink, reinterpret_cast<const char*>(shards[i].data), ext[i].off,
-                                  ext[i].len, wt, path);
+        ext[i].blocks = write_extent(sink, reinterpret_cast<const char*>(shards[i].data),
+                                     ext[i].off, ext[i].len, wt, path);
+        ext[i].crc = combine_blocks(ext[i].blocks, ext[i].len);
         if (hook) hook("dataset");
       }
     }
@@ -271,7 +273,9 @@ RankFileOut write_rank_file(const std::string& path, long step, int rank, int wo
                              {"global_shape", s.global_shape},
                              {"offset", s.offset},
                              {"shape", s.shape},
-                             {"checksum", ext[i].crc}});
+                             {"checksum", ext[i].crc},
+                             {"file_offset", ext[i].off},
+                             {"block_crc32c", ext[i].blocks}});
     }
     h5::write_bytes(file, kScalarsDataset, scalars.data(), scalars.size(),
                     crc32c(scalars.data(), scalars.size()));
@@ -284,8 +288,13 @@ RankFileOut write_rank_file(const std::string& path, long step, int rank, int wo
     throw Error(std::string("writing '") + path + "': " + e.what());
   }
   std::erase_if(ext, [](const Extent& e) { return e.len == 0; });
-  out.file_crc = wt.h5_write ? crc32c_file(path, out.file_bytes)
-                             : file_crc(path, std::move(ext), out.file_bytes);
+  std::sort(ext.begin(), ext.end(), [](const Extent& x, const Extent& y) { return x.off < y.off; });
+  for (const Extent& e : ext) out.extents.push_back({e.off, e.len});
+  // The H5Dwrite variant reads the whole file back (what it did before
+  // issue 53); its metadata CRC comes from the same extents.
+  if (wt.h5_write) out.file_crc = crc32c_file(path, out.file_bytes);
+  const uint32_t assembled = file_crc(path, std::move(ext), out.file_bytes, out.meta_crc);
+  if (!wt.h5_write) out.file_crc = assembled;
   lap(tt.crc_s);
   fsync_path(path);
   lap(tt.fsync_s);

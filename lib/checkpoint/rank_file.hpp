@@ -9,10 +9,18 @@
 
 namespace st::ckpt {
 
-// /2: index.json carries each rank file's size and CRC32C (checked before
-// HDF5 parses the file). /1 indexes had neither and are refused by name.
-inline constexpr const char* kFormat = "scaletrain.checkpoint/2";
+// /3: index.json also carries, per rank file, the CRC32C of its HDF5
+// metadata (every byte outside the data extents) and, per shard, where its
+// data starts in the file and the CRC32C of each `kCrcBlock` of it, so a
+// restore checks the metadata (KiB) before HDF5 parses the file and each
+// data block as it reads it: every byte read once. /2 (whole-file size and
+// CRC32C only) is still read; /1 indexes had neither and are refused by name.
+inline constexpr const char* kFormat = "scaletrain.checkpoint/3";
+inline constexpr const char* kFormatV2 = "scaletrain.checkpoint/2";
 inline constexpr const char* kFormatV1 = "scaletrain.checkpoint/1";
+// Bytes per data CRC block (the last block of a shard may be shorter),
+// recorded in index.json as each file's `block_bytes`.
+inline constexpr uint64_t kCrcBlock = uint64_t(4) << 20;
 inline constexpr const char* kScalarsDataset = "_meta/scalars.json";
 inline constexpr const char* kRngDataset = "_meta/rng";
 
@@ -38,11 +46,15 @@ struct RankFileTimes {
 
 // What write_rank_file wrote.
 struct RankFileOut {
-  nlohmann::json entries =
-      nlohmann::json::array();  // [{name, global_shape, offset, shape, checksum}]
-  int64_t bytes = 0;            // tensor bytes written
-  int64_t file_bytes = 0;       // the file's size and CRC32C (index.json's file_bytes, file_crc32c)
+  // [{name, global_shape, offset, shape, checksum, file_offset, block_crc32c}]
+  nlohmann::json entries = nlohmann::json::array();
+  int64_t bytes = 0;       // tensor bytes written
+  int64_t file_bytes = 0;  // the file's size and CRC32C (index.json's file_bytes, file_crc32c)
   uint32_t file_crc = 0;
+  uint32_t meta_crc = 0;  // CRC32C of the bytes outside the data extents (meta_crc32c)
+  // [[file offset, bytes], ...] of every dataset's data in file order,
+  // replicas included (index.json's data_extents: what meta_crc leaves out).
+  nlohmann::json extents = nlohmann::json::array();
   RankFileTimes times;
 };
 

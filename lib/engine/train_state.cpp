@@ -83,9 +83,11 @@ CkptState checkpoint_state(StateTable& t, const Config& cfg, long step, uint64_t
 }
 
 std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string& dir,
-                                       HostGroup& world) {
+                                       HostGroup& world, long before_step) {
   if (c.resume == "none") return std::nullopt;
   VerifyOptions o;
+  o.data = false;  // restore() checks every data block it reads: each byte read once
+  o.before_step = before_step;
   o.part = world.rank();
   o.nparts = world.size();
   o.all_good = [&world](bool good) {
@@ -242,10 +244,20 @@ long restore(StateTable& t, const Config& cfg, const std::string& step_dir) {
     throw UsageError("checkpoint '" + step_dir + "' holds a different model (" + saved.dump() +
                      ") than the config (" + model_fingerprint(cfg.model).dump() +
                      "); set checkpoint.resume=none or point checkpoint.dir elsewhere");
-  return fill_pieces(t, true, [&](std::vector<ShardView>& batch) {
-    LoadResult r = load(step_dir, batch, -1);
-    return long(r.scalars.value("step", r.step));
+  // A damaged block stops this rank's reads but not the fill's collectives.
+  std::string damaged;
+  const long step = fill_pieces(t, true, [&](std::vector<ShardView>& batch) {
+    if (!damaged.empty()) return -1L;
+    try {
+      LoadResult r = load(step_dir, batch, -1);
+      return long(r.scalars.value("step", r.step));
+    } catch (const Error& e) {
+      damaged = e.what();
+      return -1L;
+    }
   });
+  if (!damaged.empty()) throw Error(damaged);
+  return step;
 }
 
 void init_params(StateTable& t, const std::function<void(std::vector<ShardView>&)>& read) {

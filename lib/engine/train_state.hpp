@@ -39,8 +39,12 @@ CkptState checkpoint_state(StateTable& t, const Config& cfg, long step, uint64_t
 // each rank file once across the job, not once per rank. A rank whose share
 // of an explicit PATH is bad throws; the caller's start-up agreement stops
 // the others.
+// Rank files are checked before HDF5 parses them (format /3: their metadata's
+// CRC32C; the data is checked block by block as restore() reads it). With
+// `before_step` >= 0 only older steps are considered (after restore() found
+// a damaged block in that one).
 std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string& dir,
-                                       HostGroup& world);
+                                       HostGroup& world, long before_step = -1);
 
 // Loads the master weights and moments of every piece of `t` and returns the
 // step. Replicated pieces are read in shares: replica r of n reads the rows
@@ -48,7 +52,9 @@ std::optional<std::string> pick_resume(const CheckpointCfg& c, const std::string
 // so each rank file is read by about one rank, not by every replica.
 // Collective over t.replica_group when it has more than one rank. Returns the
 // step the checkpoint was taken at. Throws UsageError when the checkpoint
-// belongs to another model shape.
+// belongs to another model shape, and st::Error (naming file, dataset and
+// block) when a block fails its CRC32C: after the fill's collectives, so
+// every rank returns and the caller can agree on trying an older step.
 long restore(StateTable& t, const Config& cfg, const std::string& step_dir);
 
 // Fills the master weights of every piece of `t` (not the moments) through

@@ -224,7 +224,11 @@ const std::vector<EventSpec>& event_specs() {
        "the run resumed from a checkpoint",
        {{"path", Ftype::String, "the step folder"},
         {"from_step", Ftype::Int, "the step it was taken at"},
-        {"load_s", Ftype::Float, "seconds to read this rank's shards"}}},
+        {"load_s", Ftype::Float, "seconds to read this rank's shards"},
+        {"restore_s", Ftype::Float,
+         "the whole restore on this rank: choosing the step (its rank files' metadata checked), "
+         "then load_s"},
+        {"bytes", Ftype::Int, "the checkpoint's tensor bytes, every rank's (index.json `bytes`)"}}},
       {"ckpt_begin", "a save starts", {{"mode", Ftype::String, "`async` or `sync`"}}},
       {"ckpt_commit",
        "a save was committed by every rank",
