@@ -84,6 +84,68 @@ std::vector<double> parse_mtbf_list(const std::string& text) {
   return out;
 }
 
+namespace {
+// The optimal interval per size and mode: C and P are the medians over
+// the steady-state checkpoints of every interval and repeat of that size
+// and mode, so C does not depend on the interval the runs used.
+void optimal_intervals(CkptStudy& st, const std::vector<double>& mtbf_s) {
+  std::map<std::pair<int, std::string>, std::vector<const CkptPoint*>> by;
+  for (const auto& k : st.points) by[{k.gpus, k.mode}].push_back(&k);
+  for (const auto& [key, ks] : by) {
+    std::vector<double> cost, persist, first, step, pcost, ppersist;
+    for (const auto* k : ks) {
+      cost.insert(cost.end(), k->steady_cost_s.begin(), k->steady_cost_s.end());
+      persist.insert(persist.end(), k->steady_persist_s.begin(), k->steady_persist_s.end());
+      first.insert(first.end(), k->first_costs_s.begin(), k->first_costs_s.end());
+      pcost.push_back(k->cost_s);
+      ppersist.push_back(k->persist_s);
+      step.push_back(k->step_s);
+    }
+    double rs = 0;
+    for (const auto& [g, sp] : st.restore_s)
+      if (g == key.first) rs = sp.med;
+    for (double m : mtbf_s) {
+      OptimalInterval o;
+      o.gpus = key.first;
+      o.mode = key.second;
+      o.mtbf_s = m;
+      o.steady_n = int(cost.size());
+      o.cost_s = cost.empty() ? median(pcost) : median(cost);
+      o.persist_s = persist.empty() ? median(ppersist) : median(persist);
+      o.first_cost_s = median(first);
+      o.restore_s = rs;
+      o.step_s = median(step);
+      o.young_s = young_interval(o.cost_s, m);
+      o.daly_s = daly_interval(o.cost_s, m);
+      // An async save cannot start before the previous one persisted.
+      o.interval_s = std::max(o.daly_s, o.mode == "async" ? o.persist_s : 0.0);
+      o.steps = o.step_s > 0 ? o.interval_s / o.step_s : 0;
+      o.waste = expected_waste(o.interval_s, o.cost_s, o.persist_s, o.restore_s, m);
+      st.optimal.push_back(o);
+    }
+  }
+}
+
+// The disk's own rate measured beside the study (a storage.json), if given.
+void read_storage(CkptStudy& st, const std::string& storage_json) {
+  if (!storage_json.empty() && std::filesystem::is_regular_file(storage_json)) {
+    try {
+      const auto j = nlohmann::json::parse(read_file(storage_json));
+      st.storage.bytes = j.at("bytes").get<double>();
+      st.storage.seconds = j.at("seconds").get<double>();
+      st.storage.bandwidth = st.storage.seconds > 0 ? st.storage.bytes / st.storage.seconds : 0;
+      st.storage.path = j.value("path", "");
+      st.storage.method = j.value("method", "");
+      st.storage.measured = st.storage.bandwidth > 0;
+    } catch (const std::exception& e) {
+      throw UsageError(storage_json + ": not a storage measurement (" + e.what() +
+                       "); expected {\"bytes\": B, \"seconds\": S, ...}");
+    }
+  }
+}
+
+}  // namespace
+
 CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
                            const std::string& storage_json) {
   CkptStudy st;
@@ -169,58 +231,8 @@ CkptStudy checkpoint_study(const Campaign& c, const std::vector<double>& mtbf_s,
     rr.probed_read_Bps = probed_read[g].empty() ? 0 : median(probed_read[g]);
     st.restore_rate.push_back(rr);
   }
-  // The optimal interval per size and mode: C and P are the medians over
-  // the steady-state checkpoints of every interval and repeat of that size
-  // and mode, so C does not depend on the interval the runs used.
-  std::map<std::pair<int, std::string>, std::vector<const CkptPoint*>> by;
-  for (const auto& k : st.points) by[{k.gpus, k.mode}].push_back(&k);
-  for (const auto& [key, ks] : by) {
-    std::vector<double> cost, persist, first, step, pcost, ppersist;
-    for (const auto* k : ks) {
-      cost.insert(cost.end(), k->steady_cost_s.begin(), k->steady_cost_s.end());
-      persist.insert(persist.end(), k->steady_persist_s.begin(), k->steady_persist_s.end());
-      first.insert(first.end(), k->first_costs_s.begin(), k->first_costs_s.end());
-      pcost.push_back(k->cost_s);
-      ppersist.push_back(k->persist_s);
-      step.push_back(k->step_s);
-    }
-    double rs = 0;
-    for (const auto& [g, sp] : st.restore_s)
-      if (g == key.first) rs = sp.med;
-    for (double m : mtbf_s) {
-      OptimalInterval o;
-      o.gpus = key.first;
-      o.mode = key.second;
-      o.mtbf_s = m;
-      o.steady_n = int(cost.size());
-      o.cost_s = cost.empty() ? median(pcost) : median(cost);
-      o.persist_s = persist.empty() ? median(ppersist) : median(persist);
-      o.first_cost_s = median(first);
-      o.restore_s = rs;
-      o.step_s = median(step);
-      o.young_s = young_interval(o.cost_s, m);
-      o.daly_s = daly_interval(o.cost_s, m);
-      // An async save cannot start before the previous one persisted.
-      o.interval_s = std::max(o.daly_s, o.mode == "async" ? o.persist_s : 0.0);
-      o.steps = o.step_s > 0 ? o.interval_s / o.step_s : 0;
-      o.waste = expected_waste(o.interval_s, o.cost_s, o.persist_s, o.restore_s, m);
-      st.optimal.push_back(o);
-    }
-  }
-  if (!storage_json.empty() && std::filesystem::is_regular_file(storage_json)) {
-    try {
-      const auto j = nlohmann::json::parse(read_file(storage_json));
-      st.storage.bytes = j.at("bytes").get<double>();
-      st.storage.seconds = j.at("seconds").get<double>();
-      st.storage.bandwidth = st.storage.seconds > 0 ? st.storage.bytes / st.storage.seconds : 0;
-      st.storage.path = j.value("path", "");
-      st.storage.method = j.value("method", "");
-      st.storage.measured = st.storage.bandwidth > 0;
-    } catch (const std::exception& e) {
-      throw UsageError(storage_json + ": not a storage measurement (" + e.what() +
-                       "); expected {\"bytes\": B, \"seconds\": S, ...}");
-    }
-  }
+  optimal_intervals(st, mtbf_s);
+  read_storage(st, storage_json);
   return st;
 }
 

@@ -98,6 +98,7 @@ class Checkpointer {
 
  private:
   SaveStats save_impl(long step, const CkptState& s, bool sync);
+  void snapshot(const CkptState& s, Job& j, SaveStats& st);  // into bufs_, widened
   void wait_prev();  // joins the writer and finishes its vote if deferred
   void finish(Job& j);
   std::string vote(Job& j);

@@ -246,6 +246,38 @@ void Checkpointer::wait_prev() {
   job_.reset();
 }
 
+// Snapshot: the only part of an async save the loop waits for. Device
+// state is copied after the work enqueued on its compute stream (the
+// optimizer step), straight into the reused (pinned) host buffers.
+void Checkpointer::snapshot(const CkptState& s, Job& j, SaveStats& st) {
+  Device* dev = s.device;
+  const bool staged = dev && !dev->host_accessible();
+  if (dev && !staged) dev->synchronize();  // host-accessible: the data is current after a sync
+  bufs_.resize(s.tensors.size());
+  j.shards.resize(s.tensors.size());
+  for (size_t i = 0; i < s.tensors.size(); ++i) {
+    const ShardView& v = s.tensors[i];
+    size_t n = size_t(ckpt::numel(v.shape));
+    if (!bufs_[i] || bufs_[i]->n != n || bufs_[i]->dev != dev)
+      bufs_[i] = std::make_unique<HostBuf>(n, dev);
+    float* dst = bufs_[i]->p;
+    // bf16 shards land in the buffer's first half, widened below.
+    const void* src = v.bf16 ? static_cast<const void*>(v.bf16) : v.data;
+    const size_t src_bytes = n * (v.bf16 ? sizeof(uint16_t) : sizeof(float));
+    if (n && staged)
+      dev->copy_to_host(dst, src, src_bytes, dev->compute_stream());
+    else if (n)
+      std::memcpy(dst, src, src_bytes);
+    j.shards[i] = {v.name, v.global_shape, v.offset, v.shape, dst};
+    st.bytes += int64_t(n * sizeof(float));
+  }
+  if (staged) dev->synchronize();
+  for (size_t i = 0; i < s.tensors.size(); ++i)
+    if (s.tensors[i].bf16) widen_bf16_in_place(bufs_[i]->p, bufs_[i]->n);
+  j.scalars = s.scalars.dump();
+  j.rng = s.rng;
+}
+
 SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
   ST_INTERNAL_CHECK(!finalized_, "checkpoint save after finalize()");
   validate(s);
@@ -264,36 +296,8 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
   j->tmp_dir = j->final_dir + ".tmp";
   if (tel_) tel_->event("ckpt_begin", step, {{"mode", sync ? "sync" : "async"}});
 
-  // Snapshot: the only part of an async save the loop waits for. Device
-  // state is copied after the work enqueued on its compute stream (the
-  // optimizer step), straight into the reused (pinned) host buffers.
   double t1 = wall_time();
-  Device* dev = s.device;
-  const bool staged = dev && !dev->host_accessible();
-  if (dev && !staged) dev->synchronize();  // host-accessible: the data is current after a sync
-  bufs_.resize(s.tensors.size());
-  j->shards.resize(s.tensors.size());
-  for (size_t i = 0; i < s.tensors.size(); ++i) {
-    const ShardView& v = s.tensors[i];
-    size_t n = size_t(ckpt::numel(v.shape));
-    if (!bufs_[i] || bufs_[i]->n != n || bufs_[i]->dev != dev)
-      bufs_[i] = std::make_unique<HostBuf>(n, dev);
-    float* dst = bufs_[i]->p;
-    // bf16 shards land in the buffer's first half, widened below.
-    const void* src = v.bf16 ? static_cast<const void*>(v.bf16) : v.data;
-    const size_t src_bytes = n * (v.bf16 ? sizeof(uint16_t) : sizeof(float));
-    if (n && staged)
-      dev->copy_to_host(dst, src, src_bytes, dev->compute_stream());
-    else if (n)
-      std::memcpy(dst, src, src_bytes);
-    j->shards[i] = {v.name, v.global_shape, v.offset, v.shape, dst};
-    st.bytes += int64_t(n * sizeof(float));
-  }
-  if (staged) dev->synchronize();
-  for (size_t i = 0; i < s.tensors.size(); ++i)
-    if (s.tensors[i].bf16) widen_bf16_in_place(bufs_[i]->p, bufs_[i]->n);
-  j->scalars = s.scalars.dump();
-  j->rng = s.rng;
+  snapshot(s, *j, st);
   st.snapshot_s = j->snapshot_s = wall_time() - t1;
 
   auto write = [this](Job& jb) {

@@ -203,6 +203,101 @@ void read_blocks(const Checker& c, const json& s, const std::string& g, const In
 
 }  // namespace
 
+namespace {
+// files: one per rank, named after it.
+void read_files(Checker& c, const json& j, Index& idx) {
+  const json& files = c.array(c.member(j, "", "files"), "files");
+  if (files.size() != size_t(idx.world_size))
+    c.fail("files", "expected one entry per rank (world_size " + std::to_string(idx.world_size) +
+                        "), got " + std::to_string(files.size()) + " entries");
+  std::set<int> seen;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string f = "files[" + std::to_string(i) + "]";
+    c.object(files[i], f);
+    IndexRankFile rf;
+    rf.rank = int(c.integer(c.member(files[i], f, "rank"), f + ".rank", 0, idx.world_size - 1));
+    rf.file = c.string(c.member(files[i], f, "file"), f + ".file");
+    if (rf.file != rank_file_name(rf.rank))
+      c.fail(
+          f + ".file",
+          "rank " + std::to_string(rf.rank) + "'s file must be '" + rank_file_name(rf.rank) + "'",
+          &files[i]["file"]);
+    if (!seen.insert(rf.rank).second) c.fail(f + ".rank", "listed twice", &files[i]["rank"]);
+    if (auto it = files[i].find("bytes"); it != files[i].end())
+      rf.bytes = c.integer(*it, f + ".bytes", 0, std::numeric_limits<int64_t>::max());
+    rf.file_bytes = c.integer(c.member(files[i], f, "file_bytes"), f + ".file_bytes", 0,
+                              std::numeric_limits<int64_t>::max());
+    rf.file_crc = uint32_t(
+        c.integer(c.member(files[i], f, "file_crc32c"), f + ".file_crc32c", 0, UINT32_MAX));
+    if (idx.version >= 3) {
+      rf.meta_crc = uint32_t(
+          c.integer(c.member(files[i], f, "meta_crc32c"), f + ".meta_crc32c", 0, UINT32_MAX));
+      rf.block_bytes = uint64_t(c.integer(c.member(files[i], f, "block_bytes"), f + ".block_bytes",
+                                          4096, int64_t(1) << 40));
+      if (rf.block_bytes % 4096)
+        c.fail(f + ".block_bytes", "expected a multiple of 4096", &files[i]["block_bytes"]);
+      read_extents(c, c.member(files[i], f, "data_extents"), f + ".data_extents", rf);
+    }
+    idx.files.push_back(rf);
+  }
+}
+
+// One shard of a tensor: a box inside its global shape, in a listed file.
+IndexShard read_shard(Checker& c, const json& shards, size_t i, const std::string& f,
+                      const IndexTensor& it, const Index& idx) {
+  const std::string g = f + ".shards[" + std::to_string(i) + "]";
+  const json& s = c.object(shards[i], g);
+  IndexShard sh;
+  sh.file = c.string(c.member(s, g, "file"), g + ".file");
+  const IndexRankFile* in = nullptr;
+  for (const auto& rf : idx.files)
+    if (rf.file == sh.file) {
+      in = &rf;
+      sh.rank = rf.rank;
+    }
+  const bool listed = in != nullptr;
+  if (!listed) c.fail(g + ".file", "not one of the rank files listed in 'files'", &s["file"]);
+  if (auto r = s.find("rank");
+      r != s.end() && c.integer(*r, g + ".rank", 0, idx.world_size - 1) != sh.rank)
+    c.fail(g + ".rank", "does not match the rank of file '" + sh.file + "'", &*r);
+  sh.offset = c.dims(c.member(s, g, "offset"), g + ".offset", it.global_shape.size());
+  sh.shape = c.dims(c.member(s, g, "shape"), g + ".shape", it.global_shape.size());
+  for (size_t k = 0; k < sh.shape.size(); ++k)
+    if (sh.offset[k] + sh.shape[k] > it.global_shape[k])
+      c.fail(g, "offset " + json(sh.offset).dump() + " + shape " + json(sh.shape).dump() +
+                    " lies outside the global shape " + json(it.global_shape).dump());
+  sh.checksum = uint32_t(c.integer(c.member(s, g, "checksum"), g + ".checksum", 0, UINT32_MAX));
+  if (idx.version >= 3) read_blocks(c, s, g, *in, sh);
+  return sh;
+}
+
+// tensors: every shard a box inside its tensor, in a listed file.
+void read_tensors(Checker& c, const json& j, Index& idx) {
+  const json& tensors = c.object(c.member(j, "", "tensors"), "tensors");
+  for (const auto& [name, t] : tensors.items()) {
+    const std::string f = "tensors." + name;
+    if (name.empty() || name.front() == '/' || name.back() == '/' || name.rfind("_meta", 0) == 0 ||
+        name.find('\0') != std::string::npos || name.find("//") != std::string::npos)
+      c.fail(f,
+             "not a valid tensor name (non-empty, no leading, trailing or double '/', not "
+             "under _meta)");
+    c.object(t, f);
+    IndexTensor it;
+    it.global_shape = c.dims(c.member(t, f, "global_shape"), f + ".global_shape", 0);
+    bounded_numel(it.global_shape, c, f + ".global_shape", t["global_shape"]);
+    if (auto d = t.find("dtype"); d != t.end() && c.string(*d, f + ".dtype") != "float32")
+      c.fail(f + ".dtype", "only float32 is written by this version", &*d);
+    const json& shards = c.array(c.member(t, f, "shards"), f + ".shards");
+    for (size_t i = 0; i < shards.size(); ++i) {
+      it.shards.push_back(read_shard(c, shards, i, f, it, idx));
+    }
+    check_exact_cover(it, c, f);
+    idx.tensors.emplace(name, std::move(it));
+  }
+}
+
+}  // namespace
+
 Index read_index(const std::string& step_dir) {
   Index idx;
   idx.path = (fs::path(step_dir) / "index.json").string();
@@ -244,87 +339,8 @@ Index read_index(const std::string& step_dir) {
       c.fail("scalars.step", "must equal field 'step' (" + std::to_string(idx.step) + ")", &*it);
   }
 
-  // files: one per rank, named after it.
-  const json& files = c.array(c.member(j, "", "files"), "files");
-  if (files.size() != size_t(idx.world_size))
-    c.fail("files", "expected one entry per rank (world_size " + std::to_string(idx.world_size) +
-                        "), got " + std::to_string(files.size()) + " entries");
-  std::set<int> seen;
-  for (size_t i = 0; i < files.size(); ++i) {
-    const std::string f = "files[" + std::to_string(i) + "]";
-    c.object(files[i], f);
-    IndexRankFile rf;
-    rf.rank = int(c.integer(c.member(files[i], f, "rank"), f + ".rank", 0, idx.world_size - 1));
-    rf.file = c.string(c.member(files[i], f, "file"), f + ".file");
-    if (rf.file != rank_file_name(rf.rank))
-      c.fail(
-          f + ".file",
-          "rank " + std::to_string(rf.rank) + "'s file must be '" + rank_file_name(rf.rank) + "'",
-          &files[i]["file"]);
-    if (!seen.insert(rf.rank).second) c.fail(f + ".rank", "listed twice", &files[i]["rank"]);
-    if (auto it = files[i].find("bytes"); it != files[i].end())
-      rf.bytes = c.integer(*it, f + ".bytes", 0, std::numeric_limits<int64_t>::max());
-    rf.file_bytes = c.integer(c.member(files[i], f, "file_bytes"), f + ".file_bytes", 0,
-                              std::numeric_limits<int64_t>::max());
-    rf.file_crc = uint32_t(
-        c.integer(c.member(files[i], f, "file_crc32c"), f + ".file_crc32c", 0, UINT32_MAX));
-    if (idx.version >= 3) {
-      rf.meta_crc = uint32_t(
-          c.integer(c.member(files[i], f, "meta_crc32c"), f + ".meta_crc32c", 0, UINT32_MAX));
-      rf.block_bytes = uint64_t(c.integer(c.member(files[i], f, "block_bytes"), f + ".block_bytes",
-                                          4096, int64_t(1) << 40));
-      if (rf.block_bytes % 4096)
-        c.fail(f + ".block_bytes", "expected a multiple of 4096", &files[i]["block_bytes"]);
-      read_extents(c, c.member(files[i], f, "data_extents"), f + ".data_extents", rf);
-    }
-    idx.files.push_back(rf);
-  }
-
-  // tensors: every shard a box inside its tensor, in a listed file.
-  const json& tensors = c.object(c.member(j, "", "tensors"), "tensors");
-  for (const auto& [name, t] : tensors.items()) {
-    const std::string f = "tensors." + name;
-    if (name.empty() || name.front() == '/' || name.back() == '/' || name.rfind("_meta", 0) == 0 ||
-        name.find('\0') != std::string::npos || name.find("//") != std::string::npos)
-      c.fail(f,
-             "not a valid tensor name (non-empty, no leading, trailing or double '/', not "
-             "under _meta)");
-    c.object(t, f);
-    IndexTensor it;
-    it.global_shape = c.dims(c.member(t, f, "global_shape"), f + ".global_shape", 0);
-    bounded_numel(it.global_shape, c, f + ".global_shape", t["global_shape"]);
-    if (auto d = t.find("dtype"); d != t.end() && c.string(*d, f + ".dtype") != "float32")
-      c.fail(f + ".dtype", "only float32 is written by this version", &*d);
-    const json& shards = c.array(c.member(t, f, "shards"), f + ".shards");
-    for (size_t i = 0; i < shards.size(); ++i) {
-      const std::string g = f + ".shards[" + std::to_string(i) + "]";
-      const json& s = c.object(shards[i], g);
-      IndexShard sh;
-      sh.file = c.string(c.member(s, g, "file"), g + ".file");
-      const IndexRankFile* in = nullptr;
-      for (const auto& rf : idx.files)
-        if (rf.file == sh.file) {
-          in = &rf;
-          sh.rank = rf.rank;
-        }
-      const bool listed = in != nullptr;
-      if (!listed) c.fail(g + ".file", "not one of the rank files listed in 'files'", &s["file"]);
-      if (auto r = s.find("rank");
-          r != s.end() && c.integer(*r, g + ".rank", 0, idx.world_size - 1) != sh.rank)
-        c.fail(g + ".rank", "does not match the rank of file '" + sh.file + "'", &*r);
-      sh.offset = c.dims(c.member(s, g, "offset"), g + ".offset", it.global_shape.size());
-      sh.shape = c.dims(c.member(s, g, "shape"), g + ".shape", it.global_shape.size());
-      for (size_t k = 0; k < sh.shape.size(); ++k)
-        if (sh.offset[k] + sh.shape[k] > it.global_shape[k])
-          c.fail(g, "offset " + json(sh.offset).dump() + " + shape " + json(sh.shape).dump() +
-                        " lies outside the global shape " + json(it.global_shape).dump());
-      sh.checksum = uint32_t(c.integer(c.member(s, g, "checksum"), g + ".checksum", 0, UINT32_MAX));
-      if (idx.version >= 3) read_blocks(c, s, g, *in, sh);
-      it.shards.push_back(std::move(sh));
-    }
-    check_exact_cover(it, c, f);
-    idx.tensors.emplace(name, std::move(it));
-  }
+  read_files(c, j, idx);
+  read_tensors(c, j, idx);
   return idx;
 }
 

@@ -296,151 +296,189 @@ struct Plan {
 
 }  // namespace
 
-LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int rank) {
-  h5::quiet_errors();
-  double t0 = wall_time();
-  const ckpt::Index idx = ckpt::read_index(step_dir);
-  const bool v3 = idx.version >= 3;
-  LoadResult r;
-  r.path = step_dir;
-  r.step = idx.step;
-  r.saved_world_size = idx.world_size;
-  r.layout = idx.layout;
-  r.scalars = idx.scalars;
-  std::vector<std::string> names;
-  for (const auto& [n, t] : idx.tensors) names.push_back(n);
-  auto rank_file = [&](const std::string& f) -> const ckpt::IndexRankFile& {
-    for (const auto& rf : idx.files)
-      if (rf.file == f) return rf;
-    throw Error("not listed in index.json");  // read_index refuses such an index
-  };
-
-  std::map<std::string, h5::Handle> files;
-  auto file = [&](const std::string& f, int frank) -> hid_t {
-    auto it = files.find(f);
-    if (it == files.end()) {
-      const std::string path = (fs::path(step_dir) / f).string();
-      std::error_code ec;
-      if (!fs::is_regular_file(path, ec)) throw Error("missing or not a regular file");
-      const ckpt::IndexRankFile& rf = rank_file(f);
-      if (int64_t(fs::file_size(path, ec)) != rf.file_bytes)
-        throw Error(detail::cat("size ", fs::file_size(path, ec), " bytes but index.json says ",
-                                rf.file_bytes, " (truncated or changed)"));
-      if (v3) {  // HDF5 parses only metadata that matches its CRC32C
-        const std::string why = check_meta(path, rf);
-        if (!why.empty()) throw Error(why);
-      }
-      h5::Handle h = h5::open_file_readonly(path);
-      check_binding(h, idx, frank);
-      it = files.emplace(f, std::move(h)).first;
-    }
-    return it->second;
-  };
-  // Opens a saved shard's dataset and checks its shape (and, /3, where its
-  // bytes are) against the index.
-  auto open_shard = [&](const ckpt::IndexShard& s, const std::string& name) {
-    h5::Handle d(ST_HDF5_CHECK(H5Dopen2(file(s.file, s.rank), name.c_str(), H5P_DEFAULT)));
-    const Dims shape = h5::dataset_shape(d);
-    if (shape != s.shape)
-      throw Error(
-          detail::cat("shape ", json(shape).dump(), " but index.json says ", json(s.shape).dump()));
-    if (v3) check_storage(d, s);
-    return d;
-  };
-  Plan plan;
-
-  for (ShardView& w : want) {
-    auto found = idx.tensors.find(w.name);
-    if (found == idx.tensors.end()) {
-      std::string c = closest(w.name, names);
-      throw UsageError("checkpoint '" + step_dir + "' has no tensor '" + w.name + "'" +
-                       (c.empty() ? "" : " (did you mean '" + c + "'?)"));
-    }
-    const ckpt::IndexTensor& t = found->second;
-    const Dims& gs = t.global_shape;
-    bool same = gs == w.global_shape;
-    ST_USAGE_CHECK(same || ckpt::numel(gs) == ckpt::numel(w.global_shape), "checkpoint tensor '",
-                   w.name, "' has global shape ", json(gs).dump(), "; cannot load it as ",
-                   json(w.global_shape).dump());
-    int64_t covered = 0;
-    for (const ckpt::IndexShard& s : t.shards) {
-      const std::string& fname = s.file;
-      const Dims& soff = s.offset;
-      const Dims& sshape = s.shape;
-      try {
-        if (same) {
-          size_t nd = gs.size();
-          Dims lo(nd), cnt(nd);
-          bool empty = false;
-          for (size_t i = 0; i < nd; ++i) {
-            lo[i] = std::max(soff[i], w.offset[i]);
-            int64_t hi = std::min(soff[i] + sshape[i], w.offset[i] + w.shape[i]);
-            cnt[i] = hi - lo[i];
-            empty |= cnt[i] <= 0;
-          }
-          if (empty) continue;
-          h5::Handle d = open_shard(s, w.name);
-          const int64_t n = ckpt::numel(cnt);
-          covered += n;
-          r.bytes_read += n * int64_t(sizeof(float));
-          if (v3) {  // row runs of the box, copied as their CRC blocks are read
-            Dims src(nd), dst(nd);
-            for_rows(cnt, [&](const Dims& k) {
-              for (size_t i = 0; i < nd; ++i) {
-                src[i] = lo[i] - soff[i] + k[i];
-                dst[i] = lo[i] - w.offset[i] + k[i];
-              }
-              plan.copy(s, w.name, ravel(src, sshape), cnt.back(), w.data + ravel(dst, w.shape));
-            });
-            if (cnt == sshape) r.datasets_verified++;
-            continue;
-          }
-          read_box(d, soff, lo, cnt, w);
-          if (cnt == sshape) {  // the whole saved dataset: verify its checksum
-            if (box_crc(w, soff, sshape) != s.checksum)
-              throw Error(detail::cat("checksum mismatch: index.json says ", s.checksum, ", data ",
-                                      box_crc(w, soff, sshape)));
-            r.datasets_verified++;
-          }
-        } else {
-          // Different shapes, same element count: match flat row-major ranges.
-          if (ckpt::numel(sshape) == 0) continue;
-          h5::Handle d = open_shard(s, w.name);  // its shape bounds the runs below
-          auto wr = flat_runs(w.global_shape, w.offset, w.shape, true);
-          auto sr = flat_runs(gs, soff, sshape, false);
-          size_t i = 0, k = 0;
-          while (i < wr.size() && k < sr.size()) {
-            int64_t a = std::max(wr[i].first, sr[k].first),
-                    b = std::min(wr[i].second, sr[k].second);
-            if (a < b) {
-              Dims src = unravel(a, gs), dst = unravel(a, w.global_shape);
-              for (size_t q = 0; q < src.size(); ++q) src[q] -= soff[q];
-              for (size_t q = 0; q < dst.size(); ++q) dst[q] -= w.offset[q];
-              if (v3)
-                plan.copy(s, w.name, ravel(src, sshape), b - a, w.data + ravel(dst, w.shape));
-              else
-                read_run(d, src, b - a, w.data + ravel(dst, w.shape));
-              covered += b - a;
-              r.bytes_read += (b - a) * int64_t(sizeof(float));
-            }
-            if (wr[i].second < sr[k].second)
-              ++i;
-            else
-              ++k;
-          }
-        }
-      } catch (const std::exception& e) {
-        throw Error("'" + (fs::path(step_dir) / fname).string() + "', dataset '" + w.name +
-                    "': " + e.what());
-      }
-    }
-    if (covered != ckpt::numel(w.shape))
-      throw UsageError(detail::cat("checkpoint '", step_dir, "': tensor '", w.name,
-                                   "': saved shards cover ", covered, " of the ",
-                                   ckpt::numel(w.shape), " requested elements"));
+namespace {
+// One load: the index, the files opened (each checked once), the /3 plan of
+// block reads, and what was read.
+class Loading {
+ public:
+  Loading(const std::string& step_dir, std::vector<ShardView>& want)
+      : step_dir_(step_dir), idx_(ckpt::read_index(step_dir)), v3_(idx_.version >= 3) {
+    r.path = step_dir;
+    r.step = idx_.step;
+    r.saved_world_size = idx_.world_size;
+    r.layout = idx_.layout;
+    r.scalars = idx_.scalars;
+    for (const auto& [n, t] : idx_.tensors) names_.push_back(n);
+    for (ShardView& w : want) tensor(w);
   }
-  for (auto& [fname, by_shard] : plan.files) {  // /3: each file's blocks, once, in file order
-    const std::string path = (fs::path(step_dir) / fname).string();
+  void read_planned();
+  void read_rank_meta(int rank);
+  LoadResult r;
+
+ private:
+  const ckpt::IndexRankFile& rank_file(const std::string& f) const;
+  hid_t file(const std::string& f, int frank);
+  h5::Handle open_shard(const ckpt::IndexShard& s, const std::string& name);
+  void tensor(ShardView& w);
+  void same_shape(const ckpt::IndexShard& s, ShardView& w, int64_t& covered);
+  void reshaped(const ckpt::IndexShard& s, const Dims& gs, ShardView& w, int64_t& covered);
+
+  const std::string step_dir_;
+  const ckpt::Index idx_;
+  const bool v3_;
+  std::vector<std::string> names_;
+  std::map<std::string, h5::Handle> files_;
+  Plan plan_;
+};
+
+const ckpt::IndexRankFile& Loading::rank_file(const std::string& f) const {
+  for (const auto& rf : idx_.files)
+    if (rf.file == f) return rf;
+  throw Error("not listed in index.json");  // read_index refuses such an index
+}
+
+hid_t Loading::file(const std::string& f, int frank) {
+  auto it = files_.find(f);
+  if (it == files_.end()) {
+    const std::string path = (fs::path(step_dir_) / f).string();
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) throw Error("missing or not a regular file");
+    const ckpt::IndexRankFile& rf = rank_file(f);
+    if (int64_t(fs::file_size(path, ec)) != rf.file_bytes)
+      throw Error(detail::cat("size ", fs::file_size(path, ec), " bytes but index.json says ",
+                              rf.file_bytes, " (truncated or changed)"));
+    if (v3_) {  // HDF5 parses only metadata that matches its CRC32C
+      const std::string why = check_meta(path, rf);
+      if (!why.empty()) throw Error(why);
+    }
+    h5::Handle h = h5::open_file_readonly(path);
+    check_binding(h, idx_, frank);
+    it = files_.emplace(f, std::move(h)).first;
+  }
+  return it->second;
+}
+
+// Opens a saved shard's dataset and checks its shape (and, /3, where its
+// bytes are) against the index.
+h5::Handle Loading::open_shard(const ckpt::IndexShard& s, const std::string& name) {
+  h5::Handle d(ST_HDF5_CHECK(H5Dopen2(file(s.file, s.rank), name.c_str(), H5P_DEFAULT)));
+  const Dims shape = h5::dataset_shape(d);
+  if (shape != s.shape)
+    throw Error(
+        detail::cat("shape ", json(shape).dump(), " but index.json says ", json(s.shape).dump()));
+  if (v3_) check_storage(d, s);
+  return d;
+}
+
+// A saved shard of the same global shape: the box where it and the wanted
+// slice overlap.
+void Loading::same_shape(const ckpt::IndexShard& s, ShardView& w, int64_t& covered) {
+  const Dims& gs = w.global_shape;
+  const Dims& soff = s.offset;
+  const Dims& sshape = s.shape;
+  Plan& plan = plan_;
+  const bool v3 = v3_;
+  size_t nd = gs.size();
+  Dims lo(nd), cnt(nd);
+  bool empty = false;
+  for (size_t i = 0; i < nd; ++i) {
+    lo[i] = std::max(soff[i], w.offset[i]);
+    int64_t hi = std::min(soff[i] + sshape[i], w.offset[i] + w.shape[i]);
+    cnt[i] = hi - lo[i];
+    empty |= cnt[i] <= 0;
+  }
+  if (empty) return;
+  h5::Handle d = open_shard(s, w.name);
+  const int64_t n = ckpt::numel(cnt);
+  covered += n;
+  r.bytes_read += n * int64_t(sizeof(float));
+  if (v3) {  // row runs of the box, copied as their CRC blocks are read
+    Dims src(nd), dst(nd);
+    for_rows(cnt, [&](const Dims& k) {
+      for (size_t i = 0; i < nd; ++i) {
+        src[i] = lo[i] - soff[i] + k[i];
+        dst[i] = lo[i] - w.offset[i] + k[i];
+      }
+      plan.copy(s, w.name, ravel(src, sshape), cnt.back(), w.data + ravel(dst, w.shape));
+    });
+    if (cnt == sshape) r.datasets_verified++;
+    return;
+  }
+  read_box(d, soff, lo, cnt, w);
+  if (cnt == sshape) {  // the whole saved dataset: verify its checksum
+    if (box_crc(w, soff, sshape) != s.checksum)
+      throw Error(detail::cat("checksum mismatch: index.json says ", s.checksum, ", data ",
+                              box_crc(w, soff, sshape)));
+    r.datasets_verified++;
+  }
+}
+
+// Different shapes, same element count: match flat row-major ranges.
+void Loading::reshaped(const ckpt::IndexShard& s, const Dims& gs, ShardView& w, int64_t& covered) {
+  const Dims& soff = s.offset;
+  const Dims& sshape = s.shape;
+  Plan& plan = plan_;
+  const bool v3 = v3_;
+  if (ckpt::numel(sshape) == 0) return;
+  h5::Handle d = open_shard(s, w.name);  // its shape bounds the runs below
+  auto wr = flat_runs(w.global_shape, w.offset, w.shape, true);
+  auto sr = flat_runs(gs, soff, sshape, false);
+  size_t i = 0, k = 0;
+  while (i < wr.size() && k < sr.size()) {
+    int64_t a = std::max(wr[i].first, sr[k].first), b = std::min(wr[i].second, sr[k].second);
+    if (a < b) {
+      Dims src = unravel(a, gs), dst = unravel(a, w.global_shape);
+      for (size_t q = 0; q < src.size(); ++q) src[q] -= soff[q];
+      for (size_t q = 0; q < dst.size(); ++q) dst[q] -= w.offset[q];
+      if (v3)
+        plan.copy(s, w.name, ravel(src, sshape), b - a, w.data + ravel(dst, w.shape));
+      else
+        read_run(d, src, b - a, w.data + ravel(dst, w.shape));
+      covered += b - a;
+      r.bytes_read += (b - a) * int64_t(sizeof(float));
+    }
+    if (wr[i].second < sr[k].second)
+      ++i;
+    else
+      ++k;
+  }
+}
+
+void Loading::tensor(ShardView& w) {
+  auto found = idx_.tensors.find(w.name);
+  if (found == idx_.tensors.end()) {
+    std::string c = closest(w.name, names_);
+    throw UsageError("checkpoint '" + step_dir_ + "' has no tensor '" + w.name + "'" +
+                     (c.empty() ? "" : " (did you mean '" + c + "'?)"));
+  }
+  const ckpt::IndexTensor& t = found->second;
+  const Dims& gs = t.global_shape;
+  const bool same = gs == w.global_shape;
+  ST_USAGE_CHECK(same || ckpt::numel(gs) == ckpt::numel(w.global_shape), "checkpoint tensor '",
+                 w.name, "' has global shape ", json(gs).dump(), "; cannot load it as ",
+                 json(w.global_shape).dump());
+  int64_t covered = 0;
+  for (const ckpt::IndexShard& s : t.shards) {
+    try {
+      if (same)
+        same_shape(s, w, covered);
+      else
+        reshaped(s, gs, w, covered);
+    } catch (const std::exception& e) {
+      throw Error("'" + (fs::path(step_dir_) / s.file).string() + "', dataset '" + w.name +
+                  "': " + e.what());
+    }
+  }
+  if (covered != ckpt::numel(w.shape))
+    throw UsageError(detail::cat("checkpoint '", step_dir_, "': tensor '", w.name,
+                                 "': saved shards cover ", covered, " of the ",
+                                 ckpt::numel(w.shape), " requested elements"));
+}
+
+// /3: each file's blocks, once, in file order.
+void Loading::read_planned() {
+  for (auto& [fname, by_shard] : plan_.files) {
+    const std::string path = (fs::path(step_dir_) / fname).string();
     std::vector<ckpt::ShardRead> reads;
     for (auto& [s, rd] : by_shard) reads.push_back(std::move(rd));
     try {
@@ -449,26 +487,38 @@ LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int r
       throw Error("'" + path + "', " + e.what());
     }
   }
-  if (rank >= 0 && rank < r.saved_world_size) {
-    std::string fname = ckpt::rank_file_name(rank);
-    std::string path = (fs::path(step_dir) / fname).string();
-    hid_t f;
-    try {
-      f = file(fname, rank);
-    } catch (const std::exception& e) {
-      throw Error("'" + path + "': " + e.what());
-    }
-    auto sc = read_meta(f, path, ckpt::kScalarsDataset);
-    try {
-      r.rank_scalars = json::parse(std::string(sc.begin(), sc.end()));
-    } catch (const json::exception& e) {
-      throw Error("'" + path + "', dataset '" + ckpt::kScalarsDataset +
-                  "': not valid JSON: " + e.what());
-    }
-    r.rng = read_meta(f, path, ckpt::kRngDataset);
+}
+
+// The rank's own scalars and RNG state, when it was a rank of the save.
+void Loading::read_rank_meta(int rank) {
+  if (rank < 0 || rank >= r.saved_world_size) return;
+  std::string fname = ckpt::rank_file_name(rank);
+  std::string path = (fs::path(step_dir_) / fname).string();
+  hid_t f;
+  try {
+    f = file(fname, rank);
+  } catch (const std::exception& e) {
+    throw Error("'" + path + "': " + e.what());
   }
-  r.seconds = wall_time() - t0;
-  return r;
+  auto sc = read_meta(f, path, ckpt::kScalarsDataset);
+  try {
+    r.rank_scalars = json::parse(std::string(sc.begin(), sc.end()));
+  } catch (const json::exception& e) {
+    throw Error("'" + path + "', dataset '" + ckpt::kScalarsDataset +
+                "': not valid JSON: " + e.what());
+  }
+  r.rng = read_meta(f, path, ckpt::kRngDataset);
+}
+}  // namespace
+
+LoadResult load(const std::string& step_dir, std::vector<ShardView>& want, int rank) {
+  h5::quiet_errors();
+  const double t0 = wall_time();
+  Loading l(step_dir, want);
+  l.read_planned();
+  l.read_rank_meta(rank);
+  l.r.seconds = wall_time() - t0;
+  return std::move(l.r);
 }
 
 }  // namespace st
