@@ -23,25 +23,6 @@ namespace fs = std::filesystem;
 using namespace st;
 
 namespace {
-std::string temp_dir(const std::string& tag) {
-  std::string t = (fs::temp_directory_path() / ("st_ckfmt_" + tag + "_XXXXXX")).string();
-  if (!mkdtemp(t.data())) return "";
-  return t;
-}
-
-int run(std::vector<std::string> args) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> a;
-    for (auto& s : args) a.push_back(s.data());
-    a.push_back(nullptr);
-    execv(a[0], a.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return status;
-}
 
 void flip_byte(const std::string& path, uint64_t at) {
   std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -68,7 +49,7 @@ std::string error_of(const std::function<void()>& f) {
 // block boundaries come back bitwise; a flipped byte in block 1 fails only
 // the reads that touch block 1, naming the dataset and the block.
 TEST(CheckpointBlocks, CopiesAcrossBlocksAndRefusesADamagedBlock) {
-  const std::string dir = temp_dir("blocks");
+  const std::string dir = test::fresh_dir("blocks");
   ASSERT_FALSE(dir.empty());
   const int64_t n = int64_t(ckpt::kCrcBlock / 4) * 5 / 2;  // 2.5 blocks of floats
   std::vector<float> big(static_cast<size_t>(n)), small(1001);
@@ -136,8 +117,8 @@ TEST(CheckpointBlocks, CopiesAcrossBlocksAndRefusesADamagedBlock) {
 // naming file and dataset; a damaged metadata byte is refused before HDF5
 // parses the file; data=true reads the whole file as before.
 TEST(CheckpointBlocks, MetadataFirstThenEveryBlockTheLoaderReads) {
-  const std::string dir = temp_dir("split");
-  ASSERT_EQ(run({CKPT_HELPER, "save", dir}), 0);
+  const std::string dir = test::fresh_dir("split");
+  ASSERT_EQ(test::run({CKPT_HELPER, "save", dir}), 0);
   const std::string step = dir + "/step_00000002", f = step + "/rank_00000.h5";
   const ckpt::Index idx = ckpt::read_index(step);
   ASSERT_EQ(idx.version, 3);
@@ -177,7 +158,7 @@ TEST(CheckpointBlocks, MetadataFirstThenEveryBlockTheLoaderReads) {
 // before format /3 (format /2, no per-block CRCs). It verifies, loads bitwise
 // under other layouts, and a flipped byte in it is still refused by name.
 TEST(CheckpointBlocks, ReadsAFormat2Checkpoint) {
-  const std::string dir = temp_dir("v2");
+  const std::string dir = test::fresh_dir("v2");
   fs::copy(CKPT_FIXTURES "/v2", dir, fs::copy_options::recursive);
   const std::string step = dir + "/step_00000001", f = step + "/rank_00000.h5";
   EXPECT_EQ(ckpt::read_index(step).version, 2);

@@ -36,13 +36,10 @@ int world_() {
 }
 
 // A fresh folder, the same on every rank (made by rank 0, name broadcast).
-std::string fresh_dir(const std::string& tag) {
+// A fresh folder made by rank 0, its name sent to every rank.
+std::string world_dir(const std::string& tag) {
   char buf[4096] = {0};
-  if (rank_() == 0) {
-    std::string t = (fs::temp_directory_path() / ("st_ckpt_" + tag + "_XXXXXX")).string();
-    std::snprintf(buf, sizeof buf, "%s", t.c_str());
-    if (!mkdtemp(buf)) buf[0] = 0;
-  }
+  if (rank_() == 0) std::snprintf(buf, sizeof buf, "%s", fresh_dir(tag).c_str());
   MPI_Bcast(buf, sizeof buf, MPI_CHAR, 0, MPI_COMM_WORLD);
   return buf;
 }
@@ -101,7 +98,7 @@ struct FsizeLimit {  // this process may write files of at most `bytes` bytes
 // Saved by W ranks with one sharding, loaded by 1..W ranks with another.
 TEST(CheckpointMpi, ReshardLoadIsBitwiseEqual) {
   const int W = world_(), r = rank_();
-  std::string dir = fresh_dir("reshard");
+  std::string dir = world_dir("reshard");
   DirGuard guard{dir};
   save_steps(dir, {7});
   auto good = find_latest_good(dir);
@@ -127,7 +124,7 @@ TEST(CheckpointMpi, ReshardLoadIsBitwiseEqual) {
 // Async: save() returns while the writer thread is held after writing, so the
 // step is still step_N.tmp; it commits only when the writer goes on.
 TEST(CheckpointMpi, AsyncSaveReturnsBeforeCommit) {
-  std::string dir = fresh_dir("async");
+  std::string dir = world_dir("async");
   DirGuard guard{dir};
   auto o = opts(dir, CkptMode::kAsync);
   std::promise<void> reached, release;
@@ -162,7 +159,7 @@ TEST(CheckpointMpi, AsyncSaveReturnsBeforeCommit) {
 
 // Sync: the commit happens inside save(); telemetry records it.
 TEST(CheckpointMpi, SyncSaveCommitsBeforeReturn) {
-  std::string dir = fresh_dir("sync");
+  std::string dir = world_dir("sync");
   DirGuard guard{dir};
   TelemetryWriter tel;
   std::string tpath = dir + "/tel_" + std::to_string(rank_()) + ".jsonl";
@@ -214,7 +211,7 @@ TEST(CheckpointMpi, SyncSaveCommitsBeforeReturn) {
 // The step folder is fsynced once per host (not once per rank), by one of
 // its ranks, after every rank's file is written and before rank 0 commits.
 TEST(CheckpointMpi, OneFolderFsyncPerHostBeforeTheCommit) {
-  std::string dir = fresh_dir("dirsync");
+  std::string dir = world_dir("dirsync");
   DirGuard guard{dir};
   // Times on this host's monotonic clock (the ranks share one host here).
   double t_written = 0, t_synced = 0, t_index = 0;
@@ -249,7 +246,7 @@ TEST(CheckpointMpi, OneFolderFsyncPerHostBeforeTheCommit) {
 }
 
 TEST(CheckpointMpi, RetentionKeepsLastN) {
-  std::string dir = fresh_dir("retain");
+  std::string dir = world_dir("retain");
   DirGuard guard{dir};
   if (rank_() == 0) fs::create_directories(dir + "/step_00000099.tmp");  // a crashed run's leftover
   MPI_Barrier(MPI_COMM_WORLD);
@@ -277,7 +274,7 @@ TEST(CheckpointMpi, RetentionKeepsLastN) {
 // skipped, step 1 is chosen and loads.
 TEST(CheckpointMpi, CorruptionFallsBackToPreviousStep) {
   const int W = world_();
-  std::string dir = fresh_dir("corrupt");
+  std::string dir = world_dir("corrupt");
   DirGuard guard{dir};
   save_steps(dir, {1, 2, 3});
   std::string f3 = dir + "/step_00000003/rank_0000" + std::to_string(W - 1) + ".h5";
@@ -332,7 +329,7 @@ TEST(CheckpointMpi, CorruptionFallsBackToPreviousStep) {
 // save works again (on_error=continue).
 TEST(CheckpointMpi, FailedWriteOnOneRankKeepsPreviousCheckpoint) {
   const int W = world_(), r = rank_();
-  std::string dir = fresh_dir("efbig");
+  std::string dir = world_dir("efbig");
   DirGuard guard{dir};
   MpiCommunicator world(MPI_COMM_WORLD, "world", 600);
   Checkpointer c(world, opts(dir, CkptMode::kAsync), nullptr);
@@ -376,7 +373,7 @@ TEST(CheckpointMpi, FailedWriteOnOneRankKeepsPreviousCheckpoint) {
 // on_error=abort: after a failed save, the next wait() throws on every rank.
 TEST(CheckpointMpi, AbortModeThrowsAfterFailure) {
   const int W = world_(), r = rank_();
-  std::string dir = fresh_dir("abort");
+  std::string dir = world_dir("abort");
   DirGuard guard{dir};
   auto o = opts(dir, CkptMode::kAsync);
   o.on_error = CkptOnError::kAbort;

@@ -19,28 +19,7 @@
 namespace fs = std::filesystem;
 using namespace st;
 
-namespace {
-std::string fresh_dir(const std::string& tag) {
-  std::string t = (fs::temp_directory_path() / ("st_ckpt_" + tag + "_XXXXXX")).string();
-  if (!mkdtemp(t.data())) return "";
-  return t;
-}
-
-// Runs argv, returns the wait status.
-int run(std::vector<std::string> args) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> a;
-    for (auto& s : args) a.push_back(s.data());
-    a.push_back(nullptr);
-    execv(a[0], a.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return status;
-}
-}  // namespace
+namespace {}  // namespace
 
 TEST(Crc32c, KnownVectors) {
   EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
@@ -75,7 +54,7 @@ TEST(Crc32c, CombineEqualsTheWholeSCrc) {
 // one: a fresh buffer per save cost the first saves their page faults) is
 // the CRC32C of its bytes, for a file larger than the buffer and an empty one.
 TEST(Crc32c, FileThroughAReusedBuffer) {
-  const std::string dir = fresh_dir("crcfile");
+  const std::string dir = test::fresh_dir("crcfile");
   ASSERT_FALSE(dir.empty());
   std::string bytes((size_t(5) << 19) + 17, '\0');  // 2.5 MiB + 17: three 1 MiB pieces
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char((i * 131) ^ (i >> 9));
@@ -103,7 +82,7 @@ TEST(Crc32c, FileThroughAReusedBuffer) {
 // O_DIRECT, the previous H5Dwrite writer), including an empty shard and
 // one whose size is not a multiple of 4 KiB.
 TEST(CheckpointWriter, FileChecksumWithoutReadBackMatchesTheFile) {
-  const std::string dir = fresh_dir("writer");
+  const std::string dir = test::fresh_dir("writer");
   ASSERT_FALSE(dir.empty());
   std::vector<std::vector<float>> data = {std::vector<float>(1 << 20), std::vector<float>(1001),
                                           std::vector<float>(0), std::vector<float>(300000)};
@@ -159,8 +138,8 @@ TEST(CheckpointKill, KillDuringSaveLeavesLastCommitted) {
     long expect;
   } cases[] = {{"dataset", 1}, {"index_written", 1}, {"renamed", 2}};
   for (auto c : cases) {
-    std::string dir = fresh_dir(std::string("kill_") + c.phase);
-    int status = run({CKPT_HELPER, "kill", dir, c.phase});
+    std::string dir = test::fresh_dir(std::string("kill_") + c.phase);
+    int status = test::run({CKPT_HELPER, "kill", dir, c.phase});
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
         << c.phase << ": helper status " << status;
     if (c.expect == 1) {
@@ -181,9 +160,9 @@ TEST(CheckpointKill, KillDuringSaveLeavesLastCommitted) {
 TEST(CheckpointH5py, RankFilesReadableWithH5py) {
   const char* py = std::getenv("SCALETRAIN_PYTHON");
   if (!py || !*py) GTEST_SKIP() << "SCALETRAIN_PYTHON not set";
-  std::string dir = fresh_dir("h5py");
-  ASSERT_EQ(run({CKPT_HELPER, "save", dir}), 0);
-  int st = run({py, CKPT_H5PY_SCRIPT, dir + "/step_00000002"});
+  std::string dir = test::fresh_dir("h5py");
+  ASSERT_EQ(test::run({CKPT_HELPER, "save", dir}), 0);
+  int st = test::run({py, CKPT_H5PY_SCRIPT, dir + "/step_00000002"});
   if (WIFEXITED(st) && WEXITSTATUS(st) == 77) GTEST_SKIP() << "h5py is not installed for " << py;
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "check_h5py.py status " << st;
   fs::remove_all(dir);

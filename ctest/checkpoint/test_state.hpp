@@ -3,14 +3,42 @@
 // for any rank of any world size under two different layouts ("save" and
 // "load"), so a load can be compared bitwise against the formula.
 #pragma once
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint.hpp"
 
 namespace st::test {
+
+// A new empty folder under the temp directory ("" if none could be made).
+inline std::string fresh_dir(const std::string& tag) {
+  std::string t =
+      (std::filesystem::temp_directory_path() / ("st_ckpt_" + tag + "_XXXXXX")).string();
+  if (!mkdtemp(t.data())) return "";
+  return t;
+}
+
+// Runs argv (argv[0] a path), returns the wait status.
+inline int run(std::vector<std::string> args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> a;
+    for (auto& s : args) a.push_back(s.data());
+    a.push_back(nullptr);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
 
 struct Owned {
   ShardView v;
