@@ -109,7 +109,8 @@ Op copy_op(const record::CopyCall& c, bool gpu) {
   Op op;
   op.kind = OpKind::Copy;
   const double es = gpu ? 2 : 4;
-  op.s[0] = std::max<int64_t>(1, int64_t(double(c.bytes) / es / (c.dir == "fill" ? 2 : 1)));
+  op.s[0] = std::max<int64_t>(
+      1, int64_t(double(c.bytes) / es / (c.dir == record::CopyDir::Fill ? 2 : 1)));
   return op;
 }
 

@@ -270,22 +270,22 @@ std::unique_ptr<Stream> RecordDevice::create_stream(const std::string& name) {
 std::unique_ptr<Event> RecordDevice::create_event() { return std::make_unique<RecordEvent>(rec_); }
 
 void RecordDevice::copy(void*, const void*, size_t bytes, Stream& s) {
-  rec_.add(CopyCall{"d2d", int64_t(bytes), s.name(), ""});
+  rec_.add(CopyCall{CopyDir::D2D, int64_t(bytes), s.name(), ""});
 }
 
 void RecordDevice::copy_to_host(void* host, const void*, size_t bytes, Stream& s) {
   // Nothing was computed: the host reads zeros (a finite loss and norm).
   std::memset(host, 0, bytes);
-  rec_.add(CopyCall{"d2h", int64_t(bytes), s.name(), ""});
+  rec_.add(CopyCall{CopyDir::D2H, int64_t(bytes), s.name(), ""});
   s.synchronize();  // the host reads it
 }
 
 void RecordDevice::copy_from_host(void*, const void*, size_t bytes, Stream& s) {
-  rec_.add(CopyCall{"h2d", int64_t(bytes), s.name(), ""});
+  rec_.add(CopyCall{CopyDir::H2D, int64_t(bytes), s.name(), ""});
 }
 
 void RecordDevice::fill_zero(void*, size_t bytes, Stream& s) {
-  rec_.add(CopyCall{"fill", int64_t(bytes), s.name(), ""});
+  rec_.add(CopyCall{CopyDir::Fill, int64_t(bytes), s.name(), ""});
 }
 
 void* RecordDevice::allocate_pinned(size_t bytes) {
@@ -327,7 +327,7 @@ std::shared_ptr<CommOp> RecordCommunicator::issue(const Collective& k, Stream* a
 }
 
 void RecordCommunicator::copy_local(void*, const void*, size_t bytes, Stream& after) {
-  rec_.add(CopyCall{"d2d", int64_t(bytes), after.name(), ""});
+  rec_.add(CopyCall{CopyDir::D2D, int64_t(bytes), after.name(), ""});
 }
 
 void RecordCommunicator::host(int64_t n, DType t) {

@@ -99,9 +99,10 @@ struct CollCall {
   bool host = false;         // a blocking collective of host values (the loss, the norm, votes)
 };
 
-// A device copy (host to device, device to host, device to device, fill).
+// A device copy (host to device, device to host, device to device) or fill.
+enum class CopyDir : uint8_t { H2D, D2H, D2D, Fill };
 struct CopyCall {
-  std::string dir;  // "h2d", "d2h", "d2d", "fill"
+  CopyDir dir = CopyDir::D2D;
   int64_t bytes = 0;
   std::string stream;
   std::string phase;
