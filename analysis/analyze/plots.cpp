@@ -451,12 +451,11 @@ std::vector<Plot> campaign_plots(const Campaign& c) {
   return out;
 }
 
-std::vector<Plot> ckpt_plots(const CkptStudy& st) {
-  std::vector<Plot> out;
-  if (st.empty()) return out;
-  // Overhead against interval: one block per (size, mode).
-  std::map<std::pair<int, std::string>, std::vector<const CkptPoint*>> by;
-  for (const auto& k : st.points) by[{k.gpus, k.mode}].push_back(&k);
+namespace {
+using ByModeSize = std::map<std::pair<int, std::string>, std::vector<const CkptPoint*>>;
+
+// Overhead against interval: one block per (size, mode).
+Plot overhead_plot(const ByModeSize& by) {
   std::ostringstream d;
   d << "# per (ranks, mode) block: interval_steps overhead_pct lo hi stall_pct "
        "interference_pct\n";
@@ -475,22 +474,24 @@ std::vector<Plot> ckpt_plots(const CkptStudy& st) {
            " t '" + key.second + ", " + std::to_string(key.first) + " rank(s)'";
     ++bi;
   }
-  out.push_back({"ckpt_overhead_vs_interval",
-                 "Checkpoint overhead vs interval per mode (stall + background interference, "
-                 "share of step time; bars: min-max over repeats)",
-                 d.str(),
-                 "set logscale x 2\nset xlabel 'checkpoint interval (steps)'\nset ylabel "
-                 "'overhead (% of step time)'\nset yrange [0:*]\nset key top right\n" +
-                     cmd + "\n"});
+  return {"ckpt_overhead_vs_interval",
+          "Checkpoint overhead vs interval per mode (stall + background interference, "
+          "share of step time; bars: min-max over repeats)",
+          d.str(),
+          "set logscale x 2\nset xlabel 'checkpoint interval (steps)'\nset ylabel "
+          "'overhead (% of step time)'\nset yrange [0:*]\nset key top right\n" +
+              cmd + "\n"};
+}
 
-  // Cost per checkpoint against interval: C (the median of the steady-state
-  // checkpoints, what Young/Daly use) and the first checkpoint apart. C
-  // should not move with the interval; the first checkpoint's one-time cost
-  // would have made it do so.
+// Cost per checkpoint against interval: C (the median of the steady-state
+// checkpoints, what Young/Daly use) and the first checkpoint apart. C
+// should not move with the interval; the first checkpoint's one-time cost
+// would have made it do so.
+Plot cost_plot(const ByModeSize& by) {
   std::ostringstream cd;
   cd << "# per (ranks, mode) block: interval_steps C_s first_checkpoint_s steady_checkpoints\n";
   std::string ccmd = "plot ";
-  bi = 0;
+  size_t bi = 0;
   for (const auto& [key, ks] : by) {
     cd << "# ranks " << key.first << " mode " << key.second << "\n";
     for (const auto* k : ks)
@@ -505,20 +506,21 @@ std::vector<Plot> ckpt_plots(const CkptStudy& st) {
             pt + " dt 2 " + lc + " t 'first checkpoint, " + lab + "'";
     ++bi;
   }
-  out.push_back({"ckpt_cost_vs_interval",
-                 "Cost per checkpoint: C, median after each run's first (solid); first (dashed)",
-                 cd.str(),
-                 "set logscale x 2\nset xlabel 'checkpoint interval (steps)'\nset ylabel "
-                 "'seconds per checkpoint'\nset yrange [0:*]\nset key below\n" +
-                     ccmd + "\n"});
+  return {"ckpt_cost_vs_interval",
+          "Cost per checkpoint: C, median after each run's first (solid); first (dashed)", cd.str(),
+          "set logscale x 2\nset xlabel 'checkpoint interval (steps)'\nset ylabel "
+          "'seconds per checkpoint'\nset yrange [0:*]\nset key below\n" +
+              ccmd + "\n"};
+}
 
-  // Aggregate write bandwidth against ranks, beside the storage's limit.
+// Aggregate write bandwidth against ranks, beside the storage's limit.
+Plot bandwidth_plot(const CkptStudy& st) {
   std::ostringstream b;
   b << "# per mode block: ranks aggregate_write_MBps bytes_per_checkpoint\n";
   std::map<std::string, std::vector<const CkptPoint*>> by_mode;
   for (const auto& k : st.points) by_mode[k.mode].push_back(&k);
   std::string bcmd = "plot ";
-  bi = 0;
+  size_t bi = 0;
   for (const auto& [mode, ks] : by_mode) {
     std::map<int, std::vector<double>> at;
     std::map<int, double> bytes;
@@ -541,14 +543,25 @@ std::vector<Plot> ckpt_plots(const CkptStudy& st) {
     bcmd += ", \\\n  " + num(st.storage.bandwidth / 1e6) +
             " w l dt 2 lc rgb 'black' t 'storage limit: sequential write of " +
             num(st.storage.bytes / 1e6) + " MB (" + q(st.storage.method) + ")'";
-  out.push_back({"ckpt_write_bandwidth",
-                 std::string("Aggregate checkpoint write bandwidth vs ranks") +
-                     (st.storage.measured ? "" : " (storage limit not measured)"),
-                 b.str(),
-                 "set logscale x 2\nset xlabel 'ranks'\nset ylabel 'MB/s (bytes of every rank / "
-                 "the slowest write)'\nset yrange [0:*]\nset key bottom right\n" +
-                     bcmd + "\n"});
+  return {"ckpt_write_bandwidth",
+          std::string("Aggregate checkpoint write bandwidth vs ranks") +
+              (st.storage.measured ? "" : " (storage limit not measured)"),
+          b.str(),
+          "set logscale x 2\nset xlabel 'ranks'\nset ylabel 'MB/s (bytes of every rank / "
+          "the slowest write)'\nset yrange [0:*]\nset key bottom right\n" +
+              bcmd + "\n"};
+}
 
+}  // namespace
+
+std::vector<Plot> ckpt_plots(const CkptStudy& st) {
+  std::vector<Plot> out;
+  if (st.empty()) return out;
+  ByModeSize by;
+  for (const auto& k : st.points) by[{k.gpus, k.mode}].push_back(&k);
+  out.push_back(overhead_plot(by));
+  out.push_back(cost_plot(by));
+  out.push_back(bandwidth_plot(st));
   if (!st.restore_s.empty()) {
     std::ostringstream r;
     r << "# ranks restore_s_median min max\n";
