@@ -414,49 +414,41 @@ void attention_parts(const Replay& c, const std::string& act_ckpt, StepPredictio
 
 }  // namespace
 
-StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
-  const auto& p = cfg.parallel;
-  const auto& m = cfg.model;
-  const int P = p.pp, M = cfg.train.grad_accum;
-  const int world = p.dp * p.tp * p.pp * p.cp;
-  std::vector<Priced> priced;
-  std::vector<int> stand_in(static_cast<size_t>(P)), slot(static_cast<size_t>(P), -1);
-  for (int s = 0; s < P; ++s) {
-    stand_in[size_t(s)] = stand_in_stage(cfg, s);
-    if (stand_in[size_t(s)] != s) continue;
-    slot[size_t(s)] = int(priced.size());
-    priced.push_back(price(stage_record(cfg, s), cfg, cl));
-  }
-  ReplayOpts opt;
-  opt.polls = !cl.async_progress();
-  const bool quota = !cl.gpu() && cl.cpu_quota > 0;
-  const std::vector<std::vector<int>> cnt =
-      cl.concurrency.empty() && !quota ? std::vector<std::vector<int>>{} : node_stages(cfg, cl);
-  opt.busy = quota || stages_share_nodes(cnt, cl);
-  // Under a quota, a stage alone on its nodes: its node's clock (QuotaClock),
-  // the bucket full at first and then as the previous step left it.
+namespace {
+// Under a quota, a stage alone on its nodes: its node's clock (QuotaClock),
+// the bucket full at first and then as the previous step left it. Returns
+// the ranks of each stage alone on a node (0: it shares one).
+std::vector<int> quota_clocks(const Config& cfg, const Cluster& cl,
+                              const std::vector<std::vector<int>>& cnt, ReplayOpts& opt) {
+  const int P = cfg.parallel.pp;
   std::vector<int> alone_ranks(size_t(P), 0);
-  if (quota) {
-    const QuotaNode q = quota_node(cl);
-    const double per_price =
-        quota_share(q, 1) / concurrency_slowdown(cl, priced_ranks_on_node(cfg, cl));
-    for (int s = 0; s < P; ++s) {
-      int k = 0;
-      bool shares = false;
-      for (const auto& node : cnt) {
-        if (node[size_t(s)] == 0) continue;
-        k = std::max(k, node[size_t(s)]);
-        for (int o = 0; o < P; ++o) shares = shares || (o != s && node[size_t(o)] > 0);
-      }
-      alone_ranks[size_t(s)] = shares ? 0 : k;
-      opt.quota.push_back(quota_clock(q, alone_ranks[size_t(s)], per_price, q.cpus * q.period));
+  const QuotaNode q = quota_node(cl);
+  const double per_price =
+      quota_share(q, 1) / concurrency_slowdown(cl, priced_ranks_on_node(cfg, cl));
+  for (int s = 0; s < P; ++s) {
+    int k = 0;
+    bool shares = false;
+    for (const auto& node : cnt) {
+      if (node[size_t(s)] == 0) continue;
+      k = std::max(k, node[size_t(s)]);
+      for (int o = 0; o < P; ++o) shares = shares || (o != s && node[size_t(o)] > 0);
     }
+    alone_ranks[size_t(s)] = shares ? 0 : k;
+    opt.quota.push_back(quota_clock(q, alone_ranks[size_t(s)], per_price, q.cpus * q.period));
   }
-  std::vector<Replay> rp = PipelineReplay(cfg, priced, stand_in, slot, {}, opt).run();
-  // Stages sharing a node, or a quota on the nodes: replayed again at the
-  // rate their turns and idle give (node_sharing, quota_sharing) until it
-  // settles; halfway steps, as the turns move with it. A clock starts the
-  // next replay with the bucket the step's end left it.
+  return alone_ranks;
+}
+
+// Stages sharing a node, or a quota on the nodes: replayed again at the
+// rate their turns and idle give (node_sharing, quota_sharing) until it
+// settles; halfway steps, as the turns move with it. A clock starts the
+// next replay with the bucket the step's end left it.
+void settle(const Config& cfg, const Cluster& cl, const std::vector<std::vector<int>>& cnt,
+            const std::vector<int>& alone_ranks, const std::vector<Priced>& priced,
+            const std::vector<int>& stand_in, const std::vector<int>& slot, ReplayOpts& opt,
+            std::vector<Replay>& rp) {
+  const int P = cfg.parallel.pp;
+  const bool quota = !cl.gpu() && cl.cpu_quota > 0;
   for (int it = 0; opt.busy && it < 20; ++it) {
     std::vector<double> next =
         quota ? quota_sharing(cfg, cl, cnt, alone_ranks, rp) : node_sharing(cfg, cl, cnt, rp);
@@ -480,6 +472,48 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
     rp = PipelineReplay(cfg, priced, stand_in, slot, {}, opt).run();
     if (moved < 1e-3) break;
   }
+}
+
+// Throughput and utilisation, as scaletrain-analyze computes them.
+void throughput(const Config& cfg, const Cluster& cl, StepPrediction& r) {
+  const auto& p = cfg.parallel;
+  const auto& m = cfg.model;
+  const int world = p.dp * p.tp * p.pp * p.cp;
+  const std::string& mode = cfg.train.act_ckpt;
+  r.devices = world;
+  r.tokens_per_step = double(cfg.train.micro_batch) * cfg.train.grad_accum * p.dp * m.seq_len;
+  r.tokens_per_s = r.tokens_per_step / r.step;
+  r.tokens_per_s_device = r.tokens_per_s / world;
+  metrics::ModelShape ms{count_params(m), m.n_layers, m.d_model, m.n_heads, m.seq_len};
+  const double seq_s = r.tokens_per_s / m.seq_len;
+  const double model_f = metrics::mpt_model_flops_per_seq(ms);
+  const double hw_f = metrics::hw_flops_per_seq(ms, model_f, mode);
+  r.mfu = metrics::utilization(model_f, seq_s, world, cl.peak_flops);
+  r.hfu = metrics::utilization(hw_f, seq_s, world, cl.peak_flops);
+}
+}  // namespace
+
+StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
+  const auto& p = cfg.parallel;
+  const int P = p.pp;
+  std::vector<Priced> priced;
+  std::vector<int> stand_in(static_cast<size_t>(P)), slot(static_cast<size_t>(P), -1);
+  for (int s = 0; s < P; ++s) {
+    stand_in[size_t(s)] = stand_in_stage(cfg, s);
+    if (stand_in[size_t(s)] != s) continue;
+    slot[size_t(s)] = int(priced.size());
+    priced.push_back(price(stage_record(cfg, s), cfg, cl));
+  }
+  ReplayOpts opt;
+  opt.polls = !cl.async_progress();
+  const bool quota = !cl.gpu() && cl.cpu_quota > 0;
+  const std::vector<std::vector<int>> cnt =
+      cl.concurrency.empty() && !quota ? std::vector<std::vector<int>>{} : node_stages(cfg, cl);
+  opt.busy = quota || stages_share_nodes(cnt, cl);
+  const std::vector<int> alone_ranks =
+      quota ? quota_clocks(cfg, cl, cnt, opt) : std::vector<int>(size_t(P), 0);
+  std::vector<Replay> rp = PipelineReplay(cfg, priced, stand_in, slot, {}, opt).run();
+  settle(cfg, cl, cnt, alone_ranks, priced, stand_in, slot, opt, rp);
   opt.busy = false;
 
   // The critical stage: the one that ends last.
@@ -520,18 +554,8 @@ StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
         std::max(0.0, r.step - part[kGemm] - part[kAttn] - part[kElem] - part[kOptim]));
   }
 
-  // Throughput and utilisation, as scaletrain-analyze computes them.
+  throughput(cfg, cl, r);
   const std::string& mode = cfg.train.act_ckpt;
-  r.devices = world;
-  r.tokens_per_step = double(cfg.train.micro_batch) * M * p.dp * m.seq_len;
-  r.tokens_per_s = r.tokens_per_step / r.step;
-  r.tokens_per_s_device = r.tokens_per_s / world;
-  metrics::ModelShape ms{count_params(m), m.n_layers, m.d_model, m.n_heads, m.seq_len};
-  const double seq_s = r.tokens_per_s / m.seq_len;
-  const double model_f = metrics::mpt_model_flops_per_seq(ms);
-  const double hw_f = metrics::hw_flops_per_seq(ms, model_f, mode);
-  r.mfu = metrics::utilization(model_f, seq_s, world, cl.peak_flops);
-  r.hfu = metrics::utilization(hw_f, seq_s, world, cl.peak_flops);
   attention_parts(c, mode, r);  // attention FLOPs and the recomputation
   return r;
 }
