@@ -415,6 +415,60 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
   return feasible;
 }
 
+namespace {
+// A part of the step in the weak-scaling tables.
+struct WeakPart {
+  std::string name;
+  std::function<double(const StepPrediction&)> get;
+};
+
+// The step's parts per scale: compute, the bubble, the first/last-stage
+// imbalance, each part's exposed communication, the optimizer (they add up
+// to the step).
+std::vector<WeakPart> weak_parts() {
+  std::vector<WeakPart> parts = {
+      {"compute", [](const StepPrediction& t) { return t.compute(); }},
+      {"bubble", [](const StepPrediction& t) { return t.bubble; }},
+      {"imbalance", [](const StepPrediction& t) { return t.imbalance; }}};
+  for (CommPart c : kAllCommParts)
+    parts.push_back(
+        {comm_part_name(c), [c](const StepPrediction& t) { return t.part(c).exposed; }});
+  parts.push_back({"optimizer", [](const StepPrediction& t) { return t.optimizer; }});
+  return parts;
+}
+
+// weak_scaling.svg (tokens/s per device, efficiency, MFU) and the stacked
+// parts, from their data files' text.
+void weak_scaling_plots(const ReportOptions& o, const std::string& dat, const std::string& bd,
+                        const std::vector<WeakPart>& parts, std::ostream& out) {
+  // Devices on a log axis (one node to thousands); every value axis from 0.
+  analysis::Plot a{
+      "weak_scaling", "Predicted weak scaling: tokens/s per device, efficiency and MFU", dat,
+      "set xlabel 'devices'\nset ylabel 'tokens/s per device'\nset y2label 'efficiency, MFU'\n"
+      "set logscale x 2\nset yrange [0:*]\nset ytics nomirror\nset y2tics\nset y2range "
+      "[0:1.1]\nset key bottom left\n"
+      "plot 'weak_scaling.dat' u 1:2 w lp pt 7 t 'tokens/s per device', '' u 1:3 axes x1y2 w lp "
+      "pt 5 t 'efficiency', '' u 1:4 axes x1y2 w lp pt 9 t 'MFU'\n"};
+  std::string stack = "plot ";
+  // Stacked: each curve is the sum of the parts up to it.
+  std::string sum;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    sum += (sum.empty() ? "$" : "+$") + std::to_string(i + 2);
+    stack = stack + (i ? ", \\\n  " : "") + "'weak_scaling_parts.dat' u 1:(" + sum + ") w lp t '" +
+            (i ? "+ " : "") + parts[i].name + "'";
+  }
+  analysis::Plot b{"weak_scaling_parts", "Predicted step parts per scale (stacked)", bd,
+                   "set xlabel 'devices'\nset ylabel 'ms per step (cumulative)'\n"
+                   "set logscale x 2\nset yrange [0:*]\nset key outside right\n" +
+                       stack + "\n"};
+  const std::string gp = analysis::find_gnuplot();
+  for (const auto& pl : {a, b}) {
+    const std::string why = analysis::render_plot(o.out_dir, pl, gp);
+    if (!why.empty()) out << "plot " << pl.name << ".svg not made: " << why << "\n";
+  }
+}
+}  // namespace
+
 std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
                                           const std::vector<int>& sizes, const Cluster& cl,
                                           const ReportOptions& o, std::ostream& out) {
@@ -422,20 +476,7 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) throw UsageError("--out " + o.out_dir + ": cannot create: " + ec.message());
-  // The step's parts per scale: compute, the bubble, the first/last-stage
-  // imbalance, each group's exposed
-  // communication, the optimizer (they add up to the step).
-  struct Part {
-    std::string name;
-    std::function<double(const StepPrediction&)> get;
-  };
-  std::vector<Part> parts = {{"compute", [](const StepPrediction& t) { return t.compute(); }},
-                             {"bubble", [](const StepPrediction& t) { return t.bubble; }},
-                             {"imbalance", [](const StepPrediction& t) { return t.imbalance; }}};
-  for (CommPart c : kAllCommParts)
-    parts.push_back(
-        {comm_part_name(c), [c](const StepPrediction& t) { return t.part(c).exposed; }});
-  parts.push_back({"optimizer", [](const StepPrediction& t) { return t.optimizer; }});
+  const std::vector<WeakPart> parts = weak_parts();
   std::ostringstream md, csv, dat, bd;
   md << "# Weak-scaling projection on " << cl.name << "\n\n"
      << "Per size: the fastest predicted-feasible layout at the same per-device batch; "
@@ -445,18 +486,18 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
         "communication of each group (tp, cp, pp, dp gradients, ZeRO gathers, other: "
         "loss and norm) and the optimizer.\n\n"
      << "| devices | nodes | best layout | pipeline split | global batch | step ms |";
-  for (const Part& p : parts) md << " " << p.name << " |";
+  for (const WeakPart& p : parts) md << " " << p.name << " |";
   md << " tokens/s | tok/s/device | MFU % | peak GiB | efficiency |\n|";
   for (size_t i = 0; i < 11 + parts.size(); ++i) md << "---|";
   md << "\n";
   csv << "devices,nodes,layout,pipeline_split,chunk_layers,dp,tp,pp,cp,sp,zero_stage,"
          "num_model_chunks,micro_batch,grad_accum,global_batch,step_s";
-  for (const Part& p : parts) csv << ',' << p.name << "_s";
+  for (const WeakPart& p : parts) csv << ',' << p.name << "_s";
   csv << ",tokens_per_s,tokens_per_s_device,mfu,peak_bytes,efficiency\n";
   const size_t n_cols = 21 + parts.size();
   dat << "# devices tok_s_device efficiency mfu\n";
   bd << "# devices";
-  for (const Part& p : parts) bd << ' ' << p.name << "_ms";
+  for (const WeakPart& p : parts) bd << ' ' << p.name << "_ms";
   bd << '\n';
   json j = json::array();
   for (const auto& w : pts) {
@@ -475,7 +516,7 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
     const long global = long(p.dp) * c.cfg.train.micro_batch * c.cfg.train.grad_accum;
     md << "| " << w.devices << " | " << nodes << " | " << c.name() << " | " << split_text(c)
        << " | " << global << " | " << ms(t.step) << " |";
-    for (const Part& pt : parts) md << " " << ms(pt.get(t)) << " |";
+    for (const WeakPart& pt : parts) md << " " << ms(pt.get(t)) << " |";
     md << " " << fx(t.tokens_per_s, 0) << " | " << fx(t.tokens_per_s_device, 1) << " | "
        << fx(100 * t.mfu, 1) << " | " << gib(c.mem.peak.total()) << " | " << fx(w.efficiency, 3)
        << " |\n";
@@ -484,12 +525,12 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
         << int(p.sp) << ',' << p.zero_stage << ',' << p.num_model_chunks << ','
         << c.cfg.train.micro_batch << ',' << c.cfg.train.grad_accum << ',' << global << ','
         << t.step;
-    for (const Part& pt : parts) csv << ',' << pt.get(t);
+    for (const WeakPart& pt : parts) csv << ',' << pt.get(t);
     csv << ',' << t.tokens_per_s << ',' << t.tokens_per_s_device << ',' << t.mfu << ','
         << c.mem.peak.total() << ',' << w.efficiency << '\n';
     dat << w.devices << ' ' << t.tokens_per_s_device << ' ' << w.efficiency << ' ' << t.mfu << '\n';
     bd << w.devices;
-    for (const Part& pt : parts) bd << ' ' << pt.get(t) * 1e3;
+    for (const WeakPart& pt : parts) bd << ' ' << pt.get(t) * 1e3;
     bd << '\n';
     json e = cand_json(c, 0);
     e["efficiency"] = w.efficiency;
@@ -499,34 +540,7 @@ std::vector<WeakPoint> write_weak_scaling(const std::vector<Candidate>& cands,
   write_file_atomic((fs::path(o.out_dir) / "weak_scaling.md").string(), md.str());
   write_file_atomic((fs::path(o.out_dir) / "weak_scaling.csv").string(), csv.str());
   write_file_atomic((fs::path(o.out_dir) / "weak_scaling.json").string(), j.dump(1) + "\n");
-  if (o.plots) {
-    // Devices on a log axis (one node to thousands); every value axis from 0.
-    analysis::Plot a{
-        "weak_scaling", "Predicted weak scaling: tokens/s per device, efficiency and MFU",
-        dat.str(),
-        "set xlabel 'devices'\nset ylabel 'tokens/s per device'\nset y2label 'efficiency, MFU'\n"
-        "set logscale x 2\nset yrange [0:*]\nset ytics nomirror\nset y2tics\nset y2range "
-        "[0:1.1]\nset key bottom left\n"
-        "plot 'weak_scaling.dat' u 1:2 w lp pt 7 t 'tokens/s per device', '' u 1:3 axes x1y2 w lp "
-        "pt 5 t 'efficiency', '' u 1:4 axes x1y2 w lp pt 9 t 'MFU'\n"};
-    std::string stack = "plot ";
-    // Stacked: each curve is the sum of the parts up to it.
-    std::string sum;
-    for (size_t i = 0; i < parts.size(); ++i) {
-      sum += (sum.empty() ? "$" : "+$") + std::to_string(i + 2);
-      stack = stack + (i ? ", \\\n  " : "") + "'weak_scaling_parts.dat' u 1:(" + sum +
-              ") w lp t '" + (i ? "+ " : "") + parts[i].name + "'";
-    }
-    analysis::Plot b{"weak_scaling_parts", "Predicted step parts per scale (stacked)", bd.str(),
-                     "set xlabel 'devices'\nset ylabel 'ms per step (cumulative)'\n"
-                     "set logscale x 2\nset yrange [0:*]\nset key outside right\n" +
-                         stack + "\n"};
-    const std::string gp = analysis::find_gnuplot();
-    for (const auto& pl : {a, b}) {
-      const std::string why = analysis::render_plot(o.out_dir, pl, gp);
-      if (!why.empty()) out << "plot " << pl.name << ".svg not made: " << why << "\n";
-    }
-  }
+  if (o.plots) weak_scaling_plots(o, dat.str(), bd.str(), parts, out);
   out << md.str();
   return pts;
 }
