@@ -269,6 +269,89 @@ int Cluster::node_of(int rank, int world) const {
   return rank / per;
 }
 
+namespace {
+// `collectives`: the measured collectives, each a fit and (optionally) the
+// points it was fitted to.
+void read_collectives(const std::string& path, const Section& s, Cluster& c) {
+  if (!s.has("collectives")) return;
+  const YAML::Node n = s.node("collectives");
+  if (!n.IsSequence())
+    throw UsageError(s.where(n) +
+                     ": 'collectives' must be a list of {kind, ranks, latency_us, bandwidth_gbps}");
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string at = "collectives[" + std::to_string(i) + "]";
+    const Section e(path, at, n[i],
+                    {"kind", "ranks", "latency_us", "bandwidth_gbps", "inter_node", "per_node",
+                     "node_ranks", "points"});
+    MeasuredCollective m;
+    if (e.has("inter_node"))
+      m.inter_node = e.str("inter_node", "", true, {"true", "false"}) == "true" ? 1 : 0;
+    m.kind = e.str("kind", "", true,
+                   {"all_reduce", "reduce_scatter", "all_gather", "ring_shift", "p2p"});
+    // Counts of ranks: whole numbers (1.5 ranks would be read as 1).
+    auto count = [&](const std::string& k, bool required, int lo, int hi) {
+      const double v = e.num(k, 0, required, lo, hi);
+      if (v != std::floor(v))
+        throw UsageError(e.where(e.node(k)) + ": '" + at + "." + k + "': " + Section::fmt(v) +
+                         " is not a whole number of ranks");
+      return int(v);
+    };
+    m.ranks = count("ranks", true, 2, 1 << 20);
+    // Members per node (1 ... ranks) and the ranks of a node issuing it at
+    // once (per_node ... ), both optional.
+    m.per_node = count("per_node", false, 1, m.ranks);
+    m.node_ranks = count("node_ranks", false, std::max(1, m.per_node), 1 << 20);
+    if (m.inter_node == 1 && m.per_node == m.ranks)
+      throw UsageError(e.where(n[i]) + ": '" + at + "': inter_node true with per_node " +
+                       std::to_string(m.per_node) + " = ranks: a group across nodes has " +
+                       "fewer members on each node than it has ranks");
+    m.fit.latency = e.num("latency_us", 0, true, 0, 1e7) * 1e-6;
+    m.fit.bandwidth = e.num("bandwidth_gbps", 0, true, 0, 1e6, true) * 1e9;
+    if (e.has("points")) {
+      const YAML::Node pts = e.node("points");
+      if (!pts.IsSequence())
+        throw UsageError(e.where(pts) + ": '" + at +
+                         ".points' must be a list of [bytes, seconds] pairs, ascending bytes");
+      for (size_t j = 0; j < pts.size(); ++j) {
+        const std::string pj = at + ".points[" + std::to_string(j) + "]";
+        if (!pts[j].IsSequence() || pts[j].size() != 2)
+          throw UsageError(e.where(pts[j]) + ": '" + pj + "' must be a pair [bytes, seconds]");
+        const double b = e.number(pts[j][0], pj + "[0] (bytes)", 0, 1e15, true);
+        const double t = e.number(pts[j][1], pj + "[1] (seconds)", 0, 1e6, true);
+        if (!m.points.empty() && b <= m.points.back().first)
+          throw UsageError(e.where(pts[j]) + ": '" + pj + "': " + Section::fmt(b) +
+                           " bytes after " + Section::fmt(m.points.back().first) +
+                           ": the points must be in ascending bytes");
+        m.points.push_back({b, t});
+      }
+    }
+    c.collectives.push_back(m);
+  }
+}
+
+// A CPU cluster's measured `ops` and the slowdown of ranks computing at once
+// (`concurrency`).
+void read_ops(const Section& s, Cluster& c) {
+  if (s.has("ops")) {
+    const YAML::Node n = s.node("ops");
+    if (!n.IsMap()) throw UsageError(s.where(n) + ": 'ops' must be a map of op key: seconds");
+    for (const auto& it : n) {
+      const std::string key = it.first.as<std::string>();
+      c.op_seconds[key] = s.number(it.second, "ops['" + key + "']", 0, 1e6, true);
+    }
+  }
+  if (s.has("concurrency")) {
+    const YAML::Node n = s.node("concurrency");
+    if (!n.IsMap()) throw UsageError(s.where(n) + ": 'concurrency' must be a map of ranks: factor");
+    for (const auto& it : n) {
+      const double r = s.number(it.first, "concurrency key (ranks)", 1, 1 << 20, false);
+      c.concurrency[int(r)] =
+          s.number(it.second, "concurrency[" + it.first.Scalar() + "]", 0, 1e3, true);
+    }
+  }
+}
+}  // namespace
+
 Cluster load_cluster(const std::string& path) {
   const YAML::Node root = parse_yaml_text(read_file(path), path);
   const Section s(path, "", root,
@@ -333,79 +416,8 @@ Cluster load_cluster(const std::string& path) {
   if (c.inter.bandwidth == 0) c.inter = c.intra;
   if (s.has("rates")) c.rates = read_rates(path, s);
   read_pricing(path, s, c);
-  if (s.has("ops")) {
-    const YAML::Node n = s.node("ops");
-    if (!n.IsMap()) throw UsageError(s.where(n) + ": 'ops' must be a map of op key: seconds");
-    for (const auto& it : n) {
-      const std::string key = it.first.as<std::string>();
-      c.op_seconds[key] = s.number(it.second, "ops['" + key + "']", 0, 1e6, true);
-    }
-  }
-  if (s.has("concurrency")) {
-    const YAML::Node n = s.node("concurrency");
-    if (!n.IsMap()) throw UsageError(s.where(n) + ": 'concurrency' must be a map of ranks: factor");
-    for (const auto& it : n) {
-      const double r = s.number(it.first, "concurrency key (ranks)", 1, 1 << 20, false);
-      c.concurrency[int(r)] =
-          s.number(it.second, "concurrency[" + it.first.Scalar() + "]", 0, 1e3, true);
-    }
-  }
-  if (s.has("collectives")) {
-    const YAML::Node n = s.node("collectives");
-    if (!n.IsSequence())
-      throw UsageError(
-          s.where(n) +
-          ": 'collectives' must be a list of {kind, ranks, latency_us, bandwidth_gbps}");
-    for (size_t i = 0; i < n.size(); ++i) {
-      const std::string at = "collectives[" + std::to_string(i) + "]";
-      const Section e(path, at, n[i],
-                      {"kind", "ranks", "latency_us", "bandwidth_gbps", "inter_node", "per_node",
-                       "node_ranks", "points"});
-      MeasuredCollective m;
-      if (e.has("inter_node"))
-        m.inter_node = e.str("inter_node", "", true, {"true", "false"}) == "true" ? 1 : 0;
-      m.kind = e.str("kind", "", true,
-                     {"all_reduce", "reduce_scatter", "all_gather", "ring_shift", "p2p"});
-      // Counts of ranks: whole numbers (1.5 ranks would be read as 1).
-      auto count = [&](const std::string& k, bool required, int lo, int hi) {
-        const double v = e.num(k, 0, required, lo, hi);
-        if (v != std::floor(v))
-          throw UsageError(e.where(e.node(k)) + ": '" + at + "." + k + "': " + Section::fmt(v) +
-                           " is not a whole number of ranks");
-        return int(v);
-      };
-      m.ranks = count("ranks", true, 2, 1 << 20);
-      // Members per node (1 ... ranks) and the ranks of a node issuing it at
-      // once (per_node ... ), both optional.
-      m.per_node = count("per_node", false, 1, m.ranks);
-      m.node_ranks = count("node_ranks", false, std::max(1, m.per_node), 1 << 20);
-      if (m.inter_node == 1 && m.per_node == m.ranks)
-        throw UsageError(e.where(n[i]) + ": '" + at + "': inter_node true with per_node " +
-                         std::to_string(m.per_node) + " = ranks: a group across nodes has " +
-                         "fewer members on each node than it has ranks");
-      m.fit.latency = e.num("latency_us", 0, true, 0, 1e7) * 1e-6;
-      m.fit.bandwidth = e.num("bandwidth_gbps", 0, true, 0, 1e6, true) * 1e9;
-      if (e.has("points")) {
-        const YAML::Node pts = e.node("points");
-        if (!pts.IsSequence())
-          throw UsageError(e.where(pts) + ": '" + at +
-                           ".points' must be a list of [bytes, seconds] pairs, ascending bytes");
-        for (size_t j = 0; j < pts.size(); ++j) {
-          const std::string pj = at + ".points[" + std::to_string(j) + "]";
-          if (!pts[j].IsSequence() || pts[j].size() != 2)
-            throw UsageError(e.where(pts[j]) + ": '" + pj + "' must be a pair [bytes, seconds]");
-          const double b = e.number(pts[j][0], pj + "[0] (bytes)", 0, 1e15, true);
-          const double t = e.number(pts[j][1], pj + "[1] (seconds)", 0, 1e6, true);
-          if (!m.points.empty() && b <= m.points.back().first)
-            throw UsageError(e.where(pts[j]) + ": '" + pj + "': " + Section::fmt(b) +
-                             " bytes after " + Section::fmt(m.points.back().first) +
-                             ": the points must be in ascending bytes");
-          m.points.push_back({b, t});
-        }
-      }
-      c.collectives.push_back(m);
-    }
-  }
+  read_ops(s, c);
+  read_collectives(path, s, c);
   if (s.has("collective_progress"))
     c.progress = s.str("collective_progress", "", true, {"async", "polls"}) == "async" ? 1 : -1;
   if (s.has("cpu_quota")) {
