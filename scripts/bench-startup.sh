@@ -16,6 +16,12 @@
 #             before the run (/proc/stat): the load average lags by a minute,
 #             so after a large run it still shows that run while the machine
 #             is already quiet; this shows what the next run started on
+# Before the trainers, at each rank count, the same launch runs a bare MPI
+# job (scaletrain-bench-bare-mpi: MPI_Init_thread, a barrier, MPI_Finalize,
+# linked against MPI alone): its first_s is launch to the slowest rank's
+# return from MPI_Init_thread, its exit_s the end of the barrier to mpirun's
+# exit. Below each trainer's row, `beyond bare` is its first_s and exit_s
+# less the bare job's: what the trainer adds to what any MPI job costs.
 # With the BUILD trainer, run.json's `startup` phases (slowest rank's wall,
 # mean CPU per rank) are printed below each run. CPU seconds are what a
 # loaded machine does not inflate; wall times on a shared machine measure
@@ -28,7 +34,10 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 build=$1 before=$2
 shift 2
 after=$build/app/scaletrain
-[[ -x $after ]] || { echo "bench-startup: no $after (build first)" >&2; exit 2; }
+bare=$build/app/scaletrain-bench-bare-mpi
+for b in "$after" "$bare"; do
+  [[ -x $b ]] || { echo "bench-startup: no $b (build first)" >&2; exit 2; }
+done
 work=$(mktemp -d "${TMPDIR:-/tmp}/st-bench-startup-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -42,14 +51,53 @@ idle_share() {  # idle CPU share over the next 2 s, in percent
   echo $(( tot > 0 ? 100 * (b[4] - a[4] + b[5] - a[5]) / tot : 0 ))
 }
 
+launch() {  # ranks command...: the measured launch, timed by /usr/bin/time
+  local n=$1
+  shift
+  /usr/bin/time -f "%U %S" -o "$work/time" mpirun --oversubscribe --bind-to none -np "$n" "$@"
+}
+
+bare_first="" bare_exit=""
+bare() {  # ranks: the bare MPI job; sets bare_first and bare_exit
+  local n=$1 out=$work/bare-$1.json l0 l1 t0 t1 idle
+  idle=$(idle_share)
+  l0=$(cut -d' ' -f1 /proc/loadavg)
+  t0=$(date +%s.%N)
+  bare_first="" bare_exit=""
+  launch "$n" "$bare" "$out" >"$work/bare.log" 2>&1 || {
+    echo "FAIL: bare MPI job, $n ranks (exit status $?):"; tail -20 "$work/bare.log" | sed 's/^/    /'
+    failed=1
+    return 0
+  }
+  t1=$(date +%s.%N)
+  l1=$(cut -d' ' -f1 /proc/loadavg)
+  # The first line sets the two figures; the row goes to the table.
+  { read -r bare_first bare_exit && cat; } < <(python3 - "$out" "$t0" "$t1" "$work/time" "$n" \
+    "$l0" "$l1" "$idle" <<'PY'
+import json, sys
+out, t0, t1, tf, n, l0, l1, idle = sys.argv[1:]
+t0, t1, n = float(t0), float(t1), int(n)
+b = json.load(open(out))
+assert b["ranks"] == n, f"bare job ran {b['ranks']} ranks, not {n}"
+u, s = (float(x) for x in open(tf).read().split()[-2:])
+first, exit_ = b["init_s"] - t0, t1 - b["done_s"]
+print(f"{first:.3f} {exit_:.3f}")
+print(f"{'bare':7s} {n:5d} {first:9.2f} {exit_:8.2f} {u + s:8.1f} {(u + s) / n:8.3f} "
+      f"{'-':>9s}   {l0}/{l1}  {idle}%")
+print(f"        bare phases: launch to main (slowest rank) {b['main_s'] - t0:.2f} s, "
+      f"MPI_Init_thread's end {first:.2f} s")
+PY
+  )
+  rm -f "$out"
+}
+
 one() {  # label binary ranks
   local label=$1 bin=$2 n=$3 out=$work/run-$1-$3
   local l0 t0 t1 l1 idle
   idle=$(idle_share)
   l0=$(cut -d' ' -f1 /proc/loadavg)
   t0=$(date +%s.%N)
-  /usr/bin/time -f "%U %S" -o "$work/time" mpirun --oversubscribe --bind-to none -np "$n" \
-    "$bin" --config configs/models/tiny.yaml --set train.steps=2 \
+  launch "$n" "$bin" --config configs/models/tiny.yaml --set train.steps=2 \
     --set runtime.cpu_peak_gflops=50 --set checkpoint.interval=1 --set checkpoint.keep_last_n=1 \
     --out "$out" >"$out.log" 2>&1 || {
     # A failed run still prints what its telemetry holds (a job that trained
@@ -59,9 +107,10 @@ one() {  # label binary ranks
   }
   t1=$(date +%s.%N)
   l1=$(cut -d' ' -f1 /proc/loadavg)
-  python3 - "$out" "$t0" "$t1" "$work/time" "$label" "$n" "$l0" "$l1" "$idle" <<'PY'
+  python3 - "$out" "$t0" "$t1" "$work/time" "$label" "$n" "$l0" "$l1" "$idle" "$bare_first" \
+    "$bare_exit" <<'PY'
 import glob, json, sys
-out, t0, t1, tf, label, n, l0, l1, idle = sys.argv[1:]
+out, t0, t1, tf, label, n, l0, l1, idle, bare_first, bare_exit = sys.argv[1:]
 t0, t1, n = float(t0), float(t1), int(n)
 first, last, commit = 0.0, 0.0, 0.0
 for f in glob.glob(out + "/telemetry/rank_*.jsonl"):
@@ -75,6 +124,9 @@ for f in glob.glob(out + "/telemetry/rank_*.jsonl"):
 u, s = (float(x) for x in open(tf).read().split()[-2:])
 print(f"{label:7s} {n:5d} {first - t0:9.2f} {t1 - last:8.2f} {u + s:8.1f} {(u + s) / n:8.3f} "
       f"{commit:9.2f}   {l0}/{l1}  {idle}%")
+if bare_first and first > 0:
+    print(f"        beyond bare: first {first - t0 - float(bare_first):+.2f} s, "
+          f"exit {t1 - last - float(bare_exit):+.2f} s")
 for key in ("startup", "exit"):
     try:
         st = json.load(open(out + "/run.json"))[key]
@@ -91,6 +143,7 @@ printf '%-7s %5s %9s %8s %8s %8s %9s   %s  %s\n' binary ranks first_s exit_s cpu
   load1 idle
 failed=0
 for n in "$@"; do
+  bare "$n"
   [[ $before != - ]] && one before "$before" "$n"
   one after "$after" "$n"
 done
