@@ -15,8 +15,8 @@
 namespace st {
 namespace {
 
-// Bytes one save writes on this rank's node (every rank's tensor bytes).
-double node_checkpoint_bytes(Job& j) {
+// Bytes one save writes on this rank (its tensors' bytes).
+double rank_checkpoint_bytes(const Job& j) {
   const CkptState s = checkpoint_state(j.engine->state(), j.cfg, j.start_step - 1, 0);
   double b = 0;
   for (const auto& t : s.tensors) {
@@ -24,7 +24,6 @@ double node_checkpoint_bytes(Job& j) {
     for (auto d : t.shape) n *= double(d);
     b += n * sizeof(float);
   }
-  j.node->all_reduce_sum(&b, 1);
   return b;
 }
 
@@ -58,12 +57,19 @@ double probe_checkpoint_storage(Job& j, const std::string& ckpt_dir) {
   if (ck.interval <= 0 || ck.probe_mb <= 0) return 0;
   StorageProbe p;
   std::string err;
+  const double rank_bytes = rank_checkpoint_bytes(j);
   try {
-    p = probe_storage(ckpt_dir, int64_t(ck.probe_mb) << 20, j.rt->rank(), *j.node);
+    p = probe_storage(ckpt_dir, int64_t(ck.probe_mb) << 20, j.rt->rank(), *j.node,
+                      int64_t(rank_bytes));
   } catch (const std::exception& e) {
     err = e.what();
   }
   startup_clock().mark("storage_probe");
+  // One rank's I/O error ends the probe on every rank of its node alike (the
+  // node's collectives below would otherwise wait for the rank that left).
+  double failed = err.empty() ? 0 : 1;
+  j.node->all_reduce_max(&failed, 1);
+  if (failed > 0 && err.empty()) return 0;
   if (!err.empty()) {
     logw("checkpoint.probe_mb: ", err, "; checkpoints are reported without the disk's figures");
     return 0;
@@ -72,7 +78,8 @@ double probe_checkpoint_storage(Job& j, const std::string& ckpt_dir) {
     log0(p.describe());
     add_to_run_json(j.out + "/run.json", "storage", p.to_json());
   }
-  const double node_bytes = node_checkpoint_bytes(j);
+  double node_bytes = rank_bytes;  // one save's bytes on this node
+  j.node->all_reduce_sum(&node_bytes, 1);
   j.ckpt_write_expect_s = p.write_all_Bps > 0 ? node_bytes / p.write_all_Bps : 0;
   if (j.rt->rank() == 0 && j.ckpt_write_expect_s > 0) warn_at_start(j, node_bytes, p.write_all_Bps);
   return p.write_all_Bps;

@@ -12,6 +12,7 @@
 #include "checkpoint/checkpoint.hpp"
 #include "checkpoint/h5.hpp"
 #include "checkpoint/rank_file.hpp"
+#include "checkpoint/storage_probe.hpp"
 #include "core/crc32c.hpp"
 #include "core/error.hpp"
 #include "test_state.hpp"
@@ -166,4 +167,17 @@ TEST(CheckpointH5py, RankFilesReadableWithH5py) {
   if (WIFEXITED(st) && WEXITSTATUS(st) == 77) GTEST_SKIP() << "h5py is not installed for " << py;
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "check_h5py.py status " << st;
   fs::remove_all(dir);
+}
+
+// The storage probe's all-ranks phase writes what the node's saves write,
+// within bounds: a node of many small ranks no longer writes ranks x probe_mb
+// (128 ranks of the tiny model: 8 GiB, 17 s of start-up, for 0.16 MiB saves).
+TEST(StorageProbe, EachRankWritesWhatItsSavesWriteWithinBounds) {
+  constexpr int64_t MiB = int64_t(1) << 20;
+  EXPECT_EQ(probe_bytes_each(64 * MiB, 2, -1), 64 * MiB);  // save size unknown: as before
+  EXPECT_EQ(probe_bytes_each(64 * MiB, 2, 112 * MiB), 64 * MiB);   // large saves: probe_mb
+  EXPECT_EQ(probe_bytes_each(64 * MiB, 16, 10 * MiB), 10 * MiB);   // the save's own size
+  EXPECT_EQ(probe_bytes_each(64 * MiB, 8, 2 * MiB), 8 * MiB);      // the node writes probe_mb
+  EXPECT_EQ(probe_bytes_each(64 * MiB, 128, 160 << 10), 1 * MiB);  // never below 1 MiB
+  EXPECT_EQ(probe_bytes_each(1 * MiB, 1, 0), 4 * MiB);  // the single writer's 4 MiB floor
 }

@@ -133,8 +133,15 @@ double probe_node_write(const std::string& dir, int64_t bytes_each, int world_ra
   return s > 0 ? double(bytes_each) * node.size() / s : 0;
 }
 
+int64_t probe_bytes_each(int64_t bytes, int ranks, int64_t largest_save) {
+  bytes = std::max<int64_t>(bytes, kBlock);
+  if (largest_save < 0 || ranks <= 0) return bytes;
+  const int64_t floor = std::max<int64_t>((bytes + ranks - 1) / ranks, int64_t(1) << 20);
+  return std::min(bytes, std::max(floor, largest_save));
+}
+
 StorageProbe probe_storage(const std::string& dir, int64_t bytes, int world_rank,
-                           MpiCommunicator& node) {
+                           MpiCommunicator& node, int64_t save_bytes) {
   StorageProbe p;
   p.dir = dir;
   p.writers = node.size();
@@ -142,7 +149,9 @@ StorageProbe probe_storage(const std::string& dir, int64_t bytes, int world_rank
   const std::string path = probe_path(dir, world_rank);
   Block b = make_block(world_rank);
   p.bytes_one = std::max<int64_t>(bytes, kBlock);
-  p.bytes_each = p.bytes_one;  // each: less would be what the caches hold, not the disk
+  double largest = double(save_bytes);
+  node.all_reduce_max(&largest, 1);  // every rank passes it or none does
+  p.bytes_each = probe_bytes_each(bytes, node.size(), int64_t(largest));
   // An I/O error skips this rank's later measurements, never a collective
   // (the node's other ranks would wait for it); it is thrown at the end.
   std::string error;

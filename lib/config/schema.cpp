@@ -208,7 +208,8 @@ std::vector<Key> checkpoint_keys() {
              "on a failed save: keep training (previous checkpoint stays) or stop"),
       num(F(checkpoint, probe_mb), 0, 4096,
           "with checkpoints on, the storage probe at start: MiB written (fdatasync) and read "
-          "cold in checkpoint.dir by one rank alone, then by every rank of the node at once; "
+          "cold in checkpoint.dir by one rank alone, then by every rank of the node at once "
+          "(each at most the node's largest save per rank, at least probe_mb / ranks and 1 MiB); "
           "recorded in run.json `storage`, each checkpoint's bandwidth reported as a share of "
           "it (below a rank's checkpoint bytes, caches may inflate it); 0 = no probe"),
       num(F(checkpoint, test_busy_write_s), 0, 3600,
