@@ -5,8 +5,9 @@
 // system takes it: no page-cache copy, cold at the device's rate), two reads
 // in flight on two reader threads while the caller's thread verifies each block
 // against its CRC32C and copies the wanted bytes straight to their
-// destinations. Every byte is read from the disk once and touched by the CPU
-// twice (the checksum, the copy). docs/checkpoint-format.md, "Restoring cold".
+// destinations. Every byte is read from the disk once, then checksummed and
+// copied a cache-sized stretch at a time, so it crosses the memory bus once
+// more. docs/checkpoint-format.md, "Restoring cold".
 #pragma once
 #include <cstdint>
 #include <string>
