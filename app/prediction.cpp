@@ -86,6 +86,9 @@ nlohmann::json time_part(const Config& cfg) {
                              " and this run is " + cfg.train.precision +
                              " (scaletrain-plan calibrate measures fp32 kernels only)"}};
     const plan::StepPrediction p = plan::predict_step(cfg, cl);
+    const StepParts sp = p.parts();
+    nlohmann::json step_parts = nlohmann::json::object();
+    for (StepPart k : kAllStepParts) step_parts[step_part_name(k)] = sp[ix(k)];
     return {{"cluster", path},
             {"step_s", p.step},
             {"parts_s",
@@ -97,6 +100,7 @@ nlohmann::json time_part(const Config& cfg) {
               {"imbalance", p.imbalance},
               {"comm_exposed", p.exposed_comm()},
               {"optimizer", p.optimizer}}},
+            {"step_parts_s", step_parts},
             {"tokens_per_s", p.tokens_per_s},
             {"mfu", p.mfu},
             {"peak_flops", cl.peak_flops}};

@@ -34,8 +34,9 @@ json collective_stats(MpiCommunicator& world, const std::vector<Communicator*>& 
 namespace {
 // Seconds the host blocked in waits on `world`'s and `comms`' collectives
 // since their last reset_stats, by part of the step (comm_part): the step
-// record's `comm_wait_s`, every part present.
-json comm_waits(MpiCommunicator& world, const std::vector<Communicator*>& comms) {
+// record's `comm_wait_s`.
+std::array<double, kCommParts> comm_waits(MpiCommunicator& world,
+                                          const std::vector<Communicator*>& comms) {
   std::array<double, kCommParts> part{};
   std::vector<Communicator*> all = {&world};
   for (Communicator* g : comms)
@@ -46,8 +47,24 @@ json comm_waits(MpiCommunicator& world, const std::vector<Communicator*>& comms)
       part[ix(comm_part(g->axis().axis, CollKind(k), false))] += s.wait_s;
       part[ix(comm_part(g->axis().axis, CollKind(k), true))] += s.host_s;
     }
+  return part;
+}
+
+// The step's seconds by part (core/step_parts.hpp), every part present: the
+// step record's `step_parts_s`.
+json step_parts(const StepTimes& t, const std::array<double, kCommParts>& wait) {
+  StepMeasured m;
+  m.step = t.step_s;
+  m.data = t.fb.data_s;
+  m.fwd = t.fb.fwd_s;
+  m.bwd = t.fb.bwd_s;
+  m.optim = t.optim_s;
+  m.comm_exposed = t.exposed_s;
+  m.ckpt_stall = t.ckpt_stall_s;
+  m.inline_waits = wait[ix(CommPart::Tp)] + wait[ix(CommPart::Cp)];
+  const StepParts parts = split_step(m);
   json j = json::object();
-  for (CommPart p : kAllCommParts) j[comm_part_name(p)] = part[ix(p)];
+  for (StepPart p : kAllStepParts) j[step_part_name(p)] = parts[ix(p)];
   return j;
 }
 
@@ -64,6 +81,9 @@ json step_record(const StepTimes& t, const Config& cfg, MpiCommunicator& world,
                  const std::vector<Communicator*>& comms, const EngineMemory& mem, Backend& be) {
   double comm_s = 0;
   json comm = collective_stats(world, comms, &comm_s);
+  const std::array<double, kCommParts> wait = comm_waits(world, comms);
+  json waits = json::object();
+  for (CommPart p : kAllCommParts) waits[comm_part_name(p)] = wait[ix(p)];
   // Where the step's time went by kind of kernel, when the backend times them.
   const KernelSeconds ks = be.ops().take_kernel_seconds();
   const double alloc_s = be.device().take_alloc_seconds();
@@ -88,10 +108,11 @@ json step_record(const StepTimes& t, const Config& cfg, MpiCommunicator& world,
           {"comm_exposed_s", t.exposed_s},
           {"comm_bucket_s", t.fb.async_total_s},
           {"comm", comm},
-          {"comm_wait_s", comm_waits(world, comms)},
+          {"comm_wait_s", waits},
           {"kernel_s", kernel},
           {"paths", op_paths(be.ops())},
           {"ckpt_stall_s", t.ckpt_stall_s},
+          {"step_parts_s", step_parts(t, wait)},
           {"tokens", tokens},
           {"global_tokens", global_batch(cfg) * cfg.model.seq_len},
           {"loss", t.fb.loss},

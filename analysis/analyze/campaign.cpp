@@ -121,9 +121,10 @@ Point make_point(const std::vector<RunSummary>& runs, const std::vector<size_t>&
   p.gpus = f.gpus;
   p.nodes = f.nodes;
   p.runs = idx;
-  std::vector<double> tok, tokg, mfu, hfu, step, step_tokg, step_mfu, comp, exp, data, stall, other;
+  std::vector<double> tok, tokg, mfu, hfu, step, step_tokg, step_mfu;
   std::vector<double> ptok, pmfu, unattr, cpu;
-  std::array<std::vector<double>, 6> parts;
+  std::array<std::vector<double>, kStepParts> step_parts;
+  std::array<std::vector<double>, kCommParts> parts;
   for (size_t i : idx) {
     const RunSummary& r = runs[i];
     tok.push_back(r.tok_s);
@@ -138,16 +139,9 @@ Point make_point(const std::vector<RunSummary>& runs, const std::vector<size_t>&
         step_tokg.push_back(tg);
         step_mfu.push_back(r.tok_s_gpu > 0 ? r.mfu * tg / r.tok_s_gpu : 0);
       }
-    const double c = r.step_p50 * r.compute_share, e = r.step_p50 * r.comm_exposed_share,
-                 d = r.step_p50 * r.data_share;
-    // The stall of a median step is 0; what a checkpoint costs per step on average is
-    // its summed stall over the steps.
-    const double st = r.steps.empty() ? 0 : r.ckpt_stall_sum / double(r.steps.size());
-    comp.push_back(c);
-    exp.push_back(e);
-    data.push_back(d);
-    stall.push_back(st);
-    other.push_back(std::max(0.0, r.step_p50 - c - e - d));
+    // The median step in parts at the window's shares (the checkpoint stall:
+    // its average over the window's steps, as a median step has none).
+    for (size_t k = 0; k < kStepParts; ++k) step_parts[k].push_back(r.step_p50 * r.part_share[k]);
     for (size_t k = 0; k < parts.size(); ++k) parts[k].push_back(r.step_p50 * r.comm_part_share[k]);
     unattr.push_back(r.step_p50 * r.comm_unattributed_share);
     p.mem_peak_bytes = std::max(p.mem_peak_bytes, r.mem_peak_bytes);
@@ -175,22 +169,23 @@ Point make_point(const std::vector<RunSummary>& runs, const std::vector<size_t>&
   p.mfu_p90 = percentile(step_mfu, 90);
   p.pred_tok_s_gpu = median(ptok);
   p.pred_mfu = median(pmfu);
-  p.compute_s = median(comp);
-  p.comm_exposed_s = median(exp);
-  // The parts as medians need not sum to the median total: scale them to it.
+  // Medians over repeats need not add up to the median step: scale them to
+  // it, and the comm parts to the comm part.
+  double step_sum = 0;
+  for (size_t k = 0; k < kStepParts; ++k) step_sum += p.part_s[k] = median(step_parts[k]);
+  if (step_sum > 0)
+    for (double& v : p.part_s) v *= p.step_s.med / step_sum;
+  const double comm_s = p.part_s[ix(StepPart::Comm)];
   double part_sum = 0;
   for (size_t k = 0; k < parts.size(); ++k) part_sum += p.comm_part_s[k] = median(parts[k]);
   p.comm_unattributed_s = median(unattr);
   part_sum += p.comm_unattributed_s;
   if (part_sum > 0) {
-    for (double& v : p.comm_part_s) v *= p.comm_exposed_s / part_sum;
-    p.comm_unattributed_s *= p.comm_exposed_s / part_sum;
+    for (double& v : p.comm_part_s) v *= comm_s / part_sum;
+    p.comm_unattributed_s *= comm_s / part_sum;
   } else {
-    p.comm_unattributed_s = p.comm_exposed_s;
+    p.comm_unattributed_s = comm_s;
   }
-  p.data_s = median(data);
-  p.ckpt_stall_s = median(stall);
-  p.other_s = median(other);
   return p;
 }
 

@@ -49,10 +49,10 @@ struct Point {
   // the planner's prediction from the runs' run.json (0 when absent): tok/s per device, MFU %
   double pred_tok_s_gpu = 0, pred_mfu = 0;
   std::string pred_cluster;  // the cluster file those predictions priced with (run.json)
-  // breakdown of the median step (seconds, medians over repeats)
-  double compute_s = 0, comm_exposed_s = 0, data_s = 0, ckpt_stall_s = 0, other_s = 0;
-  // comm_exposed_s in parts (RunSummary::comm_part_share order: tp, cp, pp,
-  // dp, zero, other) and what no wait explains; they sum to comm_exposed_s.
+  // The median step by StepPart (seconds: each repeat's median step at its
+  // window's shares, medians over repeats scaled to add up to step_s.med).
+  StepParts part_s{};
+  // The comm part by CommPart and what no wait explains; they add up to it.
   std::array<double, kCommParts> comm_part_s{};
   double comm_unattributed_s = 0;
   int64_t mem_peak_bytes = 0;       // max over repeats

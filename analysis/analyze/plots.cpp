@@ -310,37 +310,70 @@ std::string scaling_plot_cmd(const Campaign& c, const std::vector<const Series*>
   return s + "\n";
 }
 
+// A column of the step breakdown plot: its data header, title and colour.
+struct BreakdownCol {
+  std::string head, title, colour;
+};
+
+// The breakdown's columns: the step's parts (core/step_parts.hpp) in their
+// order, the comm part as its CommParts and what no wait explains.
+std::vector<BreakdownCol> breakdown_cols() {
+  const std::array<const char*, kStepParts> colour = {"#2ca02c", "#1f77b4", "#aec7e8",
+                                                      "",        "#ff7f0e", "#dddddd"};
+  const std::array<const char*, kCommParts> comm_colour = {"#d62728", "#e377c2", "#9467bd",
+                                                           "#8c564b", "#17becf", "#bcbd22"};
+  std::vector<BreakdownCol> cols;
+  for (StepPart p : kAllStepParts) {
+    const std::string name = step_part_name(p);
+    if (p != StepPart::Comm) {
+      cols.push_back({name + "_s", name, colour[ix(p)]});
+      continue;
+    }
+    for (CommPart q : kAllCommParts)
+      cols.push_back({std::string("comm_") + comm_part_name(q) + "_s",
+                      std::string("comm ") + comm_part_name(q), comm_colour[ix(q)]});
+    cols.push_back({"comm_unattributed_s", "comm, unattributed", "#7f7f7f"});
+  }
+  return cols;
+}
+
 Plot breakdown_plot(const Campaign& c) {
-  // The median step in parts, one stacked bar per point; exposed
-  // communication split by part of the step (tp, cp, pp, dp, ZeRO, host
-  // reductions) from the step records' comm_wait_s.
+  // The median step in parts, one stacked bar per point; the exposed
+  // communication split by the axis of its group (tp, cp, pp, dp, ZeRO,
+  // host reductions) from the step records' comm_wait_s.
+  const std::vector<BreakdownCol> cols = breakdown_cols();
   std::ostringstream bd;
-  bd << "# label compute_s exposed_tp_s exposed_cp_s exposed_pp_s exposed_dp_s exposed_zero_s "
-        "exposed_host_reductions_s exposed_unattributed_s data_s ckpt_stall_s other_s "
-        "(exposed_*: the median step's exposed communication by part, summing to it; other: "
-        "bubble, waits and what no phase timer covers)\n";
+  bd << "# label";
+  for (const BreakdownCol& col : cols) bd << ' ' << col.head;
+  bd << " (the median step by part, adding up to it; comm_*: its exposed communication by the "
+        "axis of the group, adding up to the comm part; other: what no phase timer covers)\n";
   const std::vector<std::string> labels = point_labels(c);
   for (size_t i = 0; i < c.points.size(); ++i) {
     const Point& p = c.points[i];
-    bd << '"' << labels[i] << "\" " << p.compute_s;
-    for (double v : p.comm_part_s) bd << ' ' << v;
-    bd << ' ' << p.comm_unattributed_s << ' ' << p.data_s << ' ' << p.ckpt_stall_s << ' '
-       << p.other_s << '\n';
+    bd << '"' << labels[i] << '"';
+    for (StepPart q : kAllStepParts) {
+      if (q != StepPart::Comm) {
+        bd << ' ' << p.part_s[ix(q)];
+        continue;
+      }
+      for (double v : p.comm_part_s) bd << ' ' << v;
+      bd << ' ' << p.comm_unattributed_s;
+    }
+    bd << '\n';
   }
-  return Plot{
-      "step_breakdown", "Median step in parts per point", bd.str(),
-      "set label 1 'checkpoint stall: per step on average; exposed communication split by the "
-      "host waits of each part (comm_wait_s)' at screen 0.01, screen 0.02 font ',8' noenhanced\n"
-      "set bmargin 7\nset style data histograms\nset style histogram rowstacked\nset style fill "
-      "solid 0.8 border -1\nset boxwidth 0.7\nset ylabel 'seconds per step'\nset yrange [0:*]\n"
-      "set xtics rotate by 45 right noenhanced font ',9'\nset key outside right top\n"
-      "plot 'step_breakdown.dat' u 2:xtic(1) t 'compute' lc rgb '#1f77b4', \\\n"
-      "  '' u 3 t 'exposed tp' lc rgb '#d62728', '' u 4 t 'exposed cp' lc rgb '#e377c2', \\\n"
-      "  '' u 5 t 'exposed pp' lc rgb '#9467bd', '' u 6 t 'exposed dp' lc rgb '#8c564b', \\\n"
-      "  '' u 7 t 'exposed ZeRO' lc rgb '#17becf', '' u 8 t 'exposed host reductions' lc rgb "
-      "'#bcbd22', \\\n  '' u 9 t 'exposed, unattributed' lc rgb '#7f7f7f', '' u 10 t 'data' lc "
-      "rgb '#2ca02c', \\\n  '' u 11 t 'checkpoint stall' lc rgb '#ff7f0e', '' u 12 t 'other "
-      "(bubble, waits)' lc rgb '#dddddd'\n"};
+  std::string plot = "plot ";
+  for (size_t k = 0; k < cols.size(); ++k)
+    plot += (k ? ", \\\n  '' u " : "'step_breakdown.dat' u ") + std::to_string(k + 2) +
+            (k ? "" : ":xtic(1)") + " t '" + cols[k].title + "' lc rgb '" + cols[k].colour + "'";
+  return Plot{"step_breakdown", "Median step in parts per point", bd.str(),
+              "set label 1 'checkpoint stall: per step on average over the window; exposed "
+              "communication split by the host waits of each part (comm_wait_s)' at screen "
+              "0.01, screen 0.02 font ',8' noenhanced\n"
+              "set bmargin 7\nset style data histograms\nset style histogram rowstacked\nset "
+              "style fill solid 0.8 border -1\nset boxwidth 0.7\nset ylabel 'seconds per "
+              "step'\nset yrange [0:*]\nset xtics rotate by 45 right noenhanced font ',9'\nset "
+              "key outside right top\n" +
+                  plot + "\n"};
 }
 
 void mfu_by_layout_plot(const Campaign& c, const std::vector<const Series*>& shown,

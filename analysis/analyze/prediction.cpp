@@ -9,6 +9,27 @@
 
 namespace st::analysis {
 
+namespace {
+// The prediction's step by part (run.json prediction.step_parts_s; a
+// run.json written before that field: from its parts_s, as
+// StepPrediction::parts() splits them).
+StepParts predicted_parts(const nlohmann::json& j, double step) {
+  StepParts p{};
+  if (j.contains("step_parts_s") && j["step_parts_s"].is_object()) {
+    for (StepPart k : kAllStepParts) p[ix(k)] = j["step_parts_s"].value(step_part_name(k), 0.0);
+    return p;
+  }
+  const nlohmann::json parts = j.value("parts_s", nlohmann::json::object());
+  auto v = [&](const char* k) { return parts.value(k, 0.0); };
+  p[ix(StepPart::Compute)] = v("gemm") + v("attention") + v("elementwise");
+  p[ix(StepPart::Optimizer)] = v("optimizer");
+  p[ix(StepPart::Comm)] = v("comm_exposed") + v("bubble") + v("imbalance");
+  p[ix(StepPart::Other)] =
+      step - p[ix(StepPart::Compute)] - p[ix(StepPart::Optimizer)] - p[ix(StepPart::Comm)];
+  return p;
+}
+}  // namespace
+
 PredictionCheck check_prediction(const RunSummary& s) {
   PredictionCheck p;
   const std::string path = s.dir + "/run.json";
@@ -26,13 +47,15 @@ PredictionCheck check_prediction(const RunSummary& s) {
   p.time_absent = j.value("absent", "");
   if (p.time_absent.empty() && j.contains("step_s")) {
     const double step = j["step_s"].get<double>();
-    const auto& parts = j["parts_s"];
-    const double compute = parts.value("gemm", 0.0) + parts.value("attention", 0.0) +
-                           parts.value("elementwise", 0.0) + parts.value("optimizer", 0.0);
     p.rows.push_back({"step time", "s", step, s.step_p50});
-    p.rows.push_back({"compute part", "s", compute, s.step_p50 * s.compute_share});
-    p.rows.push_back({"exposed communication", "s", parts.value("comm_exposed", 0.0),
-                      s.step_p50 * s.comm_exposed_share});
+    // The step by part against the run's own parts of its median step: the
+    // parts the prediction has (it models no data loading nor checkpoint
+    // stall, and its `other` is the replay's rounding).
+    const StepParts pred = predicted_parts(j, step);
+    for (StepPart k : kAllStepParts)
+      if (pred[ix(k)] > 1e-6 * step)
+        p.rows.push_back({std::string(step_part_name(k)) + " part", "s", pred[ix(k)],
+                          s.step_p50 * s.part_share[ix(k)]});
     p.rows.push_back({"tokens/s", "", j.value("tokens_per_s", 0.0), s.tok_s});
     // MFU at the run's own peak, so both use one denominator.
     const double mfu_at_run_peak =

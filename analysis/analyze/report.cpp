@@ -76,7 +76,14 @@ std::string csv_quote(const std::string& s) {
   return o + "\"";
 }
 
-// Exposed communication by part (comm/comm_part.hpp) and what
+// The step's parts by name (core/step_parts.hpp): summary.json's
+// shares.parts.
+nlohmann::json step_parts_json(const StepParts& part) {
+  nlohmann::json j = nlohmann::json::object();
+  for (StepPart p : kAllStepParts) j[step_part_name(p)] = part[ix(p)];
+  return j;
+}
+// Exposed communication by part (core/step_parts.hpp) and what
 // no wait explains: summary.json's and campaign.json's comm_exposed_parts.
 nlohmann::json parts_json(const std::array<double, kCommParts>& part, double unattributed) {
   nlohmann::json j = nlohmann::json::object();
@@ -227,10 +234,7 @@ nlohmann::json run_to_json(const RunSummary& s) {
   j["mem_peak_bytes"] = s.mem_peak_bytes;
   j["mem_capacity_bytes"] = s.mem_capacity_bytes;
   j["mem_capacity_source"] = s.mem_capacity_source;
-  j["shares"] = {{"comm", s.comm_share},
-                 {"comm_exposed", s.comm_exposed_share},
-                 {"data", s.data_share},
-                 {"compute", s.compute_share}};
+  j["shares"] = {{"comm", s.comm_share}, {"parts", step_parts_json(s.part_share)}};
   j["shares"]["comm_exposed_parts"] = parts_json(s.comm_part_share, s.comm_unattributed_share);
   j["checkpoint"] = checkpoint_json(s);
   j["stragglers"] = stragglers_json(s);
@@ -349,15 +353,14 @@ std::string run_markdown(const RunSummary& s, const Written& w) {
       << human_bytes(double(s.mem_capacity_bytes - s.mem_peak_bytes))
       << "; capacity: " << s.mem_capacity_source << ")";
   o << " |\n";
-  o << "| comm share (total / exposed) | " << pct(s.comm_share) << " / "
-    << pct(s.comm_exposed_share) << " |\n";
-  {
-    o << "| exposed comm by part |";
-    for (size_t k = 0; k < s.comm_part_share.size(); ++k)
-      o << " " << kCommPartNames[k] << " " << pct(s.comm_part_share[k]);
-    o << " unattributed " << pct(s.comm_unattributed_share) << " |\n";
-  }
-  o << "| data / compute share | " << pct(s.data_share) << " / " << pct(s.compute_share) << " |\n";
+  o << "| step by part |";
+  for (StepPart p : kAllStepParts) o << " " << step_part_name(p) << " " << pct(s.part_share[ix(p)]);
+  o << " |\n";
+  o << "| exposed comm by part |";
+  for (CommPart p : kAllCommParts)
+    o << " " << comm_part_name(p) << " " << pct(s.comm_part_share[ix(p)]);
+  o << " unattributed " << pct(s.comm_unattributed_share) << " |\n";
+  o << "| time inside collectives (hidden or not) | " << pct(s.comm_share) << " |\n";
   if (!s.loss.empty())
     o << "| training loss first / last | " << f(s.loss.front().second, 4) << " (step "
       << s.loss.front().first << ") / " << f(s.loss.back().second, 4) << " (step "
@@ -386,11 +389,15 @@ Written write_run_outputs(const RunSummary& s, const std::string& out_dir, bool 
           << r.global_tokens << ',' << int(r.in_window) << ',' << int(r.ckpt) << '\n';
   emit(out_dir, "steps.csv", steps.str(), w);
   std::ostringstream ranks;
-  ranks << "rank,host,step_median_s,busy_median_s,busy_dist_from_median,data_share,compute_share,"
-           "comm_exposed_share\n";
-  for (auto& r : s.ranks)
+  ranks << "rank,host,step_median_s,busy_median_s,busy_dist_from_median";
+  for (StepPart p : kAllStepParts) ranks << ',' << step_part_name(p) << "_share";
+  ranks << '\n';
+  for (auto& r : s.ranks) {
     ranks << r.rank << ',' << csv_quote(r.host) << ',' << r.step_med << ',' << r.busy_med << ','
-          << r.dist << ',' << r.data_share << ',' << r.compute_share << ',' << r.comm_share << '\n';
+          << r.dist;
+    for (double v : r.part_share) ranks << ',' << v;
+    ranks << '\n';
+  }
   emit(out_dir, "ranks.csv", ranks.str(), w);
   if (plots) plots_into(out_dir, run_plots(s), w);
   // Folder names come from the command line and need not be UTF-8.
@@ -664,12 +671,7 @@ nlohmann::json points_json(const Campaign& c) {
           {"verdict", p.repeats.verdict}}},
         {"predicted_tok_s_gpu", p.pred_tok_s_gpu},
         {"predicted_mfu_pct", p.pred_mfu},
-        {"breakdown_s",
-         {{"compute", p.compute_s},
-          {"comm_exposed", p.comm_exposed_s},
-          {"data", p.data_s},
-          {"ckpt_stall", p.ckpt_stall_s},
-          {"other", p.other_s}}},
+        {"breakdown_s", step_parts_json(p.part_s)},
         {"mem_peak_bytes", p.mem_peak_bytes},
         {"mem_capacity_bytes", p.mem_capacity_bytes}};
     jp["breakdown_s"]["comm_exposed_parts"] = parts_json(p.comm_part_s, p.comm_unattributed_s);

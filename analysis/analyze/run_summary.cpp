@@ -291,40 +291,39 @@ void utilization(const telemetry::RunInfo& ri, const Options& opt, RunSummary& s
   s.model_tflops_gpu = s.model_flops_per_seq * s.seq_s / std::max(1, s.gpus) / 1e12;
 }
 
-// Shares of the step over the window, all analysed ranks.
+// Shares of the step over the window, all analysed ranks: the window's
+// fields summed, then split by the one rule (core/step_parts.hpp).
 void step_shares(const telemetry::RunTelemetry& run, const std::vector<int>& good,
                  const std::set<int64_t>& win, RunSummary& s) {
-  double sum_step = 0, sum_comm = 0, sum_exp = 0, sum_data = 0, sum_comp = 0;
+  StepMeasured sum;
+  double sum_comm = 0;
   std::array<double, kCommParts> wait{};
   for (int r : good)
     for (auto& st : run.ranks[r].steps)
       if (win.count(st.step)) {
-        sum_step += st.step_s;
+        sum += st.measured();
         sum_comm += st.comm_s;
-        sum_exp += st.comm_exposed_s;
-        sum_data += st.data_s;
-        sum_comp += st.fwd_s + st.bwd_s + st.optim_s;
         for (size_t k = 0; k < wait.size(); ++k) wait[k] += st.comm_wait[k];
       }
-  if (sum_step <= 0) return;
-  // tp and cp wait inside the forward and backward: exposed, not compute.
-  const double inside = wait[ix(CommPart::Tp)] + wait[ix(CommPart::Cp)];
-  const double in_compute = std::min(sum_comp, inside);
+  if (sum.step <= 0) return;
+  const StepParts parts = split_step(sum);
+  s.part_share = shares_of(parts, sum.step);
+  s.comm_share = sum_comm / sum.step;
+  // The comm part by CommPart: tp and cp as their waits inside the compute
+  // (scaled down where the compute was shorter than them), comm_exposed_s
+  // over the others (pp, dp, zero, other) in proportion to their waits.
+  const double inside = sum.inline_waits;
+  const double in_compute = parts[ix(StepPart::Comm)] - sum.comm_exposed;
   const double scale = inside > 0 ? in_compute / inside : 0;
-  // comm_exposed_s over the others (pp, dp, zero, other) in proportion to their waits.
   double rest = 0;
   for (CommPart p : kAllCommParts)
     if (p != CommPart::Tp && p != CommPart::Cp) rest += wait[ix(p)];
   for (CommPart p : kAllCommParts)
     s.comm_part_share[ix(p)] = p == CommPart::Tp || p == CommPart::Cp
-                                   ? wait[ix(p)] * scale / sum_step
-                               : rest > 0 ? sum_exp * (wait[ix(p)] / rest) / sum_step
+                                   ? wait[ix(p)] * scale / sum.step
+                               : rest > 0 ? sum.comm_exposed * (wait[ix(p)] / rest) / sum.step
                                           : 0;
-  s.comm_unattributed_share = rest > 0 ? 0 : sum_exp / sum_step;
-  s.comm_share = sum_comm / sum_step;
-  s.comm_exposed_share = (sum_exp + in_compute) / sum_step;
-  s.data_share = sum_data / sum_step;
-  s.compute_share = (sum_comp - in_compute) / sum_step;
+  s.comm_unattributed_share = rest > 0 ? 0 : sum.comm_exposed / sum.step;
 }
 
 double num_field(const telemetry::EventRecord& ev, const char* k) {

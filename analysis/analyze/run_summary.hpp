@@ -40,8 +40,8 @@ struct RankStat {
   std::string host;
   double step_med = 0, busy_med = 0;  // busy = step_s - comm_exposed_s
   double busy_min = 0, busy_p25 = 0, busy_p75 = 0, busy_max = 0;
-  double data_share = 0, compute_share = 0, comm_share = 0;
-  double dist = 0;  // (busy_med - median over ranks) / median over ranks
+  StepParts part_share{};  // median over the window's steps, by StepPart
+  double dist = 0;         // (busy_med - median over ranks) / median over ranks
   std::vector<std::pair<int64_t, double>> busy_steps;  // (window step, busy s): the heat map
 };
 struct HostStat {
@@ -52,7 +52,7 @@ struct HostStat {
 };
 struct OutOfLine {
   int rank;
-  std::string what;  // "data", "compute", "comm"
+  std::string what;  // the StepPart's name
   double share, median_share;
 };
 
@@ -95,14 +95,17 @@ struct RunSummary {
   // device.memory_capacity_bytes; -1: not recorded)
   int64_t mem_capacity_bytes = -1;
   std::string mem_capacity_source;
-  // Exposed communication = comm_exposed_s plus the tp/cp waits inside the
-  // forward and backward (taken out of compute); split by part of the step
-  // (telemetry::comm_part_names order: tp, cp, pp, dp, zero, other) from the
+  // The step's parts (core/step_parts.hpp: data, compute, optimizer, comm,
+  // ckpt_stall, other) as shares of the window's step time, all ranks; they
+  // add up to 1. The comm part (exposed communication: comm_exposed_s plus
+  // the tp/cp waits inside the forward and backward) by CommPart from the
   // step records' comm_wait_s: tp and cp as measured, comm_exposed_s over
   // pp/dp/zero/other in proportion to their waits; what no wait explains
   // (records without comm_wait_s, GPU streams) is comm_unattributed_share.
-  // The parts and the unattributed share sum to comm_exposed_share.
-  double comm_share = 0, comm_exposed_share = 0, data_share = 0, compute_share = 0;
+  // The CommParts and the unattributed share add up to the comm part.
+  // comm_share: the time inside collectives, hidden or not (not a part).
+  StepParts part_share{};
+  double comm_share = 0;
   std::array<double, kCommParts> comm_part_share{};  // by CommPart
   double comm_unattributed_share = 0;
   // checkpoints

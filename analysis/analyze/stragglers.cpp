@@ -1,10 +1,11 @@
 // Straggler analysis: per-rank and per-host skew of busy time (step time minus
 // exposed communication: a slow rank computes longer while the others wait in
 // collectives, so busy time, not step time, points at it), slowest ranks and
-// hosts with their distance from the median, and ranks whose data / compute /
-// comm share of the step is out of line with the rest; with trace records,
+// hosts with their distance from the median, and ranks whose share of the
+// step in one of its parts (core/step_parts.hpp) is out of line with the rest; with trace records,
 // the time the others waited at collectives for each rank and host.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <set>
@@ -45,17 +46,16 @@ void compute_stragglers(const telemetry::RunTelemetry& run, const std::vector<in
   std::map<std::string, std::vector<int>> by_host;
   for (int r : ranks) {
     const auto& rt = run.ranks[r];
-    std::vector<double> step, busy, data, comp, comm;
+    std::vector<double> step, busy;
+    std::array<std::vector<double>, kStepParts> shares;
     std::vector<std::pair<int64_t, double>> busy_steps;
     for (auto& st : rt.steps) {
       if (!window.count(st.step)) continue;
       step.push_back(st.step_s);
       busy.push_back(st.step_s - st.comm_exposed_s);
       busy_steps.emplace_back(st.step, busy.back());
-      const double d = st.step_s > 0 ? st.step_s : 1.0;
-      data.push_back(st.data_s / d);
-      comp.push_back((st.fwd_s + st.bwd_s + st.optim_s) / d);
-      comm.push_back(st.comm_exposed_s / d);
+      const StepParts sh = shares_of(split_step(st.measured()), st.step_s);
+      for (size_t k = 0; k < kStepParts; ++k) shares[k].push_back(sh[k]);
     }
     RankStat rs;
     rs.rank = r;
@@ -66,21 +66,18 @@ void compute_stragglers(const telemetry::RunTelemetry& run, const std::vector<in
     rs.busy_p25 = percentile(busy, 25);
     rs.busy_p75 = percentile(busy, 75);
     rs.busy_max = percentile(busy, 100);
-    rs.data_share = median(data);
-    rs.compute_share = median(comp);
-    rs.comm_share = median(comm);
+    for (size_t k = 0; k < kStepParts; ++k) rs.part_share[k] = median(shares[k]);
     rs.busy_steps = std::move(busy_steps);
     by_host[rs.host].push_back(int(s.ranks.size()));
     s.ranks.push_back(rs);
   }
   if (s.ranks.empty()) return;
-  std::vector<double> steps, busy, data, comp, comm;
+  std::vector<double> steps, busy;
+  std::array<std::vector<double>, kStepParts> shares;
   for (auto& r : s.ranks) {
     steps.push_back(r.step_med);
     busy.push_back(r.busy_med);
-    data.push_back(r.data_share);
-    comp.push_back(r.compute_share);
-    comm.push_back(r.comm_share);
+    for (size_t k = 0; k < kStepParts; ++k) shares[k].push_back(r.part_share[k]);
   }
   const double med_busy = median(busy), med_step = median(steps);
   auto skew = [](const std::vector<double>& v, double med) {
@@ -126,9 +123,7 @@ void compute_stragglers(const telemetry::RunTelemetry& run, const std::vector<in
     for (size_t i = 0; i < v.size(); ++i)
       if (std::fabs(v[i] - m) > lim) s.out_of_line.push_back({s.ranks[i].rank, what, v[i], m});
   };
-  flag(data, "data");
-  flag(comp, "compute");
-  flag(comm, "comm");
+  for (StepPart p : kAllStepParts) flag(shares[ix(p)], step_part_name(p));
   waited_for(run, ranks, window, s);
 }
 

@@ -3,8 +3,10 @@
 // and other (docs/telemetry.md); scaletrain-analyze run splits the exposed
 // share by them, the parts summing to it. A dp2 x pp2 run waits on the pp
 // links and the dp reductions, never on tp or ZeRO; a tp2 x dp2 ZeRO-1 run
-// waits on tp, dp and ZeRO's parameter gathers, never on pp. run.json
-// records the memory capacity a CPU rank is measured against.
+// waits on tp, dp and ZeRO's parameter gathers, never on pp. Every step
+// record's step_parts_s, and the analyzer's shares of the parts, add up to
+// the step with no part below 0 (a dp4 ZeRO-3 run too). run.json records
+// the memory capacity a CPU rank is measured against.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/step_parts.hpp"
 #include "run_util.hpp"
 
 namespace {
@@ -25,7 +28,24 @@ const char* const kParts[] = {"tp", "cp", "pp", "dp", "zero", "other"};
 
 std::string analyze() { return env_or("SCALETRAIN_ANALYZE", "scaletrain-analyze"); }
 
-// Every rank's comm_wait_s summed over the steps after the first.
+// A step record's step_parts_s: every part of core/step_parts.hpp, none
+// below 0 (a second counted in two parts would push `other` below it), and
+// together the step.
+void check_step_parts(const nlohmann::json& rec) {
+  const auto& p = rec.at("step_parts_s");
+  const double step = rec.at("step_s").get<double>();
+  double sum = 0;
+  for (const char* k : st::kStepPartNames) {
+    ASSERT_TRUE(p.contains(k)) << k << " missing in " << p.dump();
+    const double v = p.at(k).get<double>();
+    EXPECT_GE(v, 0) << k << " at step " << rec.at("step") << ": " << p.dump();
+    sum += v;
+  }
+  EXPECT_NEAR(sum, step, 1e-9 * std::max(1.0, step)) << p.dump();
+}
+
+// Every rank's comm_wait_s summed over the steps after the first (and each
+// step record's parts checked).
 Parts summed_waits(const std::string& run, int ranks) {
   Parts sum;
   for (int r = 0; r < ranks; ++r) {
@@ -38,6 +58,7 @@ Parts summed_waits(const std::string& run, int ranks) {
       auto j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded() || j.value("type", "") != "step") continue;
       ++steps;
+      check_step_parts(j);
       const auto& w = j.at("comm_wait_s");
       for (const char* p : kParts) {
         EXPECT_TRUE(w.contains(p)) << p << " missing in " << w.dump();
@@ -56,7 +77,15 @@ void check_summary(const std::string& run, const std::set<std::string>& nonzero)
   std::ifstream f(run + "/analysis/summary.json");
   const auto j = nlohmann::json::parse(f);
   const auto& sh = j.at("shares");
-  const double exposed = sh.at("comm_exposed").get<double>();
+  // The step's parts as shares: each at least 0, together 1.
+  double total = 0;
+  for (const char* k : st::kStepPartNames) {
+    const double v = sh.at("parts").at(k).get<double>();
+    EXPECT_GE(v, 0) << k << " in " << sh.dump();
+    total += v;
+  }
+  EXPECT_NEAR(total, 1.0, 1e-9) << sh.dump();
+  const double exposed = sh.at("parts").at("comm").get<double>();
   EXPECT_GT(exposed, 0);
   double sum = 0;
   for (const auto& [k, v] : sh.at("comm_exposed_parts").items()) {
@@ -112,6 +141,21 @@ TEST(CommParts, TpTimesDpZeroWaitsOnTensorDataParallelAndZero) {
   EXPECT_EQ(w.at("pp"), 0);
   EXPECT_EQ(w.at("cp"), 0);
   check_summary(dir, {"tp", "dp", "zero", "other"});
+}
+
+// ZeRO 3 waits for its parameter gathers inside the forward and backward:
+// those seconds are comm, not compute as well (step_parts_s would add up past
+// the step, and `other` fall below 0, were they counted twice).
+TEST(CommParts, ZeroThreeGatherWaitsAreCommNotCompute) {
+  const std::string dir = fresh_dir("comm_parts_zero3") + "/run";
+  auto r = run_scaletrain(4, tiny("--set parallel.dp=4 --set parallel.zero_stage=3", dir));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Parts w = summed_waits(dir, 4);
+  EXPECT_GT(w.at("zero"), 0);
+  EXPECT_GT(w.at("dp"), 0);
+  EXPECT_EQ(w.at("tp"), 0);
+  EXPECT_EQ(w.at("pp"), 0);
+  check_summary(dir, {"dp", "zero", "other"});
 }
 
 // A pipeline send moves while its stage computes the next op. Over TCP (as

@@ -85,7 +85,7 @@ TEST(Prediction, TwoRankRunReportsPredictedAgainstMeasured) {
   ASSERT_EQ(a.exit_code, 0) << a.output;
   const auto rows = section_rows(read_text(d + "/analysis/report.md"));
   for (const char* q : {"step time", "peak memory", "MFU (at the run's peak)", "tokens/s",
-                        "compute part", "exposed communication"}) {
+                        "compute part", "comm part"}) {
     ASSERT_TRUE(rows.count(q)) << q;
     const auto& [pred, meas, err, hp, hm] = rows.at(q);
     ASSERT_GT(meas, 0) << q;

@@ -8,9 +8,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "core/error.hpp"
+#include "core/step_parts.hpp"
 #include "scaletrain/build_config.hpp"
 #include "telemetry/reader.hpp"
 #include "telemetry/schema.hpp"
@@ -156,4 +160,57 @@ TEST(TelemetrySchema, ReaderStepFieldsFollowTheSchema) {
   EXPECT_NE(rt.errors[0].find("field 'fwd_s': null where a number is required"), std::string::npos)
       << rt.errors[0];
   std::filesystem::remove(dir);
+}
+
+// The step's parts (core/step_parts.hpp) have one name each, the schema's
+// step_parts_s lists them in their order, and the one rule splits a step
+// into parts that add up to it: the tp and cp waits inside the compute move
+// to comm (at most all of the compute), and `other` keeps the rest.
+TEST(TelemetrySchema, StepPartsHaveOneNameEachAndAddUpToTheStep) {
+  std::set<std::string> names;
+  for (st::StepPart p : st::kAllStepParts) {
+    ASSERT_NE(st::step_part_name(p), nullptr);
+    EXPECT_FALSE(std::string(st::step_part_name(p)).empty());
+    names.insert(st::step_part_name(p));
+  }
+  EXPECT_EQ(names.size(), st::kStepParts) << "two parts share a name";
+  std::vector<std::string> listed;
+  for (const auto& f : step_fields())
+    if (f.name == "step_parts_s")
+      for (const auto& m : f.members) listed.push_back(m.name);
+  EXPECT_EQ(listed, std::vector<std::string>(st::kStepPartNames.begin(), st::kStepPartNames.end()));
+
+  st::StepMeasured m;
+  m.step = 1.0;
+  m.data = 0.05;
+  m.fwd = 0.3;
+  m.bwd = 0.4;
+  m.optim = 0.06;
+  m.comm_exposed = 0.1;
+  m.ckpt_stall = 0.02;
+  m.inline_waits = 0.2;
+  st::StepParts p = st::split_step(m);
+  auto at = [&](st::StepPart k) { return p[st::ix(k)]; };
+  EXPECT_DOUBLE_EQ(at(st::StepPart::Data), 0.05);
+  EXPECT_DOUBLE_EQ(at(st::StepPart::Compute), 0.5);
+  EXPECT_DOUBLE_EQ(at(st::StepPart::Optimizer), 0.06);
+  EXPECT_DOUBLE_EQ(at(st::StepPart::Comm), 0.3);
+  EXPECT_DOUBLE_EQ(at(st::StepPart::CkptStall), 0.02);
+  EXPECT_NEAR(at(st::StepPart::Other), 0.07, 1e-12);
+  double sum = 0;
+  for (double v : st::shares_of(p, m.step)) sum += v;
+  EXPECT_NEAR(sum, 1.0, 1e-9);
+  // Waits longer than the compute they were measured inside: all of it is comm.
+  m.inline_waits = 2.0;
+  p = st::split_step(m);
+  EXPECT_EQ(at(st::StepPart::Compute), 0.0);
+  EXPECT_DOUBLE_EQ(at(st::StepPart::Comm), 0.8);
+  // Twice-counted seconds (parts past the step) leave `other` below 0, which
+  // the e2e tests of real runs refuse (test_comm_parts).
+  m.inline_waits = 0.2;
+  m.comm_exposed = 0.3;
+  m.optim = 0.2;
+  EXPECT_LT(st::split_step(m)[st::ix(st::StepPart::Other)], 0);
+  // Shares of an empty step are 0, not NaN.
+  for (double v : st::shares_of(p, 0)) EXPECT_EQ(v, 0);
 }

@@ -42,8 +42,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm_part.hpp"
 #include "core/poll_wait.hpp"
+#include "core/step_parts.hpp"
 #include "tensor/device.hpp"
 #include "tensor/dtype.hpp"
 
@@ -101,7 +101,7 @@ enum class Axis : uint8_t {
   Pp,        // pipeline: the stage links (and the pp host group)
 };
 const char* axis_name(Axis a);  // "none", "tp", "cp", "dp", "dp_cp", "pp"
-// The part of a step a collective belongs to (comm_part.hpp), by its
+// The part of a step a collective belongs to (core/step_parts.hpp), by its
 // group's axis: tp, cp, pp; on dp/dp_cp (and groups of no axis) an
 // all_gather is zero (ZeRO's parameter gathers), the rest dp (gradient
 // reductions); the blocking collectives of host values (loss, norm, votes)

@@ -2,6 +2,7 @@
 // engine_pipeline.cpp).
 #include "engine/engine.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "comm/communicator.hpp"
@@ -171,7 +172,13 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
     o.fwd_s += pt.fwd_s;
     o.bwd_s += pt.bwd_s;
   }
-  o.exposed_s = tail.seconds() + t_p2p + sync_->take_param_wait_seconds();
+  // ZeRO 3's waits for parameter gathers happen inside the passes: exposed
+  // communication, not compute (each second of the step in one part,
+  // core/step_parts.hpp).
+  const PhaseTimes pw = sync_->take_param_waits();
+  o.fwd_s = std::max(0.0, o.fwd_s - pw.fwd_s);
+  o.bwd_s = std::max(0.0, o.bwd_s - pw.bwd_s);
+  o.exposed_s = tail.seconds() + t_p2p + pw.fwd_s + pw.bwd_s;
   o.async_total_s = sync_->async_seconds();
 
   // Global loss: the last stage's micro-batch means summed over dp x cp, / dp,
@@ -195,6 +202,7 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
 double Engine::apply(long step, double lr, double grad_norm, bool skip, double* exposed_s) {
   Stream& s = dev_.compute_stream();
   StreamInterval iv(dev_);
+  const double exposed_before = *exposed_s;
   iv.begin(s);
   if (!skip) {
     opt_->step(state_, lr, clip_coef(grad_norm, cfg_.optim.grad_clip), step);
@@ -202,6 +210,8 @@ double Engine::apply(long step, double lr, double grad_norm, bool skip, double* 
   }
   iv.end(s);
   dev_.synchronize();
-  return iv.seconds();
+  // The wait for ZeRO's gathers is exposed communication, not optimizer
+  // time: each second of the step in one part (core/step_parts.hpp).
+  return std::max(0.0, iv.seconds() - (*exposed_s - exposed_before));
 }
 }  // namespace st

@@ -50,8 +50,9 @@ class Engine {
   // norm. Does not update the weights (see apply).
   StepOut forward_backward(long step, const DataLoader& loader);
   // Clip and AdamW with learning rate lr (skipped when `skip`); ZeRO 1/2
-  // shards are gathered back into the compute weights. Returns the seconds
-  // spent (the device's, waited for); adds exposed communication to *exposed_s.
+  // shards are gathered back into the compute weights. Returns the
+  // optimizer's seconds (the device's, waited for) less the gathers' wait,
+  // which it adds to *exposed_s.
   double apply(long step, double lr, double grad_norm, bool skip, double* exposed_s);
 
   // The table of this rank's sharded state (optim/state_table.hpp), which

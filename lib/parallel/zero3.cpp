@@ -45,7 +45,7 @@ void ParamGather::free_layer(int layer) {
   resident_.erase(std::remove(resident_.begin(), resident_.end(), layer), resident_.end());
 }
 
-void ParamGather::acquire(int layer) {
+void ParamGather::acquire(int layer, bool backward) {
   if (!has_layer(layer)) return;
   if (pending_release_ != kNone) {
     const int p = pending_release_;
@@ -61,7 +61,7 @@ void ParamGather::acquire(int layer) {
   w.begin(s);
   for (auto& g : inflight_.at(layer)) bk_.finish_gather(g);
   w.end(s);
-  waits_.push_back(std::move(w));
+  waits_.emplace_back(std::move(w), backward);
   inflight_.erase(layer);
   resident_.push_back(layer);
 }
@@ -82,9 +82,9 @@ void ParamGather::drain() {
   while (!resident_.empty()) free_layer(resident_.back());
 }
 
-double ParamGather::take_wait_seconds() {
-  double t = 0;
-  for (auto& w : waits_) t += w.seconds();
+PhaseTimes ParamGather::take_wait_seconds() {
+  PhaseTimes t;
+  for (auto& [w, backward] : waits_) (backward ? t.bwd_s : t.fwd_s) += w.seconds();
   waits_.clear();
   return t;
 }

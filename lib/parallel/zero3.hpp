@@ -15,9 +15,11 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "model/model.hpp"
 #include "parallel/grad_buckets.hpp"
 #include "tensor/interval.hpp"
 
@@ -37,8 +39,9 @@ class ParamGather {
   // Starts the all-gather of `layer` unless it is in flight or resident; a
   // layer with no parameters on this rank is ignored.
   void prefetch(int layer);
-  // Makes `layer`'s weights resident for the compute stream.
-  void acquire(int layer);
+  // Makes `layer`'s weights resident for the compute stream; `backward`:
+  // for a backward pass (its wait is counted as the backward's).
+  void acquire(int layer, bool backward);
   // Frees `layer`'s weights. Deferred by one acquire: released weights that
   // are asked for again at once (forward of the head then its backward,
   // recomputation then backward of a block) are reused, not gathered twice.
@@ -47,8 +50,8 @@ class ParamGather {
   // before the shard changes (optimizer step).
   void drain();
   // Seconds the compute stream waited for gathers since the last call
-  // (after a synchronisation).
-  double take_wait_seconds();
+  // (after a synchronisation), inside forward and inside backward passes.
+  PhaseTimes take_wait_seconds();
   bool has_layer(int layer) const { return buckets_of_.count(layer) != 0; }
 
  private:
@@ -63,6 +66,7 @@ class ParamGather {
   std::vector<int> resident_;
   int pending_release_ = kNone;
   static constexpr int kNone = -1000000;
-  std::vector<StreamInterval> waits_;  // the compute stream's waits for gathers
+  // the compute stream's waits for gathers, each with whether a backward pass waited
+  std::vector<std::pair<StreamInterval, bool>> waits_;
 };
 }  // namespace st

@@ -228,7 +228,7 @@ void ZeroSync::finish_param_sync(int chunk, int l) {
       }
   }
   if (!gather_) return;
-  gather_->acquire(l);
+  gather_->acquire(l, in_backward_);
   if (l > last_layer_)
     dir_ = 1;
   else if (l < last_layer_)
@@ -277,5 +277,7 @@ void ZeroSync::gather_params(double* exposed) {
   if (exposed) *exposed += iv.seconds();
 }
 
-double ZeroSync::take_param_wait_seconds() { return gather_ ? gather_->take_wait_seconds() : 0.0; }
+PhaseTimes ZeroSync::take_param_waits() {
+  return gather_ ? gather_->take_wait_seconds() : PhaseTimes{};
+}
 }  // namespace st

@@ -119,8 +119,9 @@ class ZeroSync {
   void gather_params(double* exposed);
 
   // Seconds the compute stream waited for parameter gathers since the last
-  // call (after a synchronisation), and the bucket reductions' time in flight.
-  double take_param_wait_seconds();
+  // call (after a synchronisation), inside the forward and the backward
+  // passes; and the bucket reductions' time in flight.
+  PhaseTimes take_param_waits();
   double async_seconds() { return buckets_->async_seconds(); }
   const GradBuckets& buckets() const { return *buckets_; }
 

@@ -18,7 +18,7 @@ namespace st::plan {
 
 // The class of an item in the step's parts: compute (gemm, attention,
 // elementwise, optimizer), then one per part of the step a collective
-// belongs to, in CommPart's order (comm/comm_part.hpp: the one list).
+// belongs to, in CommPart's order (core/step_parts.hpp: the one list).
 enum Cls : uint8_t { kGemm, kAttn, kElem, kOptim, kComm, kNone = kComm + kCommParts };
 inline constexpr Cls cls_of(CommPart p) { return Cls(kComm + ix(p)); }
 inline constexpr Cls kPp = cls_of(CommPart::Pp);

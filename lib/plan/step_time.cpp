@@ -493,6 +493,17 @@ void throughput(const Config& cfg, const Cluster& cl, StepPrediction& r) {
 }
 }  // namespace
 
+StepParts StepPrediction::parts() const {
+  StepParts p{};
+  p[ix(StepPart::Compute)] = compute();
+  p[ix(StepPart::Optimizer)] = optimizer;
+  p[ix(StepPart::Comm)] = exposed_comm() + bubble + imbalance;
+  double known = 0;
+  for (double v : p) known += v;
+  p[ix(StepPart::Other)] = step - known;
+  return p;
+}
+
 StepPrediction predict_step(const Config& cfg, const Cluster& cl) {
   const auto& p = cfg.parallel;
   const int P = p.pp;

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm_part.hpp"
 #include "config/config.hpp"
+#include "core/step_parts.hpp"
 #include "plan/cluster.hpp"
 #include "plan/ops.hpp"
 #include "plan/rates.hpp"
@@ -46,7 +46,7 @@ struct StepPrediction {
   // loss), imbalance what the stages' unequal work adds to it (the first
   // and last stages' embedding, head and loss; an uneven layer split).
   double bubble = 0, imbalance = 0;
-  // Collectives by part of the step (comm/comm_part.hpp; zero: ZeRO's
+  // Collectives by part of the step (core/step_parts.hpp; zero: ZeRO's
   // parameter gathers, other: the loss, norm and other host scalars).
   std::array<CommTime, kCommParts> comm{};
   const CommTime& part(CommPart p) const { return comm[ix(p)]; }
@@ -67,6 +67,12 @@ struct StepPrediction {
     for (const CommTime& c : comm) s += c.exposed;
     return s;
   }
+  // The step by part (core/step_parts.hpp), as a run's telemetry splits it:
+  // compute (GEMMs, attention, elementwise), the optimizer, comm (exposed
+  // collectives, the bubble and the imbalance: a run waits them out in
+  // pipeline receives), other (what those leave of the step); data and the
+  // checkpoint stall are not modelled (0). They add up to `step`.
+  StepParts parts() const;
 };
 
 // cfg must be resolved and valid. Throws UsageError when a CPU cluster file

@@ -252,6 +252,19 @@ void parse_header(const nlohmann::json& j, RankTelemetry& rt) {
 
 }  // namespace
 
+StepMeasured StepRecord::measured() const {
+  StepMeasured m;
+  m.step = step_s;
+  m.data = data_s;
+  m.fwd = fwd_s;
+  m.bwd = bwd_s;
+  m.optim = optim_s;
+  m.comm_exposed = comm_exposed_s;
+  m.ckpt_stall = ckpt_stall_s;
+  m.inline_waits = comm_wait[ix(CommPart::Tp)] + comm_wait[ix(CommPart::Cp)];
+  return m;
+}
+
 int schema_major(const std::string& schema, const std::string& prefix) {
   if (schema.rfind(prefix, 0) != 0) return -1;
   std::string rest = schema.substr(prefix.size());

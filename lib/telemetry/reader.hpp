@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm_part.hpp"
+#include "core/step_parts.hpp"
 
 namespace st::telemetry {
 
@@ -37,6 +37,8 @@ struct StepRecord {
   std::array<double, kCommParts> comm_wait{};
   bool has_comm_wait = false;
   int line = 0;  // line number in the rank file (for messages)
+  // The fields core/step_parts.hpp splits the step from.
+  StepMeasured measured() const;
 };
 
 struct EventRecord {

@@ -3,7 +3,7 @@
 // meaning; docs/telemetry.md is regenerated from these tables.
 #include "telemetry/schema.hpp"
 
-#include "comm/comm_part.hpp"
+#include "core/step_parts.hpp"
 
 namespace st::telemetry {
 namespace {
@@ -38,15 +38,29 @@ const std::vector<std::string>& comm_part_names() {
 
 namespace {
 std::vector<Field> comm_wait_members() {
-  const char* meaning[] = {"tensor (and sequence) parallel collectives",
-                           "context parallel (ring attention)",
-                           "pipeline stage links (point to point)",
-                           "data-parallel gradient reductions",
-                           "ZeRO parameter gathers (all_gather on dp/dp_cp)",
-                           "blocking reductions of host values (loss, gradient norm, signal vote)"};
+  const std::array<const char*, kCommParts> meaning = {
+      "tensor (and sequence) parallel collectives",
+      "context parallel (ring attention)",
+      "pipeline stage links (point to point)",
+      "data-parallel gradient reductions",
+      "ZeRO parameter gathers (all_gather on dp/dp_cp)",
+      "blocking reductions of host values (loss, gradient norm, signal vote)"};
   std::vector<Field> out;
-  for (size_t i = 0; i < comm_part_names().size(); ++i)
-    out.push_back({comm_part_names()[i], Ftype::Float, meaning[i]});
+  for (CommPart p : kAllCommParts) out.push_back({comm_part_name(p), Ftype::Float, meaning[ix(p)]});
+  return out;
+}
+
+// step_parts_s's members: core/step_parts.hpp's parts and what each holds.
+std::vector<Field> step_part_members() {
+  const std::array<const char*, kStepParts> meaning = {
+      "`data_s`",
+      "`fwd_s` + `bwd_s` less the tp and cp waits inside them (`comm_wait_s`)",
+      "`optim_s`",
+      "`comm_exposed_s` plus the tp and cp waits inside the forward and backward",
+      "`ckpt_stall_s`",
+      "what the other parts leave of `step_s`: the loop's own work, the signal vote"};
+  std::vector<Field> out;
+  for (StepPart p : kAllStepParts) out.push_back({step_part_name(p), Ftype::Float, meaning[ix(p)]});
   return out;
 }
 }  // namespace
@@ -122,9 +136,15 @@ const std::vector<Field>& step_fields() {
       {"data_s", Ftype::Float, "fetching the batch"},
       {"fwd_s", Ftype::Float, "forward compute (all micro-batches)"},
       {"bwd_s", Ftype::Float, "backward compute (all micro-batches)"},
-      {"optim_s", Ftype::Float, "clip + optimizer + parameter update"},
+      {"optim_s", Ftype::Float,
+       "clip + optimizer + parameter update, less the wait for ZeRO's parameter gathers "
+       "after it (that wait is in `comm_exposed_s`)"},
       {"comm_s", Ftype::Float, "total time inside collectives (the sum of `comm`)"},
-      {"comm_exposed_s", Ftype::Float, "collective time not hidden behind compute"},
+      {"comm_exposed_s", Ftype::Float,
+       "time the step waited for communication outside the forward and backward compute: "
+       "pipeline receives (the bubble included), the gradient reductions' tail, ZeRO's "
+       "parameter gathers, the loss, norm and signal reductions (the tp and cp waits inside "
+       "the compute are in `fwd_s`/`bwd_s` and `comm_wait_s`)"},
       {"comm_bucket_s", Ftype::Float,
        "seconds the data-parallel gradient bucket reductions were in flight, summed over "
        "buckets (launch during backward to completion); compare with `comm_exposed_s` for the "
@@ -142,6 +162,11 @@ const std::vector<Field>& step_fields() {
       {"ckpt_stall_s", Ftype::Float,
        "time the loop waited for checkpointing this step (snapshot + waiting for a previous "
        "save)"},
+      {"step_parts_s", Ftype::Object,
+       "`step_s` split into parts, every second in exactly one (they add up to `step_s`): "
+       "derived from the fields above by one rule (core/step_parts.hpp), the same the "
+       "analysis' shares and the planner's prediction use",
+       step_part_members()},
       {"tokens", Ftype::Int, "tokens processed by this rank this step"},
       {"global_tokens", Ftype::Int, "tokens in the global batch this step"},
       {"loss", Ftype::FloatOrNull,

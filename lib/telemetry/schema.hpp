@@ -34,7 +34,7 @@ struct EventSpec {
 };
 
 // The parts of a step's communication in the step record's `comm_wait_s`
-// (comm/comm_part.hpp: the one list of the parts and their names).
+// (core/step_parts.hpp: the one list of the parts and their names).
 const std::vector<std::string>& comm_part_names();
 const std::vector<Field>& header_fields();        // line 1 of every rank file
 const std::vector<Field>& step_fields();          // one record per step

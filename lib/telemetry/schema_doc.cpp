@@ -129,7 +129,10 @@ relative to the repository the file lies in: the source tree, else the git
 checkout holding it; absolute only outside any), `step_s`, `parts_s` (`gemm`,
 `attention`, `elementwise`, `recompute` (share of the three before),
 `bubble`, `imbalance` (the pipeline's first/last-stage excess: embedding,
-head and loss, an uneven split), `comm_exposed`, `optimizer`), `tokens_per_s`, `mfu` (fraction, at
+head and loss, an uneven split), `comm_exposed`, `optimizer`), `step_parts_s`
+(the step by part, as a step record's `step_parts_s`: `compute` the three
+kernel parts, `comm` the exposed communication with the bubble and the
+imbalance, `other` what they leave; `data` and `ckpt_stall` 0), `tokens_per_s`, `mfu` (fraction, at
 the cluster file's peak) and `peak_flops` (that peak); or, when there is no
 cluster file or it lacks the measurements this layout needs, `absent` with
 the reason (nothing is invented). `scaletrain-analyze run` prints them
