@@ -180,6 +180,30 @@ TEST_F(CommFront, AGroupOfOneCopiesLocallyAndMakesNoCall) {
   (void)me;
 }
 
+// Strings of every length (empty, under a word, several words) gathered in
+// rank order by host all-gathers through the front: counted as all-gathers
+// and closed in the flight recorder like any other collective; a group of
+// one gets its own string back without a call.
+TEST_F(CommFront, HostAllGatherOfStringsKeepsRankOrderAndLengths) {
+  int P = 0, me = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  MpiCommunicator mpi(dup, "strings", 60);
+  auto text = [](int r) { return std::string(size_t(r * 3), char('a' + r)); };  // rank 0: ""
+  const std::vector<std::string> all = all_gather_strings(mpi, text(me));
+  ASSERT_EQ(int(all.size()), P);
+  for (int r = 0; r < P; ++r) EXPECT_EQ(all[size_t(r)], text(r)) << "rank " << r;
+  EXPECT_EQ(mpi.stats(CollKind::AllGather).calls, 2);
+  for (const auto& e : seen(mpi).entries) EXPECT_EQ(e.state, "done");
+  MPI_Comm self;
+  MPI_Comm_dup(MPI_COMM_SELF, &self);
+  MpiCommunicator one(self, "one", 60);
+  EXPECT_EQ(all_gather_strings(one, "alone"), std::vector<std::string>{"alone"});
+  EXPECT_EQ(one.stats(CollKind::AllGather).calls, 0);
+}
+
 TEST_F(CommFront, BadArgumentsAreRefusedBeforeAnyCall) {
   int P = 0, me = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &P);

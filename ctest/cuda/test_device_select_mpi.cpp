@@ -5,30 +5,26 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <memory>
+
+#include "comm/mpi_communicator.hpp"
 #include "kernels/cuda/host/device_select.hpp"
 
 namespace {
-int rank_of(MPI_Comm c) {
-  int r = 0;
-  MPI_Comm_rank(c, &r);
-  return r;
-}
-
+// The node's ranks as a communicator, as the CUDA backend makes it.
 struct Node {
-  MPI_Comm comm = MPI_COMM_NULL;
-  Node() { MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &comm); }
-  ~Node() { MPI_Comm_free(&comm); }
+  st::MpiCommunicator world{MPI_COMM_WORLD, "world", 60.0};
+  std::unique_ptr<st::MpiCommunicator> comm = world.split_host("node");
 };
 
 TEST(DeviceSelectMpi, GathersEveryRanksVisibleSetInRankOrder) {
   Node node;
-  const int r = rank_of(node.comm);
-  int n = 0;
-  MPI_Comm_size(node.comm, &n);
+  const int r = node.comm->rank();
+  const int n = node.comm->size();
   // Rank r is bound to one GPU of its own ("0000:0r:00.0"); rank 0 sees two.
   std::vector<std::string> mine{"0000:0" + std::to_string(r) + ":00.0"};
   if (r == 0) mine.push_back("0000:FF:00.0");
-  const auto all = st::cuda_host::gather_visible(node.comm, mine);
+  const auto all = st::cuda_host::gather_visible(node.comm.get(), mine);
   ASSERT_EQ(int(all.size()), n);
   ASSERT_EQ(all[0].size(), 2u);
   EXPECT_EQ(all[0][1], "0000:ff:00.0");
@@ -36,14 +32,16 @@ TEST(DeviceSelectMpi, GathersEveryRanksVisibleSetInRankOrder) {
     EXPECT_EQ(all[size_t(k)], std::vector<std::string>{"0000:0" + std::to_string(k) + ":00.0"});
   const auto plan = st::cuda_host::plan_devices(all);
   EXPECT_TRUE(plan.ok()) << plan.error;
+  // Alone (no communicator): its own list.
+  EXPECT_EQ(st::cuda_host::gather_visible(nullptr, mine),
+            std::vector<std::vector<std::string>>{mine});
 }
 
 TEST(DeviceSelectMpi, OneSharedGpuIsRefusedOnEveryRank) {
   Node node;
-  const auto all = st::cuda_host::gather_visible(node.comm, {"0000:41:00.0"});
+  const auto all = st::cuda_host::gather_visible(node.comm.get(), {"0000:41:00.0"});
   const auto plan = st::cuda_host::plan_devices(all);
-  int n = 0;
-  MPI_Comm_size(node.comm, &n);
+  const int n = node.comm->size();
   if (n < 2) GTEST_SKIP() << "needs two ranks on one node";
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.error.find("GPU 0000:41:00.0 would be shared by node-local ranks 0, 1"),
@@ -52,8 +50,8 @@ TEST(DeviceSelectMpi, OneSharedGpuIsRefusedOnEveryRank) {
   // Every rank holds the same message.
   const int len = int(plan.error.size());
   int lo = 0, hi = 0;
-  MPI_Allreduce(&len, &lo, 1, MPI_INT, MPI_MIN, node.comm);
-  MPI_Allreduce(&len, &hi, 1, MPI_INT, MPI_MAX, node.comm);
+  MPI_Allreduce(&len, &lo, 1, MPI_INT, MPI_MIN, node.comm->mpi());
+  MPI_Allreduce(&len, &hi, 1, MPI_INT, MPI_MAX, node.comm->mpi());
   EXPECT_EQ(lo, hi);
 }
 }  // namespace

@@ -68,7 +68,7 @@ TEST(NcclSplit, PlannedCallsGiveEveryRanksGroupsInOrder) {
   auto rows2 = rows->dup("row2");
   const std::vector<MPI_Comm> mine = {rows->mpi(), cols->mpi(),   world.mpi(),
                                       diag->mpi(), single->mpi(), rows2->mpi()};
-  const auto plan = plan_nccl_splits(size, gather_groups(world.mpi(), mine));
+  const auto plan = plan_nccl_splits(size, gather_groups(world, mine));
   // rows, columns, world, diagonals, rows again: 9 groups; singletons need none.
   ASSERT_EQ(plan.groups.size(), 9u);
   // Every rank holds the same plan.

@@ -19,7 +19,7 @@ namespace st::cuda::bench {
 // st::Error naming why not.
 inline std::unique_ptr<CudaDevice> open_device(std::string& name) {
   int ordinal = 0;
-  const std::string why = select_device(MPI_COMM_NULL, &ordinal, &name);
+  const std::string why = select_device(nullptr, &ordinal, &name);
   if (!why.empty()) throw Error(why);
   return std::make_unique<CudaDevice>(ordinal, name);
 }

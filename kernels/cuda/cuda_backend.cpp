@@ -78,20 +78,22 @@ class CudaBackend final : public Backend {
     std::string name;
     // The node's ranks compare their GPUs (collective over the node-local
     // ranks of MPI_COMM_WORLD; a process without MPI is alone).
+    // The exchange goes through the communicators' front (the collective
+    // timeout and the flight recorder apply).
     int mpi_up = 0, mpi_down = 0;
     MPI_Initialized(&mpi_up);
     MPI_Finalized(&mpi_down);
-    MPI_Comm node = MPI_COMM_NULL;
+    std::unique_ptr<MpiCommunicator> node;
     if (mpi_up && !mpi_down)
-      ST_MPI_CHECK(
-          MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+      node = MpiCommunicator(MPI_COMM_WORLD, "device select: world", cfg.runtime.timeout_s)
+                 .split_host("device select: node");
     std::string why;
     try {
-      why = select_device(node, &ordinal, &name);
+      why = select_device(node.get(), &ordinal, &name);
     } catch (const std::exception& e) {
       why = e.what();
     }
-    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+    node.reset();
     if (!why.empty()) return where + why + "; use runtime.device=cpu on a machine without GPUs";
     if (cfg.runtime.gpu_peak_tflops > 0) {
       peak_ = {cfg.runtime.gpu_peak_tflops * 1e12, "config runtime.gpu_peak_tflops"};

@@ -29,7 +29,7 @@ int device_count(std::string* why) {
   return n;
 }
 
-std::string select_device(MPI_Comm node, int* ordinal, std::string* name) {
+std::string select_device(Communicator* node, int* ordinal, std::string* name) {
   std::string why;
   const int n = device_count(&why);
   // Every rank takes part in the exchange, GPUs or not, so none waits alone.
@@ -44,8 +44,7 @@ std::string select_device(MPI_Comm node, int* ordinal, std::string* name) {
     mine.emplace_back(bus);
   }
   const auto plan = cuda_host::plan_devices(cuda_host::gather_visible(node, mine));
-  int me = 0;
-  if (node != MPI_COMM_NULL) MPI_Comm_rank(node, &me);
+  const int me = node ? node->rank() : 0;
   const char* vis = std::getenv("CUDA_VISIBLE_DEVICES");
   const std::string visible = vis ? std::string(" (CUDA_VISIBLE_DEVICES=") + vis + ")" : "";
   if (n == 0) return why;

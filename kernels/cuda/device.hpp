@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "tensor/cuda_block_cache.hpp"
 #include "tensor/device.hpp"
 
@@ -43,13 +44,13 @@ namespace st::cuda {
 int device_count(std::string* why = nullptr);
 
 // One GPU per rank, chosen by PCI bus id across the node's ranks (collective
-// over `node`, the node-local MPI communicator; MPI_COMM_NULL: this rank
-// alone): the rule of kernels/cuda/host/device_select.hpp (a rank seeing one
+// over `node`, the node-local communicator, through its front; nullptr:
+// this rank alone): the rule of kernels/cuda/host/device_select.hpp (a rank seeing one
 // GPU takes it, else its node-local rank's ordinal; no GPU taken twice).
 // Sets it current. Returns "" and fills *ordinal and *name, or the reason it
 // cannot (no device; more ranks than GPUs; a GPU two ranks would share,
 // named by bus id; a GPU older than sm_80).
-std::string select_device(MPI_Comm node, int* ordinal, std::string* name);
+std::string select_device(Communicator* node, int* ordinal, std::string* name);
 
 // The cudaStream_t of a stream of the CUDA device (throws for another kind).
 cudaStream_t native(Stream& s);

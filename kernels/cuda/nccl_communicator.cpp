@@ -138,8 +138,15 @@ std::vector<std::unique_ptr<NcclCommunicator>> split_communicators(
   ST_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
   ST_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &me));
   std::vector<MPI_Comm> mine;
-  for (MpiCommunicator* g : groups) mine.push_back(g->mpi());
-  const auto plan = cuda_host::plan_nccl_splits(n, cuda_host::gather_groups(MPI_COMM_WORLD, mine));
+  double timeout_s = 600;
+  for (MpiCommunicator* g : groups) {
+    mine.push_back(g->mpi());
+    timeout_s = g->timeout_s();
+  }
+  // The exchanges go through the front (the collective timeout and the
+  // flight recorder apply).
+  MpiCommunicator mpi_world(MPI_COMM_WORLD, "nccl split: world", timeout_s);
+  const auto plan = cuda_host::plan_nccl_splits(n, cuda_host::gather_groups(mpi_world, mine));
   const auto at = cuda_host::calls_for(plan, cuda_host::role_groups(MPI_COMM_WORLD, mine));
   dev.make_current();
   // NCCL's device memory: what vanishes while the communicators are made,
@@ -156,7 +163,7 @@ std::vector<std::unique_ptr<NcclCommunicator>> split_communicators(
   if (!world && n > 1) {
     ncclUniqueId id{};
     if (me == 0) ST_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
-    ST_MPI_CHECK(MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD));
+    mpi_world.broadcast_bytes(&id, int64_t(sizeof id), 0);
     ST_NCCL_CHECK(ncclCommInitRank(&world, n, id, me), nullptr);
   }
   // Every rank makes every call, in the plan's order (a rank outside all of

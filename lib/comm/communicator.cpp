@@ -9,6 +9,7 @@
 #include "comm/communicator.hpp"
 
 #include <atomic>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "core/poll_wait.hpp"
@@ -226,6 +227,45 @@ Collective per_rank(const Communicator& g, CollKind k, const void* send, void* r
   return c;
 }
 }  // namespace
+
+void Communicator::all_gather_host(const void* send, void* recv, const std::vector<int64_t>& counts,
+                                   DType t) {
+  Collective c = per_rank(*this, CollKind::AllGather, send, recv, counts, t);
+  char* mine = static_cast<char*>(recv) + size_t(c.mine) * dtype_size(t);
+  c.in_place = send == mine;
+  if (size() == 1) {
+    if (!c.in_place && counts[0]) std::memcpy(mine, send, size_t(c.bytes));
+    return;
+  }
+  if (c.total == 0) return;
+  c.host = true;
+  start(c, nullptr).wait();
+}
+
+std::vector<std::string> all_gather_strings(Communicator& g, const std::string& mine) {
+  // The lengths, then the bytes in whole 32-bit words (the seam has no byte
+  // dtype), each rank's padded.
+  const std::vector<int64_t> ones(size_t(g.size()), 1);
+  std::vector<int32_t> lens(size_t(g.size()), 0);
+  const int32_t len = int32_t(mine.size());
+  g.all_gather_host(&len, lens.data(), ones, DType::I32);
+  std::vector<int64_t> words(size_t(g.size()));
+  for (size_t r = 0; r < words.size(); ++r) words[r] = (int64_t(lens[r]) + 3) / 4;
+  const size_t my_words = size_t(words[size_t(g.rank())]);
+  std::vector<int32_t> send(my_words, 0);
+  std::memcpy(send.data(), mine.data(), mine.size());
+  int64_t total = 0;
+  for (int64_t w : words) total += w;
+  std::vector<int32_t> all(size_t(std::max<int64_t>(total, 1)), 0);
+  g.all_gather_host(send.data(), all.data(), words, DType::I32);
+  std::vector<std::string> out;
+  int64_t at = 0;
+  for (size_t r = 0; r < words.size(); ++r) {
+    out.emplace_back(reinterpret_cast<const char*>(all.data() + at), size_t(lens[r]));
+    at += words[r];
+  }
+  return out;
+}
 
 CommHandle Communicator::all_reduce(void* buf, int64_t n, DType t, ReduceOp op, Stream& after) {
   ST_CHECK(n >= 0, "all_reduce on '", name(), "': ", n, " elements");

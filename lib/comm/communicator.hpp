@@ -243,6 +243,9 @@ class Communicator {
                                     const std::vector<int64_t>& counts, DType t, Stream& after);
   // Every rank's part (counts[r] elements from `send` on rank r) into `recv`
   // in rank order. In place when send == recv + offset of this rank's part.
+  // The same on host buffers, blocking (as the host reductions: the
+  // watchdog's timeout and the flight recorder apply).
+  void all_gather_host(const void* send, void* recv, const std::vector<int64_t>& counts, DType t);
   virtual CommHandle all_gather(const void* send, void* recv, const std::vector<int64_t>& counts,
                                 DType t, Stream& after);
   // n elements of `root`'s buf into every rank's buf.
@@ -349,5 +352,9 @@ class HostGroup : public Communicator {
 // same name (Backend::make_communicators' rule); throws Error naming the
 // entry otherwise. Collective over each group.
 void check_same_entries(const std::vector<Communicator*>& groups);
+
+// Every member's bytes in rank order, by two blocking host all-gathers on g
+// (the lengths, then the bytes). Collective over g.
+std::vector<std::string> all_gather_strings(Communicator& g, const std::string& mine);
 
 }  // namespace st

@@ -69,34 +69,19 @@ DevicePlan plan_devices(const std::vector<std::vector<std::string>>& visible) {
   return p;
 }
 
-std::vector<std::vector<std::string>> gather_visible(MPI_Comm node,
+std::vector<std::vector<std::string>> gather_visible(Communicator* node,
                                                      const std::vector<std::string>& mine) {
-  if (node == MPI_COMM_NULL) return {mine};
+  if (!node) return {mine};
   // One string per rank: the bus ids joined by '\n'.
   std::string packed;
   for (const auto& id : mine) packed += normalize_bus_id(id) + "\n";
-  int nranks = 0;
-  ST_CHECK(MPI_Comm_size(node, &nranks) == MPI_SUCCESS, "device selection: MPI_Comm_size failed");
-  int len = int(packed.size());
-  std::vector<int> lens(static_cast<size_t>(nranks)), offs(static_cast<size_t>(nranks));
-  ST_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, node) == MPI_SUCCESS,
-           "device selection: MPI_Allgather failed");
-  int total = 0;
-  for (int r = 0; r < nranks; ++r) {
-    offs[size_t(r)] = total;
-    total += lens[size_t(r)];
-  }
-  std::string all(size_t(total), '\0');
-  ST_CHECK(MPI_Allgatherv(packed.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(),
-                          MPI_CHAR, node) == MPI_SUCCESS,
-           "device selection: MPI_Allgatherv failed");
-  std::vector<std::vector<std::string>> out(static_cast<size_t>(nranks));
-  for (int r = 0; r < nranks; ++r) {
-    const std::string s = all.substr(size_t(offs[size_t(r)]), size_t(lens[size_t(r)]));
+  std::vector<std::vector<std::string>> out;
+  for (const std::string& s : all_gather_strings(*node, packed)) {
+    out.emplace_back();
     size_t at = 0;
     while (at < s.size()) {
       const size_t nl = s.find('\n', at);
-      out[size_t(r)].push_back(s.substr(at, nl - at));
+      out.back().push_back(s.substr(at, nl - at));
       at = nl + 1;
     }
   }

@@ -10,10 +10,10 @@
 // detected", keyed by the PCI bus id, as here), and so does this plan,
 // naming the bus id and the ranks, before any communicator exists.
 #pragma once
-#include <mpi.h>
-
 #include <string>
 #include <vector>
+
+#include "comm/communicator.hpp"
 
 namespace st::cuda_host {
 
@@ -32,8 +32,9 @@ std::string normalize_bus_id(const std::string& id);
 // The verdict is the same whichever rank computes it.
 DevicePlan plan_devices(const std::vector<std::vector<std::string>>& visible);
 
-// Every node-local rank's visible bus ids, gathered over `node` (collective
-// over it; MPI_COMM_NULL: this rank alone).
-std::vector<std::vector<std::string>> gather_visible(MPI_Comm node,
+// Every node-local rank's visible bus ids, gathered over `node` through the
+// communicator's front (collective over it, under its timeout; nullptr:
+// this rank alone).
+std::vector<std::vector<std::string>> gather_visible(Communicator* node,
                                                      const std::vector<std::string>& mine);
 }  // namespace st::cuda_host

@@ -98,24 +98,23 @@ std::vector<RoleGroup> role_groups(MPI_Comm world, const std::vector<MPI_Comm>& 
   return out;
 }
 
-std::vector<RoleGroup> gather_groups(MPI_Comm world, const std::vector<MPI_Comm>& mine) {
+std::vector<RoleGroup> gather_groups(MpiCommunicator& world, const std::vector<MPI_Comm>& mine) {
   // Flattened as [role, size, members...] per group.
-  std::vector<int> flat;
-  for (const RoleGroup& g : role_groups(world, mine)) {
+  std::vector<int32_t> flat;
+  for (const RoleGroup& g : role_groups(world.mpi(), mine)) {
     flat.push_back(g.role);
-    flat.push_back(int(g.ranks.size()));
+    flat.push_back(int32_t(g.ranks.size()));
     flat.insert(flat.end(), g.ranks.begin(), g.ranks.end());
   }
-  const int n = int(flat.size());
-  int wsize = 0;
-  ST_MPI_CHECK(MPI_Comm_size(world, &wsize));
-  std::vector<int> counts(static_cast<size_t>(wsize)), displs(static_cast<size_t>(wsize));
-  ST_MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, world));
-  int total = 0;
-  for (size_t i = 0; i < counts.size(); ++i) displs[i] = total, total += counts[i];
-  std::vector<int> all(size_t(std::max(total, 1)));
-  ST_MPI_CHECK(MPI_Allgatherv(flat.data(), n, MPI_INT, all.data(), counts.data(), displs.data(),
-                              MPI_INT, world));
+  const std::vector<int64_t> ones(size_t(world.size()), 1);
+  std::vector<int32_t> n(size_t(world.size()), 0);
+  const int32_t mine_n = int32_t(flat.size());
+  world.all_gather_host(&mine_n, n.data(), ones, DType::I32);
+  std::vector<int64_t> counts(n.begin(), n.end());
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  std::vector<int32_t> all(size_t(std::max<int64_t>(total, 1)));
+  world.all_gather_host(flat.data(), all.data(), counts, DType::I32);
   std::vector<RoleGroup> groups;
   for (int i = 0; i < total;) {
     const int role = all[size_t(i++)], sz = all[size_t(i++)];

@@ -16,6 +16,8 @@
 
 #include <vector>
 
+#include "comm/mpi_communicator.hpp"
+
 namespace st::cuda_host {
 
 // A group: its role (the index in every member's list) and its members as
@@ -58,6 +60,7 @@ std::vector<int> calls_for(const SplitPlan& plan, const std::vector<RoleGroup>& 
 // order, tagged with its index as the role (local, no communication).
 std::vector<RoleGroup> role_groups(MPI_Comm world, const std::vector<MPI_Comm>& mine);
 
-// Every rank's role_groups(), gathered (collective over `world`).
-std::vector<RoleGroup> gather_groups(MPI_Comm world, const std::vector<MPI_Comm>& mine);
+// Every rank's role_groups(), gathered through `world`'s front (collective
+// over it, under its timeout).
+std::vector<RoleGroup> gather_groups(MpiCommunicator& world, const std::vector<MPI_Comm>& mine);
 }  // namespace st::cuda_host
