@@ -369,102 +369,133 @@ void tool_options(Args& a, ToolOptions& t) {
   // clang-format on
 }
 
-}  // namespace
+// The option groups of plan and calibrate (the model, the knobs, plan's
+// outputs, calibrate's), stored into an Args.
+struct PlanOptions {
+  cli::po::options_description model{"model (as the trainer takes it)"},
+      knobs{"knobs (comma-separated lists; a knob left out keeps the config's value)"},
+      plan{"plan outputs"}, calibrate{"calibrate options"};
+};
 
-int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+// The model (--config, --set) and the knob ranges, each list checked as it is stored.
+void model_and_knob_options(Args& a, PlanOptions& p) {
+  using cli::checked;
+  using cli::text;
+  // clang-format off
+  p.model.add_options()
+      ("config", text(&a.config, "F.yaml"),
+       "run config or model preset file (default: configs/default.yaml)")
+      ("set", cli::po::value(&a.sets)->composing()->value_name("section.key=value"),
+       "any config key, repeatable (e.g. model.preset=llama-7b)");
+  p.knobs.add_options()
+      ("devices", checked("N,...", counts("--devices", &a.r.devices)),
+       "devices (ranks) to plan for; calibrate: rank counts to measure")
+      ("dp", checked("N,...", counts("--dp", &a.r.dp)),
+       "data-parallel sizes (default: every power of two dividing the device count)")
+      ("tp", checked("N,...", counts("--tp", &a.r.tp)), "tensor-parallel sizes (likewise)")
+      ("pp", checked("N,...", counts("--pp", &a.r.pp)), "pipeline-parallel sizes (likewise)")
+      ("cp", checked("N,...", counts("--cp", &a.r.cp)), "context-parallel sizes (likewise)")
+      ("sp", checked("0,1", sp_list(&a.r.sp)), "sequence parallelism (tried with tp > 1 only)")
+      ("zero", checked("0,1,2,3", zero_list(&a.r.zero_stage)), "ZeRO stages")
+      ("chunks", checked("1,2", counts("--chunks", &a.r.num_model_chunks)),
+       "model chunks per pipeline stage (interleaved when > 1)")
+      ("micro-batch", checked("B,...", counts("--micro-batch", &a.r.micro_batch)),
+       "sequences per micro-batch")
+      ("grad-accum", checked("M,...", counts("--grad-accum", &a.r.grad_accum)),
+       "micro-batches per step")
+      ("global-batch", checked("G", one_int("--global-batch", &a.global_batch, 1)),
+       "fix the global batch (sequences): grad_accum = G / (dp * micro_batch)")
+      ("bucket-mb", checked("X,...", bucket_list(&a.r.dp_bucket_mb)),
+       "gradient bucket sizes (MiB)")
+      ("act-ckpt", checked("none,selective,full", act_ckpt_list(&a.r.act_ckpt)),
+       "activation checkpointing")
+      ("pipeline-split", checked("even,ends,config", split_list(&a.r.pipeline_split)),
+       "layers per pipeline chunk (pp > 1): even; ends = first and last chunk one layer "
+       "fewer for the embedding and the head (e.g. 7,8*14,7); config = "
+       "parallel.pipeline_layers as set (default: config when it is set, else even,ends)");
+  // clang-format on
+}
+
+// plan's outputs: the cluster and its pricing, the ranking, the campaign,
+// the weak-scaling projection and the plots.
+void plan_output_options(Args& a, PlanOptions& p) {
   using cli::checked;
   using cli::flag;
   using cli::text;
+  // clang-format off
+  p.plan.add_options()
+      ("cluster", text(&a.cluster, "FILE"), "cluster file (configs/clusters/*.yaml)")
+      ("profile", text(&a.profile, "NAME"),
+       "price by the cluster file's fitted profile NAME (profiles:, e.g. mpt-fit) instead of "
+       "its pricing: another framework's runs, not our trainer's")
+      ("devices-per-node", checked("N", one_int("--devices-per-node", &a.devices_per_node, 1)),
+       "override the cluster file's devices per node")
+      ("placement", checked("block|cyclic", placement_word(&a.placement)),
+       "override the cluster file's rank placement: block (devices-per-node consecutive "
+       "ranks a node) or cyclic (round robin over the nodes, srun --distribution=cyclic)")
+      ("top", checked("K", one_int("--top", &a.top, 1)),
+       "layouts in the table and the campaign (default 10)")
+      ("near", checked("K", one_int("--near", &a.near, 0)),
+       "predicted-infeasible layouts nearest the limit added to the campaign (default 2)")
+      ("out", text(&a.out, "DIR"),
+       "output folder (default results/plans/plan-<model>-<cluster>-<UTC time>)")
+      ("campaign-name", text(&a.campaign_name, "NAME"),
+       "name in campaign.yaml (default plan-<model>-<devices>)")
+      ("campaign-steps", checked("N", one_int("--campaign-steps", &a.campaign_steps, 1)),
+       "steps per campaign job (default 20)")
+      ("weak-scaling", checked("N,...", counts("--weak-scaling", &a.weak)),
+       "also project weak scaling over these sizes at the per-device batch "
+       "micro_batch x grad_accum (weak_scaling.md/.csv/.json/.svg)")
+      ("weak-batch", checked("S", seconds("--weak-batch", &a.weak_batch, "sequences")),
+       "weak scaling's sequences per device per step, a fraction allowed (0.125 at seq "
+       "8192: 1024 tokens per device; default micro_batch x grad_accum)")
+      ("no-plots", flag(&a.plots, false), "tables only");
+  // clang-format on
+}
+
+// calibrate's: the file to write, its name, the timing budgets, the
+// collectives' sizes and --add-to.
+void calibrate_options(Args& a, PlanOptions& p) {
+  using cli::checked;
+  using cli::text;
+  // clang-format off
+  p.calibrate.add_options()
+      ("out", text(&a.out, "FILE.yaml"),
+       "cluster file to write (e.g. configs/clusters/cpu-local.yaml)")
+      ("name", text(&a.name, "NAME"), "cluster name (default cpu-local)")
+      ("op-seconds", checked("S", seconds("--op-seconds", &a.op_seconds)),
+       "timing budget per kernel call shape (default 0.05)")
+      ("coll-seconds", checked("S", seconds("--coll-seconds", &a.coll_seconds)),
+       "timing budget per collective and size (default 0.2)")
+      ("sizes", checked("B,...", sizes_list(&a.sizes)),
+       "collective message sizes in bytes (default 4K,64K,1M,4M,16M)")
+      ("add-to", text(&a.add_to, "FILE.yaml"),
+       "time only the kernel calls FILE lacks (another model's shapes), keep its "
+       "collectives; write the union to --out");
+  // clang-format on
+}
+
+}  // namespace
+
+int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   return cli::guarded("scaletrain-plan", err, [&] {
     Args a;
     // The option groups and the sub-commands: an option is one entry of its
     // group (its value checked as it is stored), a sub-command one add().
-    // clang-format off
-    cli::po::options_description model_o("model (as the trainer takes it)");
-    model_o.add_options()
-        ("config", text(&a.config, "F.yaml"),
-         "run config or model preset file (default: configs/default.yaml)")
-        ("set", cli::po::value(&a.sets)->composing()->value_name("section.key=value"),
-         "any config key, repeatable (e.g. model.preset=llama-7b)");
-    cli::po::options_description knobs_o(
-        "knobs (comma-separated lists; a knob left out keeps the config's value)");
-    knobs_o.add_options()
-        ("devices", checked("N,...", counts("--devices", &a.r.devices)),
-         "devices (ranks) to plan for; calibrate: rank counts to measure")
-        ("dp", checked("N,...", counts("--dp", &a.r.dp)),
-         "data-parallel sizes (default: every power of two dividing the device count)")
-        ("tp", checked("N,...", counts("--tp", &a.r.tp)), "tensor-parallel sizes (likewise)")
-        ("pp", checked("N,...", counts("--pp", &a.r.pp)), "pipeline-parallel sizes (likewise)")
-        ("cp", checked("N,...", counts("--cp", &a.r.cp)), "context-parallel sizes (likewise)")
-        ("sp", checked("0,1", sp_list(&a.r.sp)), "sequence parallelism (tried with tp > 1 only)")
-        ("zero", checked("0,1,2,3", zero_list(&a.r.zero_stage)), "ZeRO stages")
-        ("chunks", checked("1,2", counts("--chunks", &a.r.num_model_chunks)),
-         "model chunks per pipeline stage (interleaved when > 1)")
-        ("micro-batch", checked("B,...", counts("--micro-batch", &a.r.micro_batch)),
-         "sequences per micro-batch")
-        ("grad-accum", checked("M,...", counts("--grad-accum", &a.r.grad_accum)),
-         "micro-batches per step")
-        ("global-batch", checked("G", one_int("--global-batch", &a.global_batch, 1)),
-         "fix the global batch (sequences): grad_accum = G / (dp * micro_batch)")
-        ("bucket-mb", checked("X,...", bucket_list(&a.r.dp_bucket_mb)),
-         "gradient bucket sizes (MiB)")
-        ("act-ckpt", checked("none,selective,full", act_ckpt_list(&a.r.act_ckpt)),
-         "activation checkpointing")
-        ("pipeline-split", checked("even,ends,config", split_list(&a.r.pipeline_split)),
-         "layers per pipeline chunk (pp > 1): even; ends = first and last chunk one layer "
-         "fewer for the embedding and the head (e.g. 7,8*14,7); config = "
-         "parallel.pipeline_layers as set (default: config when it is set, else even,ends)");
-    cli::po::options_description plan_o("plan outputs");
-    plan_o.add_options()
-        ("cluster", text(&a.cluster, "FILE"), "cluster file (configs/clusters/*.yaml)")
-        ("profile", text(&a.profile, "NAME"),
-         "price by the cluster file's fitted profile NAME (profiles:, e.g. mpt-fit) instead of "
-         "its pricing: another framework's runs, not our trainer's")
-        ("devices-per-node", checked("N", one_int("--devices-per-node", &a.devices_per_node, 1)),
-         "override the cluster file's devices per node")
-        ("placement", checked("block|cyclic", placement_word(&a.placement)),
-         "override the cluster file's rank placement: block (devices-per-node consecutive "
-         "ranks a node) or cyclic (round robin over the nodes, srun --distribution=cyclic)")
-        ("top", checked("K", one_int("--top", &a.top, 1)),
-         "layouts in the table and the campaign (default 10)")
-        ("near", checked("K", one_int("--near", &a.near, 0)),
-         "predicted-infeasible layouts nearest the limit added to the campaign (default 2)")
-        ("out", text(&a.out, "DIR"),
-         "output folder (default results/plans/plan-<model>-<cluster>-<UTC time>)")
-        ("campaign-name", text(&a.campaign_name, "NAME"),
-         "name in campaign.yaml (default plan-<model>-<devices>)")
-        ("campaign-steps", checked("N", one_int("--campaign-steps", &a.campaign_steps, 1)),
-         "steps per campaign job (default 20)")
-        ("weak-scaling", checked("N,...", counts("--weak-scaling", &a.weak)),
-         "also project weak scaling over these sizes at the per-device batch "
-         "micro_batch x grad_accum (weak_scaling.md/.csv/.json/.svg)")
-        ("weak-batch", checked("S", seconds("--weak-batch", &a.weak_batch, "sequences")),
-         "weak scaling's sequences per device per step, a fraction allowed (0.125 at seq "
-         "8192: 1024 tokens per device; default micro_batch x grad_accum)")
-        ("no-plots", flag(&a.plots, false), "tables only");
-    cli::po::options_description calibrate_o("calibrate options");
-    calibrate_o.add_options()
-        ("out", text(&a.out, "FILE.yaml"),
-         "cluster file to write (e.g. configs/clusters/cpu-local.yaml)")
-        ("name", text(&a.name, "NAME"), "cluster name (default cpu-local)")
-        ("op-seconds", checked("S", seconds("--op-seconds", &a.op_seconds)),
-         "timing budget per kernel call shape (default 0.05)")
-        ("coll-seconds", checked("S", seconds("--coll-seconds", &a.coll_seconds)),
-         "timing budget per collective and size (default 0.2)")
-        ("sizes", checked("B,...", sizes_list(&a.sizes)),
-         "collective message sizes in bytes (default 4K,64K,1M,4M,16M)")
-        ("add-to", text(&a.add_to, "FILE.yaml"),
-         "time only the kernel calls FILE lacks (another model's shapes), keep its "
-         "collectives; write the union to --out");
+    PlanOptions o;
+    model_and_knob_options(a, o);
+    plan_output_options(a, o);
+    calibrate_options(a, o);
     ToolOptions tools;
     tool_options(a, tools);
 
     cli::Program p("scaletrain-plan", kFooter);
+    // clang-format off
     p.add({"plan", "", "every layout of the knob ranges: feasible or not, memory, step time",
-           0, 0, {&plan_o, &model_o, &knobs_o},
+           0, 0, {&o.plan, &o.model, &o.knobs},
            [&](const auto&) { return run_plan(a, args, out); }});
     p.add({"calibrate", "", "measure this machine's kernels and collectives into a cluster file",
-           0, 0, {&calibrate_o, &model_o, &knobs_o},
+           0, 0, {&o.calibrate, &o.model, &o.knobs},
            [&](const auto&) { return run_calibrate(a, args, out); }});
     p.add({"compare", "RUN_DIR...", "predicted against measured runs",
            1, cli::kMany, {&tools.compare},
@@ -476,7 +507,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
            0, 0, {&tools.ref},
            [&](const auto&) { return run_reference("published", a, out); }});
     p.add({"calibrate-gpu", "", "a GPU cluster file from the GEMM benchmark and nccl-tests",
-           0, 0, {&tools.gpu, &model_o},
+           0, 0, {&tools.gpu, &o.model},
            [&](const auto&) { return run_calibrate_gpu(a, args, out); }});
     // clang-format on
     p.default_command("plan");

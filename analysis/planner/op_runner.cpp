@@ -29,192 +29,237 @@ std::vector<float> filled(int64_t n, float scale = 0.1f) {
   return v;
 }
 
+// Every harness runs the kernels in fp32.
+constexpr DType kF32 = DType::F32;
+
+// A GEMM of the op's m x n x k and transposes (beta 1 for a weight gradient).
+std::function<void()> gemm_call(const Op& op, Ops& o, Stream& st) {
+  const int64_t* s = op.s;
+  const int64_t m = s[0], n = s[1], kk = s[2];
+  auto A = std::make_shared<std::vector<float>>(filled(m * kk));
+  auto B = std::make_shared<std::vector<float>>(filled(kk * n));
+  auto C = std::make_shared<std::vector<float>>(filled(m * n));
+  const bool ta = op.ta, tb = op.tb;
+  const float beta = ta ? 1.f : 0.f;  // weight gradients accumulate (linear_bwd_w)
+  const int64_t lda = ta ? m : kk, ldb = tb ? kk : n;
+  return [=, &o, &st] {
+    o.gemm(st, ta, tb, m, n, kk, 1.f, A->data(), lda, B->data(), ldb, kF32, beta, C->data(), n,
+           kF32);
+  };
+}
+
+// Causal attention forward or backward; at cp > 1, cp rank 0's share of the
+// ring (its own block, then cp-1 others, merged).
+std::function<void()> attention_call(const Op& op, Ops& o, Stream& st) {
+  const int64_t* s = op.s;
+  const int64_t B = s[0], T = s[1], Hq = s[2], Hkv = s[3], hd = s[4];
+  const int cp = int(s[5]);
+  const float scale = 1.f / std::sqrt(float(hd));
+  auto q = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd, 1.f));
+  auto kv = std::make_shared<std::vector<float>>(filled(2 * B * T * Hkv * hd, 1.f));
+  auto out = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd));
+  auto lse = std::make_shared<std::vector<float>>(filled(B * Hq * T));
+  auto ob = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd));
+  auto lb = std::make_shared<std::vector<float>>(filled(B * Hq * T));
+  auto dq = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd));
+  auto dkv = std::make_shared<std::vector<float>>(filled(2 * B * T * Hkv * hd));
+  const int64_t nk = B * T * Hkv * hd;
+  // Forward once so backward sees a consistent (out, lse).
+  if (cp == 1)
+    o.attention_fwd(st, q->data(), kv->data(), kv->data() + nk, B, T, Hq, Hkv, hd, scale,
+                    out->data(), lse->data(), kF32);
+  auto qpos = std::make_shared<std::vector<int32_t>>(cp_positions(0, cp, T * cp));
+  auto kpos = std::make_shared<std::vector<std::vector<int32_t>>>();
+  for (int j = 0; j < cp; ++j) kpos->push_back(cp_positions((cp - j) % cp, cp, T * cp));
+  const bool fwd = op.kind == OpKind::AttnFwd;
+  return [=, &o, &st] {
+    if (cp == 1) {
+      if (fwd)
+        o.attention_fwd(st, q->data(), kv->data(), kv->data() + nk, B, T, Hq, Hkv, hd, scale,
+                        out->data(), lse->data(), kF32);
+      else
+        o.attention_bwd(st, q->data(), kv->data(), kv->data() + nk, out->data(), lse->data(),
+                        ob->data(), B, T, Hq, Hkv, hd, scale, dq->data(), dkv->data(),
+                        dkv->data() + nk, kF32);
+      return;
+    }
+    // cp rank 0's share of the ring: its own block, then cp-1 others.
+    for (int j = 0; j < cp; ++j) {
+      const int32_t* kp = (*kpos)[size_t(j)].data();
+      if (fwd) {
+        float* dst = j == 0 ? out->data() : ob->data();
+        float* l = j == 0 ? lse->data() : lb->data();
+        o.attention_fwd_block(st, q->data(), kv->data(), kv->data() + nk, B, T, T, Hq, Hkv, hd,
+                              scale, qpos->data(), kp, dst, l, kF32);
+        if (j > 0)
+          o.attention_lse_merge(st, out->data(), lse->data(), ob->data(), lb->data(), B, T, Hq, hd,
+                                kF32);
+      } else {
+        o.attention_bwd_block(st, q->data(), kv->data(), kv->data() + nk, out->data(), lse->data(),
+                              ob->data(), B, T, T, Hq, Hkv, hd, scale, qpos->data(), kp, dq->data(),
+                              dkv->data(), dkv->data() + nk, kF32);
+      }
+    }
+  };
+}
+
+// RMSNorm forward or backward over rows x d.
+std::function<void()> norm_call(const Op& op, Ops& o, Stream& st) {
+  const int64_t* s = op.s;
+  const int64_t rows = s[0], d = s[1];
+  auto x = std::make_shared<std::vector<float>>(filled(rows * d, 1.f));
+  auto w = std::make_shared<std::vector<float>>(filled(d, 1.f));
+  auto y = std::make_shared<std::vector<float>>(filled(rows * d));
+  auto dx = std::make_shared<std::vector<float>>(filled(rows * d));
+  auto dw = std::make_shared<std::vector<float>>(filled(d));
+  auto rstd = std::make_shared<std::vector<float>>(filled(rows, 1.f));
+  if (op.kind == OpKind::NormFwd)
+    return [=, &o, &st] {
+      o.rmsnorm_fwd(st, x->data(), w->data(), rows, d, 1e-5f, y->data(), rstd->data(), kF32);
+    };
+  return [=, &o, &st] {
+    o.rmsnorm_bwd(st, x->data(), w->data(), rstd->data(), y->data(), rows, d, dx->data(),
+                  dw->data(), true, kF32);
+  };
+}
+
+// RoPE (the inverse rotation for backward) over rows x heads x head_dim.
+std::function<void()> rope_call(const Op& op, Ops& o, Stream& st) {
+  const int64_t* s = op.s;
+  const int64_t rows = s[0], H = s[1], hd = s[2];
+  auto x = std::make_shared<std::vector<float>>(filled(rows * H * hd));
+  auto c = std::make_shared<std::vector<float>>(size_t(rows * hd / 2));
+  auto sn = std::make_shared<std::vector<float>>(size_t(rows * hd / 2));
+  std::vector<int32_t> pos(static_cast<size_t>(rows), 0);
+  for (int64_t t = 0; t < rows; ++t) pos[size_t(t)] = int32_t(t);
+  rope_tables(pos.data(), rows, hd, 10000.0, c->data(), sn->data());
+  const bool inverse = op.kind == OpKind::RopeBwd;
+  return
+      [=, &o, &st] { o.rope(st, x->data(), 1, rows, H, hd, c->data(), sn->data(), inverse, kF32); };
+}
+
+// SwiGLU forward or backward over n elements.
+std::function<void()> swiglu_call(const Op& op, Ops& o, Stream& st) {
+  const int64_t n = op.s[0];
+  auto g = std::make_shared<std::vector<float>>(filled(n));
+  auto u = std::make_shared<std::vector<float>>(filled(n));
+  auto out = std::make_shared<std::vector<float>>(filled(n));
+  auto dg = std::make_shared<std::vector<float>>(filled(n));
+  auto du = std::make_shared<std::vector<float>>(filled(n));
+  if (op.kind == OpKind::SwigluFwd)
+    return [=, &o, &st] { o.swiglu_fwd(st, g->data(), u->data(), n, out->data(), kF32); };
+  return [=, &o, &st] {
+    o.swiglu_bwd(st, g->data(), u->data(), out->data(), n, dg->data(), du->data(), kF32);
+  };
+}
+
+// An elementwise add (the kernel) or a copy (memcpy) of n elements.
+std::function<void()> add_or_copy_call(const Op& op, Ops& o, Stream& st) {
+  const int64_t n = op.s[0];
+  auto x = std::make_shared<std::vector<float>>(filled(n));
+  auto y = std::make_shared<std::vector<float>>(filled(n));
+  if (op.kind == OpKind::Add) return [=, &o, &st] { o.add(st, y->data(), x->data(), n, kF32); };
+  return [=] { std::memcpy(y->data(), x->data(), size_t(n) * sizeof(float)); };
+}
+
+// Cross-entropy over rows x vocabulary: forward (partial, then finish) or
+// backward (after one forward).
+std::function<void()> cross_entropy_call(const Op& op, Ops& o, Stream& st) {
+  const int64_t* s = op.s;
+  const int64_t rows = s[0], V = s[1];
+  auto logits = std::make_shared<std::vector<float>>(filled(rows * V, 1.f));
+  auto dl = std::make_shared<std::vector<float>>(filled(rows * V));
+  auto mx = std::make_shared<std::vector<float>>(filled(rows));
+  auto se = std::make_shared<std::vector<float>>(filled(rows));
+  auto tl = std::make_shared<std::vector<float>>(filled(rows));
+  auto lse = std::make_shared<std::vector<float>>(filled(rows));
+  auto loss = std::make_shared<std::vector<float>>(filled(rows));
+  auto tg = std::make_shared<std::vector<int32_t>>(size_t(rows));
+  for (int64_t r = 0; r < rows; ++r) (*tg)[size_t(r)] = int32_t(r % V);
+  auto fwd = [=, &o, &st] {
+    o.ce_partial(st, logits->data(), tg->data(), rows, V, 0, mx->data(), se->data(), tl->data(),
+                 kF32);
+    o.ce_finish(st, mx->data(), se->data(), tl->data(), tg->data(), rows, lse->data(),
+                loss->data());
+  };
+  fwd();
+  if (op.kind == OpKind::CeFwd) return fwd;
+  return [=, &o, &st] {
+    o.ce_bwd(st, logits->data(), tg->data(), lse->data(), rows, V, 0, 1.f, dl->data(), kF32);
+  };
+}
+
+// The embedding's gather (forward) or scatter-add (backward) of rows tokens.
+std::function<void()> embedding_call(const Op& op, Ops& o, Stream& st) {
+  const int64_t* s = op.s;
+  const int64_t rows = s[0], d = s[1], vocab = 256;
+  auto table = std::make_shared<std::vector<float>>(filled(vocab * d));
+  auto x = std::make_shared<std::vector<float>>(filled(rows * d));
+  auto tok = std::make_shared<std::vector<int32_t>>(size_t(rows));
+  for (int64_t r = 0; r < rows; ++r) (*tok)[size_t(r)] = int32_t((r * 7) % vocab);
+  if (op.kind == OpKind::EmbedFwd)
+    return [=, &o, &st] {
+      o.embedding_fwd(st, tok->data(), rows, table->data(), 0, vocab, d, x->data(), kF32);
+    };
+  return [=, &o, &st] {
+    o.embedding_bwd(st, tok->data(), rows, x->data(), 0, vocab, d, table->data(), kF32);
+  };
+}
+
+// One AdamW step over n parameters (the step count advancing each call).
+std::function<void()> adamw_call(const Op& op, Ops& o, Stream& st) {
+  const int64_t n = op.s[0];
+  auto w = std::make_shared<std::vector<float>>(filled(n));
+  auto g = std::make_shared<std::vector<float>>(filled(n));
+  auto m = std::make_shared<std::vector<float>>(size_t(n), 0.f);
+  auto v = std::make_shared<std::vector<float>>(size_t(n), 0.f);
+  auto t = std::make_shared<int64_t>(0);
+  return [=, &o, &st] {
+    AdamWSpan sp;
+    sp.w = w->data(), sp.g = g->data(), sp.m = m->data(), sp.v = v->data(), sp.n = n;
+    sp.wc = nullptr;
+    AdamWHyper h;
+    h.lr = 1e-4f, h.weight_decay = 0.1f, h.step = ++*t;
+    o.adamw(st, {sp}, h);
+  };
+}
+
 // The call for one op, with its buffers captured: the CPU backend's Ops
 // (kernels/ops.hpp) in fp32 on the default CPU device's inline stream, as
 // lib/model calls them.
 std::function<void()> harness(const Op& op) {
   Ops& o = cpu_ops();
   Stream& st = cpu_device().compute_stream();
-  const DType F = DType::F32;
-  const int64_t* s = op.s;
   switch (op.kind) {
-    case OpKind::Gemm: {
-      const int64_t m = s[0], n = s[1], kk = s[2];
-      auto A = std::make_shared<std::vector<float>>(filled(m * kk));
-      auto B = std::make_shared<std::vector<float>>(filled(kk * n));
-      auto C = std::make_shared<std::vector<float>>(filled(m * n));
-      const bool ta = op.ta, tb = op.tb;
-      const float beta = ta ? 1.f : 0.f;  // weight gradients accumulate (linear_bwd_w)
-      const int64_t lda = ta ? m : kk, ldb = tb ? kk : n;
-      return [=, &o, &st] {
-        o.gemm(st, ta, tb, m, n, kk, 1.f, A->data(), lda, B->data(), ldb, F, beta, C->data(), n, F);
-      };
-    }
+    case OpKind::Gemm:
+      return gemm_call(op, o, st);
     case OpKind::AttnFwd:
-    case OpKind::AttnBwd: {
-      const int64_t B = s[0], T = s[1], Hq = s[2], Hkv = s[3], hd = s[4];
-      const int cp = int(s[5]);
-      const float scale = 1.f / std::sqrt(float(hd));
-      auto q = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd, 1.f));
-      auto kv = std::make_shared<std::vector<float>>(filled(2 * B * T * Hkv * hd, 1.f));
-      auto out = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd));
-      auto lse = std::make_shared<std::vector<float>>(filled(B * Hq * T));
-      auto ob = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd));
-      auto lb = std::make_shared<std::vector<float>>(filled(B * Hq * T));
-      auto dq = std::make_shared<std::vector<float>>(filled(B * T * Hq * hd));
-      auto dkv = std::make_shared<std::vector<float>>(filled(2 * B * T * Hkv * hd));
-      const int64_t nk = B * T * Hkv * hd;
-      // Forward once so backward sees a consistent (out, lse).
-      if (cp == 1)
-        o.attention_fwd(st, q->data(), kv->data(), kv->data() + nk, B, T, Hq, Hkv, hd, scale,
-                        out->data(), lse->data(), F);
-      auto qpos = std::make_shared<std::vector<int32_t>>(cp_positions(0, cp, T * cp));
-      auto kpos = std::make_shared<std::vector<std::vector<int32_t>>>();
-      for (int j = 0; j < cp; ++j) kpos->push_back(cp_positions((cp - j) % cp, cp, T * cp));
-      const bool fwd = op.kind == OpKind::AttnFwd;
-      return [=, &o, &st] {
-        if (cp == 1) {
-          if (fwd)
-            o.attention_fwd(st, q->data(), kv->data(), kv->data() + nk, B, T, Hq, Hkv, hd, scale,
-                            out->data(), lse->data(), F);
-          else
-            o.attention_bwd(st, q->data(), kv->data(), kv->data() + nk, out->data(), lse->data(),
-                            ob->data(), B, T, Hq, Hkv, hd, scale, dq->data(), dkv->data(),
-                            dkv->data() + nk, F);
-          return;
-        }
-        // cp rank 0's share of the ring: its own block, then cp-1 others.
-        for (int j = 0; j < cp; ++j) {
-          const int32_t* kp = (*kpos)[size_t(j)].data();
-          if (fwd) {
-            float* dst = j == 0 ? out->data() : ob->data();
-            float* l = j == 0 ? lse->data() : lb->data();
-            o.attention_fwd_block(st, q->data(), kv->data(), kv->data() + nk, B, T, T, Hq, Hkv, hd,
-                                  scale, qpos->data(), kp, dst, l, F);
-            if (j > 0)
-              o.attention_lse_merge(st, out->data(), lse->data(), ob->data(), lb->data(), B, T, Hq,
-                                    hd, F);
-          } else {
-            o.attention_bwd_block(st, q->data(), kv->data(), kv->data() + nk, out->data(),
-                                  lse->data(), ob->data(), B, T, T, Hq, Hkv, hd, scale,
-                                  qpos->data(), kp, dq->data(), dkv->data(), dkv->data() + nk, F);
-          }
-        }
-      };
-    }
+    case OpKind::AttnBwd:
+      return attention_call(op, o, st);
     case OpKind::NormFwd:
-    case OpKind::NormBwd: {
-      const int64_t rows = s[0], d = s[1];
-      auto x = std::make_shared<std::vector<float>>(filled(rows * d, 1.f));
-      auto w = std::make_shared<std::vector<float>>(filled(d, 1.f));
-      auto y = std::make_shared<std::vector<float>>(filled(rows * d));
-      auto dx = std::make_shared<std::vector<float>>(filled(rows * d));
-      auto dw = std::make_shared<std::vector<float>>(filled(d));
-      auto rstd = std::make_shared<std::vector<float>>(filled(rows, 1.f));
-      if (op.kind == OpKind::NormFwd)
-        return [=, &o, &st] {
-          o.rmsnorm_fwd(st, x->data(), w->data(), rows, d, 1e-5f, y->data(), rstd->data(), F);
-        };
-      return [=, &o, &st] {
-        o.rmsnorm_bwd(st, x->data(), w->data(), rstd->data(), y->data(), rows, d, dx->data(),
-                      dw->data(), true, F);
-      };
-    }
+    case OpKind::NormBwd:
+      return norm_call(op, o, st);
     case OpKind::RopeFwd:
-    case OpKind::RopeBwd: {
-      const int64_t rows = s[0], H = s[1], hd = s[2];
-      auto x = std::make_shared<std::vector<float>>(filled(rows * H * hd));
-      auto c = std::make_shared<std::vector<float>>(size_t(rows * hd / 2));
-      auto sn = std::make_shared<std::vector<float>>(size_t(rows * hd / 2));
-      std::vector<int32_t> pos(static_cast<size_t>(rows), 0);
-      for (int64_t t = 0; t < rows; ++t) pos[size_t(t)] = int32_t(t);
-      rope_tables(pos.data(), rows, hd, 10000.0, c->data(), sn->data());
-      const bool inverse = op.kind == OpKind::RopeBwd;
-      return [=, &o, &st] {
-        o.rope(st, x->data(), 1, rows, H, hd, c->data(), sn->data(), inverse, F);
-      };
-    }
+    case OpKind::RopeBwd:
+      return rope_call(op, o, st);
     case OpKind::SwigluFwd:
-    case OpKind::SwigluBwd: {
-      const int64_t n = s[0];
-      auto g = std::make_shared<std::vector<float>>(filled(n));
-      auto u = std::make_shared<std::vector<float>>(filled(n));
-      auto out = std::make_shared<std::vector<float>>(filled(n));
-      auto dg = std::make_shared<std::vector<float>>(filled(n));
-      auto du = std::make_shared<std::vector<float>>(filled(n));
-      if (op.kind == OpKind::SwigluFwd)
-        return [=, &o, &st] { o.swiglu_fwd(st, g->data(), u->data(), n, out->data(), F); };
-      return [=, &o, &st] {
-        o.swiglu_bwd(st, g->data(), u->data(), out->data(), n, dg->data(), du->data(), F);
-      };
-    }
+    case OpKind::SwigluBwd:
+      return swiglu_call(op, o, st);
     case OpKind::Add:
-    case OpKind::Copy: {
-      const int64_t n = s[0];
-      auto x = std::make_shared<std::vector<float>>(filled(n));
-      auto y = std::make_shared<std::vector<float>>(filled(n));
-      if (op.kind == OpKind::Add) return [=, &o, &st] { o.add(st, y->data(), x->data(), n, F); };
-      return [=] { std::memcpy(y->data(), x->data(), size_t(n) * sizeof(float)); };
-    }
+    case OpKind::Copy:
+      return add_or_copy_call(op, o, st);
     case OpKind::CeFwd:
-    case OpKind::CeBwd: {
-      const int64_t rows = s[0], V = s[1];
-      auto logits = std::make_shared<std::vector<float>>(filled(rows * V, 1.f));
-      auto dl = std::make_shared<std::vector<float>>(filled(rows * V));
-      auto mx = std::make_shared<std::vector<float>>(filled(rows));
-      auto se = std::make_shared<std::vector<float>>(filled(rows));
-      auto tl = std::make_shared<std::vector<float>>(filled(rows));
-      auto lse = std::make_shared<std::vector<float>>(filled(rows));
-      auto loss = std::make_shared<std::vector<float>>(filled(rows));
-      auto tg = std::make_shared<std::vector<int32_t>>(size_t(rows));
-      for (int64_t r = 0; r < rows; ++r) (*tg)[size_t(r)] = int32_t(r % V);
-      auto fwd = [=, &o, &st] {
-        o.ce_partial(st, logits->data(), tg->data(), rows, V, 0, mx->data(), se->data(), tl->data(),
-                     F);
-        o.ce_finish(st, mx->data(), se->data(), tl->data(), tg->data(), rows, lse->data(),
-                    loss->data());
-      };
-      fwd();
-      if (op.kind == OpKind::CeFwd) return fwd;
-      return [=, &o, &st] {
-        o.ce_bwd(st, logits->data(), tg->data(), lse->data(), rows, V, 0, 1.f, dl->data(), F);
-      };
-    }
+    case OpKind::CeBwd:
+      return cross_entropy_call(op, o, st);
     case OpKind::EmbedFwd:
-    case OpKind::EmbedBwd: {
-      const int64_t rows = s[0], d = s[1], vocab = 256;
-      auto table = std::make_shared<std::vector<float>>(filled(vocab * d));
-      auto x = std::make_shared<std::vector<float>>(filled(rows * d));
-      auto tok = std::make_shared<std::vector<int32_t>>(size_t(rows));
-      for (int64_t r = 0; r < rows; ++r) (*tok)[size_t(r)] = int32_t((r * 7) % vocab);
-      if (op.kind == OpKind::EmbedFwd)
-        return [=, &o, &st] {
-          o.embedding_fwd(st, tok->data(), rows, table->data(), 0, vocab, d, x->data(), F);
-        };
-      return [=, &o, &st] {
-        o.embedding_bwd(st, tok->data(), rows, x->data(), 0, vocab, d, table->data(), F);
-      };
-    }
+    case OpKind::EmbedBwd:
+      return embedding_call(op, o, st);
     case OpKind::Alloc: {
-      const int64_t n = s[0];
+      const int64_t n = op.s[0];
       return [n] { Tensor t({n}, MemCat::Activations); };  // allocate, fill, free
     }
-    case OpKind::Adam: {
-      const int64_t n = s[0];
-      auto w = std::make_shared<std::vector<float>>(filled(n));
-      auto g = std::make_shared<std::vector<float>>(filled(n));
-      auto m = std::make_shared<std::vector<float>>(size_t(n), 0.f);
-      auto v = std::make_shared<std::vector<float>>(size_t(n), 0.f);
-      auto t = std::make_shared<int64_t>(0);
-      return [=, &o, &st] {
-        AdamWSpan sp;
-        sp.w = w->data(), sp.g = g->data(), sp.m = m->data(), sp.v = v->data(), sp.n = n;
-        sp.wc = nullptr;
-        AdamWHyper h;
-        h.lr = 1e-4f, h.weight_decay = 0.1f, h.step = ++*t;
-        o.adamw(st, {sp}, h);
-      };
-    }
+    case OpKind::Adam:
+      return adamw_call(op, o, st);
   }
   return [] {};
 }

@@ -254,14 +254,12 @@ std::string campaign_yaml(const std::vector<const Candidate*>& layouts, const Co
   return o.str();
 }
 
-int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cluster& cl,
-               const ReportOptions& o, std::ostream& out) {
-  std::error_code ec;
-  fs::create_directories(o.out_dir, ec);
-  if (ec) throw UsageError("--out " + o.out_dir + ": cannot create: " + ec.message());
-  const PlanSummary sum = summarize_plan(cands, o.top, o.near);
-  const int feasible = sum.feasible, over = sum.over, invalid = sum.invalid;
-  std::ostringstream md;
+namespace {
+
+// plan.md's head: the command, date, model, cluster and layout counts, how
+// to read the tables, and the ranked table's header.
+void plan_md_head(std::ostream& md, const std::vector<Candidate>& cands, const Config& base,
+                  const Cluster& cl, const ReportOptions& o, const PlanSummary& sum) {
   md << "# Plan: " << base.model.name << " on " << cl.name << "\n\n"
      << "| | |\n|---|---|\n| command | `" << o.command << "` |\n| date | " << iso_time_utc()
      << " |\n| model | " << base.model.name << ": " << base.model.n_layers << " layers, d_model "
@@ -272,8 +270,8 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
      << cl.devices_per_node << " per node"
      << (cl.placement == "block" ? "" : " (ranks " + cl.placement + " over the nodes)") << ", peak "
      << fx(cl.peak_flops / 1e12, 3) << " TFLOP/s (" << cl.peak_source << ") |\n| layouts | "
-     << cands.size() << ": " << feasible << " predicted feasible, " << over
-     << " over the memory limit, " << invalid << " invalid |\n\n";
+     << cands.size() << ": " << sum.feasible << " predicted feasible, " << sum.over
+     << " over the memory limit, " << sum.invalid << " invalid |\n\n";
   md << "Memory is the worst pipeline stage's peak per device (w weights, g gradients, o "
         "optimizer state, act activations, buf communication buffers, ws workspace), in GiB. "
         "Time parts are per step; communication as exposed/total ms. Both come from step 1 of "
@@ -284,6 +282,11 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
   md << "| # | layout | devices | pipeline split | peak GiB | margin GiB | step ms | tokens/s | "
         "tok/s/device | MFU % | HFU % | memory parts | time parts "
         "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+}
+
+// The ranked table's rows (numbered within each device count), and the (†)
+// note when one of them does not run on this build's trainer.
+void plan_md_ranked(std::ostream& md, const PlanSummary& sum) {
   int shown = 0, shown_devices = -1;
   bool dagger = false;
   for (const Candidate* cp : sum.top) {
@@ -301,8 +304,13 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
   if (dagger)
     md << "\n(†) predicted, but this build's trainer does not run it on the cluster's device "
           "(plan.json: not_runnable).\n";
+}
+
+// What does not fit: the notice when nothing does, the nearest layouts over
+// the memory limit, and the refusals by reason.
+void plan_md_infeasible(std::ostream& md, const Cluster& cl, const PlanSummary& sum) {
   const std::vector<const Candidate*>& nearest = sum.nearest;
-  if (feasible == 0)
+  if (sum.feasible == 0)
     md << "\n**No layout is predicted to fit** " << gib(cl.memory_bytes - cl.memory_reserved)
        << " GiB per device (" << gib(cl.memory_bytes) << " less " << gib(cl.memory_reserved)
        << " reserved); scaletrain-plan exits with status 3.\n";
@@ -317,7 +325,10 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
     md << "\nNot feasible, by reason:\n\n| reason | layouts |\n|---|---|\n";
     for (auto& [k, n] : sum.why) md << "| " << k << " | " << n << " |\n";
   }
-  // CSV and JSON: every layout.
+}
+
+// plan.csv: every layout, in rank order.
+std::string plan_csv(const std::vector<Candidate>& cands) {
   std::ostringstream csv;
   // The columns of a timed layout; an untimed one leaves exactly these empty.
   std::string timed_cols =
@@ -329,6 +340,40 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
   csv << "rank,name,devices,dp,tp,pp,cp,sp,zero_stage,num_model_chunks,dp_bucket_mb,micro_batch,"
          "grad_accum,act_ckpt,pipeline_split,chunk_layers,feasible,reason,"
       << timed_cols << '\n';
+  int rank = 0;
+  for (const Candidate& c : cands) {
+    ++rank;
+    const auto& p = c.cfg.parallel;
+    std::string reason = c.reason;
+    std::replace(reason.begin(), reason.end(), ',', ';');
+    std::replace(reason.begin(), reason.end(), '\n', ' ');
+    csv << rank << ',' << c.name() << ',' << c.devices << ',' << p.dp << ',' << p.tp << ',' << p.pp
+        << ',' << p.cp << ',' << int(p.sp) << ',' << p.zero_stage << ',' << p.num_model_chunks
+        << ',' << p.dp_bucket_mb << ',' << c.cfg.train.micro_batch << ',' << c.cfg.train.grad_accum
+        << ',' << c.cfg.train.act_ckpt << ',' << c.split << ",\"" << c.chunk_layers() << "\","
+        << int(c.feasible) << ",\"" << reason << "\"";
+    if (c.timed) {
+      const auto& m = c.mem.peak;
+      const auto& t = c.time;
+      csv << ',' << m.total() << ',' << m.weights << ',' << m.grads << ',' << m.optim << ','
+          << m.activations << ',' << m.buffers << ',' << m.workspace << ',' << c.margin() << ','
+          << t.step << ',' << t.gemm << ',' << t.attention << ',' << t.elementwise << ','
+          << t.recompute << ',' << t.bubble << ',' << t.imbalance << ',';
+      for (const CommTime& x : t.comm) csv << x.exposed << ',';
+      csv << t.optimizer << ',' << t.tokens_per_s << ',' << t.tokens_per_s_device << ',' << t.mfu
+          << ',' << t.hfu;
+    } else {
+      csv << std::string(n_timed, ',');
+    }
+    csv << '\n';
+  }
+  return csv.str();
+}
+
+// plan.json: the model, the cluster, the configuration's own layout, the
+// command, the counts and every layout in rank order.
+json plan_json(const std::vector<Candidate>& cands, const Config& base, const Cluster& cl,
+               const ReportOptions& o, const PlanSummary& sum) {
   json j;
   j["model"] = {{"name", base.model.name},
                 {"n_layers", base.model.n_layers},
@@ -354,39 +399,19 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
                {"pipeline_layers", base.parallel.pipeline_layers}};
   j["command"] = o.command;
   j["counts"] = {{"layouts", cands.size()},
-                 {"feasible", feasible},
-                 {"over_memory", over},
-                 {"invalid", invalid}};
+                 {"feasible", sum.feasible},
+                 {"over_memory", sum.over},
+                 {"invalid", sum.invalid}};
   j["layouts"] = json::array();
   int rank = 0;
-  for (const Candidate& c : cands) {
-    ++rank;
-    j["layouts"].push_back(cand_json(c, rank));
-    const auto& p = c.cfg.parallel;
-    std::string reason = c.reason;
-    std::replace(reason.begin(), reason.end(), ',', ';');
-    std::replace(reason.begin(), reason.end(), '\n', ' ');
-    csv << rank << ',' << c.name() << ',' << c.devices << ',' << p.dp << ',' << p.tp << ',' << p.pp
-        << ',' << p.cp << ',' << int(p.sp) << ',' << p.zero_stage << ',' << p.num_model_chunks
-        << ',' << p.dp_bucket_mb << ',' << c.cfg.train.micro_batch << ',' << c.cfg.train.grad_accum
-        << ',' << c.cfg.train.act_ckpt << ',' << c.split << ",\"" << c.chunk_layers() << "\","
-        << int(c.feasible) << ",\"" << reason << "\"";
-    if (c.timed) {
-      const auto& m = c.mem.peak;
-      const auto& t = c.time;
-      csv << ',' << m.total() << ',' << m.weights << ',' << m.grads << ',' << m.optim << ','
-          << m.activations << ',' << m.buffers << ',' << m.workspace << ',' << c.margin() << ','
-          << t.step << ',' << t.gemm << ',' << t.attention << ',' << t.elementwise << ','
-          << t.recompute << ',' << t.bubble << ',' << t.imbalance << ',';
-      for (const CommTime& x : t.comm) csv << x.exposed << ',';
-      csv << t.optimizer << ',' << t.tokens_per_s << ',' << t.tokens_per_s_device << ',' << t.mfu
-          << ',' << t.hfu;
-    } else {
-      csv << std::string(n_timed, ',');
-    }
-    csv << '\n';
-  }
-  // Campaign: the top K plus the nearest over the limit, runnable ones only.
+  for (const Candidate& c : cands) j["layouts"].push_back(cand_json(c, ++rank));
+  return j;
+}
+
+// Campaign: writes campaign.yaml of the top K plus the nearest over the
+// limit, runnable ones only; returns plan.md's line about it ("" if none).
+std::string write_campaign(const std::vector<Candidate>& cands, const Config& base,
+                           const Cluster& cl, const ReportOptions& o, const PlanSummary& sum) {
   const std::vector<const Candidate*>& camp = sum.campaign;
   const std::string cname = o.campaign_name.empty()
                                 ? "plan-" + base.model.name + "-" +
@@ -404,15 +429,32 @@ int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cl
       campaign_note = std::string("campaign.yaml not written: ") + e.what();
     }
   }
+  return campaign_note;
+}
+
+}  // namespace
+
+int write_plan(const std::vector<Candidate>& cands, const Config& base, const Cluster& cl,
+               const ReportOptions& o, std::ostream& out) {
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  if (ec) throw UsageError("--out " + o.out_dir + ": cannot create: " + ec.message());
+  const PlanSummary sum = summarize_plan(cands, o.top, o.near);
+  std::ostringstream md;
+  plan_md_head(md, cands, base, cl, o, sum);
+  plan_md_ranked(md, sum);
+  plan_md_infeasible(md, cl, sum);
+  const std::string campaign_note = write_campaign(cands, base, cl, o, sum);
   if (!campaign_note.empty()) md << "\n" << campaign_note << "\n";
   write_file_atomic((fs::path(o.out_dir) / "plan.md").string(), md.str());
-  write_file_atomic((fs::path(o.out_dir) / "plan.csv").string(), csv.str());
-  write_file_atomic((fs::path(o.out_dir) / "plan.json").string(), j.dump(1) + "\n");
+  write_file_atomic((fs::path(o.out_dir) / "plan.csv").string(), plan_csv(cands));
+  write_file_atomic((fs::path(o.out_dir) / "plan.json").string(),
+                    plan_json(cands, base, cl, o, sum).dump(1) + "\n");
   if (o.plots) plots(cands, cl, o.out_dir, out);
   out << md.str() << "\nwritten: " << o.out_dir << "/plan.md, plan.csv, plan.json"
       << (o.plots ? ", throughput_vs_memory.svg, feasibility_frontier.svg" : "")
-      << (camp.empty() ? "" : ", campaign.yaml") << "\n";
-  return feasible;
+      << (sum.campaign.empty() ? "" : ", campaign.yaml") << "\n";
+  return sum.feasible;
 }
 
 namespace {

@@ -94,41 +94,192 @@ double timed(MpiCommunicator& w, double seconds, F f) {
   w.all_reduce_max(&dt, 1);
   return dt / reps;
 }
+
+// The command line: what to time and how.
+struct ProbeOptions {
+  std::vector<int64_t> sizes = {4096, 65536, 1 << 20, 4 << 20, 16 << 20};
+  double seconds = 0.2;
+  std::string ops;
+  bool busy = false, node_local = false, compare_mpi = false;
+};
+
+// Parses "--flag value" pairs; UsageError naming a flag without a value, a
+// bad value or an unknown flag.
+ProbeOptions parse_options(int argc, char** argv) {
+  ProbeOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) throw st::UsageError(a + ": needs a value");
+    const std::string v = argv[++i];
+    if (a == "--sizes") {
+      o.sizes.clear();
+      for (const auto& s : st::split(v, ',')) o.sizes.push_back(std::stoll(s));
+    } else if (a == "--seconds") {
+      o.seconds = std::stod(v);
+    } else if (a == "--ops") {
+      o.ops = v;
+    } else if (a == "--busy") {
+      o.busy = v == "1";
+    } else if (a == "--compare-mpi") {
+      if (v != "0" && v != "1") throw st::UsageError("--compare-mpi " + v + ": valid are 0, 1");
+      o.compare_mpi = v == "1";
+    } else if (a == "--groups") {
+      if (v != "node-local" && v != "world")
+        throw st::UsageError("--groups " + v + ": valid are world, node-local");
+      o.node_local = v == "node-local";
+    } else {
+      throw st::UsageError("unknown option '" + a +
+                           "' (valid: --sizes, --seconds, --ops, --busy, --groups, "
+                           "--compare-mpi)");
+    }
+  }
+  return o;
+}
+
+// The collectives' timing: the group each rank times its collectives in
+// (the world, or its node-local peers on the other nodes) and the shape
+// rank 0 reports: the most members of a group on one node and the most
+// ranks on one node.
+class CollectiveProbe {
+ public:
+  // Splits the groups; UsageError where node-local groups would differ in size.
+  CollectiveProbe(MpiCommunicator& w, const ProbeOptions& opt)
+      : w_(w),
+        opt_(opt),
+        host_(w.split_host("host")),
+        own_(opt.node_local ? w.split(host_->rank(), w.rank(), "node-local") : nullptr),
+        g_(own_ ? *own_ : w),
+        g_host_(g_.split_host("group-host")) {
+    shape_[0] = double(g_host_->size()), shape_[1] = double(host_->size());
+    shape_[2] = double(g_.size()), shape_[3] = -double(g_.size());
+    w_.all_reduce_max(shape_, 4);
+    if (shape_[2] != -shape_[3])
+      throw st::UsageError(
+          "--groups node-local: the nodes hold different numbers of ranks (groups of " +
+          std::to_string(int(-shape_[3])) + " to " + std::to_string(int(shape_[2])) +
+          "); place as many ranks on every node");
+  }
+
+  // Times every collective at every size (none in a group of one), beside a
+  // computing thread with --busy 1.
+  void time_collectives() {
+    const int n = g_.size();
+    // --busy 1: a second thread computes while the collectives are timed, so
+    // they meet a node whose cores (and CPU quota) the step's compute keeps
+    // busy: on the default CPU device a collective progresses only inside the
+    // compute thread's MPI calls, and under a quota only while the node is
+    // not throttled.
+    std::atomic<bool> stop{false};
+    std::thread load;
+    if (opt_.busy && n > 1) load = std::thread([&] { st::plan::compute_until(stop); });
+    if (n > 1)
+      for (int64_t bytes : opt_.sizes) time_size(bytes);
+    stop = true;
+    if (load.joinable()) load.join();
+  }
+
+ private:
+  // Rank 0 prints one "coll" line.
+  void print(const char* kind, int64_t bytes, double s) const {
+    if (w_.rank() == 0)
+      std::printf("coll %s %d %lld %.9g %d %d\n", kind, g_.size(), (long long)bytes, s,
+                  int(shape_[0]), int(shape_[1]));
+  }
+
+  // The trainer's way (the communicator's ring for large messages) and, with
+  // --compare-mpi, MPI's own non-blocking call in the same run.
+  void time_both_ways(const char* kind, int64_t elems, const std::function<void()>& f) {
+    const int n = g_.size();
+    const double own = timed(w_, opt_.seconds, f);
+    print(kind, elems * 4, own);
+    if (!opt_.compare_mpi) return;
+    MpiCommunicator::set_rings(false);
+    const double mpi = timed(w_, opt_.seconds, f);
+    MpiCommunicator::set_rings(true);
+    if (w_.rank() == 0)
+      std::printf("mpi_own %s %d %lld %.9g (the trainer's / MPI's: %.3f)\n", kind, n,
+                  (long long)(elems * 4), mpi, own / mpi);
+  }
+
+  // Every collective at one message size: the engine's device collectives on
+  // the CPU device's stream (each waited for, as a blocking use in the step
+  // would be).
+  void time_size(int64_t bytes) {
+    MpiCommunicator& g = g_;
+    const int n = g.size(), r = g.rank();
+    st::Stream& cs = st::cpu_device().compute_stream();
+    const st::DType F = st::DType::F32;
+    const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);
+    std::vector<float> a(size_t(elems), 1.f), b(size_t(elems), 0.f);
+    const std::vector<int64_t> counts = st::equal_counts(n, elems / n);  // n parts of elems / n
+    time_both_ways("all_reduce", elems,
+                   [&] { g.all_reduce(a.data(), elems, F, st::ReduceOp::Sum, cs).wait(cs); });
+    time_both_ways("reduce_scatter", elems,
+                   [&] { g.reduce_scatter(a.data(), b.data(), counts, F, cs).wait(cs); });
+    time_both_ways("all_gather", elems,
+                   [&] { g.all_gather(a.data(), b.data(), counts, F, cs).wait(cs); });
+    // Ring attention's shift: send to the next rank and receive from the
+    // previous one at once.
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    print("ring_shift", elems * 4, timed(w_, opt_.seconds, [&] {
+            g.exchange({{true, a.data(), elems, next}, {false, b.data(), elems, prev}}, F, cs)
+                .wait(cs);
+          }));
+    // Pipeline hand-off: pairs (0->1, 2->3, ...) at once.
+    print("p2p", elems * 4, timed(w_, opt_.seconds, [&] {
+            if (r % 2 == 0 && r + 1 < n)
+              g.exchange({{true, a.data(), elems, r + 1}}, F, cs).wait(cs);
+            if (r % 2 == 1) g.exchange({{false, b.data(), elems, r - 1}}, F, cs).wait(cs);
+          }));
+  }
+
+  MpiCommunicator& w_;
+  const ProbeOptions& opt_;
+  std::unique_ptr<MpiCommunicator> host_, own_;
+  MpiCommunicator& g_;
+  std::unique_ptr<MpiCommunicator> g_host_;
+  // Over the world (a max): the most group members on a node, the most ranks
+  // on a node, the largest group and minus the smallest.
+  double shape_[4];
+};
+
+// The slowdown of ranks sharing the node's cores: rank 0 alone (the
+// others sleep, not spinning in MPI), then every rank at once, back to
+// back, three times; rank 0 prints the median ratio, so that a machine whose
+// background load drifts is measured against itself. Each is the mean
+// pass over a second or more, so that a CPU quota is paid in both, as
+// a whole step pays it.
+void time_compute_slowdown(MpiCommunicator& w, const std::string& ops, double seconds) {
+  const float one = 1.f;
+  std::vector<st::plan::Op> list;
+  for (const auto& k : st::split(ops, ';'))
+    if (!k.empty()) list.push_back(st::plan::parse_op_key(k, "--ops"));
+  const double window = std::max(seconds, 1.0);  // ten CFS periods and more
+  std::vector<double> ratios;
+  for (int rep = 0; rep < 3; ++rep) {
+    double alone = 0;
+    if (w.rank() == 0) {
+      alone = st::plan::time_ops_pass(list, window);
+      for (int k = 1; k < w.size(); ++k) w.send(&one, 1, k, 9);
+    } else {
+      quiet_recv(w, 9);
+    }
+    w.barrier();
+    double t = st::plan::time_ops_pass(list, window);
+    w.all_reduce_max(&t, 1);
+    if (w.rank() == 0) ratios.push_back(t / alone);
+  }
+  if (w.rank() == 0) {
+    std::sort(ratios.begin(), ratios.end());
+    std::printf("compute %d %.9g\n", w.size(), ratios[1]);
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   st::Runtime rt(&argc, &argv);
   try {
-    std::vector<int64_t> sizes = {4096, 65536, 1 << 20, 4 << 20, 16 << 20};
-    double seconds = 0.2;
-    std::string ops;
-    bool busy = false, node_local = false, compare_mpi = false;
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      if (i + 1 >= argc) throw st::UsageError(a + ": needs a value");
-      const std::string v = argv[++i];
-      if (a == "--sizes") {
-        sizes.clear();
-        for (const auto& s : st::split(v, ',')) sizes.push_back(std::stoll(s));
-      } else if (a == "--seconds") {
-        seconds = std::stod(v);
-      } else if (a == "--ops") {
-        ops = v;
-      } else if (a == "--busy") {
-        busy = v == "1";
-      } else if (a == "--compare-mpi") {
-        if (v != "0" && v != "1") throw st::UsageError("--compare-mpi " + v + ": valid are 0, 1");
-        compare_mpi = v == "1";
-      } else if (a == "--groups") {
-        if (v != "node-local" && v != "world")
-          throw st::UsageError("--groups " + v + ": valid are world, node-local");
-        node_local = v == "node-local";
-      } else {
-        throw st::UsageError("unknown option '" + a +
-                             "' (valid: --sizes, --seconds, --ops, --busy, --groups, "
-                             "--compare-mpi)");
-      }
-    }
+    const ProbeOptions opt = parse_options(argc, argv);
     // Waits as the trainer's ranks wait (st::waits_oversubscribed, app/job.cpp):
     // where ranks x threads exceed the node's usable CPUs (a CPU quota
     // counts), waiting ranks sleep between polls. A probe that spins where
@@ -138,111 +289,9 @@ int main(int argc, char** argv) {
     st::MpiCommunicator::set_sleep_when_waiting(
         st::waits_oversubscribed(rt.local_size(), omp_get_max_threads()));
     MpiCommunicator w(MPI_COMM_WORLD, "world", 600.0);
-    const float one = 1.f;
-    // The group each rank times its collectives in (the world, or its
-    // node-local peers on the other nodes), and the shape rank 0 reports:
-    // the most members of a group on one node and the most ranks on one node.
-    const auto host = w.split_host("host");
-    std::unique_ptr<MpiCommunicator> own;
-    if (node_local) own = w.split(host->rank(), w.rank(), "node-local");
-    MpiCommunicator& g = own ? *own : w;
-    const auto g_host = g.split_host("group-host");
-    double shape[4] = {double(g_host->size()), double(host->size()), double(g.size()),
-                       -double(g.size())};
-    w.all_reduce_max(shape, 4);
-    if (shape[2] != -shape[3])
-      throw st::UsageError(
-          "--groups node-local: the nodes hold different numbers of ranks (groups of " +
-          std::to_string(int(-shape[3])) + " to " + std::to_string(int(shape[2])) +
-          "); place as many ranks on every node");
-    const int n = g.size(), r = g.rank();
-    auto out = [&](const char* kind, int64_t bytes, double s) {
-      if (w.rank() == 0)
-        std::printf("coll %s %d %lld %.9g %d %d\n", kind, n, (long long)bytes, s, int(shape[0]),
-                    int(shape[1]));
-    };
-    // --busy 1: a second thread computes while the collectives are timed, so
-    // they meet a node whose cores (and CPU quota) the step's compute keeps
-    // busy: on the default CPU device a collective progresses only inside the
-    // compute thread's MPI calls, and under a quota only while the node is
-    // not throttled.
-    std::atomic<bool> stop{false};
-    std::thread load;
-    if (busy && n > 1) load = std::thread([&] { st::plan::compute_until(stop); });
-    if (n > 1) {
-      // The engine's device collectives on the CPU device's stream (each
-      // waited for, as a blocking use in the step would be).
-      st::Stream& cs = st::cpu_device().compute_stream();
-      const st::DType F = st::DType::F32;
-      for (int64_t bytes : sizes) {
-        const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);
-        std::vector<float> a(size_t(elems), 1.f), b(size_t(elems), 0.f);
-        const std::vector<int64_t> counts = st::equal_counts(n, elems / n);  // n parts of elems / n
-        // The trainer's way (the communicator's ring for large messages)
-        // and, with --compare-mpi, MPI's own non-blocking call in the same run.
-        auto each = [&](const char* kind, const std::function<void()>& f) {
-          const double own = timed(w, seconds, f);
-          out(kind, elems * 4, own);
-          if (!compare_mpi) return;
-          MpiCommunicator::set_rings(false);
-          const double mpi = timed(w, seconds, f);
-          MpiCommunicator::set_rings(true);
-          if (w.rank() == 0)
-            std::printf("mpi_own %s %d %lld %.9g (the trainer's / MPI's: %.3f)\n", kind, n,
-                        (long long)(elems * 4), mpi, own / mpi);
-        };
-        each("all_reduce",
-             [&] { g.all_reduce(a.data(), elems, F, st::ReduceOp::Sum, cs).wait(cs); });
-        each("reduce_scatter",
-             [&] { g.reduce_scatter(a.data(), b.data(), counts, F, cs).wait(cs); });
-        each("all_gather", [&] { g.all_gather(a.data(), b.data(), counts, F, cs).wait(cs); });
-        // Ring attention's shift: send to the next rank and receive from the
-        // previous one at once.
-        const int next = (r + 1) % n, prev = (r + n - 1) % n;
-        out("ring_shift", elems * 4, timed(w, seconds, [&] {
-              g.exchange({{true, a.data(), elems, next}, {false, b.data(), elems, prev}}, F, cs)
-                  .wait(cs);
-            }));
-        // Pipeline hand-off: pairs (0->1, 2->3, ...) at once.
-        out("p2p", elems * 4, timed(w, seconds, [&] {
-              if (r % 2 == 0 && r + 1 < n)
-                g.exchange({{true, a.data(), elems, r + 1}}, F, cs).wait(cs);
-              if (r % 2 == 1) g.exchange({{false, b.data(), elems, r - 1}}, F, cs).wait(cs);
-            }));
-      }
-    }
-    stop = true;
-    if (load.joinable()) load.join();
-    if (!ops.empty()) {
-      // The slowdown of ranks sharing the node's cores: rank 0 alone (the
-      // others sleep, not spinning in MPI), then every rank at once, back to
-      // back, three times; the median ratio, so that a machine whose
-      // background load drifts is measured against itself. Each is the mean
-      // pass over a second or more, so that a CPU quota is paid in both, as
-      // a whole step pays it.
-      std::vector<st::plan::Op> list;
-      for (const auto& k : st::split(ops, ';'))
-        if (!k.empty()) list.push_back(st::plan::parse_op_key(k, "--ops"));
-      const double window = std::max(seconds, 1.0);  // ten CFS periods and more
-      std::vector<double> ratios;
-      for (int rep = 0; rep < 3; ++rep) {
-        double alone = 0;
-        if (w.rank() == 0) {
-          alone = st::plan::time_ops_pass(list, window);
-          for (int k = 1; k < w.size(); ++k) w.send(&one, 1, k, 9);
-        } else {
-          quiet_recv(w, 9);
-        }
-        w.barrier();
-        double t = st::plan::time_ops_pass(list, window);
-        w.all_reduce_max(&t, 1);
-        if (w.rank() == 0) ratios.push_back(t / alone);
-      }
-      if (w.rank() == 0) {
-        std::sort(ratios.begin(), ratios.end());
-        std::printf("compute %d %.9g\n", w.size(), ratios[1]);
-      }
-    }
+    CollectiveProbe collectives(w, opt);
+    collectives.time_collectives();
+    if (!opt.ops.empty()) time_compute_slowdown(w, opt.ops, opt.seconds);
     std::fflush(stdout);
   } catch (const st::UsageError& e) {
     if (rt.rank() == 0) std::fprintf(stderr, "scaletrain-plan-probe: error: %s\n", e.what());
