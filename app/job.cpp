@@ -268,6 +268,7 @@ void set_threads(Job& j, Runtime& rt) {
   // when its waits slept).
   const bool oversubscribed = waits_oversubscribed(rt.local_size(), j.threads);
   MpiCommunicator::set_sleep_when_waiting(oversubscribed);
+  MpiCommunicator::set_rings(j.cfg.runtime.mpi_ring);
   if (oversubscribed && rank == 0)
     log0("oversubscribed: ", rt.local_size(), " rank(s) x ", j.threads, " thread(s) on ",
          usable_cpus(), " CPU(s) of ", rt.host(), "; waiting ranks sleep between polls");

@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -105,6 +106,28 @@ struct ProbeOptions {
 
 // Parses "--flag value" pairs; UsageError naming a flag without a value, a
 // bad value or an unknown flag.
+// A bound as a user reads it (0.001, 3600, 1e+12).
+std::string text(double x) {
+  std::ostringstream o;
+  o << x;
+  return o.str();
+}
+
+// The number `v` of `flag`, in [lo, hi]; UsageError naming both otherwise.
+double number(const std::string& flag, const std::string& v, double lo, double hi) {
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size() || !(x >= lo && x <= hi))
+    throw st::UsageError(flag + " '" + v + "': valid is a number from " + text(lo) + " to " +
+                         text(hi));
+  return x;
+}
+
 ProbeOptions parse_options(int argc, char** argv) {
   ProbeOptions o;
   for (int i = 1; i < argc; ++i) {
@@ -113,12 +136,13 @@ ProbeOptions parse_options(int argc, char** argv) {
     const std::string v = argv[++i];
     if (a == "--sizes") {
       o.sizes.clear();
-      for (const auto& s : st::split(v, ',')) o.sizes.push_back(std::stoll(s));
+      for (const auto& s : st::split(v, ',')) o.sizes.push_back(int64_t(number(a, s, 1, 1e12)));
     } else if (a == "--seconds") {
-      o.seconds = std::stod(v);
+      o.seconds = number(a, v, 1e-3, 3600);
     } else if (a == "--ops") {
       o.ops = v;
     } else if (a == "--busy") {
+      if (v != "0" && v != "1") throw st::UsageError("--busy " + v + ": valid are 0, 1");
       o.busy = v == "1";
     } else if (a == "--compare-mpi") {
       if (v != "0" && v != "1") throw st::UsageError("--compare-mpi " + v + ": valid are 0, 1");

@@ -50,9 +50,10 @@ class MpiCommunicator final : public HostGroup {
   // (64 KiB) and all-gathers (1 MiB, 3 ranks and more) go round the
   // communicator's own ring of point-to-point messages instead of MPI's
   // non-blocking call (mpi_communicator.cpp, Ring); off, always MPI's call.
-  // Process-wide, and the same on every rank (each decides alone). For the
-  // probe's comparison against MPI's own algorithms
-  // (scaletrain-plan-probe --compare-mpi).
+  // Process-wide, and the same on every rank (each decides alone): the
+  // trainer sets it from runtime.mpi_ring (the measurement behind it:
+  // scripts/bench-mpi-ring.sh), the probe's comparison against MPI's own
+  // algorithms (scaletrain-plan-probe --compare-mpi) switches it.
   static void set_rings(bool on);
 
   // The device whose buffers the device collectives below see (default: the

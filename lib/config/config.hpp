@@ -95,10 +95,11 @@ struct RuntimeCfg {
   bool strict_device = false;  // CPU: worker-thread streams, NaN-filled allocations (tests)
   std::string out;             // default: results/runs/<name>-<timestamp>
   std::string name = "run";
-  int threads = 0;                          // OpenMP threads/rank; 0 = cores (quota-capped) / ranks
-  double timeout_s = 600.0;                 // collective / wait timeout
-  double cpu_peak_gflops = 0;               // 0 = measure at start (for MFU on CPU)
-  double gpu_peak_tflops = 0;               // 0 = the device's entry in the metrics peak table
+  int threads = 0;             // OpenMP threads/rank; 0 = cores (quota-capped) / ranks
+  double timeout_s = 600.0;    // collective / wait timeout
+  bool mpi_ring = true;        // CPU ranks: large collectives round the communicator's own ring
+  double cpu_peak_gflops = 0;  // 0 = measure at start (for MFU on CPU)
+  double gpu_peak_tflops = 0;  // 0 = the device's entry in the metrics peak table
   std::string attention_backward = "fast";  // fast|deterministic (CUDA: cuDNN or block kernels)
   int head_chunk_mb = 0;  // LM head chunk: logits MiB per chunk; 0 = 2^22 logits (>= 64 rows)
   std::string trace = "collectives";  // off|phases|collectives: telemetry trace records

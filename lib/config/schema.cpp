@@ -245,6 +245,13 @@ std::vector<Key> runtime_keys() {
           "OpenMP threads per rank; 0 = cores (capped by a cgroup CPU quota) / local ranks, at "
           "least 1"),
       num(F(runtime, timeout_s), 1, 1e7, "timeout in seconds for collectives and waits"),
+      any(F(runtime, mpi_ring),
+          "CPU ranks (MPI carries the collectives): large all-reduces, reduce-scatters and "
+          "all-gathers go round the communicator's own ring of point-to-point messages, every "
+          "link busy every round, instead of Open MPI's non-blocking calls (whose all-reduce "
+          "is a reduce to one rank and a broadcast); false = Open MPI's own. The reason, "
+          "measured on the emulated cluster: results/mpi-ring-emucluster-20261207 "
+          "(scripts/bench-mpi-ring.sh)"),
       num(F(runtime, cpu_peak_gflops), 0, 1e9,
           "peak GFLOP/s per rank for MFU on CPU; 0 = measure at start"),
       num(F(runtime, gpu_peak_tflops), 0, 1e6,

@@ -37,31 +37,34 @@ const std::vector<std::string>& comm_part_names() {
 }
 
 namespace {
-std::vector<Field> comm_wait_members() {
-  const std::array<const char*, kCommParts> meaning = {
-      "tensor (and sequence) parallel collectives",
-      "context parallel (ring attention)",
-      "pipeline stage links (point to point)",
-      "data-parallel gradient reductions",
-      "ZeRO parameter gathers (all_gather on dp/dp_cp)",
-      "blocking reductions of host values (loss, gradient norm, signal vote)"};
+// Float members named by a part list's name table, each with its meaning
+// (an array of the same length: a part added without one does not compile).
+template <size_t N>
+std::vector<Field> part_members(const std::array<const char*, N>& names,
+                                const std::array<const char*, N>& meaning) {
   std::vector<Field> out;
-  for (CommPart p : kAllCommParts) out.push_back({comm_part_name(p), Ftype::Float, meaning[ix(p)]});
+  for (size_t i = 0; i < N; ++i) out.push_back({names[i], Ftype::Float, meaning[i]});
   return out;
 }
 
-// step_parts_s's members: core/step_parts.hpp's parts and what each holds.
+// comm_wait_s's members: core/step_parts.hpp's CommParts.
+std::vector<Field> comm_wait_members() {
+  return part_members(
+      kCommPartNames,
+      {"tensor (and sequence) parallel collectives", "context parallel (ring attention)",
+       "pipeline stage links (point to point)", "data-parallel gradient reductions",
+       "ZeRO parameter gathers (all_gather on dp/dp_cp)",
+       "blocking reductions of host values (loss, gradient norm, signal vote)"});
+}
+
+// step_parts_s's members: core/step_parts.hpp's StepParts and what each holds.
 std::vector<Field> step_part_members() {
-  const std::array<const char*, kStepParts> meaning = {
-      "`data_s`",
-      "`fwd_s` + `bwd_s` less the tp and cp waits inside them (`comm_wait_s`)",
-      "`optim_s`",
-      "`comm_exposed_s` plus the tp and cp waits inside the forward and backward",
-      "`ckpt_stall_s`",
-      "what the other parts leave of `step_s`: the loop's own work, the signal vote"};
-  std::vector<Field> out;
-  for (StepPart p : kAllStepParts) out.push_back({step_part_name(p), Ftype::Float, meaning[ix(p)]});
-  return out;
+  return part_members(
+      kStepPartNames,
+      {"`data_s`", "`fwd_s` + `bwd_s` less the tp and cp waits inside them (`comm_wait_s`)",
+       "`optim_s`", "`comm_exposed_s` plus the tp and cp waits inside the forward and backward",
+       "`ckpt_stall_s`",
+       "what the other parts leave of `step_s`: the loop's own work, the signal vote"});
 }
 }  // namespace
 
