@@ -202,16 +202,17 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
 double Engine::apply(long step, double lr, double grad_norm, bool skip, double* exposed_s) {
   Stream& s = dev_.compute_stream();
   StreamInterval iv(dev_);
-  const double exposed_before = *exposed_s;
+  double gather_wait = 0;
   iv.begin(s);
   if (!skip) {
     opt_->step(state_, lr, clip_coef(grad_norm, cfg_.optim.grad_clip), step);
-    sync_->gather_params(exposed_s);
+    sync_->gather_params(&gather_wait);
   }
   iv.end(s);
   dev_.synchronize();
   // The wait for ZeRO's gathers is exposed communication, not optimizer
   // time: each second of the step in one part (core/step_parts.hpp).
-  return std::max(0.0, iv.seconds() - (*exposed_s - exposed_before));
+  if (exposed_s) *exposed_s += gather_wait;
+  return std::max(0.0, iv.seconds() - gather_wait);
 }
 }  // namespace st

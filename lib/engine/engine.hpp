@@ -52,7 +52,7 @@ class Engine {
   // Clip and AdamW with learning rate lr (skipped when `skip`); ZeRO 1/2
   // shards are gathered back into the compute weights. Returns the
   // optimizer's seconds (the device's, waited for) less the gathers' wait,
-  // which it adds to *exposed_s.
+  // which it adds to *exposed_s (when given).
   double apply(long step, double lr, double grad_norm, bool skip, double* exposed_s);
 
   // The table of this rank's sharded state (optim/state_table.hpp), which
