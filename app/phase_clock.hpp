@@ -1,4 +1,4 @@
-// Per-phase wall and CPU time of the trainer's start-up (the process's start
+// Per-phase wall and CPU time (core/phase_clock.hpp) of the trainer's start-up (the process's start
 // to the end of its first step) and of its exit (the end of the last step to
 // MPI_Finalize): rank 0 logs them and run.json keeps them (`startup`,
 // `exit`: each phase's slowest-rank wall time and its CPU time per rank), so
@@ -11,32 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "core/phase_clock.hpp"
+
 namespace st {
 
 class MpiCommunicator;
-
-struct PhaseTime {
-  std::string name;
-  double wall_s = 0, cpu_s = 0;
-};
-
-class PhaseClock {
- public:
-  // Starts now; from_process_start: at the process's start as the kernel
-  // records it (the first phase is then exec and library loading).
-  explicit PhaseClock(bool from_process_start = false);
-  // The phase since the previous mark (or the start) ends now.
-  void mark(const std::string& name);
-  // The same for a phase that ended earlier, at wall_time() `wall` with
-  // `cpu` CPU seconds used by then.
-  void mark_at(const std::string& name, double wall, double cpu);
-  const std::vector<PhaseTime>& phases() const { return phases_; }
-  double elapsed_s() const;  // wall seconds since the start
-
- private:
-  std::vector<PhaseTime> phases_;
-  double t0_ = 0, t_ = 0, c_ = 0;
-};
 
 // The process's start-up phases: main() and setup_job() mark them, the loop
 // marks the first step.

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/build_commit.hpp"
+#include "core/phase_clock.hpp"
 #include "core/util.hpp"
 #include "scaletrain/build_config.hpp"
 #include "trainer.hpp"
@@ -73,34 +74,6 @@ std::string run_id_for(const std::string& out) {
   return b;
 }
 
-namespace {
-struct ProcessTimes {
-  double age_s = 0, cpu_s = 0;
-};
-// This process's age (now - its start time in /proc/self/stat, both on the
-// boot clock) and CPU time so far (getrusage).
-ProcessTimes process_times() {
-  ProcessTimes t;
-  rusage ru{};
-  if (getrusage(RUSAGE_SELF, &ru) == 0)
-    t.cpu_s = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-              1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-  std::ifstream f("/proc/self/stat");
-  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const size_t close = stat.rfind(')');  // the command name may hold spaces
-  timespec now{};
-  if (close != std::string::npos && clock_gettime(CLOCK_BOOTTIME, &now) == 0) {
-    std::istringstream rest(stat.substr(close + 2));
-    std::string field;
-    for (int i = 3; i <= 22 && rest >> field; ++i)
-      if (i == 22)
-        t.age_s = double(now.tv_sec) + 1e-9 * double(now.tv_nsec) -
-                  std::stod(field) / double(sysconf(_SC_CLK_TCK));
-  }
-  return t;
-}
-}  // namespace
-
 void set_memory_capacity(RunInfo& info, const Device& dev, int64_t host_share, const Runtime& rt) {
   if (const int64_t cap = dev.capacity_bytes(); cap > 0) {
     info.mem_capacity = cap;
@@ -136,9 +109,8 @@ json telemetry_header(const RunInfo& info) {
             {"device_name", info.device_name},
             {"threads", info.threads},
             {"start_time", iso_time_utc()}};
-  const ProcessTimes pt = process_times();
-  j["startup_s"] = pt.age_s;
-  j["startup_cpu_s"] = pt.cpu_s;
+  j["startup_s"] = process_age_s();
+  j["startup_cpu_s"] = process_cpu_seconds();
   // This rank's own layers (not every rank's table: the header is per rank).
   json layers = json::array();
   for (auto& [f, l] : stage_layers(c, info.mesh->coords().pp)) layers.push_back({f, l});

@@ -52,15 +52,8 @@ std::array<double, kCommParts> comm_waits(MpiCommunicator& world,
 
 // The step's seconds by part (core/step_parts.hpp), every part present: the
 // step record's `step_parts_s`.
-json step_parts(const StepTimes& t, const std::array<double, kCommParts>& wait) {
-  StepMeasured m;
-  m.step = t.step_s;
-  m.data = t.fb.data_s;
-  m.fwd = t.fb.fwd_s;
-  m.bwd = t.fb.bwd_s;
-  m.optim = t.optim_s;
-  m.comm_exposed = t.exposed_s;
-  m.ckpt_stall = t.ckpt_stall_s;
+json step_parts(const StepResult& t, const std::array<double, kCommParts>& wait) {
+  StepMeasured m = t.fb.t;
   m.inline_waits = wait[ix(CommPart::Tp)] + wait[ix(CommPart::Cp)];
   const StepParts parts = split_step(m);
   json j = json::object();
@@ -77,7 +70,7 @@ json op_paths(Ops& ops) {
 }
 }  // namespace
 
-json step_record(const StepTimes& t, const Config& cfg, MpiCommunicator& world,
+json step_record(const StepResult& t, const Config& cfg, MpiCommunicator& world,
                  const std::vector<Communicator*>& comms, const EngineMemory& mem, Backend& be) {
   double comm_s = 0;
   json comm = collective_stats(world, comms, &comm_s);
@@ -97,21 +90,21 @@ json step_record(const StepTimes& t, const Config& cfg, MpiCommunicator& world,
   const int64_t tokens = int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * cfg.model.seq_len;
   return {{"step", t.step},
           {"t_start", t.t_start},
-          {"step_s", t.step_s},
+          {"step_s", t.fb.t.step},
           {"slowest_step_s", t.slowest_step_s},
           {"cpu_s", t.cpu_s},
-          {"data_s", t.fb.data_s},
-          {"fwd_s", t.fb.fwd_s},
-          {"bwd_s", t.fb.bwd_s},
-          {"optim_s", t.optim_s},
+          {"data_s", t.fb.t.data},
+          {"fwd_s", t.fb.t.fwd},
+          {"bwd_s", t.fb.t.bwd},
+          {"optim_s", t.fb.t.optim},
           {"comm_s", comm_s},
-          {"comm_exposed_s", t.exposed_s},
+          {"comm_exposed_s", t.fb.t.comm_exposed},
           {"comm_bucket_s", t.fb.async_total_s},
           {"comm", comm},
           {"comm_wait_s", waits},
           {"kernel_s", kernel},
           {"paths", op_paths(be.ops())},
-          {"ckpt_stall_s", t.ckpt_stall_s},
+          {"ckpt_stall_s", t.fb.t.ckpt_stall},
           {"step_parts_s", step_parts(t, wait)},
           {"tokens", tokens},
           {"global_tokens", global_batch(cfg) * cfg.model.seq_len},

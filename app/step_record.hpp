@@ -14,15 +14,18 @@
 
 namespace st {
 
-// What the loop measured of one step (seconds, host wall clock).
-struct StepTimes {
+// What the loop had of one step: forward/backward's loss and norm, and the
+// step's seconds (fb.t, core/step_parts.hpp's StepMeasured: forward_backward
+// fills data, fwd, bwd and comm_exposed; the loop the optimizer, its
+// waits, the checkpoint stall and the whole step; the record the tp/cp
+// waits).
+struct StepResult {
   long step = 0;
-  double t_start = 0;  // epoch seconds at the step's start
-  double step_s = 0, optim_s = 0, exposed_s = 0, ckpt_stall_s = 0;
-  double slowest_step_s = 0;  // the slowest rank's step_s: the pace every tok/s is read from
-  double cpu_s = 0;  // this process's CPU time during the step, all threads
+  double t_start = 0;         // epoch seconds at the step's start
+  double slowest_step_s = 0;  // the slowest rank's step: the pace every tok/s is read from
+  double cpu_s = 0;           // this process's CPU time during the step, all threads
   double lr = 0;
-  StepOut fb;  // forward/backward's own times, loss and norm
+  StepOut fb;
 };
 
 // The collectives of `world` and `comms` since their last reset_stats, summed
@@ -32,7 +35,7 @@ nlohmann::json collective_stats(MpiCommunicator& world, const std::vector<Commun
 
 // The whole step record (TelemetryWriter::step fills in its type). Takes
 // (resets) the backend's kernel and allocation timers.
-nlohmann::json step_record(const StepTimes& t, const Config& cfg, MpiCommunicator& world,
+nlohmann::json step_record(const StepResult& t, const Config& cfg, MpiCommunicator& world,
                            const std::vector<Communicator*>& comms, const EngineMemory& mem,
                            Backend& be);
 

@@ -43,13 +43,6 @@ int64_t global_batch(const Config& cfg) {
 
 namespace {
 
-// CPU seconds this process has used (every thread).
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
 std::string fmt_eta(double s) {
   char b[32];
   if (s >= 3600)
@@ -145,7 +138,7 @@ double train_step(Job& j, long step, Progress& progress, long last) {
   world.reset_stats();
   for (Communicator* g : comms) g->reset_stats();
   if (step == j.fault_step) ::raise(j.fault_signal);  // the hang tests
-  StepTimes t;
+  StepResult t;
   t.step = step;
   t.t_start = epoch_seconds();
   const double t0 = wall_time(), c0 = process_cpu_seconds();
@@ -160,11 +153,10 @@ double train_step(Job& j, long step, Progress& progress, long last) {
     logw("step ", step, ": loss ", t.fb.loss, " grad_norm ", t.fb.grad_norm,
          " not finite; update skipped");
   }
-  t.exposed_s = t.fb.exposed_s;
   {
     flight::note_phase("optimizer", step);
     const Phase p("optim");
-    t.optim_s = engine.apply(step, t.lr, t.fb.grad_norm, skipped, &t.exposed_s);
+    t.fb.t.optim = engine.apply(step, t.lr, t.fb.grad_norm, skipped, &t.fb.t.comm_exposed);
   }
 
   // Signals (Slurm preemption): every rank must agree to stop together.
@@ -174,7 +166,7 @@ double train_step(Job& j, long step, Progress& progress, long last) {
     const Phase p("signal_vote");
     const double ts = wall_time();
     world.all_reduce_max(&sig, 1);
-    t.exposed_s += wall_time() - ts;
+    t.fb.t.comm_exposed += wall_time() - ts;
   }
   if (sig > 0)
     flight::dump(std::string("signal ") + signal_name(int(sig)) + " at step " +
@@ -184,15 +176,15 @@ double train_step(Job& j, long step, Progress& progress, long last) {
   if (sig > 0 || due) {
     flight::note_phase("checkpoint", step);
     const Phase p("ckpt_snapshot");
-    t.ckpt_stall_s = checkpoint_step(j, step, sig);
+    t.fb.t.ckpt_stall = checkpoint_step(j, step, sig);
   }
-  t.step_s = wall_time() - t0;
+  t.fb.t.step = wall_time() - t0;
   t.cpu_s = process_cpu_seconds() - c0;
 
   flight::note_phase("telemetry", step);
   // The slowest rank's step time sets the pace: the one tok/s of the
   // progress line, the step record (TensorBoard's rates) and report.md.
-  t.slowest_step_s = t.step_s;
+  t.slowest_step_s = t.fb.t.step;
   world.all_reduce_max(&t.slowest_step_s, 1);
   const EngineMemory mem = engine.memory();
   j.tel.step(step_record(t, j.cfg, world, comms, mem, *j.be));

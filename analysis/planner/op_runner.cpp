@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "core/phase_clock.hpp"
 #include "core/util.hpp"
 #include "kernels/ops.hpp"
 #include "model/model.hpp"
@@ -269,14 +270,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Seconds of this process's CPU time (every thread), the clock a cgroup CPU
-// quota counts.
-double process_cpu_time() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
 // Median (fastest with `fastest`) wall seconds of one call; its median CPU
 // seconds into *cpu when given.
 double time_calls(const std::function<void()>& f0, double min_seconds, bool fastest = false,
@@ -290,11 +283,11 @@ double time_calls(const std::function<void()>& f0, double min_seconds, bool fast
   std::vector<double> t, c;
   const double end = wall_time() + min_seconds;
   while (t.size() < 3 || wall_time() < end) {
-    const double c0 = cpu ? process_cpu_time() : 0;
+    const double c0 = cpu ? process_cpu_seconds() : 0;
     const double t0 = wall_time();
     f();
     t.push_back(wall_time() - t0);
-    if (cpu) c.push_back(process_cpu_time() - c0);
+    if (cpu) c.push_back(process_cpu_seconds() - c0);
     if (t.size() > 100000) break;
   }
   if (cpu) *cpu = median(c);

@@ -139,9 +139,9 @@ TEST(Model, CheckpointModesAreBitwiseEqualAndSaveMemory) {
       const int64_t before = st::MemStats::current(st::MemCat::Activations);
       st::MemStats::reset_peaks();
       loss = m.forward_backward(b.tokens.data(), b.targets.data(), b.B, b.T, 1.f, mode);
-      const st::PhaseTimes pt = m.take_times();
-      EXPECT_GT(pt.fwd_s, 0);
-      EXPECT_GT(pt.bwd_s, 0);
+      const st::StepMeasured pt = m.take_times();
+      EXPECT_GT(pt.fwd, 0);
+      EXPECT_GT(pt.bwd, 0);
       if (rep == 1) act_peak.push_back(st::MemStats::peak(st::MemCat::Activations) - before);
       EXPECT_EQ(st::MemStats::current(st::MemCat::Activations), before) << "activations leaked";
     }

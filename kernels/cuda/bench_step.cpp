@@ -114,13 +114,13 @@ int main(int argc, char** argv) {
       std::printf(
           "step %d loss=%.4f grad_norm=%.3f wall_s=%.3f fwd_s=%.3f bwd_s=%.3f opt_s=%.3f "
           "peak_gib=%.2f%s\n",
-          s, o.loss, o.grad_norm, dt, o.fwd_s, o.bwd_s, opt_s, double(peak) / double(1ull << 30),
+          s, o.loss, o.grad_norm, dt, o.t.fwd, o.t.bwd, opt_s, double(peak) / double(1ull << 30),
           s <= warmup ? " (warm-up)" : "");
       std::fflush(stdout);
       if (s > warmup) {
         wall += dt;
-        fwd += o.fwd_s;
-        bwd += o.bwd_s;
+        fwd += o.t.fwd;
+        bwd += o.t.bwd;
         opt += opt_s;
         peak_bytes = std::max(peak_bytes, peak);
       }

@@ -319,13 +319,7 @@ SaveStats Checkpointer::save_impl(long step, const CkptState& s, bool sync) {
       jb.file_crc = rf.file_crc;
       jb.meta_crc = rf.meta_crc;
       jb.extents = std::move(rf.extents);
-      const ckpt::RankFileTimes& rt = rf.times;
-      jb.phases["h5_create"] = rt.create_s;
-      jb.phases["h5_datasets"] = rt.datasets_s;
-      jb.phases["data"] = rt.data_s;
-      jb.phases["h5_close"] = rt.close_s;
-      jb.phases["crc"] = rt.crc_s;
-      jb.phases["fsync"] = rt.fsync_s;
+      for (const PhaseTime& p : rf.phases) jb.phases[p.name] = p.wall_s;
       jb.t_lap = wall_time();
       jb.file_s = jb.t_lap - jb.t_write0;
       hook("written");

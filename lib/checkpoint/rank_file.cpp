@@ -209,13 +209,7 @@ RankFileOut write_rank_file(const std::string& path, long step, int rank, int wo
                             const std::vector<uint8_t>& rng,
                             const std::function<void(const std::string&)>& hook) {
   RankFileOut out;
-  RankFileTimes& tt = out.times;
-  double t = wall_time();
-  auto lap = [&t](double& into) {
-    const double now = wall_time();
-    into += now - t;
-    t = now;
-  };
+  PhaseClock clock;
   const WriteTuning wt = write_tuning();
   h5::quiet_errors();
   std::vector<Extent> ext(shards.size());
@@ -226,7 +220,7 @@ RankFileOut write_rank_file(const std::string& path, long step, int rank, int wo
     h5::write_attr_i64(file, "rank", {rank});
     h5::write_attr_i64(file, "world_size", {world});
     h5::write_attr_str(file, "checksum_algo", "crc32c");
-    lap(tt.create_s);
+    clock.mark("h5_create");
 
     h5::Handle lcpl(ST_HDF5_CHECK(H5Pcreate(H5P_LINK_CREATE)));
     ST_HDF5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
@@ -240,7 +234,7 @@ RankFileOut write_rank_file(const std::string& path, long step, int rank, int wo
         ext[i].off = uint64_t(a);
       }
     }
-    lap(tt.datasets_s);
+    clock.mark("h5_datasets");
 
     if (wt.h5_write) {
       for (size_t i = 0; i < shards.size(); ++i) {
@@ -262,7 +256,7 @@ RankFileOut write_rank_file(const std::string& path, long step, int rank, int wo
         if (hook) hook("dataset");
       }
     }
-    lap(tt.data_s);
+    clock.mark("data");
 
     for (size_t i = 0; i < shards.size(); ++i) {
       const ShardOut& s = shards[i];
@@ -283,7 +277,7 @@ RankFileOut write_rank_file(const std::string& path, long step, int rank, int wo
     lcpl.reset();
     ST_HDF5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL));
     file.close();
-    lap(tt.close_s);
+    clock.mark("h5_close");
   } catch (const std::exception& e) {
     throw Error(std::string("writing '") + path + "': " + e.what());
   }
@@ -295,9 +289,10 @@ RankFileOut write_rank_file(const std::string& path, long step, int rank, int wo
   if (wt.h5_write) out.file_crc = crc32c_file(path, out.file_bytes);
   const uint32_t assembled = file_crc(path, std::move(ext), out.file_bytes, out.meta_crc);
   if (!wt.h5_write) out.file_crc = assembled;
-  lap(tt.crc_s);
+  clock.mark("crc");
   fsync_path(path);
-  lap(tt.fsync_s);
+  clock.mark("fsync");
+  out.phases = clock.phases();
   return out;
 }
 

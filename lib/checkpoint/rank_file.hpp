@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/phase_clock.hpp"
+
 namespace st::ckpt {
 
 // /3: index.json also carries, per rank file, the CRC32C of its HDF5
@@ -34,16 +36,6 @@ struct ShardOut {
   int64_t numel() const;
 };
 
-// Where write_rank_file spent its time (seconds), for the ckpt_commit event.
-struct RankFileTimes {
-  double create_s = 0;    // H5Fcreate and the file attributes
-  double datasets_s = 0;  // every dataset's metadata: create (storage allocated), attributes
-  double data_s = 0;      // the bytes: checksummed and written in one pass, large pwrites
-  double close_s = 0;     // checksum attributes, meta blobs, H5Fflush and H5Fclose
-  double crc_s = 0;       // the file's CRC32C: the data's combined, HDF5's metadata read back
-  double fsync_s = 0;     // fsync of the closed file
-};
-
 // What write_rank_file wrote.
 struct RankFileOut {
   // [{name, global_shape, offset, shape, checksum, file_offset, block_crc32c}]
@@ -55,7 +47,13 @@ struct RankFileOut {
   // [[file offset, bytes], ...] of every dataset's data in file order,
   // replicas included (index.json's data_extents: what meta_crc leaves out).
   nlohmann::json extents = nlohmann::json::array();
-  RankFileTimes times;
+  // Where the write spent its time, for the ckpt_commit event's phases, in
+  // order: h5_create (H5Fcreate and the file attributes), h5_datasets (every
+  // dataset's metadata: create, storage allocated, attributes), data (the
+  // bytes: checksummed and written in one pass, large pwrites), h5_close
+  // (checksum attributes, meta blobs, H5Fflush and H5Fclose), crc (the
+  // file's CRC32C: the data's combined, HDF5's metadata read back), fsync.
+  std::vector<PhaseTime> phases;
 };
 
 // How the writer lays out and writes the file: what the checkpoint

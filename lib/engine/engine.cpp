@@ -140,12 +140,12 @@ int64_t Engine::num_params() const {
   return n;
 }
 
-// Micro-batch m of the step from the loader, timed (StepOut::data_s and a
+// Micro-batch m of the step from the loader, timed (StepOut::t.data and a
 // `data` span on the host track of the trace).
 void Engine::load(const DataLoader& loader, long step, int m, MicroBatch& mb, StepOut& o) {
   const double t0 = wall_time(), h0 = spans::on() ? spans::epoch_now() : 0.0;
   loader.get(step, m, mb);
-  o.data_s += wall_time() - t0;
+  o.t.data += wall_time() - t0;
   if (spans::on()) spans::add({"data", "host", h0, spans::epoch_now(), m});
 }
 
@@ -168,17 +168,17 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
   double loss_sum = 0;
   for (auto& m : chunks_) loss_sum += m->take_loss();  // synchronises the stream
   for (auto& m : chunks_) {
-    const PhaseTimes pt = m->take_times();
-    o.fwd_s += pt.fwd_s;
-    o.bwd_s += pt.bwd_s;
+    const StepMeasured pt = m->take_times();
+    o.t.fwd += pt.fwd;
+    o.t.bwd += pt.bwd;
   }
   // ZeRO 3's waits for parameter gathers happen inside the passes: exposed
   // communication, not compute (each second of the step in one part,
   // core/step_parts.hpp).
-  const PhaseTimes pw = sync_->take_param_waits();
-  o.fwd_s = std::max(0.0, o.fwd_s - pw.fwd_s);
-  o.bwd_s = std::max(0.0, o.bwd_s - pw.bwd_s);
-  o.exposed_s = tail.seconds() + t_p2p + pw.fwd_s + pw.bwd_s;
+  const StepMeasured pw = sync_->take_param_waits();
+  o.t.fwd = std::max(0.0, o.t.fwd - pw.fwd);
+  o.t.bwd = std::max(0.0, o.t.bwd - pw.bwd);
+  o.t.comm_exposed = tail.seconds() + t_p2p + pw.fwd + pw.bwd;
   o.async_total_s = sync_->async_seconds();
 
   // Global loss: the last stage's micro-batch means summed over dp x cp, / dp,
@@ -193,7 +193,7 @@ StepOut Engine::forward_backward(long step, const DataLoader& loader) {
   if (mesh_.dims().tp > 1) mesh_.tp().all_reduce_sum(sq, 1);
   double total = sq[0] + sq[1];
   if (mesh_.dims().pp > 1) mesh_.pp().all_reduce_sum(&total, 1);
-  o.exposed_s += wall_time() - t0;
+  o.t.comm_exposed += wall_time() - t0;
   o.grad_norm = std::sqrt(total);
   o.finite = std::isfinite(o.loss) && std::isfinite(o.grad_norm);
   return o;

@@ -28,8 +28,9 @@ namespace st {
 
 struct StepOut {
   double loss = 0, grad_norm = 0;
-  double data_s = 0, fwd_s = 0, bwd_s = 0;
-  double exposed_s = 0;      // seconds the step waited for communication
+  // Seconds: data, fwd, bwd and comm_exposed (the waits for communication
+  // outside the passes' own compute) of forward_backward.
+  StepMeasured t;
   double async_total_s = 0;  // seconds the bucket collectives were in flight
   bool finite = true;
 };
@@ -98,20 +99,20 @@ class Engine {
   // The device communicators, made at construction in one order every rank
   // computes alike (backend.hpp), each by its name.
   struct DeviceGroups {
-    Communicator* dpcp = nullptr;   // the gradient group
+    Communicator* dpcp = nullptr;  // the gradient group
     Communicator* tp = nullptr;
     Communicator* cp = nullptr;
     std::vector<Communicator*> pp;  // one per pipeline link, pp_links_' order
   } comms_;
-  Communicator* dpcp_ = nullptr;  // comms_.dpcp
+  Communicator* dpcp_ = nullptr;                      // comms_.dpcp
   std::vector<std::unique_ptr<HostGroup>> pp_links_;  // pipeline p2p (engine_pipeline.cpp)
   struct PpSend {
     Tensor buf;  // kept until the send completes
     CommHandle h;
   };
-  std::vector<PpSend> pp_sends_;                      // this step's pipeline sends (run_schedule)
-  std::vector<std::unique_ptr<Model>> chunks_;        // model chunks of this stage
-  std::vector<int> base_;                             // index of each chunk's first param
+  std::vector<PpSend> pp_sends_;                // this step's pipeline sends (run_schedule)
+  std::vector<std::unique_ptr<Model>> chunks_;  // model chunks of this stage
+  std::vector<int> base_;                       // index of each chunk's first param
   std::vector<Param*> params_;
   std::unique_ptr<AdamW> opt_;
   StateTable state_;

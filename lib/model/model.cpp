@@ -465,11 +465,11 @@ double Model::take_loss() {
   return h;
 }
 
-PhaseTimes Model::take_times() {
+StepMeasured Model::take_times() {
   Impl& m = *impl_;
-  PhaseTimes t = m.times_done;
+  StepMeasured t = m.times_done;
   for (auto& sp : m.pending) {
-    (sp.fwd ? t.fwd_s : t.bwd_s) += sp.iv.seconds();
+    (sp.fwd ? t.fwd : t.bwd) += sp.iv.seconds();
     m.spare.push_back(std::move(sp.iv.a));
     m.spare.push_back(std::move(sp.iv.b));
   }

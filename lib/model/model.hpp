@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "core/step_parts.hpp"
 #include "tensor/tensor.hpp"
 
 namespace st {
@@ -144,13 +145,6 @@ struct ModelHooks {
   std::function<void(int param_index)> grad_ready;
 };
 
-// Seconds of forward and backward work (device time, from events on the
-// compute stream), summed over micro-batches since the last take_times().
-struct PhaseTimes {
-  double fwd_s = 0;
-  double bwd_s = 0;
-};
-
 // Gradient conventions (every layout):
 //  - After backward, summing each local Param::g over the data-parallel x
 //    context-parallel group gives grad_scale times the gradient of the sum of
@@ -234,9 +228,10 @@ class Model {
   // Synchronises the compute stream and returns the sum of the loss shares
   // of the micro-batches forwarded since the last call (0 off the last stage).
   double take_loss();
-  // Forward and backward device seconds since the last call (call after a
-  // synchronisation, e.g. take_loss).
-  PhaseTimes take_times();
+  // Forward and backward device seconds (StepMeasured's fwd and bwd, from
+  // events on the compute stream), summed over micro-batches since the last
+  // call (call after a synchronisation, e.g. take_loss).
+  StepMeasured take_times();
 
   // pp = 1 convenience (this rank holds every layer, embedding and head).
   // tokens, targets: host [B, T] int32 row-major, T <= seq_len. Runs forward

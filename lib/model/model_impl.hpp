@@ -102,7 +102,7 @@ struct Model::Impl {
   std::map<int, Tensor> layer_w;  // per_layer: resident layers' compute weights
   Tensor grads;                   // fp32 gradients
   Tensor loss_acc;                // fp64 [1] on the device
-  PhaseTimes times_done;          // resolved phase seconds
+  StepMeasured times_done;        // resolved phase seconds
   struct Span {
     StreamInterval iv;
     bool fwd;

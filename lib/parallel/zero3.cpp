@@ -82,9 +82,9 @@ void ParamGather::drain() {
   while (!resident_.empty()) free_layer(resident_.back());
 }
 
-PhaseTimes ParamGather::take_wait_seconds() {
-  PhaseTimes t;
-  for (auto& [w, backward] : waits_) (backward ? t.bwd_s : t.fwd_s) += w.seconds();
+StepMeasured ParamGather::take_wait_seconds() {
+  StepMeasured t;
+  for (auto& [w, backward] : waits_) (backward ? t.bwd : t.fwd) += w.seconds();
   waits_.clear();
   return t;
 }

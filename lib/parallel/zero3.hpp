@@ -50,8 +50,9 @@ class ParamGather {
   // before the shard changes (optimizer step).
   void drain();
   // Seconds the compute stream waited for gathers since the last call
-  // (after a synchronisation), inside forward and inside backward passes.
-  PhaseTimes take_wait_seconds();
+  // (after a synchronisation), inside forward and inside backward passes
+  // (StepMeasured's fwd and bwd).
+  StepMeasured take_wait_seconds();
   bool has_layer(int layer) const { return buckets_of_.count(layer) != 0; }
 
  private:

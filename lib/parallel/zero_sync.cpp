@@ -277,7 +277,7 @@ void ZeroSync::gather_params(double* exposed) {
   if (exposed) *exposed += iv.seconds();
 }
 
-PhaseTimes ZeroSync::take_param_waits() {
-  return gather_ ? gather_->take_wait_seconds() : PhaseTimes{};
+StepMeasured ZeroSync::take_param_waits() {
+  return gather_ ? gather_->take_wait_seconds() : StepMeasured{};
 }
 }  // namespace st

@@ -121,7 +121,7 @@ class ZeroSync {
   // Seconds the compute stream waited for parameter gathers since the last
   // call (after a synchronisation), inside the forward and the backward
   // passes; and the bucket reductions' time in flight.
-  PhaseTimes take_param_waits();
+  StepMeasured take_param_waits();
   double async_seconds() { return buckets_->async_seconds(); }
   const GradBuckets& buckets() const { return *buckets_; }
 

@@ -17,6 +17,7 @@
 #include "core/cpu_quota.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/phase_clock.hpp"
 #include "core/util.hpp"
 #include "runtime/watchdog.hpp"
 
@@ -100,9 +101,7 @@ Runtime::Runtime(int* argc, char*** argv) {
     ST_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_));
   }
   init_wall_ = wall_time();
-  timespec cpu{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
-  init_cpu_ = double(cpu.tv_sec) + 1e-9 * double(cpu.tv_nsec);
+  init_cpu_ = process_cpu_seconds();
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   ST_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   ST_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
