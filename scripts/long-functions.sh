@@ -31,7 +31,7 @@ cd "$root"
 # "LINES FUNCTION FILE:LINE" for every function (lambdas included, named
 # "lambda") over the limit. Sources only: headers hold no long bodies here,
 # and the tests and fuzz harnesses are not product code.
-offenders=$(find lib app analysis -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' \) |
+offenders=$(find lib app analysis kernels -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' \) |
   sort | ctags -L - -x --language-force=C++ --kinds-C++=f \
     --_xformat='%{line} %{end} %N %F' 2>/dev/null |
   awk -v lim="$limit" '$2 != "" { n = $2 - $1 + 1; name = $3; if (name ~ /^__anon/) name = "lambda";

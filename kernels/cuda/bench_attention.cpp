@@ -28,6 +28,35 @@
 #include "kernels/cuda/cuda_ops.hpp"
 #include "kernels/cuda/sdpa_cudnn.hpp"
 
+namespace {
+// Global positions of the zig-zag split of a sequence of cp x T tokens:
+// rank r holds chunks r and 2cp-1-r of C = T / 2 tokens (lib/model's
+// cp_positions; the model library is not linked here).
+std::vector<int32_t> zigzag_positions(int r, int64_t T, int cp) {
+  const int64_t C = T / 2;
+  std::vector<int32_t> p(static_cast<size_t>(T));
+  for (int64_t t = 0; t < C; ++t) {
+    p[size_t(t)] = int32_t(r * C + t);
+    p[size_t(C + t)] = int32_t((2 * cp - 1 - r) * C + t);
+  }
+  return p;
+}
+
+// The diagonal and full ring blocks' times (r[off][fwd, bwd]) against the
+// full-sequence kernel's, and their TFLOP/s lines (each block holds T^2 / 2
+// unmasked pairs: the causal FLOP count of T).
+void print_blocks(const double (&r)[2][2], double fwd, double bwd, double fwd_flops) {
+  const char* kind[2] = {"diag", "full"};
+  for (int off = 0; off < 2; ++off) {
+    const double bf = fwd_flops / r[off][0] * 1e-12, bb = 2.5 * fwd_flops / r[off][1] * 1e-12;
+    std::printf("%s block: fwd %.3f ms (%.2f of the full-sequence rate), bwd %.3f ms (%.2f)\n",
+                kind[off], r[off][0] * 1e3, fwd / r[off][0], r[off][1] * 1e3, bwd / r[off][1]);
+    std::printf("block_%s_fwd_tflops=%.1f\nblock_%s_bwd_tflops=%.1f\n", kind[off], bf, kind[off],
+                bb);
+  }
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string why;
   if (st::cuda::device_count(&why) == 0) {
@@ -84,18 +113,8 @@ int main(int argc, char** argv) {
         name.c_str(), kc::CudnnSdpa::description(), (long long)B, (long long)T, (long long)H,
         (long long)hd, fwd * 1e3, bwd * 1e3, (long long)iters);
     if (blocks) {
-      // Global positions of the zig-zag split of a sequence of kCp x T
-      // tokens: rank r holds chunks r and 2cp-1-r of C = T / 2 tokens
-      // (lib/model's cp_positions; the model library is not linked here).
       const int64_t C = T / 2;
-      auto zigzag = [&](int r) {
-        std::vector<int32_t> p(static_cast<size_t>(T));
-        for (int64_t t = 0; t < C; ++t) {
-          p[size_t(t)] = int32_t(r * C + t);
-          p[size_t(C + t)] = int32_t((2 * kCp - 1 - r) * C + t);
-        }
-        return p;
-      };
+      auto zigzag = [&](int r) { return zigzag_positions(r, T, kCp); };
       auto upload = [&](const std::vector<int32_t>& h) {
         auto* d = static_cast<int32_t*>(buf(h.size() * sizeof(int32_t)));
         ST_CUDA_CHECK(
@@ -122,14 +141,7 @@ int main(int argc, char** argv) {
       }
       std::printf("ring blocks (cp %d, rank %d, chunk %lld), through: %s\n", kCp, kRank,
                   (long long)C, ops->describe().c_str());
-      const char* kind[2] = {"diag", "full"};
-      for (int off = 0; off < 2; ++off) {
-        const double bf = fwd_flops / r[off][0] * 1e-12, bb = 2.5 * fwd_flops / r[off][1] * 1e-12;
-        std::printf("%s block: fwd %.3f ms (%.2f of the full-sequence rate), bwd %.3f ms (%.2f)\n",
-                    kind[off], r[off][0] * 1e3, fwd / r[off][0], r[off][1] * 1e3, bwd / r[off][1]);
-        std::printf("block_%s_fwd_tflops=%.1f\nblock_%s_bwd_tflops=%.1f\n", kind[off], bf,
-                    kind[off], bb);
-      }
+      print_blocks(r, fwd, bwd, fwd_flops);
     }
     std::printf("attn_fwd_tflops=%.1f\nattn_bwd_tflops=%.1f\n", fwd_flops / fwd * 1e-12,
                 2.5 * fwd_flops / bwd * 1e-12);

@@ -43,6 +43,45 @@ int usage(const char* msg) {
                msg);
   return 2;
 }
+
+// The measured steps' sums (seconds, the largest peak).
+struct Totals {
+  double wall = 0, fwd = 0, bwd = 0, opt = 0;
+  int64_t peak_bytes = 0;
+};
+
+// The summary lines gpu-check.sh reads: per-step means, tokens/s, MFU/HFU at
+// the device's peak, the peak memory and what ran.
+void print_summary(const st::Config& cfg, st::Backend& be, const Totals& t, int steps) {
+  const st::ModelCfg& m = cfg.model;
+  const int mb = cfg.train.micro_batch, seq = m.seq_len;
+  const double step_s = t.wall / steps;
+  const double seq_per_s = double(mb) / step_s;
+  st::metrics::ModelShape shape;
+  shape.n_params = st::count_params(m);
+  shape.n_layers = m.n_layers;
+  shape.d_model = m.d_model;
+  shape.n_heads = m.n_heads;
+  shape.seq_len = seq;
+  std::printf("params=%lld\nstep_s=%.4f\nfwd_s=%.4f\nbwd_s=%.4f\nopt_s=%.4f\n",
+              static_cast<long long>(shape.n_params), step_s, t.fwd / steps, t.bwd / steps,
+              t.opt / steps);
+  std::printf("tokens_per_s=%.1f\n", double(mb) * seq / step_s);
+  if (auto peak = be.peak(cfg)) {
+    const double mfu = st::metrics::utilization(st::metrics::mpt_model_flops_per_seq(shape),
+                                                seq_per_s, 1, peak->flops);
+    const double hfu = st::metrics::utilization(st::metrics::mpt_hw_flops_per_seq(shape, "full"),
+                                                seq_per_s, 1, peak->flops);
+    std::printf("peak_tflops=%.1f (%s)\nmfu=%.4f\nhfu=%.4f\n", peak->flops / 1e12,
+                peak->source.c_str(), mfu, hfu);
+  } else {
+    std::printf("peak_tflops=unknown\nmfu=n/a\nhfu=n/a\n");
+  }
+  std::printf("peak_device_gib=%.2f\n", double(t.peak_bytes) / double(1ull << 30));
+  // What ran (scripts/gpu-check.sh fails when the block kernels ran where
+  // cuDNN was expected): "... cuDNN fwd/bwd a/b, block kernels fwd/bwd c/d".
+  std::printf("ops_ran=%s\n", be.ops().describe().c_str());
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,32 +164,7 @@ int main(int argc, char** argv) {
         peak_bytes = std::max(peak_bytes, peak);
       }
     }
-    const double step_s = wall / steps;
-    const double seq_per_s = double(mb) / step_s;
-    st::metrics::ModelShape shape;
-    shape.n_params = st::count_params(m);
-    shape.n_layers = m.n_layers;
-    shape.d_model = m.d_model;
-    shape.n_heads = m.n_heads;
-    shape.seq_len = seq;
-    std::printf("params=%lld\nstep_s=%.4f\nfwd_s=%.4f\nbwd_s=%.4f\nopt_s=%.4f\n",
-                static_cast<long long>(shape.n_params), step_s, fwd / steps, bwd / steps,
-                opt / steps);
-    std::printf("tokens_per_s=%.1f\n", double(mb) * seq / step_s);
-    if (auto peak = be.peak(cfg)) {
-      const double mfu = st::metrics::utilization(st::metrics::mpt_model_flops_per_seq(shape),
-                                                  seq_per_s, 1, peak->flops);
-      const double hfu = st::metrics::utilization(st::metrics::mpt_hw_flops_per_seq(shape, "full"),
-                                                  seq_per_s, 1, peak->flops);
-      std::printf("peak_tflops=%.1f (%s)\nmfu=%.4f\nhfu=%.4f\n", peak->flops / 1e12,
-                  peak->source.c_str(), mfu, hfu);
-    } else {
-      std::printf("peak_tflops=unknown\nmfu=n/a\nhfu=n/a\n");
-    }
-    std::printf("peak_device_gib=%.2f\n", double(peak_bytes) / double(1ull << 30));
-    // What ran (scripts/gpu-check.sh fails when the block kernels ran where
-    // cuDNN was expected): "... cuDNN fwd/bwd a/b, block kernels fwd/bwd c/d".
-    std::printf("ops_ran=%s\n", be.ops().describe().c_str());
+    print_summary(cfg, be, {wall, fwd, bwd, opt, peak_bytes}, steps);
     return 0;
   } catch (const st::UsageError& e) {
     std::fprintf(stderr, "bench-step: %s\n", e.what());
