@@ -4,7 +4,9 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstring>
 #include <set>
+#include <string>
 
 #include "core/error.hpp"
 
@@ -106,20 +108,18 @@ std::vector<RoleGroup> gather_groups(MpiCommunicator& world, const std::vector<M
     flat.push_back(int32_t(g.ranks.size()));
     flat.insert(flat.end(), g.ranks.begin(), g.ranks.end());
   }
-  const std::vector<int64_t> ones(size_t(world.size()), 1);
-  std::vector<int32_t> n(size_t(world.size()), 0);
-  const int32_t mine_n = int32_t(flat.size());
-  world.all_gather_host(&mine_n, n.data(), ones, DType::I32);
-  std::vector<int64_t> counts(n.begin(), n.end());
-  int64_t total = 0;
-  for (int64_t c : counts) total += c;
-  std::vector<int32_t> all(size_t(std::max<int64_t>(total, 1)));
-  world.all_gather_host(flat.data(), all.data(), counts, DType::I32);
+  // Sent as bytes through the front's variable-length gather.
+  const std::string bytes(reinterpret_cast<const char*>(flat.data()),
+                          flat.size() * sizeof(int32_t));
   std::vector<RoleGroup> groups;
-  for (int i = 0; i < total;) {
-    const int role = all[size_t(i++)], sz = all[size_t(i++)];
-    groups.push_back({role, std::vector<int>(all.begin() + i, all.begin() + i + sz)});
-    i += sz;
+  for (const std::string& got : all_gather_strings(world, bytes)) {
+    std::vector<int32_t> all(got.size() / sizeof(int32_t));
+    std::memcpy(all.data(), got.data(), all.size() * sizeof(int32_t));
+    for (size_t i = 0; i + 1 < all.size();) {
+      const int role = all[i++], sz = all[i++];
+      groups.push_back({role, std::vector<int>(all.begin() + long(i), all.begin() + long(i) + sz)});
+      i += size_t(sz);
+    }
   }
   return groups;
 }
