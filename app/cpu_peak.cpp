@@ -2,10 +2,12 @@
 #include "cpu_peak.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "comm/mpi_communicator.hpp"
+#include "core/host.hpp"
 #include "core/util.hpp"
 #include "kernels/cpu/cpu_kernels.hpp"
 #include "runtime/runtime.hpp"
@@ -33,13 +35,16 @@ double measure_gemm_flops(int n, double seconds, bool bf16) {
   return best;
 }
 
-NodePeak measure_node_gemm(MpiCommunicator& node, int threads, bool bf16) {
-  // Ranks of one node may see different masks (binding): take the node's
-  // smallest, so no two measuring ranks share a core they think is theirs.
-  double c = -double(usable_cores());
-  node.all_reduce_max(&c, 1);
+NodePeak measure_node_gemm(MpiCommunicator& node, const HostShare& host, bool bf16) {
+  // Ranks of one node may be bound to different cores: the CPUs they may
+  // use together are the union of their masks (their smallest would let one
+  // of two ranks bound to a core each measure, and halve the node's rate).
+  double cpus = union_cpus(all_gather_strings(node, affinity_bits()));
+  if (host.quota.cpus > 0) cpus = std::min(cpus, host.quota.cpus);
+  node.all_reduce_max(&cpus, 1);
   NodePeak r;
-  r.measuring = std::clamp(int(-c) / std::max(1, threads), 1, node.size());
+  const int threads = std::max(1, host.threads);
+  r.measuring = std::clamp(int(std::floor(cpus / threads + 1e-9)), 1, node.size());
   double rate = node.rank() < r.measuring ? measure_gemm_flops(768, 1.0, bf16) : 0.0;
   node.all_reduce_sum(&rate, 1);
   r.per_rank = rate / node.size();

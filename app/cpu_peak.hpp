@@ -18,9 +18,11 @@ struct NodePeak {
   int measuring = 0;    // ranks of the node that measured at once
   std::string what;     // "sgemm" or "bf16 GEMM (oneDNN ...)", for the peak's source
 };
-// Collective over `node` (the ranks of one host): its first
-// min(size, cores / threads) ranks measure at once (cores: this process's
-// CPU affinity), the rest wait; every rank of the node gets the summed rate
-// divided by the node's size.
-NodePeak measure_node_gemm(MpiCommunicator& node, int threads, bool bf16);
+struct HostShare;
+// Collective over `node` (the ranks of one host, sharing it as `host`
+// says): its first min(size, CPUs / threads) ranks measure at once, the
+// rest wait; every rank of the node gets the summed rate divided by the
+// node's size. CPUs: the union of the node's ranks' affinity masks (mpirun
+// binds each of a few ranks to its own core), capped by the host's quota.
+NodePeak measure_node_gemm(MpiCommunicator& node, const HostShare& host, bool bf16);
 }  // namespace st

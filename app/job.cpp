@@ -13,6 +13,7 @@
 #include "ckpt_storage.hpp"
 #include "convert/hf_llama.hpp"
 #include "core/error.hpp"
+#include "core/host.hpp"
 #include "core/log.hpp"
 #include "core/span_log.hpp"
 #include "core/util.hpp"
@@ -89,7 +90,7 @@ void pick_peak(Job& j) {
   // rate. The same figure as every rank measuring at once, without hundreds
   // of oversubscribed ranks each running a second of sgemm.
   const Runtime& rt = *j.rt;
-  const NodePeak np = measure_node_gemm(*j.node, j.threads, j.cfg.train.precision == "bf16");
+  const NodePeak np = measure_node_gemm(*j.node, j.host, j.cfg.train.precision == "bf16");
   j.peak = np.per_rank;
   j.world->all_reduce_sum(&j.peak, 1);
   j.peak /= rt.world_size();
@@ -250,28 +251,24 @@ std::unique_ptr<Checkpointer> make_checkpointer(Job& j, const std::string& ckpt_
 }  // namespace
 
 namespace {
-// Threads per rank, and how waiting ranks wait (spin or sleep) when the
-// node's ranks x threads exceed its cores; the flight recorder's level.
+// Threads per rank, and how waiting ranks wait (spin or sleep), from the
+// host's share of CPUs (core/host.hpp); the flight recorder's level.
 void set_threads(Job& j, Runtime& rt) {
   const int rank = rt.rank();
-  j.threads = pick_threads(j.cfg.runtime.threads, rt.local_size());
+  j.host = rt.host_share(j.cfg.runtime.threads);
+  const HostShare& host = j.host;
+  j.threads = host.threads;
   omp_set_num_threads(j.threads);
   openblas_set_num_threads(j.threads);  // OpenBLAS's own pool, not OpenMP's
-  // More ranks x threads on this node than cores: waiting ranks sleep
-  // instead of spinning (comm/communicator.hpp), from the first collective
-  // on (start-up is where hundreds of ranks wait longest).
   if (!j.cfg.train.precision_choice.empty() && rank == 0)
     log0("train.precision: ", j.cfg.train.precision, " (", j.cfg.train.precision_choice, ")");
-  // A cgroup CPU quota counts as fewer cores: spinning there spends the
-  // quota the node's compute and transfers need (measured on the emulated
-  // cluster, 0.45 CPU per node: a 2-node dp step took 4.2 s spinning, 2.8 s
-  // when its waits slept).
-  const bool oversubscribed = waits_oversubscribed(rt.local_size(), j.threads);
-  MpiCommunicator::set_sleep_when_waiting(oversubscribed);
+  // From the first collective on (start-up is where hundreds of ranks wait
+  // longest).
+  set_wait_host(host);
   MpiCommunicator::set_rings(j.cfg.runtime.mpi_ring);
-  if (oversubscribed && rank == 0)
-    log0("oversubscribed: ", rt.local_size(), " rank(s) x ", j.threads, " thread(s) on ",
-         usable_cpus(), " CPU(s) of ", rt.host(), "; waiting ranks sleep between polls");
+  if (host.oversubscribed() && rank == 0)
+    log0("oversubscribed: ", host.describe(), " of ", rt.host(),
+         "; waiting ranks sleep between polls");
   // The flight recorder before the first communicator (it registers them);
   // where it writes once the run folder is known.
   spans::set_level(trace_level(j.cfg.runtime.trace));

@@ -27,7 +27,8 @@ namespace st {
 struct Job {
   Config cfg;
   Runtime* rt = nullptr;
-  int threads = 1;
+  int threads = 1;  // compute threads of this rank (host.threads)
+  HostShare host;   // this rank's share of its node's CPUs (core/host.hpp)
   std::unique_ptr<MpiCommunicator> world;
   std::unique_ptr<MpiCommunicator> node;  // the ranks of this host (once-per-host work)
   std::unique_ptr<Mesh> mesh;

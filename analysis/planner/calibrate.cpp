@@ -13,8 +13,8 @@
 #include <sstream>
 #include <tuple>
 
-#include "core/cpu_quota.hpp"
 #include "core/error.hpp"
+#include "core/host.hpp"
 #include "core/util.hpp"
 #include "plan/ops.hpp"
 #include "plan/recorded_step.hpp"
@@ -173,8 +173,10 @@ Cluster this_machine(const CalibrateOptions& o) {
   c.kind = "cpu";
   c.precision = "fp32";
   c.device = "cpu: " + cpu_model();
-  c.threads_per_rank = omp_get_max_threads();
-  c.cores_per_node = int(::sysconf(_SC_NPROCESSORS_ONLN));
+  // The host as the trainer reads its own (core/host.hpp): cores, the
+  // threads this calibration runs, a cgroup CPU quota.
+  c.host = read_host_share(1, omp_get_max_threads());
+  c.host.bound = 0;  // one rank's mask is no fact of the node
   const int max_ranks = most_ranks(o.ranges);
   c.devices_per_node = max_ranks;
   c.memory_bytes = mem_total_bytes() / max_ranks;
@@ -342,7 +344,7 @@ ProbePoints run_probes(const CalibrateOptions& o, double quota, Cluster& c, std:
       // Pairs: two ranks on each of R nodes (R >= 2). On one node: up to its
       // cores (more ranks than cores is no layout).
       const int r = nodes_or_ranks * l.per_node;
-      if (r < 2 || (l.per_node > 1 && nodes_or_ranks < 2) || (l.inter == 0 && r > c.cores_per_node))
+      if (r < 2 || (l.per_node > 1 && nodes_or_ranks < 2) || (l.inter == 0 && r > c.host.cores))
         continue;
       const std::string args = probe_args(o, l, quota, c.async_progress(), sizes, mix_keys);
       read_probe_output(run_probe(r, args, log, l.mpiexec), l, pts, c);
@@ -386,7 +388,7 @@ void choose_links(Cluster& c) {
 // What the file records of its making: the notes, and in c.meta the date,
 // host, command, model and load average.
 void record_provenance(const CalibrateOptions& o, Cluster& c) {
-  c.notes = "measured by scaletrain-plan calibrate; one node, " + std::to_string(c.cores_per_node) +
+  c.notes = "measured by scaletrain-plan calibrate; one node, " + std::to_string(c.host.cores) +
             " cores, ranks " + std::to_string(most_ranks(o.ranges)) + " at most";
   c.meta["date"] = iso_time_utc();
   char host[256] = "";
@@ -415,9 +417,7 @@ int calibrate(const CalibrateOptions& o, std::ostream& log) {
   // call is priced at its CPU time over the quota (never below its wall
   // time), and the slowdown a back-to-back loop measures is recorded beside
   // it as the check.
-  const CpuQuota cq = cgroup_cpu_quota();
-  c.cpu_quota = cq.cpus;
-  if (cq.cpus > 0) c.cpu_quota_period = cq.period;
+  const CpuQuota cq = c.host.quota;
   time_kernel_calls(ops, o.op_seconds, cq.cpus, c, log);
   record_slowdown(cq, c, log);
   fit_collectives(run_probes(o, cq.cpus, c, log), c);

@@ -223,7 +223,7 @@ std::string campaign_yaml(const std::vector<const Candidate*>& layouts, const Co
   if (cl.placement != "block") o << "placement: " << cl.placement << "\n";
   std::vector<std::string> common = model_sets;
   if (!cl.gpu()) {
-    common.push_back("runtime.threads=" + std::to_string(cl.threads_per_rank));
+    common.push_back("runtime.threads=" + std::to_string(cl.host.threads));
     std::ostringstream pk;
     pk << "runtime.cpu_peak_gflops=" << cl.peak_flops / 1e9;  // MFU against the plan's peak
     common.push_back(pk.str());

@@ -42,6 +42,7 @@
 
 #include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
+#include "core/host.hpp"
 #include "core/poll_wait.hpp"
 #include "core/util.hpp"
 #include "plan/ops.hpp"
@@ -304,14 +305,13 @@ int main(int argc, char** argv) {
   st::Runtime rt(&argc, &argv);
   try {
     const ProbeOptions opt = parse_options(argc, argv);
-    // Waits as the trainer's ranks wait (st::waits_oversubscribed, app/job.cpp):
-    // where ranks x threads exceed the node's usable CPUs (a CPU quota
-    // counts), waiting ranks sleep between polls. A probe that spins where
-    // the step sleeps spends the quota its own transfer needs: on the
+    // Waits as the trainer's ranks wait (st::set_wait_host, app/job.cpp):
+    // where a rank's threads exceed its share of the node's CPUs (a CPU
+    // quota counts), waiting ranks sleep between polls. A probe that spins
+    // where the step sleeps spends the quota its own transfer needs: on the
     // emulated cluster (0.45 CPU a node) it timed the 2-node all-reduce at
     // about 30 MB/s while the steps reduced at 40-55 MB/s.
-    st::MpiCommunicator::set_sleep_when_waiting(
-        st::waits_oversubscribed(rt.local_size(), omp_get_max_threads()));
+    st::set_wait_host(rt.host_share(omp_get_max_threads()));
     MpiCommunicator w(MPI_COMM_WORLD, "world", 600.0);
     CollectiveProbe collectives(w, opt);
     collectives.time_collectives();

@@ -140,7 +140,7 @@ TEST(PlanOverlap, CpuRanksExposeTheDpAllReduceGpusHideIt) {
 
 TEST(PlanOverlap, StagesSharingANodeTakeTurns) {
   Cluster one = emu(1), two = emu(2);
-  one.cpu_quota = two.cpu_quota = 0;  // the cores' sharing alone (quota: below)
+  one.host.quota.cpus = two.host.quota.cpus = 0;  // the cores' sharing alone (quota: below)
   const double both = st::plan::concurrency_slowdown(two, 2);
   ASSERT_GT(both, 1.5);
   // pp 2 inside one node: the stages compute at once only part of the time
@@ -175,8 +175,8 @@ TEST(PlanOverlap, StagesSharingANodeTakeTurns) {
 TEST(PlanOverlap, AQuotaGivesStagesThatIdleTheRestOfTheirPeriod) {
   const auto with = [](int per_node, double quota) {
     Cluster c = emu(per_node);
-    c.cpu_quota = quota;
-    c.cpu_quota_period = 0.1;
+    c.host.quota.cpus = quota;
+    c.host.quota.period = 0.1;
     return c;
   };
   {
@@ -219,14 +219,14 @@ TEST(PlanOverlap, AQuotaGivesStagesThatIdleTheRestOfTheirPeriod) {
 // stage at one average rate gave 0.91, and the waits 41-47% short.
 TEST(PlanOverlap, AQuotaFollowedThroughTheStepSpeedsTheStageThatComputesInBursts) {
   Cluster cl = emu(2);
-  ASSERT_GT(cl.cpu_quota, 0);
+  ASSERT_GT(cl.host.quota.cpus, 0);
   const Config c = study(2, 2, 1, 4);
   const StepPrediction q = st::plan::predict_step(c, cl);
   ASSERT_EQ(q.stage_waits.size(), 2u);
   const double first = q.step - q.stage_waits[0], last = q.step - q.stage_waits[1];
   EXPECT_LT(first, 0.85 * last) << "compute: first stage " << first << " s, last " << last << " s";
   // Without the quota the two stages' work is about the same.
-  cl.cpu_quota = 0;
+  cl.host.quota.cpus = 0;
   const StepPrediction none = st::plan::predict_step(c, cl);
   const double f0 = none.step - none.stage_waits[0], l0 = none.step - none.stage_waits[1];
   EXPECT_GT(f0, 0.9 * l0) << "without the quota: first stage " << f0 << " s, last " << l0 << " s";

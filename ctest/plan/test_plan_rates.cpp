@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "plan/cluster.hpp"
+#include "plan/quota.hpp"
 #include "plan/rates.hpp"
 
 namespace {
@@ -210,7 +211,9 @@ TEST(PlanRates, MeasuredCollectivesPricedOnTheirSideOfTheNodeBoundary) {
   // (calibrate with SCALETRAIN_MPIEXEC_NODE): a group that crosses nodes is
   // priced by the inter_node fit, one inside a node by the other, each at
   // latency + bytes / bandwidth; a fit without the key serves both sides.
-  const std::string file = std::string(kCpuHead) + R"(  - {kind: all_reduce, ranks: 2, latency_us: 100, bandwidth_gbps: 0.1, inter_node: true}
+  const std::string file =
+      std::string(kCpuHead) +
+      R"(  - {kind: all_reduce, ranks: 2, latency_us: 100, bandwidth_gbps: 0.1, inter_node: true}
   - {kind: all_reduce, ranks: 2, latency_us: 10, bandwidth_gbps: 1, inter_node: false}
   - {kind: p2p, ranks: 2, latency_us: 50, bandwidth_gbps: 0.5}
 ops:
@@ -251,7 +254,9 @@ ops:
 // ranks under a quota measured (small messages run at the burst). A group
 // of another size is rescaled by the ring factors, as a fit is.
 TEST(PlanRates, MeasuredPointsPriceTheSizesBetweenThem) {
-  const std::string file = std::string(kCpuHead) + R"(  - {kind: all_reduce, ranks: 2, latency_us: 20, bandwidth_gbps: 0.05, inter_node: true,
+  const std::string file =
+      std::string(kCpuHead) +
+      R"(  - {kind: all_reduce, ranks: 2, latency_us: 20, bandwidth_gbps: 0.05, inter_node: true,
      points: [[65536, 0.001], [16777216, 0.5], [33554432, 1.05]]}
 ops:
   "add 1024": 1e-06
@@ -266,7 +271,8 @@ ops:
   EXPECT_NEAR(ar(mb25, 2), 0.5 + (mb25 - 16777216.0) / 16777216.0 * 0.55, 1e-12);
   // The fit alone would say 20 us + 25 MB / 50 MB/s: a third less.
   EXPECT_LT(20e-6 + mb25 / 0.05e9, 0.75 * ar(mb25, 2));
-  // On a point, beyond the largest (its rate), below the smallest (the fit, at most the smallest's time).
+  // On a point, beyond the largest (its rate), below the smallest (the fit, at most the smallest's
+  // time).
   EXPECT_NEAR(ar(16777216, 2), 0.5, 1e-12);
   EXPECT_NEAR(ar(2 * 33554432.0, 2), 2.1, 1e-12);
   EXPECT_NEAR(ar(4096, 2), 20e-6 + 4096 / 0.05e9, 1e-12);
@@ -292,7 +298,9 @@ ops:
 // rescaled; a file without shapes prices by side and size as before. Shapes
 // that cannot be are refused, naming the entry.
 TEST(PlanRates, MeasuredCollectivesPricedInTheirShapeOnTheNodes) {
-  const std::string file = std::string(kCpuHead) + R"(  - {kind: all_reduce, ranks: 4, latency_us: 0, bandwidth_gbps: 0.03, inter_node: true, per_node: 1, node_ranks: 2}
+  const std::string file =
+      std::string(kCpuHead) +
+      R"(  - {kind: all_reduce, ranks: 4, latency_us: 0, bandwidth_gbps: 0.03, inter_node: true, per_node: 1, node_ranks: 2}
   - {kind: all_reduce, ranks: 4, latency_us: 0, bandwidth_gbps: 0.02, inter_node: true, per_node: 1, node_ranks: 1}
   - {kind: all_reduce, ranks: 4, latency_us: 0, bandwidth_gbps: 0.04, inter_node: true, per_node: 2, node_ranks: 2}
   - {kind: all_reduce, ranks: 2, latency_us: 0, bandwidth_gbps: 0.5, inter_node: false, per_node: 2, node_ranks: 2}
@@ -425,16 +433,16 @@ ops:
   "add 1024": 1e-06
 )";
   const Cluster c = st::plan::load_cluster(temp_file(file));
-  EXPECT_DOUBLE_EQ(c.cpu_quota, 0.45);
-  EXPECT_DOUBLE_EQ(c.cpu_quota_period, 0.05);
+  EXPECT_DOUBLE_EQ(c.host.quota.cpus, 0.45);
+  EXPECT_DOUBLE_EQ(c.host.quota.period, 0.05);
   const Cluster back = st::plan::load_cluster(temp_file(st::plan::cluster_to_yaml(c)));
-  EXPECT_DOUBLE_EQ(back.cpu_quota, 0.45);
-  EXPECT_DOUBLE_EQ(back.cpu_quota_period, 0.05);
+  EXPECT_DOUBLE_EQ(back.host.quota.cpus, 0.45);
+  EXPECT_DOUBLE_EQ(back.host.quota.period, 0.05);
   // Unsaid: none, and the period the kernel defaults to.
   std::string none = file;
   none.erase(none.find("cpu_quota"), none.find("\nops:") + 1 - none.find("cpu_quota"));
   const Cluster n = st::plan::load_cluster(temp_file(none));
-  EXPECT_EQ(n.cpu_quota, 0);
+  EXPECT_EQ(n.host.quota.cpus, 0);
   EXPECT_EQ(st::plan::cluster_to_yaml(n).find("cpu_quota"), std::string::npos);
   expect_refused(file, "{cpus: 0.45, period_us: 50000}",
                  {{"{cpus: 0, period_us: 50000}", {"cpu_quota.cpus"}},
@@ -600,8 +608,8 @@ TEST(PlanRates, PricingIsSaidAndChecked) {
   EXPECT_NE(e.find("missing key 'pricing'"), std::string::npos) << e;
   // A file from before the key, with its fitted fractions (calibrate-gpu's
   // output on the H200, committed with its study), loads as what it is.
-  const Cluster old = st::plan::load_cluster(
-      src() + "/results/gpu-check-h200-20261204/h200-141gb-calibrated.yaml");
+  const Cluster old =
+      st::plan::load_cluster(src() + "/results/gpu-check-h200-20261204/h200-141gb-calibrated.yaml");
   EXPECT_TRUE(old.fitted());
   EXPECT_EQ(old.pricing, "fitted");
   e = error(without("  launch_us: 3\n"));

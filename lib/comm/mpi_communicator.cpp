@@ -9,19 +9,17 @@
 // add in fp32 and round once per pairwise step (NCCL's bf16 reduction).
 #include "comm/mpi_communicator.hpp"
 
-#include <sched.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <climits>
-#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <mutex>
 
 #include "core/error.hpp"
+#include "core/host.hpp"
 #include "core/log.hpp"
 #include "core/util.hpp"
 #include "runtime/watchdog.hpp"
@@ -390,61 +388,18 @@ void MpiCommunicator::bind(Device& dev) {
   if (!dev.compute_stream().runs_inline()) stream_ = dev.create_stream("comm:" + name_);
 }
 
-namespace {
-std::atomic<bool> g_sleep_when_waiting{false};
-
-// More threads runnable on this machine right now than it has online CPUs
-// (the fourth field of /proc/loadavg, "runnable/total"): other work is
-// waiting for a core, so a rank that spins takes it from them, and from the
-// peers it waits for. False where unknown. Read at most every 50 ms.
-bool machine_busy() {
-  static std::atomic<double> last{-1};
-  static std::atomic<bool> busy{false};
-  const double now = wall_time();
-  if (now - last.load(std::memory_order_relaxed) < 0.05)
-    return busy.load(std::memory_order_relaxed);
-  last.store(now, std::memory_order_relaxed);
-  static const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  FILE* f = std::fopen("/proc/loadavg", "r");
-  if (!f) return false;
-  double avg[3];
-  int runnable = 0, total = 0;
-  const bool ok =
-      std::fscanf(f, "%lf %lf %lf %d/%d", &avg[0], &avg[1], &avg[2], &runnable, &total) == 5;
-  std::fclose(f);
-  busy.store(ok && cpus > 0 && runnable > cpus, std::memory_order_relaxed);
-  return busy.load(std::memory_order_relaxed);
-}
-}  // namespace
-
 void MpiCommunicator::set_rings(bool on) { g_rings = on; }
-void MpiCommunicator::set_sleep_when_waiting(bool on) { g_sleep_when_waiting = on; }
-bool MpiCommunicator::sleep_when_waiting() { return g_sleep_when_waiting; }
 
-// How MPI waits poll (the front's loop, core/poll_wait.hpp): spin (MPI's
-// way on dedicated cores) or, with sleep_when_waiting or the machine busy
-// with more runnable threads than CPUs, after the first millisecond sleep 5%
-// of the wait so far, at most 5 ms: hundreds of oversubscribed ranks polling
-// every few microseconds swamp the scheduler and take the cores from the
-// ranks they wait for; on a machine shared with other jobs a spinning rank
-// does the same to its peers (measured: ZeRO 3 at dp 2 spent ~16% of its CPU
-// in sched_yield and the kernel under load 17 on 2 cores). Sleeping also
-// delays the polls that move a large message's fragments, so it is only for
-// ranks that outnumber cores or share them. Asked at the start and every
-// 50 ms; the watchdog is answered every 50 ms, not at the first unfinished
-// poll (with hundreds of local peers each MPI call runs a costly progress
-// pass, and most waits end within microseconds).
+// How MPI waits poll (the front's loop, core/poll_wait.hpp): spin, MPI's
+// way on dedicated cores, unless the host's CPUs are shared (pace_waits,
+// core/host.hpp: then they sleep between polls). The watchdog is answered
+// every 50 ms, not at the first unfinished poll: with hundreds of local
+// peers each MPI call runs a costly progress pass, and most waits end
+// within microseconds.
 void MpiCommunicator::pace(PollPolicy& p) {
   p.answer_first = false;
-  if (g_sleep_when_waiting.load(std::memory_order_relaxed) || machine_busy()) {
-    p.spins = 0;
-    p.spin_s = 1e-3;
-    p.sleep_s = 0;
-    p.sleep_frac = 0.05;
-    p.sleep_max_s = 5e-3;
-  } else {
-    p.spins = LONG_MAX;
-  }
+  p.spins = LONG_MAX;
+  pace_waits(p);
 }
 
 void MpiCommunicator::timed_out(const char* what, int64_t, double) {

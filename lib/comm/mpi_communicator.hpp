@@ -35,17 +35,6 @@ class MpiCommunicator final : public HostGroup {
   // Its members' world ranks in group rank order (the flight recorder's).
   const std::vector<int>& world_ranks() const { return world_ranks_; }
 
-  // How every MpiCommunicator of this process waits: off (default), spin
-  // with sched_yield between polls, as MPI does on dedicated cores; on,
-  // after the first millisecond of a wait sleep 5% of the wait so far (at
-  // most 5 ms) between polls, for ranks that outnumber the cores: a waiting
-  // rank then leaves the core to the ranks it waits for. The trainer turns it
-  // on when its node's ranks x threads exceed the cores it may use. Off, a
-  // wait still sleeps so while the machine has more runnable threads than
-  // CPUs (other jobs share the cores; checked with the watchdog's answer).
-  static void set_sleep_when_waiting(bool on);
-  static bool sleep_when_waiting();
-
   // Large all-reduces (chunks of 256 KiB a rank and more), reduce-scatters
   // (64 KiB) and all-gathers (1 MiB, 3 ranks and more) go round the
   // communicator's own ring of point-to-point messages instead of MPI's

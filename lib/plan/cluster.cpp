@@ -409,8 +409,8 @@ Cluster load_cluster(const std::string& path) {
   c.devices_per_node = int(s.num("devices_per_node", 1, true, 1, 1 << 20));
   c.placement = s.str("placement", "block", false, {"block", "cyclic"});
   c.nodes = int(s.num("nodes", 0, false, 0, 1 << 24));
-  c.cores_per_node = int(s.num("cores_per_node", 0, c.kind == "cpu", 0, 1 << 20));
-  c.threads_per_rank = int(s.num("threads_per_rank", 1, false, 1, 1 << 20));
+  c.host.cores = int(s.num("cores_per_node", 0, c.kind == "cpu", 0, 1 << 20));
+  c.host.threads = int(s.num("threads_per_rank", 1, false, 1, 1 << 20));
   c.intra = read_link(path, s, "intra_node", true);
   c.inter = read_link(path, s, "inter_node", false);
   if (c.inter.bandwidth == 0) c.inter = c.intra;
@@ -426,8 +426,9 @@ Cluster load_cluster(const std::string& path) {
                        ": 'cpu_quota' is a kind: cpu fact (a cgroup's CPU quota on each node); "
                        "a gpu cluster has none");
     const Section q(path, "cpu_quota", s.node("cpu_quota"), {"cpus", "period_us"});
-    c.cpu_quota = q.num("cpus", 0, true, 0, 1 << 20, true);
-    c.cpu_quota_period = q.num("period_us", 100000, false, 1000, 1e7) * 1e-6;
+    c.host.quota.cpus = q.num("cpus", 0, true, 0, 1 << 20, true);
+    c.host.quota.period = q.num("period_us", 100000, false, 1000, 1e7) * 1e-6;
+    c.host.quota.where = path + ": cpu_quota";
   }
   c.notes = s.str("notes", "");
   if (s.has("calibrated")) {
@@ -513,8 +514,8 @@ std::string cluster_to_yaml(const Cluster& c) {
   if (c.placement != "block")
     o << "\n# consecutive ranks placed round robin over the nodes\nplacement: " << c.placement;
   if (c.nodes > 0) o << "\nnodes: " << c.nodes;
-  if (c.cores_per_node > 0) o << "\ncores_per_node: " << c.cores_per_node;
-  o << "\nthreads_per_rank: " << c.threads_per_rank;
+  if (c.host.cores > 0) o << "\ncores_per_node: " << c.host.cores;
+  o << "\nthreads_per_rank: " << c.host.threads;
   o << "\nintra_node: {bandwidth_gbps: " << c.intra.bandwidth / 1e9
     << ", latency_us: " << c.intra.latency * 1e6 << "}";
   o << "\ninter_node: {bandwidth_gbps: " << c.inter.bandwidth / 1e9
@@ -524,10 +525,10 @@ std::string cluster_to_yaml(const Cluster& c) {
     o << "\n# async: collectives progress beside compute; polls: only while the issuing "
          "thread waits\ncollective_progress: "
       << (c.async_progress() ? "async" : "polls");
-  if (c.cpu_quota > 0)
+  if (c.host.quota.cpus > 0)
     o << "\n# a node's ranks together get cpus x period_us of CPU time per period "
          "(cgroup cpu.max)\ncpu_quota: {cpus: "
-      << c.cpu_quota << ", period_us: " << c.cpu_quota_period * 1e6 << "}";
+      << c.host.quota.cpus << ", period_us: " << c.host.quota.period * 1e6 << "}";
   if (!c.concurrency.empty()) {
     o << "\n# compute slowdown when this many ranks share the node's cores (1 = "
          "alone)\nconcurrency:";

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "core/host.hpp"
+
 namespace st::plan {
 
 struct Link {
@@ -112,9 +114,17 @@ struct Cluster {
   std::string placement = "block";
   std::vector<int> rank_node;
   int node_of(int rank, int world) const;
-  int nodes = 0;             // nodes available (0: not stated)
-  int cores_per_node = 0;    // CPU clusters: cores the ranks of a node share
-  int threads_per_rank = 1;  // CPU clusters: runtime.threads the calibration used
+  int nodes = 0;  // nodes available (0: not stated)
+  // CPU clusters: the host of each node, as the runtime reads its own
+  // (core/host.hpp): `cores_per_node` (0: not stated), `threads_per_rank`
+  // (runtime.threads the calibration used) and `cpu_quota`, a cgroup quota
+  // on each node (cgroup cpu.max: a container's CPU limit, an emulated
+  // node): its ranks together get quota.cpus CPUs x quota.period of CPU
+  // time per period, and none after it is spent until the next period (0:
+  // none). A rank that computes the whole step runs at the quota (what
+  // calibrate's op times are); one that idles part of a period spends the
+  // rest of it faster (node_share.hpp). local_ranks is the layout's.
+  HostShare host;
   Link intra, inter;
   // Fractions of the peak figures; of the `rates` tables for gemm,
   // attention and network when the file has them (then 1 by default).
@@ -142,14 +152,6 @@ struct Cluster {
   // Unsaid (0): by kind, async on gpu, polls on cpu.
   int progress = 0;  // 1: async, -1: polls, 0: by kind
   bool async_progress() const { return progress != 0 ? progress > 0 : gpu(); }
-  // CPU: a cgroup quota on each node (`cpu_quota`, cgroup cpu.max: a
-  // container's CPU limit, an emulated node): its ranks together get
-  // cpu_quota CPUs x cpu_quota_period of CPU time per period, and none after
-  // it is spent until the next period. 0: none. A rank that computes the whole
-  // step runs at the quota (what calibrate's op times are); one that idles
-  // part of a period spends the rest of it faster (step_time.cpp).
-  double cpu_quota = 0;
-  double cpu_quota_period = 0.1;  // seconds
   Rates rates;  // GPU clusters: kernel-level rates (empty: the efficiencies' roofline)
   // How a GPU cluster's kernels and collectives are priced (`pricing`):
   // "rates", at the `rates` tables as measured (calibrate-gpu on the device,

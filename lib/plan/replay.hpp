@@ -11,6 +11,7 @@
 
 #include "config/config.hpp"
 #include "parallel/pipeline.hpp"
+#include "plan/quota.hpp"
 #include "plan/rates.hpp"
 #include "plan/recorded_step.hpp"
 

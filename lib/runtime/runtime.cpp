@@ -2,7 +2,6 @@
 #include "runtime/runtime.hpp"
 
 #include <omp.h>
-#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -12,10 +11,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <thread>
 
-#include "core/cpu_quota.hpp"
 #include "core/error.hpp"
+#include "core/host.hpp"
 #include "core/log.hpp"
 #include "core/phase_clock.hpp"
 #include "core/util.hpp"
@@ -177,7 +175,8 @@ Runtime::~Runtime() {
   int fin = 0;
   MPI_Finalized(&fin);
   if (fin) return;
-  if (local_size_ > usable_cores()) yield_cores_to_launcher();
+  // Ranks that outnumber the node's CPUs (core/host.hpp, one thread each).
+  if (host_share(1).oversubscribed()) yield_cores_to_launcher();
   const CoarseTimerSlack slack;
   MPI_Finalize();
 }
@@ -237,32 +236,4 @@ const char* signal_name(int sig) {
   }
 }
 
-int usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return std::max(1, int(std::thread::hardware_concurrency()));
-}
-
-namespace {
-// `cpus` capped by this process's cgroup CPU quota (read once).
-double quota_capped(double cpus) {
-  static const double quota = cgroup_cpu_quota().cpus;
-  return quota > 0 ? std::min(cpus, quota) : cpus;
-}
-}  // namespace
-
-double usable_cpus() { return quota_capped(usable_cores()); }
-
-bool waits_oversubscribed(int local_size, int threads) {
-  return double(std::max(1, local_size)) * std::max(1, threads) > usable_cpus();
-}
-
-int pick_threads(int requested, int local_size) {
-  if (requested > 0) return requested;
-  // The machine's cores (not the affinity mask: mpirun binds one or two
-  // ranks to a core each by default, and the default stays what it was
-  // there), capped by a cgroup CPU quota.
-  return threads_per_rank(quota_capped(std::max(1, int(std::thread::hardware_concurrency()))),
-                          local_size);
-}
 }  // namespace st

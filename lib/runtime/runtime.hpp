@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/host.hpp"
+
 namespace st {
 
 struct SlurmInfo {
@@ -32,6 +34,10 @@ class Runtime {
   int node_index() const { return node_index_; }
   int num_nodes() const { return num_nodes_; }
   const std::string& host() const { return host_; }
+  // The CPUs this rank shares with the node's local_size() ranks, read from
+  // this machine (core/host.hpp), each rank running `threads` threads (0:
+  // the host's default).
+  HostShare host_share(int threads) const { return read_host_share(local_size_, threads); }
   const SlurmInfo& slurm() const { return slurm_; }
   int thread_level() const { return thread_level_; }
   MPI_Comm world() const { return MPI_COMM_WORLD; }
@@ -70,20 +76,4 @@ int pending_signal();  // 0 if none
 const char* signal_name(int sig);
 inline constexpr int kExitPreempted = 3;
 
-// OpenMP threads for this rank: cfg value, or the machine's cores / ranks on
-// this node, capped by a cgroup CPU quota (at least one).
-int pick_threads(int requested, int local_size);
-// CPUs this process may run on (its affinity mask; else the machine's).
-int usable_cores();
-// The CPU time its node group may use per second: usable_cores(), or less
-// where a cgroup CPU quota caps it (a container's limit, an emulated node;
-// core/cpu_quota.hpp). Ranks x threads above it are oversubscribed.
-double usable_cpus();
-// More ranks x threads on this node than usable_cpus(): waiting ranks must
-// sleep between polls instead of spinning (MpiCommunicator::
-// set_sleep_when_waiting). Under a CPU quota a spinning wait spends the
-// quota the node's compute and transfers need. The trainer and the
-// planner's probe decide by this one rule, so that the probe times
-// collectives waited for as the step waits for them.
-bool waits_oversubscribed(int local_size, int threads);
 }  // namespace st
