@@ -15,7 +15,8 @@
 # the clusters whose owner and watchdog were both killed. Needs root.
 #
 # Usage: emucluster.sh check [--no-slurm]   exit 0 if usable here, else say why (exit 1);
-#                      on cgroup v2 it enables the cpu controller for the root's children
+#                      on cgroup v2 it enables the cpu controller for the root's children;
+#                      names the orphaned clusters it finds (still exit 0)
 #        emucluster.sh start DIR [--nodes N] [--cpus C] [--bandwidth RATE]
 #                      [--node-bandwidth NAME=RATE]... [--node-cpu NAME=FRACTION]...
 #                      [--prefix node] [--owner PID] [--no-slurm] [--weight W]
@@ -25,7 +26,8 @@
 #                      other work on the host runs at a low priority (nice 19)
 #                      writes DIR/env (source it: SLURM_CONF, PATH, MPI's TCP
 #                      subnet), DIR/hostfile and DIR/bin/emu-rsh (mpirun's
-#                      plm_rsh_agent: runs a command inside a node, like ssh)
+#                      plm_rsh_agent: runs a command inside a node, like ssh);
+#                      sweeps the orphaned clusters first
 #        emucluster.sh stop DIR              tears down everything started in DIR
 #        emucluster.sh sweep [--dry-run]     removes every orphaned cluster (owner and
 #                      watchdog gone, or its DIR/cluster gone): kills its processes,
@@ -70,7 +72,8 @@ cmd_check() {
     echo "network/UTS/mount namespaces are not permitted here (unshare --net --uts --mount fails)"
     return 1
   fi
-  cg_check
+  cg_check || return 1
+  sweep_report
 }
 
 # --- cgroups: v1 (the cpu controller's hierarchy) or v2 (unified) -------------
@@ -438,6 +441,7 @@ cmd_start() {
   [[ -z $owner ]] || alive "$owner" || die "--owner '$owner': no such process"
   local why
   if [[ $slurm == 1 ]]; then why=$(cmd_check) || die "not usable here: $why"; else why=$(cmd_check --no-slurm) || die "not usable here: $why"; fi
+  cmd_sweep || log "sweep before start: some orphaned cluster is left (above); starting anyway"
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   [[ -f $dir/cluster ]] && die "a cluster is already running in $dir (stop it first)"
