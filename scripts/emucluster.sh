@@ -11,10 +11,12 @@
 # "local disk" DIR/node/NAME, mounted at DIR/local inside the node, and its
 # own /dev/shm, which goes with the node) lives in
 # DIR; `stop`, or the watchdog when the --owner process is gone, removes every
-# namespace, link, bridge, qdisc, cgroup and daemon it made. Needs root.
+# namespace, link, bridge, qdisc, cgroup and daemon it made; `sweep` removes
+# the clusters whose owner and watchdog were both killed. Needs root.
 #
 # Usage: emucluster.sh check [--no-slurm]   exit 0 if usable here, else say why (exit 1);
-#                      on cgroup v2 it enables the cpu controller for the root's children
+#                      on cgroup v2 it enables the cpu controller for the root's children;
+#                      names the orphaned clusters it finds (still exit 0)
 #        emucluster.sh start DIR [--nodes N] [--cpus C] [--bandwidth RATE]
 #                      [--node-bandwidth NAME=RATE]... [--node-cpu NAME=FRACTION]...
 #                      [--prefix node] [--owner PID] [--no-slurm] [--weight W]
@@ -24,8 +26,13 @@
 #                      other work on the host runs at a low priority (nice 19)
 #                      writes DIR/env (source it: SLURM_CONF, PATH, MPI's TCP
 #                      subnet), DIR/hostfile and DIR/bin/emu-rsh (mpirun's
-#                      plm_rsh_agent: runs a command inside a node, like ssh)
+#                      plm_rsh_agent: runs a command inside a node, like ssh);
+#                      sweeps the orphaned clusters first
 #        emucluster.sh stop DIR              tears down everything started in DIR
+#        emucluster.sh sweep [--dry-run]     removes every orphaned cluster (owner and
+#                      watchdog gone, or its DIR/cluster gone): kills its processes,
+#                      removes its cgroups, namespaces, veths and bridge, one line each;
+#                      exit 1 naming what could not be removed (scripts/emucluster-sweep.sh)
 #        emucluster.sh exec DIR NAME CMD...  run CMD (a shell line, as ssh does) in node NAME
 #        emucluster.sh kill-node DIR NAME    SIGKILL every process of node NAME (a crash)
 #        emucluster.sh link DIR NAME up|down take node NAME's link up or down
@@ -48,6 +55,8 @@ log() { echo "emucluster: $*"; }
 slurm_tool=emucluster
 # shellcheck source=slurm-common.sh
 source "$(dirname "$SELF")/slurm-common.sh"
+# shellcheck source=emucluster-sweep.sh
+source "$(dirname "$SELF")/emucluster-sweep.sh"
 
 cmd_check() {
   local slurm=1 b missing=()
@@ -63,7 +72,8 @@ cmd_check() {
     echo "network/UTS/mount namespaces are not permitted here (unshare --net --uts --mount fails)"
     return 1
   fi
-  cg_check
+  cg_check || return 1
+  sweep_report
 }
 
 # --- cgroups: v1 (the cpu controller's hierarchy) or v2 (unified) -------------
@@ -131,7 +141,9 @@ cg_remove() {  # cg_remove DIR: an empty cgroup (a test's tree of plain files: t
 }
 
 # --- cluster state ---------------------------------------------------------
-# DIR/cluster holds tag, subnet, nodes, prefix; names derive from the tag.
+# DIR/cluster holds tag, subnet, nodes, prefix, cgver, cgroup; names derive from
+# the tag. It also names who keeps the cluster alive for `sweep` (starter,
+# owner, watchdog: PID and start time); /run/scaletrain-emu/TAG points back to DIR.
 load() {
   dir=$1
   [[ -f $dir/cluster ]] || die "no emulated cluster in '$dir' (no $dir/cluster)"
@@ -295,6 +307,7 @@ cmd_stop() {
     return 1
   fi
   mv "$dir/cluster" "$dir/cluster.stopped"
+  rm -f "$EMU_REG/$tag"
 }
 
 # --- start -----------------------------------------------------------------
@@ -308,6 +321,24 @@ pick_subnet() {  # a 10.237.X.0/24 no route of this host touches
     x=$(((x + 1) % 256))
   done
   die "no free 10.237.X.0/24 subnet"
+}
+
+claim_tag() {  # a tag no cluster here has: DIR/cluster (who keeps it alive), then its record
+  local k sw_cg=''
+  for ((k = 0; k < 100; k++)); do
+    tag=$(printf '%04x' $((RANDOM % 65536)))
+    [[ -z $(sweep_left "$tag") ]] || continue  # an unrecorded cluster's names
+    subnet=$(pick_subnet $((0x${tag:2:2})))
+    {
+      printf 'tag=%s\nsubnet=%s\nnodes=%d\nprefix=%s\ncgver=%s\ncgroup=%s\nowner=%s\n' "$tag" "$subnet" \
+        "$nodes" "$prefix" "$CG_VER" "$CG_ROOT/scaletrain-emu-$tag" "$owner"
+      [[ -z $owner ]] || record_pid owner "$owner"
+      record_pid starter $$
+    } >"$dir/cluster"
+    record_tag "$tag" "$dir" "$CG_ROOT/scaletrain-emu-$tag" && return 0
+  done
+  rm -f "$dir/cluster"
+  die "no free cluster tag (records in $EMU_REG)"
 }
 
 start_node() {  # start_node I: namespace, link, cgroup, hostname, /etc/hosts
@@ -407,18 +438,17 @@ cmd_start() {
   [[ $prefix =~ ^[a-z][a-z0-9-]*$ ]] || die "--prefix '$prefix': expected a lower-case hostname prefix"
   [[ -z $weight || ($weight =~ ^[1-9][0-9]*$ && $weight -le 10000) ]] ||
     die "--weight '$weight': expected a CPU weight 1..10000 (100 is the kernel's default)"
+  [[ -z $owner ]] || alive "$owner" || die "--owner '$owner': no such process"
   local why
   if [[ $slurm == 1 ]]; then why=$(cmd_check) || die "not usable here: $why"; else why=$(cmd_check --no-slurm) || die "not usable here: $why"; fi
+  cmd_sweep || log "sweep before start: some orphaned cluster is left (above); starting anyway"
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   [[ -f $dir/cluster ]] && die "a cluster is already running in $dir (stop it first)"
   chmod 700 "$dir"
   mkdir -p "$dir/state" "$dir/log" "$dir/node" "$dir/local" "$dir/bin"
-  tag=$(printf '%04x' $((RANDOM % 65536)))
-  subnet=$(pick_subnet $((0x${tag:2:2})))
   cg_detect >/dev/null
-  printf 'tag=%s\nsubnet=%s\nnodes=%d\nprefix=%s\ncgver=%s\ncgroup=%s\n' "$tag" "$subnet" "$nodes" \
-    "$prefix" "$CG_VER" "$CG_ROOT/scaletrain-emu-$tag" >"$dir/cluster"
+  claim_tag
   load "$dir"
   trap 'echo "emucluster: start failed; tearing down" >&2; cmd_stop "$dir" >&2 || true' ERR
   # Every step below is undone by cmd_stop, which reads DIR/cluster.
@@ -456,14 +486,17 @@ cmd_start() {
   trap - ERR
   touch "$dir/cluster.up"
   if [[ -n $owner ]]; then  # watchdog: tear down when the owner is gone
+    local owner_start
+    owner_start=$(keyval "$dir/cluster" owner_start)
     (
       trap '' HUP INT TERM
-      while kill -0 "$owner" 2>/dev/null && [[ -f $dir/cluster ]]; do sleep 1; done
+      while alive "$owner" "$owner_start" && [[ -f $dir/cluster ]]; do sleep 1; done
       for k in 1 2 3; do  # a job's last processes may outlive the first pass
         cmd_stop "$dir" && break
         sleep 5
       done
     ) </dev/null >>"$dir/log/watchdog.log" 2>&1 &
+    record_pid watchdog $! >>"$dir/cluster"  # for sweep: this cluster lives while it runs
     disown
   fi
   log "up in $dir: $nodes nodes ${prefix}1..${prefix}$nodes on $subnet.0/24 (bridge $bridge), $cpus CPUs each${bw:+, links $bw}"
@@ -481,5 +514,6 @@ case ${1:-} in
   revive) [[ $# -eq 3 ]] || die "usage: revive DIR NAME"; cmd_revive "$2" "$3" ;;
   pids) [[ $# -eq 3 ]] || die "usage: pids DIR NAME"; cmd_pids "$2" "$3" ;;
   nodes) [[ $# -eq 2 ]] || die "usage: nodes DIR"; cmd_nodes "$2" ;;
-  *) sed -n '2,30p' "$0"; exit 2 ;;
+  sweep) [[ $# -le 2 ]] || die "usage: sweep [--dry-run]"; shift; cmd_sweep "$@" ;;
+  *) sed -n '2,/^set -E/{/^#/p}' "$0"; exit 2 ;;
 esac
