@@ -36,11 +36,10 @@ double measure_gemm_flops(int n, double seconds, bool bf16) {
 }
 
 NodePeak measure_node_gemm(MpiCommunicator& node, const HostShare& host, bool bf16) {
-  // Ranks of one node may be bound to different cores: the CPUs they may
-  // use together are the union of their masks (their smallest would let one
-  // of two ranks bound to a core each measure, and halve the node's rate).
-  double cpus = union_cpus(all_gather_strings(node, affinity_bits()));
-  if (host.quota.cpus > 0) cpus = std::min(cpus, host.quota.cpus);
+  // The CPUs the node's ranks may use together (the union of their masks,
+  // capped by a quota; their smallest mask would let one of two ranks bound
+  // to a core each measure, and halve the node's rate), agreed on.
+  double cpus = host.cpus();
   node.all_reduce_max(&cpus, 1);
   NodePeak r;
   const int threads = std::max(1, host.threads);

@@ -22,7 +22,8 @@ struct HostShare;
 // Collective over `node` (the ranks of one host, sharing it as `host`
 // says): its first min(size, CPUs / threads) ranks measure at once, the
 // rest wait; every rank of the node gets the summed rate divided by the
-// node's size. CPUs: the union of the node's ranks' affinity masks (mpirun
-// binds each of a few ranks to its own core), capped by the host's quota.
+// node's size. CPUs: HostShare::cpus(), the union of the node's ranks'
+// affinity masks (mpirun binds each of a few ranks to its own core), capped
+// by a quota.
 NodePeak measure_node_gemm(MpiCommunicator& node, const HostShare& host, bool bf16);
 }  // namespace st

@@ -92,6 +92,7 @@ TEST(HostShare, OversubscribedByEachRanksShare) {
   EXPECT_TRUE(host(2, 0, 0, 4, 1).oversubscribed());
   EXPECT_TRUE(host(2, 1, 0, 1, 2).oversubscribed());  // 2 threads on the one core it is bound to
   EXPECT_TRUE(host(2, 0, 0.45, 1, 1).oversubscribed());
+  EXPECT_TRUE(host(8, 0, 0, 16, 1).oversubscribed());   // 16 ranks in a job's 8-CPU cpuset
   EXPECT_FALSE(host(64, 0, 8, 8, 1).oversubscribed());  // a container's 8 CPUs, 8 ranks
   EXPECT_TRUE(host(64, 0, 8, 8, 2).oversubscribed());
   EXPECT_DOUBLE_EQ(host(64, 0, 8, 8, 2).cpus(), 8);
@@ -114,7 +115,20 @@ TEST(HostShare, ReadsThisMachine) {
   EXPECT_EQ(h.local_ranks, 2);
   EXPECT_EQ(h.threads, h.default_threads());
   EXPECT_EQ(st::read_host_share(0, 3).threads, 3);
+  // The node's CPUs as its ranks' masks together give them (Runtime).
+  EXPECT_EQ(st::read_host_share(2, 0, 1).cores, 1);
+  EXPECT_EQ(st::read_host_share(2, 0, 1).threads, 1);
   EXPECT_EQ(st::read_host_share(0, 3).local_ranks, 1);
+}
+
+// Ranks bound to a core each run on their masks' union; a cpuset shared by
+// all shows once.
+TEST(HostShare, UnionOfMasks) {
+  EXPECT_EQ(st::union_cpus({"1000", "0100"}), 2);
+  EXPECT_EQ(st::union_cpus({"1100", "1100", "1100"}), 2);
+  EXPECT_EQ(st::union_cpus({"10", "0001"}), 2);
+  EXPECT_EQ(st::union_cpus({}), 0);
+  EXPECT_GE(st::union_cpus({st::affinity_bits()}), 1);
 }
 
 TEST(HostShare, LoadavgBusyWhenRunnableExceedCpus) {

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -92,12 +91,6 @@ std::string HostShare::describe() const {
   return o.str();
 }
 
-int affinity_cpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return std::max(1, int(std::thread::hardware_concurrency()));
-}
-
 std::string affinity_bits() {
   const int n = std::max(1, int(std::thread::hardware_concurrency()));
   cpu_set_t set;
@@ -117,10 +110,10 @@ int union_cpus(const std::vector<std::string>& masks) {
   return int(std::count(all.begin(), all.end(), '1'));
 }
 
-HostShare read_host_share(int local_ranks, int requested) {
+HostShare read_host_share(int local_ranks, int requested, int node_cpus) {
   HostShare h;
-  h.cores = std::max(1, int(std::thread::hardware_concurrency()));
-  const int mask = affinity_cpus();
+  h.cores = node_cpus > 0 ? node_cpus : std::max(1, int(std::thread::hardware_concurrency()));
+  const int mask = union_cpus({affinity_bits()});
   h.bound = mask < h.cores ? mask : 0;
   h.quota = cgroup_cpu_quota();
   h.local_ranks = std::max(1, local_ranks);

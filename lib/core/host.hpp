@@ -36,7 +36,9 @@ CpuQuota cgroup_cpu_quota(const std::string& proc_cgroup, const std::string& roo
 CpuQuota cgroup_cpu_quota();
 
 struct HostShare {
-  int cores = 0;        // the node's online CPUs (0: not stated, in a cluster file)
+  int cores = 0;        // CPUs the node's ranks may run on together: the union of their
+                        // affinity masks (a job's cpuset), else the machine's online
+                        // CPUs (0: not stated, in a cluster file)
   int bound = 0;        // CPUs this rank's affinity mask allows (0: not bound, all of them)
   CpuQuota quota;       // a cgroup quota over the node's ranks (cpus 0: none)
   int local_ranks = 1;  // ranks of the job on this node
@@ -52,8 +54,8 @@ struct HostShare {
   // and a waiting rank must sleep between polls instead of spinning.
   bool oversubscribed() const;
   // Threads for each rank when none are asked: the whole CPUs of its share
-  // of the node (cores capped by the quota; not the affinity mask, as
-  // mpirun binds a rank to a core or two by default), at least one.
+  // of the node (cores capped by the quota; not its own mask, as mpirun
+  // binds a rank to a core or two by default), at least one.
   // Threads beyond a quota only take turns in it.
   int default_threads() const;
   // One line for the log: "2 rank(s) x 1 thread(s) on 0.45 CPU(s) (quota ...)".
@@ -64,10 +66,9 @@ struct HostShare {
 int threads_per_rank(double cpus, int local_ranks);
 
 // This machine, for `local_ranks` ranks of a job on it, each running
-// `requested` threads (0: default_threads()).
-HostShare read_host_share(int local_ranks, int requested);
-// CPUs this process may run on (its affinity mask; else the machine's).
-int affinity_cpus();
+// `requested` threads (0: default_threads()); node_cpus: union_cpus of the
+// node's ranks' masks (0: the machine's online CPUs).
+HostShare read_host_share(int local_ranks, int requested, int node_cpus = 0);
 // This process's affinity mask as '0'/'1' per CPU (CPU 0 first; the
 // machine's CPUs, all '1', where the mask is unreadable).
 std::string affinity_bits();

@@ -115,6 +115,17 @@ Runtime::Runtime(int* argc, char*** argv) {
       MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
   MPI_Comm_rank(local, &local_rank_);
   MPI_Comm_size(local, &local_size_);
+  // The CPUs this node's ranks may run on together (HostShare::cores): one
+  // rank bound to a core says nothing of its peers', a job's cpuset is
+  // less than the machine.
+  const std::string bits = affinity_bits();
+  std::vector<char> masks(bits.size() * size_t(local_size_));
+  ST_MPI_CHECK(MPI_Allgather(bits.data(), int(bits.size()), MPI_CHAR, masks.data(),
+                             int(bits.size()), MPI_CHAR, local));
+  std::vector<std::string> each;
+  for (int r = 0; r < local_size_; ++r)
+    each.emplace_back(masks.data() + size_t(r) * bits.size(), bits.size());
+  node_cpus_ = union_cpus(each);
   MPI_Comm_free(&local);
 
   // Gather host names to list hosts with their ranks (node order = first rank).

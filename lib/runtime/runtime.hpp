@@ -37,7 +37,9 @@ class Runtime {
   // The CPUs this rank shares with the node's local_size() ranks, read from
   // this machine (core/host.hpp), each rank running `threads` threads (0:
   // the host's default).
-  HostShare host_share(int threads) const { return read_host_share(local_size_, threads); }
+  HostShare host_share(int threads) const {
+    return read_host_share(local_size_, threads, node_cpus_);
+  }
   const SlurmInfo& slurm() const { return slurm_; }
   int thread_level() const { return thread_level_; }
   MPI_Comm world() const { return MPI_COMM_WORLD; }
@@ -60,6 +62,7 @@ class Runtime {
  private:
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_index_ = 0, num_nodes_ = 1;
   int thread_level_ = 0;
+  int node_cpus_ = 0;  // the union of this node's ranks' affinity masks (core/host.hpp)
   double init_wall_ = 0, init_cpu_ = 0;
   std::string host_;
   SlurmInfo slurm_;
